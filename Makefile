@@ -1,0 +1,81 @@
+# pstrain - one top-level Makefile.
+#   make          install missing packages, build bin/pstrain and the tests
+#   make test     build, then run every test; last line "N passed, N failed"
+#   make demo     build, then run the demonstration job
+#   make asan     unit tests and pstrain under AddressSanitizer and UBSan
+#   make format   clang-format every source file
+#   make clean
+CC ?= cc
+PKGS = msgpack openblas
+CPPFLAGS = -Icommon -Ips -Iworker -Icli -Itests -D_GNU_SOURCE \
+	$(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+CFLAGS ?= -O2 -g
+CFLAGS += -std=c11 -Wall -Wextra -Werror -MMD -MP -pthread
+LDLIBS = -lnng $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lz -lm -pthread
+SAN = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+
+LIB_SRC = $(wildcard common/*.c ps/*.c worker/*.c) $(filter-out cli/main.c,$(wildcard cli/*.c))
+UNIT_SRC = $(filter-out tests/proc_%,$(wildcard tests/*_test.c))
+PROC_SRC = $(wildcard tests/proc_*.c)
+UNIT_NAMES = $(basename $(notdir $(UNIT_SRC)))
+
+OBJ = build/obj
+AOBJ = build/asan/obj
+LIB_OBJ = $(LIB_SRC:%.c=$(OBJ)/%.o)
+ALIB_OBJ = $(LIB_SRC:%.c=$(AOBJ)/%.o)
+UNIT_BIN = $(UNIT_NAMES:%=build/tests/%)
+AUNIT_BIN = $(UNIT_NAMES:%=build/asan/tests/%)
+PROC_BIN = $(PROC_SRC:tests/%.c=build/tests/%)
+
+.PHONY: all build deps test demo asan clean format bench
+all: deps
+	@$(MAKE) --no-print-directory build
+
+build: bin/pstrain $(UNIT_BIN) $(PROC_BIN) build/asan/pstrain $(AUNIT_BIN)
+
+deps:
+	@sh scripts/deps.sh
+
+bin/pstrain: $(OBJ)/cli/main.o $(LIB_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+build/asan/pstrain: $(AOBJ)/cli/main.o $(ALIB_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(LDLIBS)
+
+build/tests/%: $(OBJ)/tests/%.o $(OBJ)/tests/test.o $(LIB_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+build/asan/tests/%: $(AOBJ)/tests/%.o $(AOBJ)/tests/test.o $(ALIB_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(LDLIBS)
+
+$(OBJ)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(AOBJ)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN) -c -o $@ $<
+
+asan: deps
+	@$(MAKE) --no-print-directory build/asan/pstrain $(AUNIT_BIN)
+
+test: deps
+	@$(MAKE) --no-print-directory build
+	@sh tests/run.sh
+
+demo: deps
+	@$(MAKE) --no-print-directory bin/pstrain
+	@sh scripts/demo.sh
+
+format:
+	clang-format -i $(wildcard */*.c */*.h)
+
+clean:
+	rm -rf build bin
+
+.SECONDARY:
+-include $(shell find build -name '*.d' 2>/dev/null)

@@ -1,0 +1,17 @@
+// cli/cli.h - the subcommands of bin/pstrain, each a function that takes
+// the arguments after its name and returns the process's exit status.
+#ifndef PT_CLI_CLI_H
+#define PT_CLI_CLI_H
+
+int pti_cmd_run(int argc, char **argv);
+int pti_cmd_server(int argc, char **argv);
+int pti_cmd_worker(int argc, char **argv);
+int pti_cmd_eval(int argc, char **argv);
+
+// pti_cli_config parses and checks the flags of cmd into c, printing
+// --help or an error. Returns -1 to go on, else the exit status.
+struct pt_config;
+int pti_cli_config(struct pt_config *c, unsigned cmd, const char *name,
+    const char *usage, int argc, char **argv);
+
+#endif // PT_CLI_CLI_H

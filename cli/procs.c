@@ -1,0 +1,137 @@
+// cli/procs.c - the server, worker and eval subcommands.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "config.h"
+#include "data.h"
+#include "err.h"
+#include "model.h"
+#include "modelfile.h"
+#include "server.h"
+#include "worker.h"
+
+int pti_cli_config(pt_config *c, unsigned cmd, const char *name,
+    const char *usage, int argc, char **argv)
+{
+	int help, rv;
+	pt_config_defaults(c);
+	if ((rv = pt_config_parse(c, cmd, argc, argv, &help)) != 0) {
+		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
+		return 2;
+	}
+	if (help) {
+		printf("usage: pstrain %s [flags]\n\n%s\n\nflags:\n", name,
+		    usage);
+		pt_config_help(stdout, cmd);
+		return 0;
+	}
+	if (c->cluster[0] != '\0' && (rv = pt_config_cluster(c, cmd)) != 0) {
+		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
+		return 2;
+	}
+	if ((rv = pt_config_check(c, cmd)) != 0) {
+		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
+		return 2;
+	}
+	return -1;
+}
+
+int pti_cmd_server(int argc, char **argv)
+{
+	pt_config c;
+	int rv = pti_cli_config(&c, PT_CMD_SERVER, "server",
+	    "Serve one shard of the model's parameters. Every server and "
+	    "worker of a job\nmust be given the same --mode, --servers, "
+	    "--workers, --model, --data and\n--seed. It stops on a shutdown "
+	    "request (sent by worker 0 when training ends)\nor on SIGINT or "
+	    "SIGTERM, and writes DIR/server-R.json when --out is set.",
+	    argc, argv);
+	if (rv >= 0)
+		return rv;
+	if ((rv = pt_server_run(&c)) != 0) {
+		fprintf(stderr, "pstrain server %u: %s\n", c.rank,
+		    pt_errmsg(rv));
+		return 1;
+	}
+	return 0;
+}
+
+int pti_cmd_worker(int argc, char **argv)
+{
+	pt_config c;
+	int rv = pti_cli_config(&c, PT_CMD_WORKER, "worker",
+	    "Train on this worker's slice of every global batch, pushing "
+	    "gradients to the\nservers listed by --connect (or --cluster) "
+	    "and pulling parameters back.\nWrites DIR/worker-R.csv; worker 0 "
+	    "also writes eval.csv and final.csv, saves\n--save-model, and "
+	    "shuts the servers down at the end. --out is required.",
+	    argc, argv);
+	if (rv >= 0)
+		return rv;
+	if (c.out[0] == '\0') {
+		fprintf(stderr, "pstrain worker: needs --out DIR\n");
+		return 2;
+	}
+	if ((rv = pt_worker_run(&c)) != 0) {
+		fprintf(stderr, "pstrain worker %u: %s\n", c.rank,
+		    pt_errmsg(rv));
+		return rv == PT_EDIVERGED ? 3 : 1;
+	}
+	return 0;
+}
+
+int pti_cmd_eval(int argc, char **argv)
+{
+	pt_config c;
+	pt_layout l;
+	pt_data d;
+	float *params = NULL;
+	struct pt_model *m = NULL;
+	memset(&d, 0, sizeof(d));
+	int rv = pti_cli_config(&c, PT_CMD_EVAL, "eval",
+	    "Print the test loss and accuracy of a model saved with "
+	    "--save-model, on the\ntest set of --data.", argc, argv);
+	if (rv >= 0)
+		return rv;
+	const uint32_t rows = 500;
+	float *x = NULL;
+	uint8_t *y = NULL;
+	uint32_t *idx = NULL;
+	double loss, acc;
+	if ((rv = pt_modelfile_load(c.model_file, &l, &params)) != 0 ||
+	    (rv = pt_data_load(&d, c.data, c.seed)) != 0)
+		goto out;
+	if (d.test.dim != l.width[0] || d.test.classes != l.width[l.n_layers]) {
+		rv = pti_err_set(PT_EINVAL,
+		    "%s takes %u features and %u classes; --data %s has %u "
+		    "and %u", c.model_file, l.width[0], l.width[l.n_layers],
+		    c.data, d.test.dim, d.test.classes);
+		goto out;
+	}
+	x = malloc((size_t)rows * l.width[0] * sizeof(float));
+	y = malloc(rows);
+	idx = malloc(rows * sizeof(uint32_t));
+	if (x == NULL || y == NULL || idx == NULL) {
+		rv = pti_err_set(PT_ENOMEM, "eval buffers");
+		goto out;
+	}
+	if ((rv = pt_model_alloc(&m, &l, rows)) != 0 ||
+	    (rv = pt_worker_evaluate(m, params, &d.test, rows, x, y, idx,
+		 &loss, &acc)) != 0)
+		goto out;
+	printf("model %s (%s, %llu parameters) on %s: %u test examples\n"
+	       "test_loss %.6f\ntest_acc %.4f\n", c.model_file, l.spec,
+	    (unsigned long long)l.n_params, c.data, d.test.n, loss, acc);
+out:
+	if (rv != 0)
+		fprintf(stderr, "pstrain eval: %s\n", pt_errmsg(rv));
+	free(x);
+	free(y);
+	free(idx);
+	free(params);
+	pt_model_free(m);
+	pt_data_fini(&d);
+	return rv != 0 ? 1 : 0;
+}

@@ -1,0 +1,516 @@
+// cli/run.c - `pstrain run`: the local launcher. It starts S server and W
+// worker processes (this same binary as `pstrain server` and `pstrain
+// worker`), shows progress from worker 0's CSV, stops every child when one
+// fails or on Ctrl-C, and writes DIR/summary.json at the end.
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "config.h"
+#include "data.h"
+#include "err.h"
+#include "layout.h"
+
+#define RUN_MAX_PROCS 1280
+#define RUN_READY_S 60.0 // seconds a server may take to start listening
+
+typedef struct run_proc {
+	pid_t pid;
+	int server; // 1 server, 0 worker
+	uint32_t rank;
+	int status; // wait status once exited
+	int exited;
+	char log[PT_PATH_MAX + 32];
+} run_proc;
+
+typedef struct run_job {
+	pt_config c;
+	run_proc procs[RUN_MAX_PROCS];
+	uint32_t n_procs;
+	char sockdir[PT_PATH_MAX];
+	char urls[PT_URLS_MAX];
+	uint64_t steps, spe, n_train;
+	double t0;
+	int tty;
+} run_job;
+
+static volatile sig_atomic_t run_signalled;
+
+static void run_on_signal(int sig)
+{
+	run_signalled = sig;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int mkdir_p(const char *path)
+{
+	char buf[PT_PATH_MAX];
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	return mkdir(buf, 0777) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+static int run_spawn(run_job *j, int server, uint32_t rank, char **extra,
+    int n_extra)
+{
+	const pt_config *c = &j->c;
+	char *argv[2 * 64 + 16];
+	int argc = 0, rv;
+	run_proc *p = &j->procs[j->n_procs];
+
+	argv[argc++] = strdup("pstrain");
+	argv[argc++] = strdup(server ? "server" : "worker");
+	if ((rv = pt_config_to_argv(c, PT_CMD_RUN,
+		 server ? PT_CMD_SERVER : PT_CMD_WORKER, argv, &argc)) != 0)
+		return rv;
+	for (int i = 0; i < n_extra; i++)
+		argv[argc++] = strdup(extra[i]);
+	argv[argc] = NULL;
+	snprintf(p->log, sizeof(p->log), "%s/%s-%u.log", c->out,
+	    server ? "server" : "worker", rank);
+	int fd = open(p->log, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+	if (fd < 0)
+		return pti_err_set(PT_EIO, "%s: %s", p->log, strerror(errno));
+	pid_t pid = fork();
+	if (pid == 0) {
+		// The child dies with the launcher, even on kill -9.
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		close(fd);
+		signal(SIGINT, SIG_IGN); // the launcher stops us itself
+		execv("/proc/self/exe", argv);
+		fprintf(stderr, "pstrain: cannot execute itself: %s\n",
+		    strerror(errno));
+		_exit(127);
+	}
+	close(fd);
+	for (int i = 0; i < argc; i++)
+		free(argv[i]);
+	if (pid < 0)
+		return pti_err_set(PT_EIO, "fork: %s", strerror(errno));
+	p->pid = pid;
+	p->server = server;
+	p->rank = rank;
+	j->n_procs++;
+	return 0;
+}
+
+// run_reap collects exited children; returns the first that failed.
+static run_proc *run_reap(run_job *j)
+{
+	run_proc *bad = NULL;
+	for (uint32_t i = 0; i < j->n_procs; i++) {
+		run_proc *p = &j->procs[i];
+		if (p->exited)
+			continue;
+		if (waitpid(p->pid, &p->status, WNOHANG) == p->pid) {
+			p->exited = 1;
+			if (!WIFEXITED(p->status) || WEXITSTATUS(p->status))
+				bad = bad ? bad : p;
+		}
+	}
+	return bad;
+}
+
+static void run_kill_all(run_job *j)
+{
+	for (uint32_t i = 0; i < j->n_procs; i++)
+		if (!j->procs[i].exited)
+			kill(j->procs[i].pid, SIGTERM);
+	double until = now_s() + 3.0;
+	for (;;) {
+		run_reap(j);
+		uint32_t live = 0;
+		for (uint32_t i = 0; i < j->n_procs; i++)
+			live += !j->procs[i].exited;
+		if (live == 0)
+			return;
+		if (now_s() > until)
+			break;
+		usleep(20 * 1000);
+	}
+	for (uint32_t i = 0; i < j->n_procs; i++)
+		if (!j->procs[i].exited) {
+			kill(j->procs[i].pid, SIGKILL);
+			waitpid(j->procs[i].pid, &j->procs[i].status, 0);
+			j->procs[i].exited = 1;
+		}
+}
+
+static void run_tell_failure(const run_proc *p)
+{
+	char what[64];
+	if (WIFEXITED(p->status))
+		snprintf(what, sizeof(what), "exit status %d",
+		    WEXITSTATUS(p->status));
+	else
+		snprintf(what, sizeof(what), "signal %d", WTERMSIG(p->status));
+	fprintf(stderr, "\npstrain run: %s %u failed (%s); the end of %s:\n",
+	    p->server ? "server" : "worker", p->rank, what, p->log);
+	FILE *f = fopen(p->log, "r");
+	if (f == NULL)
+		return;
+	char lines[8][512];
+	int n = 0;
+	while (fgets(lines[n % 8], sizeof(lines[0]), f) != NULL)
+		n++;
+	fclose(f);
+	for (int i = n > 8 ? n - 8 : 0; i < n; i++)
+		fprintf(stderr, "  %s", lines[i % 8]);
+}
+
+// run_last_row reads the last complete line of worker 0's CSV.
+static int run_last_row(const run_job *j, uint64_t *step, double *wall,
+    double *loss)
+{
+	char path[PT_PATH_MAX + 32], buf[4096];
+	snprintf(path, sizeof(path), "%s/worker-0.csv", j->c.out);
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return -1;
+	fseek(f, 0, SEEK_END);
+	long size = ftell(f);
+	long from = size > (long)sizeof(buf) - 1 ? size - (long)sizeof(buf) + 1
+						 : 0;
+	fseek(f, from, SEEK_SET);
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	if (n == 0 || buf[n - 1] != '\n')
+		return -1;
+	buf[n - 1] = '\0';
+	char *last = strrchr(buf, '\n');
+	last = last ? last + 1 : buf;
+	unsigned long long s;
+	unsigned e;
+	if (sscanf(last, "%llu,%u,%lf,%lf", &s, &e, wall, loss) != 4)
+		return -1;
+	*step = s;
+	return 0;
+}
+
+static void run_progress(run_job *j, int final)
+{
+	uint64_t step;
+	double wall, loss;
+	if (run_last_row(j, &step, &wall, &loss) != 0)
+		return;
+	double elapsed = now_s() - j->t0;
+	double rate = wall > 0 ? (double)step * j->c.batch / wall : 0;
+	double eta = rate > 0 ? (double)(j->steps - step) * j->c.batch / rate
+			      : 0;
+	char line[256];
+	snprintf(line, sizeof(line),
+	    "step %llu/%llu  epoch %llu  loss %.4f  %.0f samples/s  "
+	    "elapsed %.0fs  ETA %.0fs", (unsigned long long)step,
+	    (unsigned long long)j->steps,
+	    (unsigned long long)(step > 0 ? (step - 1) / j->spe + 1 : 0), loss,
+	    rate, elapsed, final ? 0.0 : eta);
+	if (j->tty)
+		fprintf(stderr, "\r%-100s%s", line, final ? "\n" : "");
+	else
+		fprintf(stderr, "%s\n", line);
+}
+
+static int run_wait_ready(run_job *j)
+{
+	size_t used = 0;
+	j->urls[0] = '\0';
+	for (uint32_t s = 0; s < j->c.servers; s++) {
+		char path[PT_PATH_MAX + 32], url[PT_PATH_MAX];
+		snprintf(path, sizeof(path), "%s/.server-%u.ready", j->c.out, s);
+		double until = now_s() + RUN_READY_S;
+		for (;;) {
+			FILE *f = fopen(path, "r");
+			if (f != NULL) {
+				int ok = fgets(url, sizeof(url), f) != NULL;
+				fclose(f);
+				if (ok)
+					break;
+			}
+			run_proc *bad = run_reap(j);
+			if (bad != NULL) {
+				run_tell_failure(bad);
+				return -1;
+			}
+			if (run_signalled)
+				return -1;
+			if (now_s() > until) {
+				fprintf(stderr, "pstrain run: server %u did "
+				    "not start listening within %.0fs\n", s,
+				    RUN_READY_S);
+				return -1;
+			}
+			usleep(10 * 1000);
+		}
+		unlink(path);
+		url[strcspn(url, "\n")] = '\0';
+		used += (size_t)snprintf(j->urls + used,
+		    sizeof(j->urls) - used, "%s%s", s ? "," : "", url);
+		if (used >= sizeof(j->urls)) {
+			fprintf(stderr, "pstrain run: too many servers\n");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int run_start(run_job *j)
+{
+	const pt_config *c = &j->c;
+	char t0[64], rank[16], listen[PT_PATH_MAX + 32], ready[PT_PATH_MAX + 32];
+	snprintf(t0, sizeof(t0), "%.6f", j->t0);
+	for (uint32_t s = 0; s < c->servers; s++) {
+		if (c->transport == PT_TRANSPORT_TCP)
+			snprintf(listen, sizeof(listen), "tcp://127.0.0.1:0");
+		else
+			snprintf(listen, sizeof(listen), "ipc://%s/s%u",
+			    j->sockdir, s);
+		snprintf(rank, sizeof(rank), "%u", s);
+		snprintf(ready, sizeof(ready), "%s/.server-%u.ready", c->out, s);
+		char *extra[] = {"--rank", rank, "--listen", listen,
+		    "--ready-file", ready, "--t0", t0};
+		if (run_spawn(j, 1, s, extra, 8) != 0)
+			return -1;
+	}
+	if (run_wait_ready(j) != 0)
+		return -1;
+	for (uint32_t r = 0; r < c->workers; r++) {
+		snprintf(rank, sizeof(rank), "%u", r);
+		char *extra[] = {"--rank", rank, "--connect", j->urls, "--t0",
+		    t0};
+		if (run_spawn(j, 0, r, extra, 6) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+// run_watch waits for every child; 0 when all exited cleanly.
+static int run_watch(run_job *j)
+{
+	double next = 0;
+	for (;;) {
+		run_proc *bad = run_reap(j);
+		if (bad != NULL) {
+			if (j->tty)
+				fprintf(stderr, "\n");
+			run_tell_failure(bad);
+			return WIFEXITED(bad->status) &&
+					   WEXITSTATUS(bad->status) == 3
+				   ? 3
+				   : 1;
+		}
+		if (run_signalled) {
+			fprintf(stderr, "\npstrain run: stopping on signal "
+			    "%d\n", (int)run_signalled);
+			return 130;
+		}
+		uint32_t live = 0;
+		for (uint32_t i = 0; i < j->n_procs; i++)
+			live += !j->procs[i].exited;
+		if (live == 0) {
+			run_progress(j, 1);
+			return 0;
+		}
+		double t = now_s();
+		if (t >= next) {
+			run_progress(j, 0);
+			next = t + (j->tty ? 0.5 : 10.0);
+		}
+		usleep(50 * 1000);
+	}
+}
+
+static int run_read_final(const run_job *j, double v[7])
+{
+	char path[PT_PATH_MAX + 32], line[512];
+	snprintf(path, sizeof(path), "%s/final.csv", j->c.out);
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return -1;
+	int ok = fgets(line, sizeof(line), f) && fgets(line, sizeof(line), f);
+	fclose(f);
+	if (!ok || sscanf(line, "%lf,%lf,%lf,%lf,%lf,%lf,%lf", &v[0], &v[1],
+		       &v[2], &v[3], &v[4], &v[5], &v[6]) != 7)
+		return -1;
+	return 0;
+}
+
+static void json_str(FILE *f, const char *k, const char *v, int last)
+{
+	fprintf(f, "  \"%s\": \"", k);
+	for (const char *p = v; *p; p++)
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if ((unsigned char)*p >= 0x20)
+			fputc(*p, f);
+	fprintf(f, "\"%s\n", last ? "" : ",");
+}
+
+static int run_summary(const run_job *j, double wall)
+{
+	const pt_config *c = &j->c;
+	double v[7]; // version, steps, train_s, train loss/acc, test loss/acc
+	char path[PT_PATH_MAX + 32];
+	if (run_read_final(j, v) != 0) {
+		fprintf(stderr, "pstrain run: %s/final.csv is missing or "
+		    "malformed\n", c->out);
+		return -1;
+	}
+	snprintf(path, sizeof(path), "%s/summary.json", c->out);
+	FILE *f = fopen(path, "w");
+	if (f == NULL) {
+		fprintf(stderr, "pstrain run: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	double samples = (double)j->steps * c->batch;
+	fprintf(f, "{\n");
+	json_str(f, "mode", pt_mode_name(c->mode), 0);
+	fprintf(f, "  \"servers\": %u,\n  \"workers\": %u,\n", c->servers,
+	    c->workers);
+	json_str(f, "model", c->model, 0);
+	json_str(f, "data", c->data, 0);
+	json_str(f, "transport",
+	    c->transport == PT_TRANSPORT_TCP ? "tcp" : "ipc", 0);
+	fprintf(f,
+	    "  \"batch\": %u,\n  \"per_worker_batch\": %u,\n  \"lr\": %.17g,\n"
+	    "  \"seed\": %llu,\n  \"epochs\": %.4f,\n  \"steps\": %llu,\n"
+	    "  \"steps_per_epoch\": %llu,\n  \"wall_s\": %.3f,\n"
+	    "  \"train_s\": %.3f,\n  \"samples_per_s\": %.1f,\n"
+	    "  \"final_version\": %.0f,\n  \"final_train_loss\": %.6f,\n"
+	    "  \"final_train_acc\": %.4f,\n  \"final_test_loss\": %.6f,\n"
+	    "  \"final_test_acc\": %.4f\n}\n",
+	    c->batch, c->batch / c->workers, c->lr,
+	    (unsigned long long)c->seed, (double)j->steps / j->spe,
+	    (unsigned long long)j->steps, (unsigned long long)j->spe, wall,
+	    v[2], v[2] > 0 ? samples / v[2] : 0.0, v[0], v[3], v[4], v[5],
+	    v[6]);
+	fclose(f);
+	printf("%s: %s, %u servers, %u workers, %s on %s\n"
+	       "  %llu steps (%.2f epochs) in %.1fs, %.0f samples/s\n"
+	       "  final train loss %.4f, test loss %.4f, test accuracy %.4f\n"
+	       "  summary: %s\n",
+	    c->out, pt_mode_name(c->mode), c->servers, c->workers, c->model,
+	    c->data, (unsigned long long)j->steps, (double)j->steps / j->spe,
+	    wall, v[2] > 0 ? samples / v[2] : 0.0, v[3], v[5], v[6], path);
+	return 0;
+}
+
+static int run_prepare(run_job *j)
+{
+	pt_config *c = &j->c;
+	pt_data d;
+	pt_layout l;
+	int rv;
+	// Load the data once here so that a bad file is reported before any
+	// process starts.
+	if ((rv = pt_data_load(&d, c->data, c->seed)) != 0)
+		return rv;
+	j->n_train = d.train.n;
+	rv = pt_layout_init(&l, c->model, d.train.dim, d.train.classes);
+	pt_data_fini(&d);
+	if (rv != 0)
+		return rv;
+	j->spe = j->n_train / c->batch;
+	if (j->spe == 0)
+		return pti_err_set(PT_EINVAL,
+		    "--batch %u is larger than the %llu training examples of %s",
+		    c->batch, (unsigned long long)j->n_train, c->data);
+	if (l.n_params < c->servers)
+		return pti_err_set(PT_EINVAL,
+		    "--servers %u is more than the model's %llu parameters",
+		    c->servers, (unsigned long long)l.n_params);
+	j->steps = c->steps ? c->steps : (uint64_t)c->epochs * j->spe;
+	if (mkdir_p(c->out) != 0)
+		return pti_err_set(PT_EIO, "--out %s: %s", c->out,
+		    strerror(errno));
+	if (c->servers + c->workers > RUN_MAX_PROCS)
+		return pti_err_set(PT_EINVAL, "at most %d processes",
+		    RUN_MAX_PROCS);
+	if (c->transport == PT_TRANSPORT_IPC) {
+		const char *tmp = getenv("TMPDIR");
+		snprintf(j->sockdir, sizeof(j->sockdir), "%s/pstrain-XXXXXX",
+		    tmp && *tmp ? tmp : "/tmp");
+		if (mkdtemp(j->sockdir) == NULL)
+			return pti_err_set(PT_EIO, "%s: %s", j->sockdir,
+			    strerror(errno));
+	}
+	return 0;
+}
+
+static void run_cleanup(run_job *j)
+{
+	if (j->sockdir[0] == '\0')
+		return;
+	char path[PT_PATH_MAX + 32];
+	for (uint32_t s = 0; s < j->c.servers; s++) {
+		snprintf(path, sizeof(path), "%s/s%u", j->sockdir, s);
+		unlink(path);
+	}
+	rmdir(j->sockdir);
+}
+
+int pti_cmd_run(int argc, char **argv)
+{
+	static run_job j; // large: keep it off the stack
+	int rv = pti_cli_config(&j.c, PT_CMD_RUN, "run",
+	    "Start S parameter servers and W workers as separate processes "
+	    "on this machine\nand train. Sync and async differ only in "
+	    "--mode. Progress goes to stderr;\nDIR holds summary.json, "
+	    "eval.csv, final.csv, worker-R.csv, server-R.json and\none log "
+	    "per process (docs/OUTPUTS.md).\n\nexample:\n  pstrain run "
+	    "--mode sync --servers 2 --workers 4 --model mlp:256,128 \\\n"
+	    "      --data fashion-mnist --epochs 40 --batch 256 --lr 0.1 "
+	    "--out runs/sync", argc, argv);
+	if (rv >= 0)
+		return rv;
+	if ((rv = run_prepare(&j)) != 0) {
+		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(rv));
+		return 2;
+	}
+	j.tty = isatty(2);
+	j.t0 = now_s();
+	signal(SIGINT, run_on_signal);
+	signal(SIGTERM, run_on_signal);
+	signal(SIGHUP, run_on_signal);
+	fprintf(stderr, "pstrain run: %s, %u servers, %u workers, %s, batch "
+	    "%u (%u per worker), %llu steps, output in %s\n",
+	    pt_mode_name(j.c.mode), j.c.servers, j.c.workers, j.c.model,
+	    j.c.batch, j.c.batch / j.c.workers, (unsigned long long)j.steps,
+	    j.c.out);
+	if (run_start(&j) != 0) {
+		if (run_signalled == 0)
+			fprintf(stderr, "pstrain run: %s\n", pt_errmsg(PT_EIO));
+		rv = run_signalled ? 130 : 1;
+	} else {
+		rv = run_watch(&j);
+	}
+	run_kill_all(&j);
+	run_cleanup(&j);
+	if (rv == 0 && run_summary(&j, now_s() - j.t0) != 0)
+		rv = 1;
+	return rv;
+}

@@ -1,0 +1,359 @@
+// common/config.c - the flag table and its parser (see config.h).
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "proto.h"
+
+enum { T_U32, T_U64, T_F64, T_STR, T_MODE, T_TRANSPORT };
+
+typedef struct config_entry {
+	const char *name;
+	int type;
+	size_t off, size;
+	const char *def;
+	double min, max;
+	uint32_t cmds;
+	const char *metavar;
+	const char *help;
+} config_entry;
+
+#define RUN PT_CMD_RUN
+#define SRV PT_CMD_SERVER
+#define WRK PT_CMD_WORKER
+#define EVL PT_CMD_EVAL
+#define E(n, t, f, def, lo, hi, cmds, mv, help)                               \
+	{n, t, offsetof(pt_config, f), sizeof(((pt_config *)0)->f), def, lo,  \
+	    hi, cmds, mv, help}
+
+static const config_entry config_table[] = {
+    E("mode", T_MODE, mode, "sync", 0, 0, RUN | SRV | WRK, "sync|async",
+	"sync: each step waits for every worker's gradient and applies "
+	"their mean; async: each gradient is applied as it arrives"),
+    E("servers", T_U32, servers, "1", 1, 256, RUN | SRV | WRK, "S",
+	"number of parameter servers"),
+    E("workers", T_U32, workers, "1", 1, 1024, RUN | SRV | WRK, "W",
+	"number of workers"),
+    E("model", T_STR, model, "softmax", 0, 0, RUN | SRV | WRK, "SPEC",
+	"softmax, or mlp:H1,H2,... (ReLU hidden layers)"),
+    E("data", T_STR, data, "fashion-mnist", 0, 0, RUN | SRV | WRK | EVL,
+	"SPEC",
+	"fashion-mnist, fashion-mnist:DIR (the four IDX .gz files) or "
+	"synthetic:N"),
+    E("epochs", T_U32, epochs, "1", 1, 100000, RUN | WRK, "E",
+	"passes over the training set"),
+    E("steps", T_U64, steps, "0", 0, 1e12, RUN | WRK, "N",
+	"global steps to run instead of --epochs (0: use --epochs)"),
+    E("batch", T_U32, batch, "256", 1, 1 << 20, RUN | SRV | WRK, "B",
+	"global batch; each worker computes on B/W examples"),
+    E("lr", T_F64, lr, "0.1", 0, 1e6, RUN | SRV, "LR",
+	"learning rate of the servers' SGD"),
+    E("seed", T_U64, seed, "1", 0, 2e19, RUN | SRV | WRK | EVL, "N",
+	"seeds initial values, data order and synthetic data"),
+    E("eval-every", T_U64, eval_every, "0", 0, 1e12, RUN | WRK, "N",
+	"evaluate on the test set every N steps (0: once per epoch)"),
+    E("out", T_STR, out, "", 0, 0, RUN | SRV | WRK, "DIR",
+	"output folder (run: required; created if missing)"),
+    E("save-model", T_STR, save_model, "", 0, 0, RUN | WRK, "FILE",
+	"write the final parameters to FILE (docs/FORMATS.md)"),
+    E("transport", T_TRANSPORT, transport, "ipc", 0, 0, RUN, "ipc|tcp",
+	"ipc:// sockets, or tcp:// on 127.0.0.1"),
+    E("rpc-timeout", T_F64, rpc_timeout, "600", 0.1, 1e6, RUN | WRK, "S",
+	"seconds a worker waits for a server's reply before failing"),
+    E("rank", T_U32, rank, "0", 0, 1023, SRV | WRK, "R",
+	"this process's rank among the servers or the workers"),
+    E("listen", T_STR, listen, "", 0, 0, SRV, "URL",
+	"address to serve on, e.g. tcp://0.0.0.0:7000 or ipc:///tmp/ps0"),
+    E("connect", T_STR, connect, "", 0, 0, WRK, "URL,URL,...",
+	"the servers' addresses, in server rank order"),
+    E("cluster", T_STR, cluster, "", 0, 0, SRV | WRK, "FILE",
+	"cluster file: 'server URL' lines in rank order and one 'worker "
+	"HOST' line per worker; sets --servers, --workers, --listen and "
+	"--connect"),
+    E("ready-file", T_STR, ready_file, "", 0, 0, SRV, "FILE",
+	"write the bound address to FILE once listening"),
+    E("t0", T_F64, t0, "0", 0, 1e12, SRV | WRK, "T",
+	"job start time (seconds since 1970) for wall_s columns; 0: now"),
+    E("model-file", T_STR, model_file, "", 0, 0, EVL, "FILE",
+	"saved model to evaluate"),
+};
+#undef E
+
+#define N_ENTRIES ((int)(sizeof(config_table) / sizeof(config_table[0])))
+
+int pt_config_count(void)
+{
+	return N_ENTRIES;
+}
+
+const char *pt_mode_name(int mode)
+{
+	return mode == PT_MODE_ASYNC ? "async" : "sync";
+}
+
+static int entry_set(pt_config *c, const config_entry *e, const char *v)
+{
+	char *p = (char *)c + e->off, *end;
+	double d;
+
+	switch (e->type) {
+	case T_STR:
+		if (strlen(v) >= e->size)
+			return pti_err_set(PT_EINVAL,
+			    "--%s: value longer than %zu characters", e->name,
+			    e->size - 1);
+		strcpy(p, v);
+		return 0;
+	case T_MODE:
+		if (strcmp(v, "sync") == 0)
+			*(int *)(void *)p = PT_MODE_SYNC;
+		else if (strcmp(v, "async") == 0)
+			*(int *)(void *)p = PT_MODE_ASYNC;
+		else
+			return pti_err_set(PT_EINVAL,
+			    "--mode: '%s' is not sync or async", v);
+		return 0;
+	case T_TRANSPORT:
+		if (strcmp(v, "ipc") == 0)
+			*(int *)(void *)p = PT_TRANSPORT_IPC;
+		else if (strcmp(v, "tcp") == 0)
+			*(int *)(void *)p = PT_TRANSPORT_TCP;
+		else
+			return pti_err_set(PT_EINVAL,
+			    "--transport: '%s' is not ipc or tcp", v);
+		return 0;
+	}
+	errno = 0;
+	if (e->type == T_F64) {
+		d = strtod(v, &end);
+	} else {
+		if (v[0] == '-')
+			return pti_err_set(PT_EINVAL,
+			    "--%s: '%s' is not a whole number >= 0", e->name,
+			    v);
+		unsigned long long u = strtoull(v, &end, 10);
+		d = (double)u;
+		if (e->type == T_U64)
+			*(uint64_t *)(void *)p = u;
+		else if (u <= UINT32_MAX)
+			*(uint32_t *)(void *)p = (uint32_t)u;
+	}
+	if (end == v || *end != '\0' || errno != 0 || !isfinite(d))
+		return pti_err_set(PT_EINVAL, "--%s: '%s' is not a %s", e->name,
+		    v, e->type == T_F64 ? "number" : "whole number");
+	if (d < e->min || d > e->max)
+		return pti_err_set(PT_EINVAL,
+		    "--%s: %s is outside [%g, %g]", e->name, v, e->min,
+		    e->max);
+	if (e->type == T_F64)
+		*(double *)(void *)p = d;
+	return 0;
+}
+
+void pt_config_defaults(pt_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	for (int i = 0; i < N_ENTRIES; i++) {
+		int rv = entry_set(c, &config_table[i], config_table[i].def);
+		(void)rv; // table defaults are known to parse (config_test)
+	}
+}
+
+int pt_config_parse(pt_config *c, uint32_t cmd, int argc, char **argv,
+    int *help)
+{
+	*help = 0;
+	for (int i = 0; i < argc; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			*help = 1;
+			return 0;
+		}
+		if (strncmp(a, "--", 2) != 0)
+			return pti_err_set(PT_EINVAL,
+			    "unexpected argument '%s' (flags start with --)",
+			    a);
+		const char *name = a + 2, *val = strchr(name, '=');
+		size_t nl = val ? (size_t)(val - name) : strlen(name);
+		int found = -1;
+		for (int k = 0; k < N_ENTRIES; k++)
+			if (strlen(config_table[k].name) == nl &&
+			    strncmp(config_table[k].name, name, nl) == 0 &&
+			    (config_table[k].cmds & cmd))
+				found = k;
+		if (found < 0)
+			return pti_err_set(PT_EINVAL,
+			    "unknown flag --%.*s (see --help)", (int)nl, name);
+		if (val != NULL) {
+			val++;
+		} else {
+			if (i + 1 >= argc)
+				return pti_err_set(PT_EINVAL,
+				    "--%s needs a value", config_table[found].name);
+			val = argv[++i];
+		}
+		int rv = entry_set(c, &config_table[found], val);
+		if (rv != 0)
+			return rv;
+		c->given |= 1ull << found;
+	}
+	return 0;
+}
+
+int pt_config_given(const pt_config *c, const char *name)
+{
+	for (int k = 0; k < N_ENTRIES; k++)
+		if (strcmp(config_table[k].name, name) == 0)
+			return (c->given >> k) & 1;
+	return 0;
+}
+
+void pt_config_help(FILE *f, uint32_t cmd)
+{
+	for (int k = 0; k < N_ENTRIES; k++) {
+		const config_entry *e = &config_table[k];
+		if (!(e->cmds & cmd))
+			continue;
+		char left[64];
+		snprintf(left, sizeof(left), "--%s %s", e->name, e->metavar);
+		fprintf(f, "  %-26s %s", left, e->help);
+		if (e->def[0] != '\0')
+			fprintf(f, " [%s]", e->def);
+		fprintf(f, "\n");
+	}
+}
+
+static int entry_format(const pt_config *c, const config_entry *e,
+    char *buf, size_t n)
+{
+	const char *p = (const char *)c + e->off;
+	switch (e->type) {
+	case T_STR:
+		return snprintf(buf, n, "%s", p);
+	case T_MODE:
+		return snprintf(buf, n, "%s",
+		    pt_mode_name(*(const int *)(const void *)p));
+	case T_TRANSPORT:
+		return snprintf(buf, n, "%s",
+		    *(const int *)(const void *)p == PT_TRANSPORT_TCP ? "tcp"
+								      : "ipc");
+	case T_U32:
+		return snprintf(buf, n, "%u",
+		    *(const uint32_t *)(const void *)p);
+	case T_U64:
+		return snprintf(buf, n, "%llu",
+		    (unsigned long long)*(const uint64_t *)(const void *)p);
+	default:
+		// %.17g round-trips a double exactly.
+		return snprintf(buf, n, "%.17g",
+		    *(const double *)(const void *)p);
+	}
+}
+
+int pt_config_to_argv(const pt_config *c, uint32_t from, uint32_t to,
+    char **argv, int *argc)
+{
+	static char val[PT_URLS_MAX];
+	for (int k = 0; k < N_ENTRIES; k++) {
+		const config_entry *e = &config_table[k];
+		if (!(e->cmds & from) || !(e->cmds & to))
+			continue;
+		entry_format(c, e, val, sizeof(val));
+		if (e->type == T_STR && val[0] == '\0')
+			continue;
+		char flag[64];
+		snprintf(flag, sizeof(flag), "--%s", e->name);
+		if ((argv[*argc] = strdup(flag)) == NULL)
+			return PT_ENOMEM;
+		if ((argv[*argc + 1] = strdup(val)) == NULL) {
+			free(argv[*argc]);
+			return PT_ENOMEM;
+		}
+		*argc += 2;
+	}
+	return 0;
+}
+
+int pt_config_cluster(pt_config *c, uint32_t cmd)
+{
+	FILE *f = fopen(c->cluster, "r");
+	char line[PT_PATH_MAX], word[32], arg[PT_PATH_MAX];
+	uint32_t ns = 0, nw = 0, lineno = 0;
+	size_t used = 0;
+
+	if (f == NULL)
+		return pti_err_set(PT_EIO, "--cluster %s: %s", c->cluster,
+		    strerror(errno));
+	c->connect[0] = '\0';
+	while (fgets(line, sizeof(line), f) != NULL) {
+		lineno++;
+		char *hash = strchr(line, '#');
+		if (hash)
+			*hash = '\0';
+		int got = sscanf(line, "%31s %1023s", word, arg);
+		if (got <= 0)
+			continue;
+		if (got == 2 && strcmp(word, "server") == 0) {
+			size_t al = strlen(arg);
+			if (used + al + 2 > sizeof(c->connect)) {
+				fclose(f);
+				return pti_err_set(PT_EINVAL,
+				    "%s:%u: too many servers", c->cluster,
+				    lineno);
+			}
+			if (cmd == PT_CMD_SERVER && ns == c->rank)
+				strcpy(c->listen, arg);
+			used += (size_t)sprintf(c->connect + used, "%s%s",
+			    ns ? "," : "", arg);
+			ns++;
+		} else if (got == 2 && strcmp(word, "worker") == 0) {
+			nw++;
+		} else {
+			fclose(f);
+			return pti_err_set(PT_EINVAL,
+			    "%s:%u: expected 'server URL' or 'worker HOST'",
+			    c->cluster, lineno);
+		}
+	}
+	fclose(f);
+	if (ns == 0 || nw == 0)
+		return pti_err_set(PT_EINVAL,
+		    "%s: needs at least one server line and one worker line",
+		    c->cluster);
+	c->servers = ns;
+	c->workers = nw;
+	return 0;
+}
+
+int pt_config_check(const pt_config *c, uint32_t cmd)
+{
+	if (cmd == PT_CMD_EVAL) {
+		if (c->model_file[0] == '\0')
+			return pti_err_set(PT_EINVAL,
+			    "eval needs --model-file FILE");
+		return 0;
+	}
+	if (c->batch % c->workers != 0)
+		return pti_err_set(PT_EINVAL,
+		    "--batch %u is not divisible by --workers %u: each worker "
+		    "takes B/W examples", c->batch, c->workers);
+	if (cmd == PT_CMD_RUN && c->out[0] == '\0')
+		return pti_err_set(PT_EINVAL, "run needs --out DIR");
+	if ((cmd == PT_CMD_SERVER || cmd == PT_CMD_WORKER) &&
+	    c->rank >= (cmd == PT_CMD_SERVER ? c->servers : c->workers))
+		return pti_err_set(PT_EINVAL, "--rank %u is not below --%s %u",
+		    c->rank, cmd == PT_CMD_SERVER ? "servers" : "workers",
+		    cmd == PT_CMD_SERVER ? c->servers : c->workers);
+	if (cmd == PT_CMD_SERVER && c->listen[0] == '\0')
+		return pti_err_set(PT_EINVAL,
+		    "server needs --listen URL or --cluster FILE");
+	if (cmd == PT_CMD_WORKER && c->connect[0] == '\0')
+		return pti_err_set(PT_EINVAL,
+		    "worker needs --connect URL,... or --cluster FILE");
+	return 0;
+}

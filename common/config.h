@@ -1,0 +1,92 @@
+// common/config.h - every command-line flag of every subcommand, in one
+// table (name, type, default, bounds, target field, help, which commands
+// take it), in the spirit of Redis's static_configs. The launcher uses the
+// same table to hand its settings on to the processes it starts, so a flag
+// means the same thing everywhere.
+#ifndef PT_COMMON_CONFIG_H
+#define PT_COMMON_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "layout.h"
+
+#define PT_PATH_MAX 1024
+#define PT_URLS_MAX 8192
+
+// Which subcommands take a flag.
+enum {
+	PT_CMD_RUN = 1u << 0,
+	PT_CMD_SERVER = 1u << 1,
+	PT_CMD_WORKER = 1u << 2,
+	PT_CMD_EVAL = 1u << 3,
+};
+
+enum { PT_TRANSPORT_IPC = 1, PT_TRANSPORT_TCP = 2 };
+
+typedef struct pt_config {
+	int mode; // pt_mode
+	uint32_t servers, workers;
+	char model[PT_SPEC_MAX];
+	char data[PT_PATH_MAX];
+	uint32_t epochs;
+	uint64_t steps; // 0: derived from epochs
+	uint32_t batch; // global batch
+	double lr;
+	uint64_t seed;
+	uint64_t eval_every; // steps; 0: once per epoch
+	char out[PT_PATH_MAX];
+	char save_model[PT_PATH_MAX];
+	int transport;
+	double rpc_timeout; // seconds
+	// per process, set by the launcher or by hand
+	uint32_t rank;
+	char listen[PT_PATH_MAX];
+	char connect[PT_URLS_MAX]; // comma-separated server URLs, by rank
+	char cluster[PT_PATH_MAX];
+	char ready_file[PT_PATH_MAX];
+	double t0; // job start, seconds since the epoch; 0: process start
+	char model_file[PT_PATH_MAX];
+	uint64_t given; // bit i: flag i of the table was on the command line
+} pt_config;
+
+// pt_config_defaults fills every field with its table default.
+void pt_config_defaults(pt_config *c);
+
+// pt_config_parse reads argv[0..argc) (flags only, no command name) for
+// command cmd (one PT_CMD_* bit). Returns 0, or PT_EINVAL with a detail
+// naming the flag and what was wrong. "--help" sets *help and returns 0.
+int pt_config_parse(pt_config *c, uint32_t cmd, int argc, char **argv,
+    int *help);
+
+// pt_config_given tells whether flag `name` was on the command line.
+int pt_config_given(const pt_config *c, const char *name);
+
+// pt_config_help prints the flags of cmd, with defaults, to f.
+void pt_config_help(FILE *f, uint32_t cmd);
+
+// pt_config_to_argv appends "--flag value" for every flag that both `from`
+// and `to` commands take, to argv starting at *argc (argv must have room
+// for 2 * pt_config_count() more entries; strings are strdup'd, the caller
+// frees them). Returns PT_ENOMEM.
+int pt_config_to_argv(const pt_config *c, uint32_t from, uint32_t to,
+    char **argv, int *argc);
+
+// pt_config_count is the number of flags in the table.
+int pt_config_count(void);
+
+// pt_config_cluster reads a cluster file: lines "server URL" (in rank
+// order) and "worker HOST" (one per worker), '#' comments. It sets
+// c->connect, c->servers and c->workers, and for a server c->listen from
+// its rank. Returns PT_EINVAL or PT_EIO with a detail naming the file and
+// line.
+int pt_config_cluster(pt_config *c, uint32_t cmd);
+
+// pt_config_check validates the combination of flags for cmd (W divides
+// B, epochs or steps, ...). PT_EINVAL with a detail naming the flags.
+int pt_config_check(const pt_config *c, uint32_t cmd);
+
+// pt_mode_name returns "sync" or "async".
+const char *pt_mode_name(int mode);
+
+#endif // PT_COMMON_CONFIG_H

@@ -1,0 +1,542 @@
+// common/data.c - IDX readers, data specs, the synthetic set, epoch order
+// and minibatch gather. Not a data pipeline: everything is loaded whole
+// into memory once, and batches are copied out of it.
+#include "data.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "err.h"
+#include "rng.h"
+
+#define IDX_MAGIC_IMAGES 0x00000803u
+#define IDX_MAGIC_LABELS 0x00000801u
+#define IDX_MAX_BYTES (1ull << 32)    // pixels in one file, 4 GiB
+#define IDX_FIRST_ALLOC (16u << 20)   // grow past this only as data arrives
+#define IDX_READ_CHUNK (1u << 30)     // gzread takes an unsigned, returns int
+#define DATA_PATH_MAX 4096
+
+#define FASHION_DIR "/usr/share/datasets/fashion-mnist"
+#define SPEC_HELP "use fashion-mnist, fashion-mnist:DIR or synthetic:N"
+
+// Streams of the synthetic set. Their high bits are set, so they cannot
+// meet the epoch streams 0x7065726d ^ epoch of pti_data_perm.
+#define SYNTH_STREAM_CENTERS 0x73796e7468000001ull
+#define SYNTH_STREAM_TRAIN 0x73796e7468000002ull
+#define SYNTH_STREAM_TEST 0x73796e7468000003ull
+#define SYNTH_NOISE_SD 0.15
+
+static const char *const fashion_files[4] = {
+	"train-images-idx3-ubyte.gz",
+	"train-labels-idx1-ubyte.gz",
+	"t10k-images-idx3-ubyte.gz",
+	"t10k-labels-idx1-ubyte.gz",
+};
+
+// ---------------------------------------------------------------------
+// IDX files
+// ---------------------------------------------------------------------
+
+static int idx_open(gzFile *out, const char *path)
+{
+	errno = 0;
+	gzFile f = gzopen(path, "rb");
+	if (f == NULL) {
+		int e = errno;
+		if (e == ENOENT)
+			return pti_err_set(PT_ENOENT, "%s: %s", path,
+			    strerror(e));
+		if (e == 0 || e == ENOMEM)
+			return pti_err_set(PT_ENOMEM, "%s: out of memory "
+			    "opening the file", path);
+		return pti_err_set(PT_EIO, "%s: %s", path, strerror(e));
+	}
+	// Larger than the 8 KiB default: fewer read calls on 26 MB files.
+	gzbuffer(f, 1u << 17);
+	*out = f;
+	return 0;
+}
+
+// idx_gz_error turns zlib's recorded error into our code and detail.
+static int idx_gz_error(gzFile f, const char *path)
+{
+	int zerr = Z_OK;
+	const char *msg = gzerror(f, &zerr);
+	size_t plen = strlen(path);
+	// zlib writes "PATH: what"; we add the path ourselves.
+	if (strncmp(msg, path, plen) == 0 && strncmp(msg + plen, ": ", 2) == 0)
+		msg += plen + 2;
+	switch (zerr) {
+	case Z_ERRNO:
+		return pti_err_set(PT_EIO, "%s: %s", path, strerror(errno));
+	case Z_MEM_ERROR:
+		return pti_err_set(PT_ENOMEM, "%s: zlib out of memory", path);
+	case Z_BUF_ERROR:
+		return pti_err_set(PT_ECORRUPT,
+		    "%s: truncated: gzip stream cut short (%s)", path, msg);
+	default:
+		return pti_err_set(PT_ECORRUPT, "%s: gzip: %s", path, msg);
+	}
+}
+
+// idx_read reads up to len bytes into buf and writes how many it got; a
+// short count means end of file. Fails only when zlib reports an error.
+static int idx_read(gzFile f, const char *path, uint8_t *buf, size_t len,
+    size_t *got)
+{
+	size_t done = 0;
+	while (done < len) {
+		size_t want = len - done;
+		if (want > IDX_READ_CHUNK)
+			want = IDX_READ_CHUNK;
+		int r = gzread(f, buf + done, (unsigned)want);
+		if (r < 0)
+			return idx_gz_error(f, path);
+		if (r == 0) {
+			int zerr = Z_OK;
+			gzerror(f, &zerr);
+			if (zerr != Z_OK)
+				return idx_gz_error(f, path);
+			break;
+		}
+		done += (size_t)r;
+	}
+	*got = done;
+	return 0;
+}
+
+static uint32_t idx_be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	    (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+// idx_header reads the magic and n_words big-endian sizes after it.
+static int idx_header(gzFile f, const char *path, uint32_t magic,
+    uint32_t *words, int n_words)
+{
+	uint8_t buf[16];
+	size_t want = 4 * (size_t)(n_words + 1), got;
+	int rv;
+	if ((rv = idx_read(f, path, buf, want, &got)) != 0)
+		return rv;
+	if (got >= 4 && idx_be32(buf) != magic) {
+		uint32_t found = idx_be32(buf);
+		const char *hint = "";
+		if (found == IDX_MAGIC_IMAGES)
+			hint = " (an IDX image file)";
+		else if (found == IDX_MAGIC_LABELS)
+			hint = " (an IDX label file)";
+		return pti_err_set(PT_ECORRUPT,
+		    "%s: bad magic 0x%08x%s, expected 0x%08x (IDX %s)", path,
+		    found, hint, magic,
+		    magic == IDX_MAGIC_IMAGES ? "images" : "labels");
+	}
+	if (got < want)
+		return pti_err_set(PT_ECORRUPT,
+		    "%s: truncated: expected %zu bytes of header, got %zu",
+		    path, want, got);
+	for (int i = 0; i < n_words; i++)
+		words[i] = idx_be32(buf + 4 * (i + 1));
+	return 0;
+}
+
+static int idx_check_count(const char *path, uint32_t n, const char *what)
+{
+	if (n == 0 || n > PT_DATA_MAX_N)
+		return pti_err_set(PT_ECORRUPT,
+		    "%s: header claims %u %s; expected 1 to %u", path, n, what,
+		    PT_DATA_MAX_N);
+	return 0;
+}
+
+// idx_image_header opens path and checks its header, leaving the file
+// positioned at the first pixel.
+static int idx_image_header(gzFile *out, const char *path, uint32_t *n,
+    uint32_t *rows, uint32_t *cols)
+{
+	gzFile f;
+	uint32_t w[3];
+	int rv;
+	if ((rv = idx_open(&f, path)) != 0)
+		return rv;
+	if ((rv = idx_header(f, path, IDX_MAGIC_IMAGES, w, 3)) != 0 ||
+	    (rv = idx_check_count(path, w[0], "images")) != 0) {
+		gzclose(f);
+		return rv;
+	}
+	uint64_t dim = (uint64_t)w[1] * w[2];
+	if (dim == 0 || dim > PT_DATA_MAX_DIM) {
+		gzclose(f);
+		return pti_err_set(PT_ECORRUPT,
+		    "%s: images of %u x %u pixels; expected 1 to %u pixels",
+		    path, w[1], w[2], PT_DATA_MAX_DIM);
+	}
+	if ((uint64_t)w[0] * dim > IDX_MAX_BYTES) {
+		gzclose(f);
+		return pti_err_set(PT_ECORRUPT,
+		    "%s: %u images of %u x %u pixels exceed the %llu bytes "
+		    "allowed", path, w[0], w[1], w[2],
+		    (unsigned long long)IDX_MAX_BYTES);
+	}
+	*out = f;
+	*n = w[0];
+	*rows = w[1];
+	*cols = w[2];
+	return 0;
+}
+
+// idx_payload reads exactly len bytes of `what` and checks that nothing
+// follows them. The buffer grows only as bytes arrive, so a header that
+// overstates the size costs at most twice what the file really holds.
+static int idx_payload(gzFile f, const char *path, size_t len,
+    const char *what, uint8_t **out)
+{
+	size_t cap = len < IDX_FIRST_ALLOC ? len : IDX_FIRST_ALLOC, used = 0;
+	uint8_t *buf = malloc(cap), extra;
+	int rv;
+	if (buf == NULL)
+		return pti_err_set(PT_ENOMEM,
+		    "%s: out of memory for %zu bytes of %s", path, cap, what);
+	for (;;) {
+		size_t got;
+		rv = idx_read(f, path, buf + used, cap - used, &got);
+		if (rv != 0)
+			goto fail;
+		used += got;
+		if (used < cap) {
+			rv = pti_err_set(PT_ECORRUPT,
+			    "%s: truncated: expected %zu bytes of %s, got %zu",
+			    path, len, what, used);
+			goto fail;
+		}
+		if (used == len)
+			break;
+		size_t ncap = cap * 2 < len ? cap * 2 : len;
+		uint8_t *nbuf = realloc(buf, ncap);
+		if (nbuf == NULL) {
+			rv = pti_err_set(PT_ENOMEM,
+			    "%s: out of memory for %zu bytes of %s", path,
+			    ncap, what);
+			goto fail;
+		}
+		buf = nbuf;
+		cap = ncap;
+	}
+	// Reading on to the end also makes zlib check the gzip CRC.
+	size_t got;
+	if ((rv = idx_read(f, path, &extra, 1, &got)) != 0)
+		goto fail;
+	if (got != 0) {
+		rv = pti_err_set(PT_ECORRUPT,
+		    "%s: trailing bytes after the %zu bytes of %s the header "
+		    "announces", path, len, what);
+		goto fail;
+	}
+	*out = buf;
+	return 0;
+fail:
+	free(buf);
+	return rv;
+}
+
+int pti_idx_read_images(const char *path, uint8_t **x, uint32_t *n,
+    uint32_t *rows, uint32_t *cols)
+{
+	gzFile f;
+	uint32_t hn, hr, hc;
+	uint8_t *buf;
+	int rv;
+	if ((rv = idx_image_header(&f, path, &hn, &hr, &hc)) != 0)
+		return rv;
+	rv = idx_payload(f, path, (size_t)hn * hr * hc, "pixels", &buf);
+	gzclose(f);
+	if (rv != 0)
+		return rv;
+	*x = buf;
+	*n = hn;
+	*rows = hr;
+	*cols = hc;
+	return 0;
+}
+
+int pti_idx_read_labels(const char *path, uint8_t **y, uint32_t *n)
+{
+	gzFile f;
+	uint32_t hn;
+	uint8_t *buf;
+	int rv;
+	if ((rv = idx_open(&f, path)) != 0)
+		return rv;
+	if ((rv = idx_header(f, path, IDX_MAGIC_LABELS, &hn, 1)) != 0 ||
+	    (rv = idx_check_count(path, hn, "labels")) != 0 ||
+	    (rv = idx_payload(f, path, hn, "labels", &buf)) != 0) {
+		gzclose(f);
+		return rv;
+	}
+	gzclose(f);
+	*y = buf;
+	*n = hn;
+	return 0;
+}
+
+// ---------------------------------------------------------------------
+// Specs
+// ---------------------------------------------------------------------
+
+enum { SPEC_FASHION = 1, SPEC_SYNTH = 2 };
+
+typedef struct data_spec {
+	int kind;
+	const char *dir; // SPEC_FASHION: points into the spec or FASHION_DIR
+	uint32_t n;      // SPEC_SYNTH: training examples
+} data_spec;
+
+static int spec_parse(data_spec *out, const char *spec)
+{
+	data_spec s = {0};
+	if (spec == NULL || *spec == '\0')
+		return pti_err_set(PT_EINVAL, "--data: no data set given (%s)",
+		    SPEC_HELP);
+	if (strcmp(spec, "fashion-mnist") == 0) {
+		s.kind = SPEC_FASHION;
+		s.dir = FASHION_DIR;
+	} else if (strncmp(spec, "fashion-mnist:", 14) == 0) {
+		s.kind = SPEC_FASHION;
+		s.dir = spec + 14;
+		if (*s.dir == '\0')
+			return pti_err_set(PT_EINVAL, "--data %s needs a "
+			    "directory, as in fashion-mnist:/data/fmnist",
+			    spec);
+		if (strlen(s.dir) > DATA_PATH_MAX - 64)
+			return pti_err_set(PT_EINVAL, "--data: directory "
+			    "longer than %d bytes", DATA_PATH_MAX - 64);
+	} else if (strncmp(spec, "synthetic:", 10) == 0) {
+		const char *p = spec + 10;
+		char *end;
+		errno = 0;
+		unsigned long long v = strtoull(p, &end, 10);
+		// strtoull skips blanks and takes a sign; we want bare digits.
+		if (*p < '0' || *p > '9' || *end != '\0' || errno != 0 ||
+		    v == 0 || v > PT_DATA_MAX_N)
+			return pti_err_set(PT_EINVAL, "--data %s: N must be a "
+			    "whole number from 1 to %u, as in synthetic:5000",
+			    spec, PT_DATA_MAX_N);
+		s.kind = SPEC_SYNTH;
+		s.n = (uint32_t)v;
+	} else {
+		return pti_err_set(PT_EINVAL,
+		    "--data %s: unknown data set (%s)", spec, SPEC_HELP);
+	}
+	*out = s;
+	return 0;
+}
+
+static void spec_path(char *out, const char *dir, int file)
+{
+	size_t len = strlen(dir);
+	const char *sep = len > 0 && dir[len - 1] == '/' ? "" : "/";
+	snprintf(out, DATA_PATH_MAX, "%s%s%s", dir, sep, fashion_files[file]);
+}
+
+// ---------------------------------------------------------------------
+// Fashion-MNIST
+// ---------------------------------------------------------------------
+
+static int fashion_split(pt_dataset *d, uint32_t *rows, uint32_t *cols,
+    const char *dir, int images_file)
+{
+	char ipath[DATA_PATH_MAX], lpath[DATA_PATH_MAX];
+	uint32_t n_images, n_labels;
+	int rv;
+	spec_path(ipath, dir, images_file);
+	spec_path(lpath, dir, images_file + 1);
+	if ((rv = pti_idx_read_images(ipath, &d->x, &n_images, rows,
+	    cols)) != 0)
+		return rv;
+	d->n = n_images;
+	d->dim = *rows * *cols;
+	d->classes = PT_DATA_CLASSES;
+	if ((rv = pti_idx_read_labels(lpath, &d->y, &n_labels)) != 0)
+		return rv;
+	if (n_labels != n_images)
+		return pti_err_set(PT_ECORRUPT,
+		    "%s has %u images but %s has %u labels", ipath, n_images,
+		    lpath, n_labels);
+	for (uint32_t i = 0; i < d->n; i++)
+		if (d->y[i] >= d->classes)
+			return pti_err_set(PT_ECORRUPT,
+			    "%s: label %u of example %u is not below %u",
+			    lpath, d->y[i], i, d->classes);
+	return 0;
+}
+
+static int fashion_dims_differ(const char *dir, uint32_t r0, uint32_t c0,
+    uint32_t r1, uint32_t c1)
+{
+	char p0[DATA_PATH_MAX], p1[DATA_PATH_MAX];
+	spec_path(p0, dir, 0);
+	spec_path(p1, dir, 2);
+	return pti_err_set(PT_ECORRUPT,
+	    "%s has %u x %u images but %s has %u x %u", p0, r0, c0, p1, r1,
+	    c1);
+}
+
+static int fashion_load(pt_data *d, const char *dir)
+{
+	uint32_t r0, c0, r1, c1;
+	int rv;
+	if ((rv = fashion_split(&d->train, &r0, &c0, dir, 0)) != 0 ||
+	    (rv = fashion_split(&d->test, &r1, &c1, dir, 2)) != 0)
+		return rv;
+	if (r0 != r1 || c0 != c1)
+		return fashion_dims_differ(dir, r0, c0, r1, c1);
+	return 0;
+}
+
+static int fashion_dims(const char *dir, uint32_t *dim)
+{
+	char path[DATA_PATH_MAX];
+	uint32_t n, r[2], c[2];
+	int rv;
+	for (int i = 0; i < 2; i++) {
+		gzFile f;
+		spec_path(path, dir, 2 * i);
+		if ((rv = idx_image_header(&f, path, &n, &r[i], &c[i])) != 0)
+			return rv;
+		gzclose(f);
+	}
+	if (r[0] != r[1] || c[0] != c[1])
+		return fashion_dims_differ(dir, r[0], c[0], r[1], c[1]);
+	*dim = r[0] * c[0];
+	return 0;
+}
+
+// ---------------------------------------------------------------------
+// Synthetic
+// ---------------------------------------------------------------------
+
+// synth_split draws n examples around centers (classes, dim) from stream.
+static int synth_split(pt_dataset *d, const double *centers, uint32_t n,
+    uint64_t seed, uint64_t stream)
+{
+	const uint32_t dim = PT_DATA_SYNTH_DIM;
+	pti_rng r;
+	d->n = n;
+	d->dim = dim;
+	d->classes = PT_DATA_CLASSES;
+	d->x = malloc((size_t)n * dim);
+	d->y = malloc(n);
+	if (d->x == NULL || d->y == NULL)
+		return pti_err_set(PT_ENOMEM,
+		    "synthetic: out of memory for %u examples of %u features",
+		    n, dim);
+	pti_rng_seed(&r, seed, stream);
+	for (uint32_t i = 0; i < n; i++) {
+		uint8_t c = (uint8_t)pti_rng_below(&r, PT_DATA_CLASSES);
+		const double *mu = centers + (size_t)c * dim;
+		uint8_t *x = d->x + (size_t)i * dim;
+		d->y[i] = c;
+		for (uint32_t j = 0; j < dim; j++) {
+			double v = mu[j] + SYNTH_NOISE_SD * pti_rng_normal(&r);
+			v = v < 0.0 ? 0.0 : v > 1.0 ? 1.0 : v;
+			x[j] = (uint8_t)(v * 255.0 + 0.5);
+		}
+	}
+	return 0;
+}
+
+static int synth_load(pt_data *d, uint32_t n, uint64_t seed)
+{
+	double centers[PT_DATA_CLASSES * PT_DATA_SYNTH_DIM];
+	pti_rng r;
+	int rv;
+	pti_rng_seed(&r, seed, SYNTH_STREAM_CENTERS);
+	for (size_t i = 0; i < PT_DATA_CLASSES * PT_DATA_SYNTH_DIM; i++)
+		centers[i] = 0.2 + 0.6 * pti_rng_unit(&r);
+	uint32_t n_test = n / 5 > 0 ? n / 5 : 1;
+	if ((rv = synth_split(&d->train, centers, n, seed,
+	    SYNTH_STREAM_TRAIN)) != 0 ||
+	    (rv = synth_split(&d->test, centers, n_test, seed,
+	    SYNTH_STREAM_TEST)) != 0)
+		return rv;
+	return 0;
+}
+
+// ---------------------------------------------------------------------
+// Public calls
+// ---------------------------------------------------------------------
+
+int pt_data_load(pt_data *out, const char *spec, uint64_t seed)
+{
+	pt_data d;
+	data_spec s;
+	int rv;
+	memset(&d, 0, sizeof(d));
+	if ((rv = spec_parse(&s, spec)) != 0)
+		return rv;
+	if (s.kind == SPEC_FASHION)
+		rv = fashion_load(&d, s.dir);
+	else
+		rv = synth_load(&d, s.n, seed);
+	if (rv != 0) {
+		pt_data_fini(&d);
+		return rv;
+	}
+	*out = d;
+	return 0;
+}
+
+int pt_data_dims(const char *spec, uint32_t *dim, uint32_t *classes)
+{
+	data_spec s;
+	uint32_t dm = PT_DATA_SYNTH_DIM;
+	int rv;
+	if ((rv = spec_parse(&s, spec)) != 0)
+		return rv;
+	if (s.kind == SPEC_FASHION && (rv = fashion_dims(s.dir, &dm)) != 0)
+		return rv;
+	*dim = dm;
+	*classes = PT_DATA_CLASSES;
+	return 0;
+}
+
+void pt_data_fini(pt_data *d)
+{
+	free(d->train.x);
+	free(d->train.y);
+	free(d->test.x);
+	free(d->test.y);
+	memset(d, 0, sizeof(*d));
+}
+
+void pti_data_perm(uint32_t *out, uint32_t n, uint64_t seed,
+    uint64_t epoch)
+{
+	pti_rng r;
+	pti_rng_seed(&r, seed, 0x7065726dull ^ epoch);
+	for (uint32_t i = 0; i < n; i++)
+		out[i] = i;
+	for (uint32_t i = n; i > 1; i--) {
+		uint32_t j = pti_rng_below(&r, i);
+		uint32_t t = out[i - 1];
+		out[i - 1] = out[j];
+		out[j] = t;
+	}
+}
+
+void pti_data_gather(float *xout, uint8_t *yout, const pt_dataset *d,
+    const uint32_t *idx, uint32_t b)
+{
+	const size_t dim = d->dim;
+	for (uint32_t i = 0; i < b; i++) {
+		const uint8_t *x = d->x + (size_t)idx[i] * dim;
+		float *o = xout + (size_t)i * dim;
+		for (size_t j = 0; j < dim; j++)
+			o[j] = (float)x[j] / 255.0f;
+		yout[i] = d->y[idx[i]];
+	}
+}

@@ -1,0 +1,49 @@
+// common/err.c - error strings and the per-thread error detail.
+#include "err.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+static _Thread_local char err_detail[512];
+
+static const char *const err_names[PT_NERR] = {
+	[PT_OK] = "success",
+	[PT_ENOMEM] = "out of memory",
+	[PT_EINVAL] = "invalid argument",
+	[PT_EPROTO] = "protocol error",
+	[PT_EIO] = "input/output error",
+	[PT_ECORRUPT] = "corrupt data",
+	[PT_ETIMEDOUT] = "timed out",
+	[PT_ESTATE] = "operation out of turn",
+	[PT_ERANGE] = "out of range",
+	[PT_ENOENT] = "not found",
+	[PT_ETRANSPORT] = "transport error",
+	[PT_EDIVERGED] = "training diverged",
+	[PT_ECLOSED] = "connection closed",
+};
+
+const char *pt_strerror(int code)
+{
+	if (code < 0 || code >= PT_NERR || err_names[code] == NULL)
+		return "unknown error";
+	return err_names[code];
+}
+
+int pti_err_set(int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err_detail, sizeof(err_detail), fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+const char *pt_errmsg(int code)
+{
+	return err_detail[0] != '\0' ? err_detail : pt_strerror(code);
+}
+
+void pti_err_clear(void)
+{
+	err_detail[0] = '\0';
+}

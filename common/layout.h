@@ -1,0 +1,65 @@
+// common/layout.h - the model's variables, where they live, and how they
+// start. Servers and workers both build the layout from the model spec and
+// the data's dimensions, so they agree without telling each other.
+//
+// All variables are laid end to end in declared order as one flat vector
+// of n_params floats (the key space). Server s of S owns the contiguous
+// flat range [n*s/S, n*(s+1)/S): every server holds an equal share to
+// within one element, and a variable that crosses a boundary is split into
+// contiguous pieces. Initial values are a pure function of (seed, variable,
+// element), so any server can fill its own range without the others.
+#ifndef PT_COMMON_LAYOUT_H
+#define PT_COMMON_LAYOUT_H
+
+#include <stdint.h>
+
+#define PT_MAX_LAYERS 8 // hidden layers plus the output layer
+#define PT_MAX_VARS (2 * PT_MAX_LAYERS)
+#define PT_SPEC_MAX 96
+
+enum { PT_MODEL_SOFTMAX = 1, PT_MODEL_MLP = 2 };
+
+typedef struct pt_var {
+	char name[16];  // "w0", "b0", "w1", ...
+	uint32_t rows;  // fan-in for weights, 1 for biases
+	uint32_t cols;  // fan-out
+	uint32_t fan_in; // sets the initial scale
+	uint64_t off;   // first element in the flat vector
+	uint64_t n;     // rows * cols
+} pt_var;
+
+typedef struct pt_layout {
+	char spec[PT_SPEC_MAX]; // as given: "softmax" or "mlp:256,128"
+	int kind;
+	uint32_t n_layers;               // weight layers, output included
+	uint32_t width[PT_MAX_LAYERS + 1]; // width[0] = input dim, last = classes
+	uint32_t n_vars;
+	pt_var vars[PT_MAX_VARS]; // w0, b0, w1, b1, ... (w_l is width[l] x width[l+1])
+	uint64_t n_params;
+} pt_layout;
+
+typedef struct pt_range {
+	uint64_t lo, hi; // [lo, hi) in the flat vector
+} pt_range;
+
+// pt_layout_init parses spec ("softmax" or "mlp:H1,H2,...") for inputs of
+// in_dim features and `classes` outputs. Returns PT_EINVAL, with a detail
+// naming the spec, when it does not parse or a size is 0 or too large.
+int pt_layout_init(pt_layout *l, const char *spec, uint32_t in_dim,
+    uint32_t classes);
+
+// pt_layout_hash is a 64-bit digest of the spec and every variable's shape;
+// processes compare it to check that they run the same model.
+uint64_t pt_layout_hash(const pt_layout *l);
+
+// pt_layout_shard returns server s's flat range out of n_servers (s <
+// n_servers, n_servers > 0).
+pt_range pt_layout_shard(const pt_layout *l, uint32_t s, uint32_t n_servers);
+
+// pt_layout_init_values writes the initial values of flat elements
+// [lo, hi) to out (hi - lo floats). Weights and biases of a layer with
+// fan-in f are uniform in [-1/sqrt(f), 1/sqrt(f)].
+void pt_layout_init_values(float *out, const pt_layout *l, uint64_t seed,
+    uint64_t lo, uint64_t hi);
+
+#endif // PT_COMMON_LAYOUT_H

@@ -1,0 +1,408 @@
+// common/modelfile.c - write and read the saved-model file. Every field
+// is encoded byte by byte as little-endian, so files move between hosts;
+// the CRC-32 runs over the bytes as they are written or read.
+//
+// The reader trusts nothing before it has checked it: lengths are capped,
+// the layout is rebuilt from the spec, and the file size must be exactly
+// what that layout needs before the value vector is allocated.
+#include "modelfile.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <fcntl.h>
+#include <zlib.h>
+
+#include "err.h"
+
+static const char modelfile_magic[8] = "PSTRAIN"; // and its NUL
+
+#define MODELFILE_CHUNK 1024 // floats encoded or decoded per I/O call
+
+static void modelfile_put32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+	p[2] = (uint8_t)(v >> 16);
+	p[3] = (uint8_t)(v >> 24);
+}
+
+static uint32_t modelfile_get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+// modelfile_dims gives ndim and dims of variable i of l as the file
+// stores them: vars alternate w_l (rows, cols) and b_l (cols).
+static uint32_t modelfile_dims(const pt_layout *l, uint32_t i,
+    uint32_t dims[2])
+{
+	const pt_var *v = &l->vars[i];
+	if (i % 2 == 1) {
+		dims[0] = v->cols;
+		return 1;
+	}
+	dims[0] = v->rows;
+	dims[1] = v->cols;
+	return 2;
+}
+
+// ---------------------------------------------------------------------
+// Writing
+// ---------------------------------------------------------------------
+
+typedef struct modelfile_out {
+	FILE *f;
+	uLong crc;
+	int err; // errno of the first failed write, or 0
+} modelfile_out;
+
+static void out_bytes(modelfile_out *o, const void *p, size_t n)
+{
+	if (o->err != 0 || n == 0)
+		return;
+	errno = 0;
+	if (fwrite(p, 1, n, o->f) != n) {
+		o->err = errno != 0 ? errno : EIO;
+		return;
+	}
+	o->crc = crc32(o->crc, p, (uInt)n);
+}
+
+static void out_u32(modelfile_out *o, uint32_t v)
+{
+	uint8_t b[4];
+	modelfile_put32(b, v);
+	out_bytes(o, b, 4);
+}
+
+static void out_floats(modelfile_out *o, const float *x, uint64_t n)
+{
+	uint8_t buf[4 * MODELFILE_CHUNK];
+	while (n > 0 && o->err == 0) {
+		size_t k = n < MODELFILE_CHUNK ? (size_t)n : MODELFILE_CHUNK;
+		for (size_t i = 0; i < k; i++) {
+			uint32_t u;
+			memcpy(&u, &x[i], 4);
+			modelfile_put32(buf + 4 * i, u);
+		}
+		out_bytes(o, buf, 4 * k);
+		x += k;
+		n -= k;
+	}
+}
+
+// modelfile_sync_dir makes the rename durable; best effort, since some
+// file systems refuse to fsync a directory.
+static void modelfile_sync_dir(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir = slash == NULL ? strdup(".")
+				  : strndup(path, (size_t)(slash - path) + 1);
+	if (dir == NULL)
+		return;
+	int fd = open(dir, O_RDONLY | O_DIRECTORY);
+	if (fd >= 0) {
+		fsync(fd);
+		close(fd);
+	}
+	free(dir);
+}
+
+int pt_modelfile_save(const char *path, const pt_layout *l,
+    const float *params)
+{
+	size_t len = strlen(path);
+	char *tmp = malloc(len + 5);
+	if (tmp == NULL)
+		return pti_err_set(PT_ENOMEM, "%s: saving the model", path);
+	memcpy(tmp, path, len);
+	memcpy(tmp + len, ".tmp", 5);
+	modelfile_out o = {fopen(tmp, "wb"), crc32(0, Z_NULL, 0), 0};
+	if (o.f == NULL) {
+		int rv = pti_err_set(PT_EIO, "%s: cannot create %s: %s", path,
+		    tmp, strerror(errno));
+		free(tmp);
+		return rv;
+	}
+	uint32_t spec_len = (uint32_t)strlen(l->spec);
+	out_bytes(&o, modelfile_magic, sizeof(modelfile_magic));
+	out_u32(&o, PT_MODELFILE_VERSION);
+	out_u32(&o, spec_len);
+	out_bytes(&o, l->spec, spec_len);
+	out_u32(&o, l->width[0]);
+	out_u32(&o, l->width[l->n_layers]);
+	out_u32(&o, l->n_vars);
+	for (uint32_t i = 0; i < l->n_vars; i++) {
+		const pt_var *v = &l->vars[i];
+		uint32_t dims[2], name_len = (uint32_t)strlen(v->name);
+		uint32_t ndim = modelfile_dims(l, i, dims);
+		out_u32(&o, name_len);
+		out_bytes(&o, v->name, name_len);
+		out_u32(&o, ndim);
+		for (uint32_t d = 0; d < ndim; d++)
+			out_u32(&o, dims[d]);
+		out_floats(&o, params + v->off, v->n);
+	}
+	out_u32(&o, (uint32_t)o.crc);
+	if (o.err == 0 && fflush(o.f) != 0)
+		o.err = errno;
+	if (o.err == 0 && fsync(fileno(o.f)) != 0)
+		o.err = errno;
+	if (fclose(o.f) != 0 && o.err == 0)
+		o.err = errno;
+	if (o.err == 0 && rename(tmp, path) != 0)
+		o.err = errno;
+	int rv = 0;
+	if (o.err != 0) {
+		rv = pti_err_set(PT_EIO, "%s: writing %s: %s", path, tmp,
+		    strerror(o.err));
+		unlink(tmp);
+	} else {
+		modelfile_sync_dir(path);
+	}
+	free(tmp);
+	return rv;
+}
+
+// ---------------------------------------------------------------------
+// Reading
+// ---------------------------------------------------------------------
+
+typedef struct modelfile_in {
+	FILE *f;
+	const char *path;
+	uLong crc;
+	uint64_t pos; // bytes read so far
+} modelfile_in;
+
+static int in_bytes(modelfile_in *in, void *p, size_t n, const char *what)
+{
+	size_t got = fread(p, 1, n, in->f);
+	if (got != n) {
+		if (ferror(in->f))
+			return pti_err_set(PT_EIO, "%s: reading %s: %s",
+			    in->path, what, strerror(errno));
+		return pti_err_set(PT_ECORRUPT,
+		    "%s: truncated: ends at byte %llu, inside %s", in->path,
+		    (unsigned long long)(in->pos + got), what);
+	}
+	in->crc = crc32(in->crc, p, (uInt)n);
+	in->pos += n;
+	return 0;
+}
+
+static int in_u32(modelfile_in *in, uint32_t *v, const char *what)
+{
+	uint8_t b[4];
+	int rv = in_bytes(in, b, 4, what);
+	if (rv == 0)
+		*v = modelfile_get32(b);
+	return rv;
+}
+
+static int in_floats(modelfile_in *in, float *x, uint64_t n,
+    const char *what)
+{
+	uint8_t buf[4 * MODELFILE_CHUNK];
+	while (n > 0) {
+		size_t k = n < MODELFILE_CHUNK ? (size_t)n : MODELFILE_CHUNK;
+		int rv = in_bytes(in, buf, 4 * k, what);
+		if (rv != 0)
+			return rv;
+		for (size_t i = 0; i < k; i++) {
+			uint32_t u = modelfile_get32(buf + 4 * i);
+			memcpy(&x[i], &u, 4);
+		}
+		x += k;
+		n -= k;
+	}
+	return 0;
+}
+
+// modelfile_printable copies the n bytes of s for an error message, with
+// anything unprintable shown as '?'.
+static void modelfile_printable(char *out, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		out[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+	out[n] = '\0';
+}
+
+// modelfile_header reads everything before the first tensor and rebuilds
+// the layout it describes into *l.
+static int modelfile_header(modelfile_in *in, pt_layout *l)
+{
+	const char *path = in->path;
+	char magic[8], spec[PT_SPEC_MAX], shown[PT_SPEC_MAX];
+	uint32_t version, spec_len, dim, classes;
+	int rv;
+	if ((rv = in_bytes(in, magic, 8, "the magic")) != 0)
+		return rv;
+	if (memcmp(magic, modelfile_magic, 8) != 0)
+		return pti_err_set(PT_ECORRUPT,
+		    "%s: not a pstrain model file (bad magic)", path);
+	if ((rv = in_u32(in, &version, "the version")) != 0)
+		return rv;
+	if (version != PT_MODELFILE_VERSION)
+		return pti_err_set(PT_ECORRUPT,
+		    "%s: format version %u, this build reads version %u",
+		    path, version, PT_MODELFILE_VERSION);
+	if ((rv = in_u32(in, &spec_len, "the spec length")) != 0)
+		return rv;
+	if (spec_len == 0 || spec_len >= PT_SPEC_MAX)
+		return pti_err_set(PT_ECORRUPT,
+		    "%s: spec length %u, expected 1 to %d", path, spec_len,
+		    PT_SPEC_MAX - 1);
+	if ((rv = in_bytes(in, spec, spec_len, "the spec")) != 0)
+		return rv;
+	spec[spec_len] = '\0';
+	modelfile_printable(shown, spec, spec_len);
+	if (memchr(spec, '\0', spec_len) != NULL)
+		return pti_err_set(PT_ECORRUPT, "%s: NUL inside the spec %s",
+		    path, shown);
+	if ((rv = in_u32(in, &dim, "the input dim")) != 0 ||
+	    (rv = in_u32(in, &classes, "the class count")) != 0)
+		return rv;
+	if ((rv = pt_layout_init(l, spec, dim, classes)) != 0) {
+		// The detail is about a --model flag; keep it, under our name.
+		char why[256];
+		const char *msg = pt_errmsg(rv);
+		size_t n = strlen(msg);
+		modelfile_printable(why, msg, n < 255 ? n : 255);
+		return pti_err_set(PT_ECORRUPT,
+		    "%s: model \"%s\" for %u inputs and %u classes: %s", path,
+		    shown, dim, classes, why);
+	}
+	return 0;
+}
+
+// modelfile_size is the exact byte count of a file holding layout l.
+static uint64_t modelfile_size(const pt_layout *l)
+{
+	uint64_t n = 8 + 4 + 4 + strlen(l->spec) + 4 + 4 + 4 + 4;
+	for (uint32_t i = 0; i < l->n_vars; i++) {
+		uint32_t dims[2];
+		uint32_t ndim = modelfile_dims(l, i, dims);
+		n += 4 + strlen(l->vars[i].name) + 4 + 4 * ndim +
+		     4 * l->vars[i].n;
+	}
+	return n;
+}
+
+// modelfile_tensor reads tensor i of l into params, refusing a name or a
+// shape that is not the layout's.
+static int modelfile_tensor(modelfile_in *in, const pt_layout *l,
+    uint32_t i, float *params)
+{
+	const pt_var *v = &l->vars[i];
+	uint32_t want[2] = {0, 0}, got[2] = {0, 0}, name_len, ndim;
+	uint32_t want_ndim = modelfile_dims(l, i, want);
+	char name[sizeof(v->name)], shown[sizeof(v->name)];
+	int rv;
+	if ((rv = in_u32(in, &name_len, "a tensor name length")) != 0)
+		return rv;
+	if (name_len != strlen(v->name))
+		return pti_err_set(PT_ECORRUPT,
+		    "%s: tensor %u has a %u-byte name, model %s wants %s",
+		    in->path, i, name_len, l->spec, v->name);
+	if ((rv = in_bytes(in, name, name_len, "a tensor name")) != 0)
+		return rv;
+	modelfile_printable(shown, name, name_len);
+	if (memcmp(name, v->name, name_len) != 0)
+		return pti_err_set(PT_ECORRUPT,
+		    "%s: tensor %u is named %s, model %s wants %s",
+		    in->path, i, shown, l->spec, v->name);
+	if ((rv = in_u32(in, &ndim, "a tensor rank")) != 0)
+		return rv;
+	if (ndim != want_ndim)
+		return pti_err_set(PT_ECORRUPT,
+		    "%s: tensor %s has %u dims, model %s wants %u", in->path,
+		    v->name, ndim, l->spec, want_ndim);
+	for (uint32_t d = 0; d < ndim; d++)
+		if ((rv = in_u32(in, &got[d], "tensor dims")) != 0)
+			return rv;
+	if (ndim == 1 && got[0] != want[0])
+		return pti_err_set(PT_ECORRUPT,
+		    "%s: tensor %s is (%u), model %s wants (%u)", in->path,
+		    v->name, got[0], l->spec, want[0]);
+	if (ndim == 2 && (got[0] != want[0] || got[1] != want[1]))
+		return pti_err_set(PT_ECORRUPT,
+		    "%s: tensor %s is (%u, %u), model %s wants (%u, %u)",
+		    in->path, v->name, got[0], got[1], l->spec, want[0],
+		    want[1]);
+	return in_floats(in, params + v->off, v->n, v->name);
+}
+
+// modelfile_body checks the size, then reads the tensors and the CRC.
+static int modelfile_body(modelfile_in *in, const pt_layout *l,
+    uint64_t file_size, float **out)
+{
+	uint32_t n_tensors, stored;
+	int rv;
+	if ((rv = in_u32(in, &n_tensors, "the tensor count")) != 0)
+		return rv;
+	if (n_tensors != l->n_vars)
+		return pti_err_set(PT_ECORRUPT,
+		    "%s: %u tensors, model %s has %u", in->path, n_tensors,
+		    l->spec, l->n_vars);
+	uint64_t want = modelfile_size(l);
+	if (file_size != want) {
+		const char *what =
+		    file_size < want ? "truncated" : "trailing bytes";
+		return pti_err_set(PT_ECORRUPT,
+		    "%s: %s: %llu bytes, model %s for %u inputs needs %llu",
+		    in->path, what, (unsigned long long)file_size, l->spec,
+		    l->width[0], (unsigned long long)want);
+	}
+	// The file is as long as n_params floats need, so this is bounded.
+	float *params = malloc(l->n_params * sizeof(float));
+	if (params == NULL)
+		return pti_err_set(PT_ENOMEM, "%s: %llu parameters", in->path,
+		    (unsigned long long)l->n_params);
+	for (uint32_t i = 0; i < l->n_vars && rv == 0; i++)
+		rv = modelfile_tensor(in, l, i, params);
+	uint32_t crc = (uint32_t)in->crc;
+	if (rv == 0 && (rv = in_u32(in, &stored, "the checksum")) == 0 &&
+	    stored != crc)
+		rv = pti_err_set(PT_ECORRUPT,
+		    "%s: CRC-32 mismatch: file says %08x, contents give %08x",
+		    in->path, stored, crc);
+	if (rv != 0) {
+		free(params);
+		return rv;
+	}
+	*out = params;
+	return 0;
+}
+
+int pt_modelfile_load(const char *path, pt_layout *l, float **params)
+{
+	modelfile_in in = {fopen(path, "rb"), path, crc32(0, Z_NULL, 0), 0};
+	struct stat st;
+	pt_layout nl;
+	float *p = NULL;
+	int rv;
+	if (in.f == NULL) {
+		if (errno == ENOENT)
+			return pti_err_set(PT_ENOENT, "%s: no such model file",
+			    path);
+		return pti_err_set(PT_EIO, "%s: %s", path, strerror(errno));
+	}
+	if (fstat(fileno(in.f), &st) != 0)
+		rv = pti_err_set(PT_EIO, "%s: %s", path, strerror(errno));
+	else if (!S_ISREG(st.st_mode))
+		rv = pti_err_set(PT_EIO, "%s: not a regular file", path);
+	else if ((rv = modelfile_header(&in, &nl)) == 0)
+		rv = modelfile_body(&in, &nl, (uint64_t)st.st_size, &p);
+	fclose(in.f);
+	if (rv != 0)
+		return rv;
+	*l = nl;
+	*params = p;
+	return 0;
+}

@@ -1,0 +1,103 @@
+// common/proto.h - the wire format between workers, servers and control
+// clients (docs/PROTOCOL.md is the specification).
+//
+// Every message is one nng message: a 4-byte little-endian header length
+// H, H bytes of msgpack (a map with string keys), zero padding up to a
+// multiple of 4 bytes, then the payload: raw little-endian float32 values,
+// as many as the header's "n" says. Requests and replies share the form;
+// every request gets exactly one reply, whose "status" is 0 or a PT_E*
+// code with a human-readable "msg".
+//
+// Decoding never trusts the peer: the header is bounded in size, every
+// msgpack container count is checked against the bytes that remain before
+// msgpack-c sees it, and the payload length must match "n" exactly.
+#ifndef PT_COMMON_PROTO_H
+#define PT_COMMON_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <nng/nng.h>
+
+#define PT_PROTO_VERSION 1
+#define PT_HDR_MAX 4096     // bytes of msgpack header, at most
+#define PT_MSG_MAX 200      // bytes of an error text
+#define PT_STALE_BUCKETS 64 // staleness histogram: 0..62, and 63 = ">= 63"
+
+enum pt_op {
+	PT_OP_HELLO = 1,    // a worker joins; reply: layout, shard, version
+	PT_OP_PUSH = 2,     // gradient for a range; reply: ack
+	PT_OP_PULL = 3,     // values of a range; reply: payload
+	PT_OP_PUSHPULL = 4, // push, then pull the next version, one round trip
+	PT_OP_DONE = 5,     // a worker has finished its steps
+	PT_OP_STATS = 6,    // counters; reply: stats fields
+	PT_OP_SHUTDOWN = 7, // stop the server after replying
+	PT_OP_MAX
+};
+
+enum pt_role { PT_ROLE_WORKER = 1, PT_ROLE_SERVER = 2, PT_ROLE_CONTROL = 3 };
+
+enum pt_mode { PT_MODE_SYNC = 1, PT_MODE_ASYNC = 2 };
+
+// Bits of pti_hdr.has: which optional fields the header carries.
+enum {
+	PTI_H_STEP = 1u << 0,
+	PTI_H_VER = 1u << 1,
+	PTI_H_VAR = 1u << 2,
+	PTI_H_RANGE = 1u << 3, // off and n
+	PTI_H_STATUS = 1u << 4, // status and msg
+	PTI_H_LAYOUT = 1u << 5, // layout hash and n_params
+	PTI_H_SHARD = 1u << 6,  // lo, hi, mode, workers, servers, server rank
+	PTI_H_STALE = 1u << 7,  // staleness of the applied update
+	PTI_H_STATS = 1u << 8,  // the counters and histogram
+};
+
+typedef struct pti_hdr {
+	uint32_t has; // PTI_H_* bits
+	uint32_t pv;  // protocol version
+	uint32_t op;  // pt_op
+	uint32_t role;
+	uint32_t rank;
+	int64_t step; // worker's step
+	int64_t ver;  // parameter version computed from, or wanted
+	int32_t var;  // variable index; absent: off is a flat key
+	uint64_t off; // first element
+	uint64_t n;   // element count = payload floats
+	uint32_t status;
+	char msg[PT_MSG_MAX];
+	uint64_t layout_hash, n_params;
+	uint64_t lo, hi; // the server's shard, flat [lo, hi)
+	uint32_t mode, n_workers, n_servers, server_rank;
+	int64_t staleness;
+	// stats
+	uint64_t updates, rejected, dropped, stale_sum, stale_max;
+	uint32_t n_hello, n_done;
+	uint64_t hist[PT_STALE_BUCKETS];
+} pti_hdr;
+
+// pti_hdr_init zeroes h and fills version, op, role and rank.
+void pti_hdr_init(pti_hdr *h, uint32_t op, uint32_t role, uint32_t rank);
+
+// pti_msg_encode builds a message from h and n floats at payload (h->n is
+// set to n when payload is given). On success *out is the caller's.
+// Returns PT_ENOMEM or PT_EINVAL.
+int pti_msg_encode(nng_msg **out, const pti_hdr *h, const float *payload,
+    uint64_t n);
+
+// pti_msg_decode parses m into h and points *payload at its floats (in m's
+// body, possibly unaligned: copy them with memcpy). m stays the caller's.
+// Returns PT_EPROTO with a detail naming the problem when the message is
+// malformed; h is then partly filled (op may be valid).
+int pti_msg_decode(pti_hdr *h, const void **payload, nng_msg *m);
+
+// pti_msgpack_check walks one msgpack object in buf without allocating and
+// returns 0 when it is well formed, nested at most max_depth deep, and
+// every container count fits in the bytes that remain; *used gets its
+// size. PT_EPROTO otherwise.
+int pti_msgpack_check(const uint8_t *buf, size_t len, int max_depth,
+    size_t *used);
+
+// pti_op_name returns "hello", "push", ... or "unknown".
+const char *pti_op_name(uint32_t op);
+
+#endif // PT_COMMON_PROTO_H

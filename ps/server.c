@@ -1,0 +1,702 @@
+// ps/server.c - the parameter server: shard state, a static table of
+// request handlers, and the serving loop over nng REP contexts.
+//
+// Each of a fixed number of nng contexts receives one request at a time.
+// Its callback decodes the request and runs the op's handler under the
+// server lock. A handler either builds the reply at once, or parks the
+// context on the wait list (a sync pull for the next version): no thread
+// per worker, no polling. When a sync step closes, the replies of every
+// parked context are built under the lock and sent after unlocking.
+#include "server.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <arpa/inet.h>
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+
+#include "data.h"
+#include "err.h"
+#include "layout.h"
+#include "proto.h"
+
+#define SERVER_LOG_ERRORS 20 // rejected requests logged in full, at most
+
+typedef struct ps_server ps_server;
+
+enum { CTX_RECV, CTX_SEND, CTX_WAIT };
+
+typedef struct ps_ctx {
+	ps_server *s;
+	nng_ctx ctx;
+	nng_aio *aio;
+	int state;
+	int stop_after; // signal the main thread once this reply is sent
+	// while parked on the wait list:
+	int64_t wait_ver;
+	uint64_t r_off, r_n; // reply range, relative to the shard
+	uint32_t r_op;
+	struct ps_ctx *next; // wait list, then wake list
+} ps_ctx;
+
+struct ps_server {
+	const pt_config *cfg;
+	pt_layout layout;
+	uint64_t lo, hi, n; // shard [lo, hi) of the flat vector, n = hi - lo
+	float *params;      // (n)
+	float *acc;         // (n) sum of a sync step's gradients
+	float *grads;       // (workers, n) sync: gradients of the open step
+	uint8_t *have;      // (workers) sync: gradient in for the open step
+	uint8_t *hello, *done; // (workers)
+	uint32_t n_have, n_hello, n_done;
+	int64_t version;
+	// counters
+	uint64_t updates, rejected, dropped, stale_sum, stale_max;
+	uint64_t hist[PT_STALE_BUCKETS];
+
+	nng_socket sock;
+	ps_ctx *ctxs;
+	uint32_t n_ctx;
+	ps_ctx *waiting;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int stop;
+};
+
+static volatile sig_atomic_t server_signalled;
+
+static void server_on_signal(int sig)
+{
+	server_signalled = sig;
+}
+
+// ---------------------------------------------------------------- replies
+
+static nng_msg *reply_encode(ps_server *s, pti_hdr *h, const float *pay,
+    uint64_t n)
+{
+	nng_msg *m = NULL;
+	h->has |= PTI_H_STATUS;
+	if (pti_msg_encode(&m, h, pay, n) != 0)
+		return NULL; // out of memory: the peer times out
+	(void)s;
+	return m;
+}
+
+static nng_msg *reply_error(ps_server *s, const pti_hdr *req, int code,
+    const char *what)
+{
+	pti_hdr h;
+	pti_hdr_init(&h, req->op, PT_ROLE_SERVER, s->cfg->rank);
+	h.status = (uint32_t)code;
+	snprintf(h.msg, sizeof(h.msg), "server %u: %s: %s", s->cfg->rank,
+	    pti_op_name(req->op), what);
+	s->rejected++;
+	if (s->rejected <= SERVER_LOG_ERRORS)
+		fprintf(stderr, "%s (from %s %u)\n", h.msg,
+		    req->role == PT_ROLE_WORKER ? "worker" : "peer",
+		    req->rank);
+	return reply_encode(s, &h, NULL, 0);
+}
+
+static nng_msg *reply_values(ps_server *s, uint32_t op, uint64_t off,
+    uint64_t n)
+{
+	pti_hdr h;
+	pti_hdr_init(&h, op, PT_ROLE_SERVER, s->cfg->rank);
+	h.has |= PTI_H_VER | PTI_H_RANGE;
+	h.ver = s->version;
+	h.off = s->lo + off;
+	return reply_encode(s, &h, s->params + off, n);
+}
+
+static nng_msg *reply_ok(ps_server *s, uint32_t op)
+{
+	pti_hdr h;
+	pti_hdr_init(&h, op, PT_ROLE_SERVER, s->cfg->rank);
+	h.has |= PTI_H_VER;
+	h.ver = s->version;
+	return reply_encode(s, &h, NULL, 0);
+}
+
+// ---------------------------------------------------------------- state
+
+// shard_range resolves the request's range to [*off, *off + *n) relative
+// to the shard. Without a range it means the whole shard.
+static int shard_range(ps_server *s, const pti_hdr *h, uint64_t *off,
+    uint64_t *n)
+{
+	uint64_t flat, cnt;
+	if (!(h->has & PTI_H_RANGE)) {
+		*off = 0;
+		*n = s->n;
+		return 0;
+	}
+	cnt = h->n;
+	flat = h->off;
+	if (h->has & PTI_H_VAR && h->var >= 0) {
+		if ((uint32_t)h->var >= s->layout.n_vars)
+			return pti_err_set(PT_ERANGE,
+			    "variable %d does not exist (the model has %u)",
+			    h->var, s->layout.n_vars);
+		const pt_var *v = &s->layout.vars[h->var];
+		if (h->off > v->n || cnt > v->n - h->off)
+			return pti_err_set(PT_ERANGE,
+			    "range [%llu, +%llu) is outside variable %s of %llu "
+			    "elements", (unsigned long long)h->off,
+			    (unsigned long long)cnt, v->name,
+			    (unsigned long long)v->n);
+		flat = v->off + h->off;
+	}
+	if (cnt == 0 || flat < s->lo || flat > s->hi || cnt > s->hi - flat)
+		return pti_err_set(PT_ERANGE,
+		    "range [%llu, +%llu) is outside this server's shard "
+		    "[%llu, %llu)", (unsigned long long)flat,
+		    (unsigned long long)cnt, (unsigned long long)s->lo,
+		    (unsigned long long)s->hi);
+	*off = flat - s->lo;
+	*n = cnt;
+	return 0;
+}
+
+static void stale_record(ps_server *s, int64_t st)
+{
+	uint64_t u = st > 0 ? (uint64_t)st : 0;
+	s->stale_sum += u;
+	if (u > s->stale_max)
+		s->stale_max = u;
+	s->hist[u < PT_STALE_BUCKETS - 1 ? u : PT_STALE_BUCKETS - 1]++;
+}
+
+// sync_close applies the mean of the open step's gradients, summed in rank
+// order so that the result does not depend on arrival order, then moves
+// every waiter that can now be answered to *wake with its reply built.
+static void sync_close(ps_server *s, ps_ctx **wake)
+{
+	uint32_t w = s->cfg->workers;
+	float *acc = s->acc;
+	memcpy(acc, s->grads, s->n * sizeof(float));
+	for (uint32_t r = 1; r < w; r++) {
+		const float *g = s->grads + (size_t)r * s->n;
+		for (uint64_t i = 0; i < s->n; i++)
+			acc[i] += g[i];
+	}
+	float scale = (float)(s->cfg->lr / w);
+	for (uint64_t i = 0; i < s->n; i++)
+		s->params[i] -= scale * acc[i];
+	memset(s->have, 0, w);
+	s->n_have = 0;
+	s->version++;
+	s->updates++;
+	stale_record(s, 0);
+
+	ps_ctx **pp = &s->waiting;
+	while (*pp != NULL) {
+		ps_ctx *x = *pp;
+		if (x->wait_ver > s->version) {
+			pp = &x->next;
+			continue;
+		}
+		*pp = x->next;
+		nng_aio_set_msg(x->aio, reply_values(s, x->r_op, x->r_off,
+					    x->r_n));
+		x->next = *wake;
+		*wake = x;
+	}
+}
+
+static void park(ps_server *s, ps_ctx *x, uint32_t op, int64_t ver,
+    uint64_t off, uint64_t n)
+{
+	x->state = CTX_WAIT;
+	x->r_op = op;
+	x->wait_ver = ver;
+	x->r_off = off;
+	x->r_n = n;
+	x->next = s->waiting;
+	s->waiting = x;
+}
+
+// ---------------------------------------------------------------- ops
+
+typedef nng_msg *(*op_fn)(ps_server *, ps_ctx *, const pti_hdr *,
+    const void *, ps_ctx **);
+
+static nng_msg *op_hello(ps_server *s, ps_ctx *x, const pti_hdr *h,
+    const void *pay, ps_ctx **wake)
+{
+	(void)x, (void)pay, (void)wake;
+	char why[160];
+	if (!(h->has & PTI_H_LAYOUT) ||
+	    h->layout_hash != pt_layout_hash(&s->layout) ||
+	    h->n_params != s->layout.n_params) {
+		snprintf(why, sizeof(why),
+		    "worker %u runs another model: this server holds %s with "
+		    "%llu parameters", h->rank, s->layout.spec,
+		    (unsigned long long)s->layout.n_params);
+		return reply_error(s, h, PT_EINVAL, why);
+	}
+	if (!s->hello[h->rank]) {
+		s->hello[h->rank] = 1;
+		s->n_hello++;
+	}
+	pti_hdr r;
+	pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->cfg->rank);
+	r.has |= PTI_H_VER | PTI_H_LAYOUT | PTI_H_SHARD;
+	r.ver = s->version;
+	r.layout_hash = pt_layout_hash(&s->layout);
+	r.n_params = s->layout.n_params;
+	r.lo = s->lo;
+	r.hi = s->hi;
+	r.mode = (uint32_t)s->cfg->mode;
+	r.n_workers = s->cfg->workers;
+	r.n_servers = s->cfg->servers;
+	r.server_rank = s->cfg->rank;
+	return reply_encode(s, &r, NULL, 0);
+}
+
+static nng_msg *op_pull(ps_server *s, ps_ctx *x, const pti_hdr *h,
+    const void *pay, ps_ctx **wake)
+{
+	(void)pay, (void)wake;
+	uint64_t off, n;
+	char why[200];
+	int rv = shard_range(s, h, &off, &n);
+	if (rv != 0)
+		return reply_error(s, h, rv, pt_errmsg(rv));
+	if (s->cfg->mode == PT_MODE_SYNC && (h->has & PTI_H_VER) &&
+	    h->ver > s->version) {
+		if (h->ver > s->version + 1) {
+			snprintf(why, sizeof(why),
+			    "version %lld asked for, server is at %lld: "
+			    "only the next one can be waited for",
+			    (long long)h->ver, (long long)s->version);
+			return reply_error(s, h, PT_ESTATE, why);
+		}
+		park(s, x, h->op, h->ver, off, n);
+		return NULL;
+	}
+	return reply_values(s, h->op, off, n);
+}
+
+// push_take validates a gradient and applies it (async) or files it for
+// the open step (sync). Returns 0 or an error with a detail.
+static int push_take(ps_server *s, const pti_hdr *h, const void *pay,
+    uint64_t *off, uint64_t *n, int64_t *stale, ps_ctx **wake)
+{
+	int rv;
+	if (!(h->has & PTI_H_RANGE) || pay == NULL)
+		return pti_err_set(PT_EPROTO, "a push needs off, n and values");
+	if ((rv = shard_range(s, h, off, n)) != 0)
+		return rv;
+	if (s->cfg->mode == PT_MODE_SYNC) {
+		if (!(h->has & PTI_H_STEP) || h->step != s->version)
+			return pti_err_set(PT_ESTATE,
+			    "worker %u pushed step %lld, the open step is %lld",
+			    h->rank, (long long)h->step,
+			    (long long)s->version);
+		if (s->have[h->rank])
+			return pti_err_set(PT_ESTATE,
+			    "worker %u already pushed step %lld", h->rank,
+			    (long long)h->step);
+		if (*off != 0 || *n != s->n)
+			return pti_err_set(PT_EINVAL,
+			    "a sync push must cover the whole shard [%llu, "
+			    "%llu)", (unsigned long long)s->lo,
+			    (unsigned long long)s->hi);
+		memcpy(s->grads + (size_t)h->rank * s->n, pay,
+		    s->n * sizeof(float));
+		s->have[h->rank] = 1;
+		*stale = 0;
+		if (++s->n_have == s->cfg->workers)
+			sync_close(s, wake);
+		return 0;
+	}
+	if (!(h->has & PTI_H_VER) || h->ver < 0 || h->ver > s->version)
+		return pti_err_set(PT_ESTATE,
+		    "an async push needs the version it was computed from "
+		    "(0..%lld)", (long long)s->version);
+	// Bytes may be unaligned in the message body: copy, then apply.
+	memcpy(s->acc, pay, *n * sizeof(float));
+	float lr = (float)s->cfg->lr, *p = s->params + *off;
+	for (uint64_t i = 0; i < *n; i++)
+		p[i] -= lr * s->acc[i];
+	*stale = s->version - h->ver;
+	stale_record(s, *stale);
+	s->version++;
+	s->updates++;
+	return 0;
+}
+
+static nng_msg *op_push(ps_server *s, ps_ctx *x, const pti_hdr *h,
+    const void *pay, ps_ctx **wake)
+{
+	uint64_t off, n;
+	int64_t stale;
+	int rv = push_take(s, h, pay, &off, &n, &stale, wake);
+	if (rv != 0)
+		return reply_error(s, h, rv, pt_errmsg(rv));
+	if (h->op == PT_OP_PUSHPULL && s->cfg->mode == PT_MODE_SYNC &&
+	    s->version <= h->step) {
+		park(s, x, h->op, h->step + 1, off, n);
+		return NULL;
+	}
+	pti_hdr r;
+	pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->cfg->rank);
+	r.has |= PTI_H_VER | PTI_H_STALE;
+	r.ver = s->version;
+	r.staleness = stale;
+	if (h->op == PT_OP_PUSH)
+		return reply_encode(s, &r, NULL, 0);
+	r.has |= PTI_H_RANGE;
+	r.off = s->lo + off;
+	return reply_encode(s, &r, s->params + off, n);
+}
+
+static nng_msg *op_done(ps_server *s, ps_ctx *x, const pti_hdr *h,
+    const void *pay, ps_ctx **wake)
+{
+	(void)x, (void)pay, (void)wake;
+	if (!s->done[h->rank]) {
+		s->done[h->rank] = 1;
+		s->n_done++;
+	}
+	return reply_ok(s, h->op);
+}
+
+static nng_msg *op_stats(ps_server *s, ps_ctx *x, const pti_hdr *h,
+    const void *pay, ps_ctx **wake)
+{
+	(void)x, (void)pay, (void)wake;
+	pti_hdr r;
+	pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->cfg->rank);
+	r.has |= PTI_H_VER | PTI_H_STATS;
+	r.ver = s->version;
+	r.updates = s->updates;
+	r.rejected = s->rejected;
+	r.dropped = s->dropped;
+	r.stale_sum = s->stale_sum;
+	r.stale_max = s->stale_max;
+	r.n_hello = s->n_hello;
+	r.n_done = s->n_done;
+	memcpy(r.hist, s->hist, sizeof(r.hist));
+	return reply_encode(s, &r, NULL, 0);
+}
+
+static nng_msg *op_shutdown(ps_server *s, ps_ctx *x, const pti_hdr *h,
+    const void *pay, ps_ctx **wake)
+{
+	(void)pay, (void)wake;
+	x->stop_after = 1;
+	return reply_ok(s, h->op);
+}
+
+enum { OP_WORKER = 1 }; // only a worker that said hello may send it
+
+static const struct {
+	op_fn fn;
+	uint32_t flags;
+} op_table[PT_OP_MAX] = {
+	[PT_OP_HELLO] = {op_hello, 0},
+	[PT_OP_PUSH] = {op_push, OP_WORKER},
+	[PT_OP_PULL] = {op_pull, 0},
+	[PT_OP_PUSHPULL] = {op_push, OP_WORKER},
+	[PT_OP_DONE] = {op_done, OP_WORKER},
+	[PT_OP_STATS] = {op_stats, 0},
+	[PT_OP_SHUTDOWN] = {op_shutdown, 0},
+};
+
+// handle runs one request under the lock. NULL means parked.
+static nng_msg *handle(ps_server *s, ps_ctx *x, nng_msg *m, ps_ctx **wake)
+{
+	pti_hdr h;
+	const void *pay;
+	char why[160];
+	int rv = pti_msg_decode(&h, &pay, m);
+	if (rv != 0)
+		return reply_error(s, &h, rv, pt_errmsg(rv));
+	if (h.op >= PT_OP_MAX || op_table[h.op].fn == NULL) {
+		snprintf(why, sizeof(why), "unknown op %u", h.op);
+		return reply_error(s, &h, PT_EPROTO, why);
+	}
+	if (h.op == PT_OP_HELLO || (op_table[h.op].flags & OP_WORKER)) {
+		if (h.role != PT_ROLE_WORKER || h.rank >= s->cfg->workers) {
+			snprintf(why, sizeof(why),
+			    "only workers 0..%u may send it (got role %u rank "
+			    "%u)", s->cfg->workers - 1, h.role, h.rank);
+			return reply_error(s, &h, PT_EPROTO, why);
+		}
+		if (h.op != PT_OP_HELLO && !s->hello[h.rank]) {
+			snprintf(why, sizeof(why),
+			    "worker %u has not said hello", h.rank);
+			return reply_error(s, &h, PT_ESTATE, why);
+		}
+	}
+	return op_table[h.op].fn(s, x, &h, pay, wake);
+}
+
+// ---------------------------------------------------------------- serving
+
+static void ctx_send(ps_ctx *x, nng_msg *m)
+{
+	x->state = CTX_SEND;
+	nng_aio_set_msg(x->aio, m);
+	nng_ctx_send(x->ctx, x->aio);
+}
+
+static void ctx_recv(ps_ctx *x)
+{
+	x->state = CTX_RECV;
+	nng_ctx_recv(x->ctx, x->aio);
+}
+
+static void server_stop(ps_server *s)
+{
+	pthread_mutex_lock(&s->mu);
+	s->stop = 1;
+	pthread_cond_signal(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+}
+
+static void ctx_cb(void *arg)
+{
+	ps_ctx *x = arg;
+	ps_server *s = x->s;
+	int rv = nng_aio_result(x->aio);
+
+	if (x->state == CTX_SEND) {
+		if (rv != 0)
+			nng_msg_free(nng_aio_get_msg(x->aio));
+		if (x->stop_after) {
+			server_stop(s);
+			return;
+		}
+		if (rv == NNG_ECLOSED)
+			return;
+		ctx_recv(x);
+		return;
+	}
+	if (rv != 0) {
+		if (rv != NNG_ECLOSED && rv != NNG_ECANCELED)
+			ctx_recv(x);
+		return;
+	}
+	nng_msg *m = nng_aio_get_msg(x->aio);
+	nng_aio_set_msg(x->aio, NULL); // parked contexts must hold nothing
+	ps_ctx *wake = NULL;
+	pthread_mutex_lock(&s->mu);
+	nng_msg *reply = handle(s, x, m, &wake);
+	pthread_mutex_unlock(&s->mu);
+	nng_msg_free(m);
+	if (reply != NULL)
+		ctx_send(x, reply);
+	else if (x->state != CTX_WAIT)
+		ctx_recv(x); // no memory for a reply: drop it
+	// Replies for parked requests go out only after unlocking.
+	while (wake != NULL) {
+		ps_ctx *w = wake;
+		wake = w->next;
+		nng_msg *wm = nng_aio_get_msg(w->aio);
+		if (wm == NULL) {
+			ctx_recv(w);
+			continue;
+		}
+		w->state = CTX_SEND;
+		nng_ctx_send(w->ctx, w->aio);
+	}
+}
+
+static void server_write_stats(const ps_server *s)
+{
+	const pt_config *c = s->cfg;
+	char path[PT_PATH_MAX + 32];
+	snprintf(path, sizeof(path), "%s/server-%u.json", c->out, c->rank);
+	FILE *f = fopen(path, "w");
+	if (f == NULL) {
+		fprintf(stderr, "server %u: cannot write %s: %s\n", c->rank,
+		    path, strerror(errno));
+		return;
+	}
+	fprintf(f,
+	    "{\n  \"rank\": %u,\n  \"mode\": \"%s\",\n  \"lo\": %llu,\n"
+	    "  \"hi\": %llu,\n  \"version\": %lld,\n  \"updates\": %llu,\n"
+	    "  \"rejected_requests\": %llu,\n  \"dropped_gradients\": %llu,\n"
+	    "  \"staleness_sum\": %llu,\n  \"staleness_max\": %llu,\n"
+	    "  \"staleness_hist\": [",
+	    c->rank, pt_mode_name(c->mode), (unsigned long long)s->lo,
+	    (unsigned long long)s->hi, (long long)s->version,
+	    (unsigned long long)s->updates, (unsigned long long)s->rejected,
+	    (unsigned long long)s->dropped, (unsigned long long)s->stale_sum,
+	    (unsigned long long)s->stale_max);
+	for (int i = 0; i < PT_STALE_BUCKETS; i++)
+		fprintf(f, "%s%llu", i ? ", " : "",
+		    (unsigned long long)s->hist[i]);
+	fprintf(f, "]\n}\n");
+	fclose(f);
+}
+
+static int server_write_ready(ps_server *s, nng_listener l)
+{
+	const pt_config *c = s->cfg;
+	char url[PT_PATH_MAX], tmp[PT_PATH_MAX + 8];
+	nng_sockaddr sa;
+	snprintf(url, sizeof(url), "%s", c->listen);
+	if (strncmp(c->listen, "tcp://", 6) == 0 &&
+	    nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa) == 0 &&
+	    sa.s_family == NNG_AF_INET) {
+		char ip[INET_ADDRSTRLEN];
+		inet_ntop(AF_INET, &sa.s_in.sa_addr, ip, sizeof(ip));
+		snprintf(url, sizeof(url), "tcp://%s:%u", ip,
+		    ntohs(sa.s_in.sa_port));
+	}
+	fprintf(stderr, "server %u: listening on %s, shard [%llu, %llu) of "
+	    "%llu parameters, %s, %u workers\n", c->rank, url,
+	    (unsigned long long)s->lo, (unsigned long long)s->hi,
+	    (unsigned long long)s->layout.n_params, pt_mode_name(c->mode),
+	    c->workers);
+	if (c->ready_file[0] == '\0')
+		return 0;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", c->ready_file);
+	FILE *f = fopen(tmp, "w");
+	if (f == NULL || fprintf(f, "%s\n", url) < 0 || fclose(f) != 0 ||
+	    rename(tmp, c->ready_file) != 0)
+		return pti_err_set(PT_EIO, "--ready-file %s: %s",
+		    c->ready_file, strerror(errno));
+	return 0;
+}
+
+static void server_fini(ps_server *s)
+{
+	if (s->ctxs != NULL) {
+		for (uint32_t i = 0; i < s->n_ctx; i++)
+			if (s->ctxs[i].aio != NULL)
+				nng_aio_stop(s->ctxs[i].aio);
+		// A stopped aio has run its callback, which freed any
+		// message it held; parked contexts hold none.
+		for (uint32_t i = 0; i < s->n_ctx; i++)
+			if (s->ctxs[i].aio != NULL)
+				nng_aio_free(s->ctxs[i].aio);
+	}
+	free(s->ctxs);
+	free(s->params);
+	free(s->acc);
+	free(s->grads);
+	free(s->have);
+	free(s->hello);
+	free(s->done);
+	pthread_mutex_destroy(&s->mu);
+	pthread_cond_destroy(&s->cv);
+}
+
+static int server_init(ps_server *s, const pt_config *c)
+{
+	uint32_t dim, classes;
+	int rv;
+
+	memset(s, 0, sizeof(*s));
+	s->cfg = c;
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->cv, NULL);
+	if ((rv = pt_data_dims(c->data, &dim, &classes)) != 0 ||
+	    (rv = pt_layout_init(&s->layout, c->model, dim, classes)) != 0)
+		return rv;
+	pt_range r = pt_layout_shard(&s->layout, c->rank, c->servers);
+	s->lo = r.lo;
+	s->hi = r.hi;
+	s->n = r.hi - r.lo;
+	if (s->n == 0)
+		return pti_err_set(PT_EINVAL,
+		    "server %u would hold no parameters: %llu parameters "
+		    "over %u servers", c->rank,
+		    (unsigned long long)s->layout.n_params, c->servers);
+	s->params = malloc(s->n * sizeof(float));
+	s->acc = malloc(s->n * sizeof(float));
+	if (c->mode == PT_MODE_SYNC)
+		s->grads = malloc((size_t)c->workers * s->n * sizeof(float));
+	s->have = calloc(c->workers, 1);
+	s->hello = calloc(c->workers, 1);
+	s->done = calloc(c->workers, 1);
+	if (!s->params || !s->acc || !s->have || !s->hello || !s->done ||
+	    (c->mode == PT_MODE_SYNC && !s->grads))
+		return pti_err_set(PT_ENOMEM, "server %u: shard of %llu floats",
+		    c->rank, (unsigned long long)s->n);
+	pt_layout_init_values(s->params, &s->layout, c->seed, s->lo, s->hi);
+	return 0;
+}
+
+int pt_server_run(const pt_config *c)
+{
+	ps_server s;
+	nng_listener l;
+	int rv;
+
+	if ((rv = server_init(&s, c)) != 0)
+		goto out;
+	if ((rv = nng_rep0_open(&s.sock)) != 0) {
+		rv = pti_err_set(PT_ETRANSPORT, "server %u: %s", c->rank,
+		    nng_strerror(rv));
+		goto out;
+	}
+	// Bound what one peer can make us buffer: a header and a shard.
+	nng_socket_set_size(s.sock, NNG_OPT_RECVMAXSZ,
+	    4 + PT_HDR_MAX + 4 + (size_t)s.n * sizeof(float));
+	s.n_ctx = c->workers + 8;
+	s.ctxs = calloc(s.n_ctx, sizeof(ps_ctx));
+	if (s.ctxs == NULL) {
+		rv = pti_err_set(PT_ENOMEM, "server contexts");
+		goto close;
+	}
+	for (uint32_t i = 0; i < s.n_ctx; i++) {
+		ps_ctx *x = &s.ctxs[i];
+		x->s = &s;
+		if ((rv = nng_aio_alloc(&x->aio, ctx_cb, x)) != 0 ||
+		    (rv = nng_ctx_open(&x->ctx, s.sock)) != 0) {
+			rv = pti_err_set(PT_ETRANSPORT, "server %u: %s",
+			    c->rank, nng_strerror(rv));
+			goto close;
+		}
+	}
+	if ((rv = nng_listener_create(&l, s.sock, c->listen)) != 0 ||
+	    (rv = nng_listener_start(l, 0)) != 0) {
+		rv = pti_err_set(PT_ETRANSPORT, "server %u: listen on %s: %s",
+		    c->rank, c->listen, nng_strerror(rv));
+		goto close;
+	}
+	for (uint32_t i = 0; i < s.n_ctx; i++)
+		ctx_recv(&s.ctxs[i]);
+	if ((rv = server_write_ready(&s, l)) != 0)
+		goto close;
+
+	signal(SIGINT, server_on_signal);
+	signal(SIGTERM, server_on_signal);
+	pthread_mutex_lock(&s.mu);
+	while (!s.stop && !server_signalled) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 200 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&s.cv, &s.mu, &ts);
+	}
+	pthread_mutex_unlock(&s.mu);
+	if (server_signalled)
+		fprintf(stderr, "server %u: stopping on signal %d\n", c->rank,
+		    (int)server_signalled);
+	fprintf(stderr, "server %u: version %lld, %llu updates, %llu "
+	    "rejected requests\n", c->rank, (long long)s.version,
+	    (unsigned long long)s.updates, (unsigned long long)s.rejected);
+close:
+	nng_close(s.sock);
+	if (rv == 0 && c->out[0] != '\0')
+		server_write_stats(&s);
+out:
+	server_fini(&s);
+	return rv;
+}

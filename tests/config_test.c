@@ -1,0 +1,109 @@
+// tests/config_test.c - the flag table: defaults, parsing, errors that
+// name the flag, and the hand-on of flags from launcher to children.
+#include <stdlib.h>
+
+#include "config.h"
+#include "proto.h"
+#include "test.h"
+
+static int parse(pt_config *c, uint32_t cmd, int argc, char **argv)
+{
+	int help;
+	pt_config_defaults(c);
+	return pt_config_parse(c, cmd, argc, argv, &help);
+}
+
+static void test_config_defaults(void)
+{
+	pt_config c;
+	pt_config_defaults(&c);
+	PT_TEST_TRUE(c.mode == PT_MODE_SYNC && c.servers == 1);
+	PT_TEST_TRUE(c.batch == 256 && c.lr == 0.1 && c.seed == 1);
+	PT_TEST_TRUE(strcmp(c.data, "fashion-mnist") == 0);
+}
+
+static void test_config_parse(void)
+{
+	pt_config c;
+	char *argv[] = {"--mode", "async", "--workers=4", "--lr", "0.05",
+	    "--model", "mlp:8", "--steps", "12"};
+	PT_TEST_OK(parse(&c, PT_CMD_RUN, 9, argv));
+	PT_TEST_TRUE(c.mode == PT_MODE_ASYNC && c.workers == 4);
+	PT_TEST_TRUE(c.lr == 0.05 && c.steps == 12);
+	PT_TEST_TRUE(pt_config_given(&c, "steps"));
+	PT_TEST_TRUE(!pt_config_given(&c, "epochs"));
+}
+
+static void test_config_errors_name_the_flag(void)
+{
+	pt_config c;
+	char *a1[] = {"--batch", "abc"};
+	PT_TEST_ERR(parse(&c, PT_CMD_RUN, 2, a1), PT_EINVAL);
+	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "--batch");
+	char *a2[] = {"--workers", "0"};
+	PT_TEST_ERR(parse(&c, PT_CMD_RUN, 2, a2), PT_EINVAL);
+	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "--workers");
+	char *a3[] = {"--frobnicate", "1"};
+	PT_TEST_ERR(parse(&c, PT_CMD_RUN, 2, a3), PT_EINVAL);
+	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "--frobnicate");
+	char *a4[] = {"--mode", "fast"};
+	PT_TEST_ERR(parse(&c, PT_CMD_RUN, 2, a4), PT_EINVAL);
+	char *a5[] = {"--lr"};
+	PT_TEST_ERR(parse(&c, PT_CMD_RUN, 1, a5), PT_EINVAL);
+	char *a6[] = {"--batch", "-3"};
+	PT_TEST_ERR(parse(&c, PT_CMD_RUN, 2, a6), PT_EINVAL);
+	// a flag of another command
+	char *a7[] = {"--model-file", "x"};
+	PT_TEST_ERR(parse(&c, PT_CMD_RUN, 2, a7), PT_EINVAL);
+}
+
+static void test_config_check_batch(void)
+{
+	pt_config c;
+	char *argv[] = {"--workers", "3", "--batch", "100", "--out", "x"};
+	PT_TEST_OK(parse(&c, PT_CMD_RUN, 6, argv));
+	PT_TEST_ERR(pt_config_check(&c, PT_CMD_RUN), PT_EINVAL);
+	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "not divisible");
+}
+
+static void test_config_to_argv_roundtrip(void)
+{
+	pt_config c, d;
+	char *argv[] = {"--mode", "async", "--workers", "4", "--lr",
+	    "0.1234567890123", "--seed", "18446744073709551615", "--out", "o"};
+	PT_TEST_OK(parse(&c, PT_CMD_RUN, 10, argv));
+	char *out[128];
+	int n = 0;
+	PT_TEST_OK(pt_config_to_argv(&c, PT_CMD_RUN, PT_CMD_WORKER, out, &n));
+	PT_TEST_OK(parse(&d, PT_CMD_WORKER, n, out));
+	PT_TEST_TRUE(d.mode == c.mode && d.workers == 4);
+	PT_TEST_TRUE(d.seed == 18446744073709551615ULL);
+	PT_TEST_TRUE(strcmp(d.out, "o") == 0);
+	// --lr goes to servers, not to workers
+	int lr = 0;
+	for (int i = 0; i < n; i++) {
+		lr |= strcmp(out[i], "--lr") == 0;
+		free(out[i]);
+	}
+	PT_TEST_TRUE(!lr);
+	n = 0;
+	PT_TEST_OK(pt_config_to_argv(&c, PT_CMD_RUN, PT_CMD_SERVER, out, &n));
+	PT_TEST_OK(parse(&d, PT_CMD_SERVER, n, out));
+	PT_TEST_TRUE(d.lr == c.lr); // exact: %.17g
+	for (int i = 0; i < n; i++)
+		free(out[i]);
+}
+
+static const pt_test_case cases[] = {
+    {"test_config_defaults", test_config_defaults},
+    {"test_config_parse", test_config_parse},
+    {"test_config_errors_name_the_flag", test_config_errors_name_the_flag},
+    {"test_config_check_batch", test_config_check_batch},
+    {"test_config_to_argv_roundtrip", test_config_to_argv_roundtrip},
+    {NULL, NULL},
+};
+
+int main(int argc, char **argv)
+{
+	return pt_test_main(argc, argv, cases);
+}

@@ -1,0 +1,215 @@
+#!/bin/sh
+# tests/mp_test.sh - whole jobs with real server and worker processes
+# talking over real nng sockets: sync equivalence and determinism, async
+# learning, 32 workers on one server, tcp, eval, bad input, and clean-up
+# after a failure or Ctrl-C. Prints "ok NAME" / "FAIL NAME" per case.
+cd "$(dirname "$0")/.." || exit 2
+P=${PSTRAIN:-bin/pstrain}
+DIFF=build/tests/proc_modeldiff
+T=$(mktemp -d "${TMPDIR:-/tmp}/pt-mp-XXXXXX")
+trap 'rm -rf "$T"' EXIT
+D="--data synthetic:1200 --model mlp:32 --seed 7 --lr 0.2"
+
+ok() { echo "ok $1"; }
+no() {
+	echo "FAIL $1: $2"
+	[ -n "$3" ] && [ -f "$3" ] && tail -n 20 "$3" | sed 's/^/    | /'
+}
+
+# json KEY FILE: a number from summary.json
+json() { sed -n "s/^ *\"$1\": \([-0-9.e+]*\),*$/\1/p" "$2"; }
+
+# alive DIR: processes whose command line names DIR
+alive() { pgrep -f -- "--out $1( |$)" | wc -l; }
+
+# wait_rows FILE N: wait (bounded) until FILE has N lines
+wait_rows() {
+	i=0
+	while [ "$i" -lt 600 ]; do
+		[ -f "$1" ] && [ "$(wc -l <"$1")" -ge "$2" ] && return 0
+		sleep 0.05
+		i=$((i + 1))
+	done
+	return 1
+}
+
+test_mp_sync_w2_equals_w1() {
+	n=test_mp_sync_w2_equals_w1
+	$P run --mode sync --servers 1 --workers 1 $D --batch 64 --steps 40 \
+		--out "$T/w1" --save-model "$T/w1/m.bin" >"$T/w1.log" 2>&1 ||
+		{ no $n "W=1 run failed" "$T/w1.log"; return; }
+	$P run --mode sync --servers 2 --workers 2 $D --batch 64 --steps 40 \
+		--out "$T/w2" --save-model "$T/w2/m.bin" >"$T/w2.log" 2>&1 ||
+		{ no $n "W=2 run failed" "$T/w2.log"; return; }
+	if $DIFF "$T/w1/m.bin" "$T/w2/m.bin" 1e-4 >"$T/diff.log"; then
+		ok $n
+	else
+		no $n "models differ: $(cat "$T/diff.log")"
+	fi
+}
+
+test_mp_per_worker_batch() {
+	n=test_mp_per_worker_batch
+	b=$(json per_worker_batch "$T/w2/summary.json")
+	[ "$b" = 32 ] && ok $n || no $n "per_worker_batch is '$b', not 32"
+}
+
+test_mp_sync_deterministic() {
+	n=test_mp_sync_deterministic
+	for k in a b; do
+		$P run --mode sync --servers 2 --workers 3 $D --batch 48 \
+			--steps 30 --out "$T/det-$k" \
+			--save-model "$T/det-$k/m.bin" >"$T/det-$k.log" 2>&1 ||
+			{ no $n "run $k failed" "$T/det-$k.log"; return; }
+	done
+	if $DIFF "$T/det-a/m.bin" "$T/det-b/m.bin" 0 >"$T/diff.log" &&
+		cmp -s "$T/det-a/m.bin" "$T/det-b/m.bin"; then
+		ok $n
+	else
+		no $n "two identical runs differ: $(cat "$T/diff.log")"
+	fi
+}
+
+test_mp_async_learns() {
+	n=test_mp_async_learns
+	$P run --mode async --servers 2 --workers 4 --data synthetic:4000 \
+		--model mlp:32 --seed 3 --lr 0.05 --batch 64 --epochs 2 \
+		--out "$T/async" >"$T/async.log" 2>&1 ||
+		{ no $n "async run failed" "$T/async.log"; return; }
+	acc=$(json final_test_acc "$T/async/summary.json")
+	st=$(sed -n 's/^ *"staleness_sum": \([0-9]*\),*$/\1/p' \
+		"$T/async/server-0.json")
+	if awk "BEGIN { exit !($acc > 0.5) }"; then
+		ok $n
+	else
+		no $n "final_test_acc $acc is not far above chance (0.1)"
+	fi
+	# Four workers on one shard: some gradient must have been stale.
+	if [ "${st:-0}" -gt 0 ]; then
+		ok test_mp_async_records_staleness
+	else
+		no test_mp_async_records_staleness "staleness_sum is '$st'"
+	fi
+}
+
+test_mp_32_workers() {
+	n=test_mp_32_workers
+	$P run --mode sync --servers 1 --workers 32 --data synthetic:2048 \
+		--model softmax --batch 64 --steps 5 --out "$T/w32" \
+		>"$T/w32.log" 2>&1 || { no $n "run failed" "$T/w32.log"; return; }
+	rows=$(wc -l <"$T/w32/worker-31.csv")
+	ver=$(json final_version "$T/w32/summary.json")
+	[ "$rows" = 6 ] && [ "$ver" = 5 ] && ok $n ||
+		no $n "worker-31.csv has $rows lines, final version $ver"
+}
+
+test_mp_tcp() {
+	n=test_mp_tcp
+	$P run --transport tcp --servers 2 --workers 2 $D --batch 32 \
+		--steps 10 --out "$T/tcp" >"$T/tcp.log" 2>&1 ||
+		{ no $n "run failed" "$T/tcp.log"; return; }
+	grep -q "listening on tcp://127.0.0.1:" "$T/tcp/server-1.log" &&
+		ok $n || no $n "server did not listen on tcp" "$T/tcp/server-1.log"
+}
+
+test_mp_eval_matches_summary() {
+	n=test_mp_eval_matches_summary
+	want=$(json final_test_acc "$T/w2/summary.json")
+	got=$($P eval --model-file "$T/w2/m.bin" --data synthetic:1200 \
+		--seed 7 | sed -n 's/^test_acc //p')
+	[ -n "$want" ] && [ "$got" = "$want" ] && ok $n ||
+		no $n "eval says '$got', summary says '$want'"
+}
+
+test_mp_outputs() {
+	n=test_mp_outputs
+	s="$T/w2/summary.json"
+	for k in servers workers batch lr epochs steps wall_s samples_per_s \
+		final_train_loss final_test_loss final_test_acc; do
+		[ -n "$(json $k "$s")" ] || { no $n "summary lacks $k"; return; }
+	done
+	grep -q '"mode": "sync"' "$s" || { no $n "summary lacks mode"; return; }
+	h=$(head -n 1 "$T/w2/worker-1.csv")
+	[ "$h" = "step,epoch,wall_s,loss,grad_norm,step_ms,compute_ms,comm_ms,staleness" ] ||
+		{ no $n "worker CSV header: $h"; return; }
+	[ "$(wc -l <"$T/w2/worker-1.csv")" = 41 ] ||
+		{ no $n "worker-1.csv lacks rows"; return; }
+	h=$(head -n 1 "$T/w2/eval.csv")
+	[ "$h" = "step,wall_s,test_loss,test_acc" ] ||
+		{ no $n "eval.csv header: $h"; return; }
+	ok $n
+}
+
+test_mp_bad_batch() {
+	n=test_mp_bad_batch
+	if $P run --workers 3 --batch 100 $D --out "$T/bad" 2>"$T/bad.err"; then
+		no $n "run with W not dividing B succeeded"
+	elif grep -q -- "--batch 100 is not divisible by --workers 3" \
+		"$T/bad.err"; then
+		ok $n
+	else
+		no $n "unclear error" "$T/bad.err"
+	fi
+}
+
+test_mp_missing_data() {
+	n=test_mp_missing_data
+	if $P run --data "fashion-mnist:$T/nothing" --out "$T/nodata" \
+		2>"$T/nodata.err"; then
+		no $n "run on a missing folder succeeded"
+	elif grep -q "$T/nothing/train-images-idx3-ubyte.gz" "$T/nodata.err"
+	then
+		ok $n
+	else
+		no $n "error does not name the file" "$T/nodata.err"
+	fi
+}
+
+test_mp_worker_failure_stops_job() {
+	n=test_mp_worker_failure_stops_job
+	$P run --servers 2 --workers 3 $D --batch 48 --steps 100000 \
+		--out "$T/kill" >"$T/kill.log" 2>&1 &
+	pid=$!
+	wait_rows "$T/kill/worker-1.csv" 3 ||
+		{ no $n "job did not start"; kill $pid; wait $pid; return; }
+	pkill -9 -f -- "worker.* --out $T/kill .*--rank 1( |$)"
+	wait $pid
+	rc=$?
+	sleep 0.2
+	left=$(alive "$T/kill")
+	if [ "$rc" -ne 0 ] && [ "$left" = 0 ] &&
+		grep -q "worker 1 failed" "$T/kill.log"; then
+		ok $n
+	else
+		no $n "exit $rc, $left processes left" "$T/kill.log"
+	fi
+}
+
+test_mp_sigint_cleans_up() {
+	n=test_mp_sigint_cleans_up
+	$P run --servers 2 --workers 2 $D --batch 32 --steps 100000 \
+		--out "$T/int" >"$T/int.log" 2>&1 &
+	pid=$!
+	wait_rows "$T/int/worker-0.csv" 3 ||
+		{ no $n "job did not start"; kill $pid; wait $pid; return; }
+	kill -INT $pid
+	wait $pid
+	rc=$?
+	sleep 0.2
+	left=$(alive "$T/int")
+	[ "$rc" = 130 ] && [ "$left" = 0 ] && ok $n ||
+		no $n "exit $rc, $left processes left" "$T/int.log"
+}
+
+test_mp_sync_w2_equals_w1
+test_mp_per_worker_batch
+test_mp_sync_deterministic
+test_mp_outputs
+test_mp_eval_matches_summary
+test_mp_async_learns
+test_mp_32_workers
+test_mp_tcp
+test_mp_bad_batch
+test_mp_missing_data
+test_mp_worker_failure_stops_job
+test_mp_sigint_cleans_up

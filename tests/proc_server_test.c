@@ -1,0 +1,398 @@
+// tests/proc_server_test.c - a real `pstrain server` process, spoken to
+// over a real nng socket: the SGD it applies, and the garbage, truncated,
+// hostile and out-of-turn requests it must refuse while serving on with
+// its variables unchanged. The binary is $PSTRAIN (default bin/pstrain).
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+
+#include "layout.h"
+#include "proto.h"
+#include "test.h"
+
+#define SPEC "mlp:8"
+#define DATA "synthetic:100" // 64 features, 10 classes
+#define SEED 5
+#define LR 0.5
+
+typedef struct srv {
+	pid_t pid;
+	char dir[64], url[128];
+	nng_socket sock;
+	pt_layout l;
+	pt_range shard;
+} srv;
+
+static const char *bin(void)
+{
+	const char *b = getenv("PSTRAIN");
+	return b && *b ? b : "bin/pstrain";
+}
+
+// srv_start runs server `rank` of `servers` for `workers` workers.
+static void srv_start(srv *s, const char *mode, int workers, int servers,
+    int rank)
+{
+	char w[16], ns[16], r[16], ready[128], lr[32], seed[16];
+	memset(s, 0, sizeof(*s));
+	snprintf(s->dir, sizeof(s->dir), "/tmp/pt-srvtest-XXXXXX");
+	if (mkdtemp(s->dir) == NULL)
+		abort();
+	snprintf(s->url, sizeof(s->url), "ipc://%s/sock", s->dir);
+	snprintf(ready, sizeof(ready), "%s/ready", s->dir);
+	snprintf(w, sizeof(w), "%d", workers);
+	snprintf(ns, sizeof(ns), "%d", servers);
+	snprintf(r, sizeof(r), "%d", rank);
+	snprintf(lr, sizeof(lr), "%g", LR);
+	snprintf(seed, sizeof(seed), "%d", SEED);
+	s->pid = fork();
+	if (s->pid == 0) {
+		execl(bin(), "pstrain", "server", "--mode", mode, "--workers",
+		    w, "--servers", ns, "--rank", r, "--model", SPEC, "--data",
+		    DATA, "--seed", seed, "--lr", lr, "--batch", w,
+		    "--listen", s->url, "--ready-file", ready, (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 1000 && access(ready, F_OK) != 0; i++)
+		usleep(10000);
+	PT_TEST_TRUE(access(ready, F_OK) == 0);
+	PT_TEST_OK(nng_req0_open(&s->sock));
+	nng_socket_set_ms(s->sock, NNG_OPT_RECVTIMEO, 5000);
+	PT_TEST_OK(nng_dial(s->sock, s->url, NULL, 0));
+	PT_TEST_OK(pt_layout_init(&s->l, SPEC, 64, 10));
+	s->shard = pt_layout_shard(&s->l, (uint32_t)rank, (uint32_t)servers);
+}
+
+static int srv_exit_status(srv *s)
+{
+	int st = -1;
+	for (int i = 0; i < 500; i++) {
+		if (waitpid(s->pid, &st, WNOHANG) == s->pid)
+			return st;
+		usleep(10000);
+	}
+	kill(s->pid, SIGKILL);
+	waitpid(s->pid, &st, 0);
+	return -1;
+}
+
+static void srv_stop(srv *s)
+{
+	char path[128];
+	nng_close(s->sock);
+	if (s->pid > 0 && waitpid(s->pid, NULL, WNOHANG) == 0) {
+		kill(s->pid, SIGTERM);
+		waitpid(s->pid, NULL, 0);
+	}
+	snprintf(path, sizeof(path), "%s/ready", s->dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/sock", s->dir);
+	unlink(path);
+	rmdir(s->dir);
+}
+
+// rpc sends m (taken) and decodes the reply into h; values (if any) are
+// copied to vals. Returns the reply's status, or -1 on transport failure.
+static int rpc(srv *s, nng_msg *m, pti_hdr *h, float *vals)
+{
+	nng_msg *r;
+	const void *pay;
+	if (nng_sendmsg(s->sock, m, 0) != 0) {
+		nng_msg_free(m);
+		return -1;
+	}
+	if (nng_recvmsg(s->sock, &r, 0) != 0)
+		return -1;
+	int rv = pti_msg_decode(h, &pay, r);
+	if (rv == 0 && vals != NULL && pay != NULL)
+		memcpy(vals, pay, h->n * sizeof(float));
+	nng_msg_free(r);
+	return rv != 0 ? -1 : (int)h->status;
+}
+
+static int send_hdr(srv *s, pti_hdr *req, const float *pay, uint64_t n,
+    float *vals)
+{
+	nng_msg *m;
+	pti_hdr h;
+	if (pti_msg_encode(&m, req, pay, n) != 0)
+		return -1;
+	return rpc(s, m, &h, vals);
+}
+
+static int send_raw(srv *s, const void *b, size_t n, pti_hdr *h)
+{
+	nng_msg *m;
+	nng_msg_alloc(&m, 0);
+	nng_msg_append(m, b, n);
+	return rpc(s, m, h, NULL);
+}
+
+static int hello(srv *s, uint32_t rank)
+{
+	pti_hdr h;
+	pti_hdr_init(&h, PT_OP_HELLO, PT_ROLE_WORKER, rank);
+	h.has |= PTI_H_LAYOUT;
+	h.layout_hash = pt_layout_hash(&s->l);
+	h.n_params = s->l.n_params;
+	return send_hdr(s, &h, NULL, 0, NULL);
+}
+
+static int pull(srv *s, float *vals)
+{
+	pti_hdr h;
+	pti_hdr_init(&h, PT_OP_PULL, PT_ROLE_WORKER, 0);
+	return send_hdr(s, &h, NULL, 0, vals);
+}
+
+static int push(srv *s, uint32_t op, uint32_t rank, int64_t step,
+    const float *g, uint64_t off, uint64_t n, float *vals)
+{
+	pti_hdr h;
+	pti_hdr_init(&h, op, PT_ROLE_WORKER, rank);
+	h.has |= PTI_H_STEP | PTI_H_VER;
+	h.step = step;
+	h.ver = step;
+	h.off = off;
+	return send_hdr(s, &h, g, n, vals);
+}
+
+static uint64_t rejected(srv *s)
+{
+	pti_hdr h, req;
+	nng_msg *m;
+	pti_hdr_init(&req, PT_OP_STATS, PT_ROLE_CONTROL, 0);
+	pti_msg_encode(&m, &req, NULL, 0);
+	if (rpc(s, m, &h, NULL) != 0)
+		return UINT64_MAX;
+	return h.rejected;
+}
+
+static void test_server_initial_values(void)
+{
+	srv s;
+	srv_start(&s, "sync", 1, 2, 1);
+	uint64_t n = s.shard.hi - s.shard.lo;
+	float *got = calloc(n, sizeof(float)), *want = calloc(n, 4);
+	PT_TEST_TRUE(pull(&s, got) == 0);
+	pt_layout_init_values(want, &s.l, SEED, s.shard.lo, s.shard.hi);
+	PT_TEST_TRUE(memcmp(got, want, n * sizeof(float)) == 0);
+	free(got);
+	free(want);
+	srv_stop(&s);
+}
+
+static void test_server_sync_sgd_mean(void)
+{
+	// Two workers; the step closes when both have pushed, applying
+	// p - lr * (g0 + g1) / 2, and both pulls see version 1.
+	srv s;
+	srv_start(&s, "sync", 2, 1, 0);
+	uint64_t n = s.l.n_params;
+	float *p0 = malloc(n * 4), *g0 = malloc(n * 4), *g1 = malloc(n * 4);
+	float *got = malloc(n * 4);
+	PT_TEST_TRUE(pull(&s, p0) == 0);
+	for (uint64_t i = 0; i < n; i++) {
+		g0[i] = (float)(i % 7) * 0.25f;
+		g1[i] = -(float)(i % 3);
+	}
+	PT_TEST_TRUE(hello(&s, 0) == 0 && hello(&s, 1) == 0);
+	PT_TEST_TRUE(push(&s, PT_OP_PUSH, 1, 0, g1, 0, n, NULL) == 0);
+	// Before the step closes, values are unchanged.
+	PT_TEST_TRUE(pull(&s, got) == 0);
+	PT_TEST_TRUE(memcmp(got, p0, n * 4) == 0);
+	PT_TEST_TRUE(push(&s, PT_OP_PUSHPULL, 0, 0, g0, 0, n, got) == 0);
+	int bad = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		float want = p0[i] - (float)(LR / 2) * (g0[i] + g1[i]);
+		bad += fabsf(got[i] - want) > 1e-6f * (1 + fabsf(want));
+	}
+	PT_TEST_TRUE(bad == 0);
+	free(p0), free(g0), free(g1), free(got);
+	srv_stop(&s);
+}
+
+static void test_server_async_applies_each(void)
+{
+	srv s;
+	srv_start(&s, "async", 2, 1, 0);
+	uint64_t n = s.l.n_params;
+	float *p0 = malloc(n * 4), *g = malloc(n * 4), *got = malloc(n * 4);
+	PT_TEST_TRUE(pull(&s, p0) == 0);
+	for (uint64_t i = 0; i < n; i++)
+		g[i] = 1.0f;
+	PT_TEST_TRUE(hello(&s, 0) == 0 && hello(&s, 1) == 0);
+	pti_hdr h, r;
+	nng_msg *m;
+	pti_hdr_init(&h, PT_OP_PUSHPULL, PT_ROLE_WORKER, 1);
+	h.has |= PTI_H_VER;
+	h.ver = 0;
+	pti_msg_encode(&m, &h, g, n);
+	PT_TEST_TRUE(rpc(&s, m, &r, got) == 0);
+	PT_TEST_TRUE(r.staleness == 0 && r.ver == 1);
+	pti_msg_encode(&m, &h, g, n); // again from version 0: staleness 1
+	PT_TEST_TRUE(rpc(&s, m, &r, got) == 0);
+	PT_TEST_TRUE(r.staleness == 1 && r.ver == 2);
+	PT_TEST_NEAR(got[3], p0[3] - 2 * LR, 1e-6);
+	free(p0), free(g), free(got);
+	srv_stop(&s);
+}
+
+static void test_server_refuses_bad_requests(void)
+{
+	srv s;
+	pti_hdr h, r;
+	srv_start(&s, "sync", 2, 2, 1);
+	uint64_t n = s.shard.hi - s.shard.lo, lo = s.shard.lo;
+	float *before = malloc(n * 4), *after = malloc(n * 4);
+	float *g = calloc(s.l.n_params, 4);
+	for (uint64_t i = 0; i < s.l.n_params; i++)
+		g[i] = 100.0f;
+	PT_TEST_TRUE(pull(&s, before) == 0);
+	int expect = 0;
+
+	// garbage, a short message, a lying length prefix, a huge map claim
+	uint8_t junk[37];
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (uint8_t)(i * 73 + 11);
+	PT_TEST_TRUE(send_raw(&s, junk, sizeof(junk), &r) == PT_EPROTO); expect++;
+	PT_TEST_STR_HAS(r.msg, "server 1");
+	PT_TEST_TRUE(send_raw(&s, junk, 2, &r) == PT_EPROTO); expect++;
+	uint8_t huge[11] = {7, 0, 0, 0, 0xdf, 0xff, 0xff, 0xff, 0xff, 0xa1,
+	    'x'};
+	PT_TEST_TRUE(send_raw(&s, huge, 11, &r) == PT_EPROTO); expect++;
+	PT_TEST_STR_HAS(r.msg, "claims");
+	uint8_t lie[8] = {0xf0, 0, 0, 0, 0x80, 0, 0, 0};
+	PT_TEST_TRUE(send_raw(&s, lie, 8, &r) == PT_EPROTO); expect++;
+
+	// a truncated push: header and part of its payload
+	nng_msg *m;
+	pti_hdr_init(&h, PT_OP_PUSH, PT_ROLE_WORKER, 0);
+	h.has |= PTI_H_STEP;
+	h.off = lo;
+	pti_msg_encode(&m, &h, g, n);
+	nng_msg_chop(m, 40);
+	PT_TEST_TRUE(rpc(&s, m, &r, NULL) == PT_EPROTO); expect++;
+	PT_TEST_STR_HAS(r.msg, "payload");
+
+	// wrong protocol version, unknown op
+	pti_hdr_init(&h, PT_OP_PULL, PT_ROLE_WORKER, 0);
+	h.pv = 2;
+	PT_TEST_TRUE(send_hdr(&s, &h, NULL, 0, NULL) == PT_EPROTO); expect++;
+	pti_hdr_init(&h, 42, PT_ROLE_WORKER, 0);
+	pti_msg_encode(&m, &h, NULL, 0);
+	PT_TEST_TRUE(rpc(&s, m, &r, NULL) == PT_EPROTO); expect++;
+	PT_TEST_STR_HAS(r.msg, "unknown op 42");
+
+	// out of turn: push before hello; rank out of range
+	PT_TEST_TRUE(push(&s, PT_OP_PUSH, 0, 0, g, lo, n, NULL) == PT_ESTATE); expect++;
+	PT_TEST_TRUE(push(&s, PT_OP_PUSH, 9, 0, g, lo, n, NULL) == PT_EPROTO); expect++;
+	// another model's hello
+	pti_hdr_init(&h, PT_OP_HELLO, PT_ROLE_WORKER, 0);
+	h.has |= PTI_H_LAYOUT;
+	h.layout_hash = 1234;
+	h.n_params = s.l.n_params;
+	pti_msg_encode(&m, &h, NULL, 0);
+	PT_TEST_TRUE(rpc(&s, m, &r, NULL) == PT_EINVAL); expect++;
+	PT_TEST_STR_HAS(r.msg, "another model");
+
+	PT_TEST_TRUE(hello(&s, 0) == 0);
+	// a range outside the shard (server 1 holds the upper half)
+	PT_TEST_TRUE(push(&s, PT_OP_PUSH, 0, 0, g, 0, n, NULL) == PT_ERANGE); expect++;
+	PT_TEST_TRUE(push(&s, PT_OP_PUSH, 0, 0, g, lo + 1, n, NULL) ==
+		     PT_ERANGE); expect++;
+	pti_hdr_init(&h, PT_OP_PULL, PT_ROLE_WORKER, 0);
+	h.has |= PTI_H_RANGE;
+	h.off = UINT64_MAX - 2;
+	h.n = 5;
+	PT_TEST_TRUE(send_hdr(&s, &h, NULL, 0, NULL) == PT_ERANGE); expect++;
+	h.has |= PTI_H_VAR;
+	h.var = 17;
+	h.off = 0;
+	PT_TEST_TRUE(send_hdr(&s, &h, NULL, 0, NULL) == PT_ERANGE); expect++;
+	// a step that is not the open one, a partial sync push
+	PT_TEST_TRUE(push(&s, PT_OP_PUSH, 0, 3, g, lo, n, NULL) == PT_ESTATE); expect++;
+	PT_TEST_TRUE(push(&s, PT_OP_PUSH, 0, 0, g, lo, n - 1, NULL) ==
+		     PT_EINVAL); expect++;
+	// a pull for a version two ahead
+	pti_hdr_init(&h, PT_OP_PULL, PT_ROLE_WORKER, 0);
+	h.has |= PTI_H_VER;
+	h.ver = 2;
+	PT_TEST_TRUE(send_hdr(&s, &h, NULL, 0, NULL) == PT_ESTATE); expect++;
+	// a second push of the same step by the same worker
+	PT_TEST_TRUE(push(&s, PT_OP_PUSH, 0, 0, g, lo, n, NULL) == 0);
+	PT_TEST_TRUE(push(&s, PT_OP_PUSH, 0, 0, g, lo, n, NULL) == PT_ESTATE); expect++;
+
+	// Still serving; the one valid gradient is filed, not applied.
+	PT_TEST_TRUE(pull(&s, after) == 0);
+	PT_TEST_TRUE(memcmp(before, after, n * 4) == 0);
+	PT_TEST_TRUE(rejected(&s) == (uint64_t)expect);
+	// and the step still closes normally once worker 1 pushes
+	PT_TEST_TRUE(hello(&s, 1) == 0);
+	PT_TEST_TRUE(push(&s, PT_OP_PUSHPULL, 1, 0, g, lo, n, after) == 0);
+	PT_TEST_NEAR(after[0], before[0] - LR * 100.0, 1e-4);
+	free(before), free(after), free(g);
+	srv_stop(&s);
+}
+
+static void test_server_fuzz_keeps_serving(void)
+{
+	srv s;
+	pti_hdr r;
+	srv_start(&s, "async", 1, 1, 0);
+	uint64_t n = s.l.n_params;
+	float *before = malloc(n * 4), *after = malloc(n * 4);
+	PT_TEST_TRUE(pull(&s, before) == 0);
+	uint8_t b[300];
+	srand(11);
+	int answered = 0;
+	for (int i = 0; i < 300; i++) {
+		size_t len = (size_t)(rand() % (int)sizeof(b));
+		for (size_t k = 0; k < len; k++)
+			b[k] = (uint8_t)rand();
+		if (len > 8 && i % 2) { // a valid prefix, a random map body
+			b[0] = (uint8_t)(len - 4), b[1] = b[2] = b[3] = 0;
+			b[4] = 0x80 | (uint8_t)(rand() % 16);
+		}
+		answered += send_raw(&s, b, len, &r) > 0;
+	}
+	PT_TEST_TRUE(answered == 300);
+	PT_TEST_TRUE(pull(&s, after) == 0);
+	PT_TEST_TRUE(memcmp(before, after, n * 4) == 0);
+	free(before), free(after);
+	srv_stop(&s);
+}
+
+static void test_server_shutdown_op(void)
+{
+	srv s;
+	pti_hdr h;
+	srv_start(&s, "sync", 1, 1, 0);
+	pti_hdr_init(&h, PT_OP_SHUTDOWN, PT_ROLE_CONTROL, 0);
+	PT_TEST_TRUE(send_hdr(&s, &h, NULL, 0, NULL) == 0);
+	int st = srv_exit_status(&s);
+	PT_TEST_TRUE(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	s.pid = 0;
+	srv_stop(&s);
+}
+
+static const pt_test_case cases[] = {
+    {"test_server_initial_values", test_server_initial_values},
+    {"test_server_sync_sgd_mean", test_server_sync_sgd_mean},
+    {"test_server_async_applies_each", test_server_async_applies_each},
+    {"test_server_refuses_bad_requests", test_server_refuses_bad_requests},
+    {"test_server_fuzz_keeps_serving", test_server_fuzz_keeps_serving},
+    {"test_server_shutdown_op", test_server_shutdown_op},
+    {NULL, NULL},
+};
+
+int main(int argc, char **argv)
+{
+	signal(SIGPIPE, SIG_IGN);
+	return pt_test_main(argc, argv, cases);
+}

@@ -1,0 +1,50 @@
+#!/bin/sh
+# tests/run.sh - run every test of `make test` and count the cases.
+# Unit tests run as built and under AddressSanitizer + UBSan; the server
+# process test runs against both builds of pstrain; then the multi-process
+# job tests. Each case prints "ok NAME" or "FAIL NAME"; the last line here
+# is "N passed, N failed". Output of each program: build/test-logs/.
+cd "$(dirname "$0")/.." || exit 2
+logs=build/test-logs
+mkdir -p "$logs"
+pass=0
+fail=0
+
+# run LABEL COMMAND...: run one test program and count its cases.
+run() {
+	label=$1
+	shift
+	out="$logs/$label.log"
+	"$@" >"$out" 2>&1
+	rc=$?
+	p=$(grep -c '^ok ' "$out")
+	f=$(grep -c '^FAIL' "$out")
+	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+		f=1
+		echo "FAIL $label: exited $rc without naming a case" >>"$out"
+	fi
+	pass=$((pass + p))
+	fail=$((fail + f))
+	if [ "$f" -gt 0 ]; then
+		echo "$label: $p passed, $f failed; from $out:"
+		grep -A8 '^FAIL' "$out" | sed 's/^/    /'
+		[ "$rc" -ne 0 ] && tail -n 15 "$out" | sed 's/^/    | /'
+	else
+		echo "$label: $p passed"
+	fi
+}
+
+for t in build/tests/*_test; do
+	case $t in */proc_*) continue ;; esac
+	run "$(basename "$t")" "$t"
+done
+for t in build/asan/tests/*_test; do
+	run "asan-$(basename "$t")" env ASAN_OPTIONS=detect_leaks=1 "$t"
+done
+run proc_server_test env PSTRAIN=bin/pstrain build/tests/proc_server_test
+run asan-proc_server_test env PSTRAIN=build/asan/pstrain \
+	build/tests/proc_server_test
+run mp_test sh tests/mp_test.sh
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,74 @@
+// tests/test.h - the small harness every unit test program uses.
+// A program lists its cases in a pt_test_case table and calls
+// pt_test_main; `prog` runs them all, `prog NAME...` only those named.
+// Each case prints "ok NAME" or "FAIL NAME" lines that tests/run.sh counts.
+#ifndef PT_TESTS_TEST_H
+#define PT_TESTS_TEST_H
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "err.h"
+
+typedef struct pt_test_case {
+	const char *name;
+	void (*fn)(void);
+} pt_test_case;
+
+extern int pt_test_failed; // set by a failed expectation in this case
+
+#define PT_TEST_FAIL_AT(...)                                                  \
+	do {                                                                   \
+		fprintf(stderr, "  %s:%d: ", __FILE__, __LINE__);              \
+		fprintf(stderr, __VA_ARGS__);                                  \
+		fprintf(stderr, "\n");                                         \
+		pt_test_failed = 1;                                            \
+	} while (0)
+
+// PT_TEST_TRUE(cond): the case fails when cond is false.
+#define PT_TEST_TRUE(cond)                                                    \
+	do {                                                                   \
+		if (!(cond))                                                   \
+			PT_TEST_FAIL_AT("expected %s", #cond);                 \
+	} while (0)
+
+// PT_TEST_OK(expr): expr must return 0.
+#define PT_TEST_OK(expr)                                                      \
+	do {                                                                   \
+		int pt_rv_ = (expr);                                           \
+		if (pt_rv_ != 0)                                               \
+			PT_TEST_FAIL_AT("%s returned %d (%s)", #expr, pt_rv_,  \
+			    pt_errmsg(pt_rv_));                                \
+	} while (0)
+
+// PT_TEST_ERR(expr, code): expr must fail with exactly code.
+#define PT_TEST_ERR(expr, code)                                               \
+	do {                                                                   \
+		int pt_rv_ = (expr);                                           \
+		if (pt_rv_ != (code))                                          \
+			PT_TEST_FAIL_AT("%s returned %d, expected %s (%d)",    \
+			    #expr, pt_rv_, #code, (int)(code));                \
+	} while (0)
+
+// PT_TEST_NEAR(a, b, tol): |a - b| <= tol.
+#define PT_TEST_NEAR(a, b, tol)                                               \
+	do {                                                                   \
+		double pt_a_ = (a), pt_b_ = (b);                               \
+		if (!(fabs(pt_a_ - pt_b_) <= (tol)))                           \
+			PT_TEST_FAIL_AT("%s = %.9g, %s = %.9g, tol %g", #a,    \
+			    pt_a_, #b, pt_b_, (double)(tol));                  \
+	} while (0)
+
+// PT_TEST_STR_HAS(s, sub): string s contains sub.
+#define PT_TEST_STR_HAS(s, sub)                                               \
+	do {                                                                   \
+		const char *pt_s_ = (s);                                       \
+		if (pt_s_ == NULL || strstr(pt_s_, (sub)) == NULL)             \
+			PT_TEST_FAIL_AT("\"%s\" does not contain \"%s\"",      \
+			    pt_s_ ? pt_s_ : "(null)", (sub));                  \
+	} while (0)
+
+int pt_test_main(int argc, char **argv, const pt_test_case *cases);
+
+#endif // PT_TESTS_TEST_H

@@ -1,0 +1,54 @@
+// worker/client.h - a worker's (or a control tool's) connection to every
+// parameter server. Each call sends one request to each server at once
+// over nng aio and waits for all the replies: the servers work in
+// parallel, not one after another. Not thread-safe: one thread per client.
+#ifndef PT_WORKER_CLIENT_H
+#define PT_WORKER_CLIENT_H
+
+#include <stdint.h>
+
+#include "layout.h"
+#include "proto.h"
+
+typedef struct pt_client pt_client;
+
+// What the servers said about one push or pull.
+typedef struct pt_client_step {
+	int64_t ver_min;    // lowest parameter version among the replies
+	int64_t stale_max;  // largest staleness the servers recorded
+	double stale_mean;  // mean over servers
+} pt_client_step;
+
+// pt_client_open dials every server in urls (comma-separated, in server
+// rank order) as role/rank, with replies awaited at most timeout_s
+// seconds. Dialing goes on in the background until a server is up.
+// On success *out is the caller's, to pt_client_close.
+int pt_client_open(pt_client **out, const char *urls, uint32_t role,
+    uint32_t rank, double timeout_s);
+
+void pt_client_close(pt_client *c);
+
+uint32_t pt_client_servers(const pt_client *c);
+
+// pt_client_hello joins every server and checks that each holds the shard
+// that l and the server count say, in `mode` with `workers` workers.
+// PT_EINVAL with a detail naming the server that disagrees.
+int pt_client_hello(pt_client *c, const pt_layout *l, int mode,
+    uint32_t workers);
+
+// pt_client_pull writes every server's shard into params (n_params).
+// want_ver >= 0 waits (sync) for that version; -1 takes the latest.
+int pt_client_pull(pt_client *c, float *params, int64_t want_ver,
+    pt_client_step *info);
+
+// pt_client_pushpull sends each server its slice of grad (n_params) for
+// step `step`, computed from the versions last pulled, and writes the
+// values each server answers with into params. grad is only read.
+int pt_client_pushpull(pt_client *c, float *params, const float *grad,
+    int64_t step, pt_client_step *info);
+
+// pt_client_simple sends op (done, stats, shutdown) with no payload to
+// every server; when replies is not NULL it receives one header a server.
+int pt_client_simple(pt_client *c, uint32_t op, pti_hdr *replies);
+
+#endif // PT_WORKER_CLIENT_H

@@ -1,0 +1,288 @@
+// worker/worker.c - the training loop of one worker.
+//
+// Data order: every epoch the training set is permuted by a generator
+// seeded with (seed, epoch) that all workers share. Global step t uses
+// block t mod steps_per_epoch of B examples of that permutation, and
+// worker r takes the r-th slice of B/W examples of the block; so a sync
+// job with W workers performs the same SGD as one worker with batch B.
+#include "worker.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "data.h"
+#include "err.h"
+#include "layout.h"
+#include "model.h"
+#include "modelfile.h"
+#include "proto.h"
+
+#define EVAL_CHUNK 500u // examples per forward pass when evaluating
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int pt_worker_evaluate(struct pt_model *m, const float *params,
+    const struct pt_dataset *d, uint32_t max_batch, float *xbuf,
+    uint8_t *ybuf, uint32_t *idxbuf, double *loss, double *acc)
+{
+	double sum = 0;
+	uint64_t correct = 0;
+	for (uint32_t at = 0; at < d->n; at += max_batch) {
+		uint32_t b = d->n - at < max_batch ? d->n - at : max_batch;
+		double ls;
+		uint32_t ok;
+		for (uint32_t i = 0; i < b; i++)
+			idxbuf[i] = at + i;
+		pti_data_gather(xbuf, ybuf, d, idxbuf, b);
+		int rv = pt_model_eval(m, &ls, &ok, params, xbuf, ybuf, b);
+		if (rv != 0)
+			return rv;
+		sum += ls;
+		correct += ok;
+	}
+	*loss = sum / d->n;
+	*acc = (double)correct / d->n;
+	return 0;
+}
+
+typedef struct worker {
+	const pt_config *c;
+	pt_data data;
+	pt_layout layout;
+	struct pt_model *model;
+	pt_client *client;
+	float *params, *grad; // (n_params)
+	float *x;             // (max(b, EVAL_CHUNK), dim)
+	uint8_t *y;
+	uint32_t *perm, *idx;
+	FILE *csv, *eval;
+	uint32_t b, spe; // per-worker batch, steps per epoch
+	uint64_t steps;
+	double t0;
+} worker;
+
+static FILE *worker_open_csv(const pt_config *c, const char *name,
+    const char *header)
+{
+	char path[PT_PATH_MAX + 64];
+	snprintf(path, sizeof(path), "%s/%s", c->out, name);
+	FILE *f = fopen(path, "w");
+	if (f == NULL) {
+		pti_err_set(PT_EIO, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	fprintf(f, "%s\n", header);
+	return f;
+}
+
+static void worker_fini(worker *w)
+{
+	if (w->csv)
+		fclose(w->csv);
+	if (w->eval)
+		fclose(w->eval);
+	pt_client_close(w->client);
+	pt_model_free(w->model);
+	pt_data_fini(&w->data);
+	free(w->params);
+	free(w->grad);
+	free(w->x);
+	free(w->y);
+	free(w->perm);
+	free(w->idx);
+}
+
+static int worker_init(worker *w, const pt_config *c)
+{
+	int rv;
+	memset(w, 0, sizeof(*w));
+	w->c = c;
+	w->t0 = c->t0 > 0 ? c->t0 : now_s();
+	if ((rv = pt_data_load(&w->data, c->data, c->seed)) != 0 ||
+	    (rv = pt_layout_init(&w->layout, c->model, w->data.train.dim,
+		 w->data.train.classes)) != 0)
+		return rv;
+	w->b = c->batch / c->workers;
+	w->spe = w->data.train.n / c->batch;
+	if (w->spe == 0)
+		return pti_err_set(PT_EINVAL,
+		    "--batch %u is larger than the %u training examples of %s",
+		    c->batch, w->data.train.n, c->data);
+	w->steps = c->steps ? c->steps : (uint64_t)c->epochs * w->spe;
+	uint32_t rows = w->b > EVAL_CHUNK ? w->b : EVAL_CHUNK;
+	uint64_t np = w->layout.n_params;
+	w->params = malloc(np * sizeof(float));
+	w->grad = malloc(np * sizeof(float));
+	w->x = malloc((size_t)rows * w->data.train.dim * sizeof(float));
+	w->y = malloc(rows);
+	w->idx = malloc(rows * sizeof(uint32_t));
+	w->perm = malloc((size_t)w->data.train.n * sizeof(uint32_t));
+	if (!w->params || !w->grad || !w->x || !w->y || !w->idx || !w->perm)
+		return pti_err_set(PT_ENOMEM, "worker %u buffers", c->rank);
+	if ((rv = pt_model_alloc(&w->model, &w->layout, rows)) != 0)
+		return rv;
+	if ((rv = pt_client_open(&w->client, c->connect, PT_ROLE_WORKER,
+		 c->rank, c->rpc_timeout)) != 0)
+		return rv;
+	if (pt_client_servers(w->client) != c->servers)
+		return pti_err_set(PT_EINVAL,
+		    "--connect lists %u servers, --servers says %u",
+		    pt_client_servers(w->client), c->servers);
+	char name[64];
+	snprintf(name, sizeof(name), "worker-%u.csv", c->rank);
+	w->csv = worker_open_csv(c, name,
+	    "step,epoch,wall_s,loss,grad_norm,step_ms,compute_ms,comm_ms,"
+	    "staleness");
+	if (w->csv == NULL)
+		return PT_EIO;
+	if (c->rank == 0 &&
+	    (w->eval = worker_open_csv(c, "eval.csv",
+		 "step,wall_s,test_loss,test_acc")) == NULL)
+		return PT_EIO;
+	return 0;
+}
+
+static int worker_eval_row(worker *w, int64_t ver)
+{
+	double loss, acc;
+	int rv = pt_worker_evaluate(w->model, w->params, &w->data.test,
+	    EVAL_CHUNK > w->b ? EVAL_CHUNK : w->b, w->x, w->y, w->idx, &loss,
+	    &acc);
+	if (rv != 0)
+		return rv;
+	fprintf(w->eval, "%lld,%.3f,%.6f,%.4f\n", (long long)ver,
+	    now_s() - w->t0, loss, acc);
+	fflush(w->eval);
+	return 0;
+}
+
+// worker_finish: rank 0 waits until every worker has said done on every
+// server, takes the final parameters, evaluates and saves them, and stops
+// the servers.
+static int worker_finish(worker *w, double train_s)
+{
+	const pt_config *c = w->c;
+	pti_hdr st[c->servers];
+	pt_client_step info;
+	int rv;
+
+	if ((rv = pt_client_simple(w->client, PT_OP_DONE, NULL)) != 0)
+		return rv;
+	if (c->rank != 0)
+		return 0;
+	for (;;) {
+		uint32_t all = 1;
+		if ((rv = pt_client_simple(w->client, PT_OP_STATS, st)) != 0)
+			return rv;
+		for (uint32_t i = 0; i < c->servers; i++)
+			all &= st[i].n_done == c->workers;
+		if (all)
+			break;
+		usleep(20 * 1000);
+	}
+	if ((rv = pt_client_pull(w->client, w->params, -1, &info)) != 0)
+		return rv;
+	double tr_loss, tr_acc, te_loss, te_acc;
+	uint32_t rows = EVAL_CHUNK > w->b ? EVAL_CHUNK : w->b;
+	if ((rv = pt_worker_evaluate(w->model, w->params, &w->data.train,
+		 rows, w->x, w->y, w->idx, &tr_loss, &tr_acc)) != 0 ||
+	    (rv = pt_worker_evaluate(w->model, w->params, &w->data.test, rows,
+		 w->x, w->y, w->idx, &te_loss, &te_acc)) != 0)
+		return rv;
+	fprintf(w->eval, "%lld,%.3f,%.6f,%.4f\n", (long long)info.ver_min,
+	    now_s() - w->t0, te_loss, te_acc);
+	fflush(w->eval);
+	FILE *f = worker_open_csv(c, "final.csv",
+	    "version,steps,train_s,train_loss,train_acc,test_loss,test_acc");
+	if (f == NULL)
+		return PT_EIO;
+	fprintf(f, "%lld,%llu,%.3f,%.6f,%.4f,%.6f,%.4f\n",
+	    (long long)info.ver_min, (unsigned long long)w->steps, train_s,
+	    tr_loss, tr_acc, te_loss, te_acc);
+	fclose(f);
+	if (c->save_model[0] != '\0' &&
+	    (rv = pt_modelfile_save(c->save_model, &w->layout, w->params)) != 0)
+		return rv;
+	return pt_client_simple(w->client, PT_OP_SHUTDOWN, NULL);
+}
+
+static int worker_loop(worker *w)
+{
+	const pt_config *c = w->c;
+	const pt_dataset *tr = &w->data.train;
+	uint64_t eval_every = c->eval_every ? c->eval_every : w->spe;
+	uint32_t epoch_have = UINT32_MAX;
+	pt_client_step info;
+	double t_start = now_s(), t_log = t_start;
+	int rv;
+
+	if ((rv = pt_client_hello(w->client, &w->layout, c->mode,
+		 c->workers)) != 0 ||
+	    (rv = pt_client_pull(w->client, w->params, -1, &info)) != 0)
+		return rv;
+	for (uint64_t t = 0; t < w->steps; t++) {
+		double t_a = now_s();
+		uint32_t epoch = (uint32_t)(t / w->spe);
+		if (epoch != epoch_have) {
+			pti_data_perm(w->perm, tr->n, c->seed, epoch);
+			epoch_have = epoch;
+		}
+		const uint32_t *slice = w->perm +
+					(size_t)(t % w->spe) * c->batch +
+					(size_t)c->rank * w->b;
+		pti_data_gather(w->x, w->y, tr, slice, w->b);
+		double t_b = now_s(), loss;
+		if ((rv = pt_model_grad(w->model, w->grad, &loss, w->params,
+			 w->x, w->y, w->b)) != 0)
+			return rv;
+		double norm = 0;
+		for (uint64_t i = 0; i < w->layout.n_params; i++)
+			norm += (double)w->grad[i] * w->grad[i];
+		double t_c = now_s();
+		if ((rv = pt_client_pushpull(w->client, w->params, w->grad,
+			 (int64_t)t, &info)) != 0)
+			return rv;
+		double t_d = now_s();
+		fprintf(w->csv, "%llu,%u,%.3f,%.6f,%.6f,%.3f,%.3f,%.3f,%lld\n",
+		    (unsigned long long)(t + 1), epoch, t_d - w->t0, loss,
+		    sqrt(norm), (t_d - t_a) * 1e3, (t_c - t_b) * 1e3,
+		    (t_d - t_c) * 1e3, (long long)info.stale_max);
+		fflush(w->csv);
+		if (!isfinite(loss))
+			return pti_err_set(PT_EDIVERGED,
+			    "worker %u: loss is %g at step %llu: training "
+			    "diverged", c->rank, loss,
+			    (unsigned long long)(t + 1));
+		if (t_d - t_log >= 10.0) {
+			fprintf(stderr, "worker %u: step %llu/%llu loss %.4f\n",
+			    c->rank, (unsigned long long)(t + 1),
+			    (unsigned long long)w->steps, loss);
+			t_log = t_d;
+		}
+		if (c->rank == 0 && (t + 1) % eval_every == 0 &&
+		    t + 1 < w->steps && (rv = worker_eval_row(w,
+						info.ver_min)) != 0)
+			return rv;
+	}
+	return worker_finish(w, now_s() - t_start);
+}
+
+int pt_worker_run(const pt_config *c)
+{
+	worker w;
+	int rv = worker_init(&w, c);
+	if (rv == 0)
+		rv = worker_loop(&w);
+	worker_fini(&w);
+	return rv;
+}

@@ -1,0 +1,23 @@
+// worker/worker.h - one worker process: its slice of every global batch,
+// gradients pushed to the servers, fresh parameters pulled back.
+#ifndef PT_WORKER_WORKER_H
+#define PT_WORKER_WORKER_H
+
+#include "config.h"
+
+// pt_worker_run trains for the configured steps, writing
+// c->out/worker-R.csv (and, for rank 0, eval.csv and final.csv, and the
+// --save-model file). Rank 0 also waits for every worker to finish and
+// then shuts the servers down. Blocks; returns 0, PT_EDIVERGED when the
+// loss became NaN or infinite, or another error with a detail.
+int pt_worker_run(const pt_config *c);
+
+// pt_worker_evaluate computes the mean loss and accuracy of params on d,
+// in chunks that fit m's scratch (max_batch rows).
+struct pt_model;
+struct pt_dataset;
+int pt_worker_evaluate(struct pt_model *m, const float *params,
+    const struct pt_dataset *d, uint32_t max_batch, float *xbuf,
+    uint8_t *ybuf, uint32_t *idxbuf, double *loss, double *acc);
+
+#endif // PT_WORKER_WORKER_H
