@@ -396,7 +396,7 @@ static int run_summary(const run_job *j, double wall)
 	json_str(f, "transport",
 	    c->transport == PT_TRANSPORT_TCP ? "tcp" : "ipc", 0);
 	fprintf(f,
-	    "  \"batch\": %u,\n  \"per_worker_batch\": %u,\n  \"lr\": %.17g,\n"
+	    "  \"batch\": %u,\n  \"per_worker_batch\": %u,\n  \"lr\": %.10g,\n"
 	    "  \"seed\": %llu,\n  \"epochs\": %.4f,\n  \"steps\": %llu,\n"
 	    "  \"steps_per_epoch\": %llu,\n  \"wall_s\": %.3f,\n"
 	    "  \"train_s\": %.3f,\n  \"samples_per_s\": %.1f,\n"

@@ -491,11 +491,14 @@ static void ctx_cb(void *arg)
 	ps_ctx *wake = NULL;
 	pthread_mutex_lock(&s->mu);
 	nng_msg *reply = handle(s, x, m, &wake);
+	// Read under the lock: once unlocked, a parked x may be woken, sent
+	// and re-armed by another thread at any moment.
+	int parked = reply == NULL && x->state == CTX_WAIT;
 	pthread_mutex_unlock(&s->mu);
 	nng_msg_free(m);
 	if (reply != NULL)
 		ctx_send(x, reply);
-	else if (x->state != CTX_WAIT)
+	else if (!parked)
 		ctx_recv(x); // no memory for a reply: drop it
 	// Replies for parked requests go out only after unlocking.
 	while (wake != NULL) {

@@ -172,7 +172,7 @@ test_mp_worker_failure_stops_job() {
 	pid=$!
 	wait_rows "$T/kill/worker-1.csv" 3 ||
 		{ no $n "job did not start"; kill $pid; wait $pid; return; }
-	pkill -9 -f -- "worker.* --out $T/kill .*--rank 1( |$)"
+	pkill -9 -f -- "^pstrain worker .* --out $T/kill .*--rank 1( |$)"
 	wait $pid
 	rc=$?
 	sleep 0.2
@@ -187,6 +187,7 @@ test_mp_worker_failure_stops_job() {
 
 test_mp_sigint_cleans_up() {
 	n=test_mp_sigint_cleans_up
+test_mp_valgrind_clean
 	$P run --servers 2 --workers 2 $D --batch 32 --steps 100000 \
 		--out "$T/int" >"$T/int.log" 2>&1 &
 	pid=$!
@@ -201,6 +202,26 @@ test_mp_sigint_cleans_up() {
 		no $n "exit $rc, $left processes left" "$T/int.log"
 }
 
+test_mp_valgrind_clean() {
+	n=test_mp_valgrind_clean
+	command -v valgrind >/dev/null || { no $n "valgrind is not installed"; return; }
+	mkdir -p "$T/vg"
+	vg="valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=9"
+	flags="--servers 1 --workers 1 --data synthetic:1200 --model mlp:32 --seed 7 --batch 32 --out $T/vg"
+	OPENBLAS_NUM_THREADS=1 $vg $P server $flags --lr 0.2 \
+		--listen "ipc://$T/vg/s0" >"$T/vg/server.log" 2>&1 &
+	spid=$!
+	OPENBLAS_NUM_THREADS=1 $vg $P worker $flags --steps 5 \
+		--connect "ipc://$T/vg/s0" --save-model "$T/vg/m.bin" \
+		>"$T/vg/worker.log" 2>&1
+	wrc=$?
+	wait $spid
+	src=$?
+	[ "$wrc" = 0 ] && [ "$src" = 0 ] && ok $n ||
+		{ no $n "worker exit $wrc, server exit $src" "$T/vg/worker.log"
+		  tail -n 20 "$T/vg/server.log"; }
+}
+
 test_mp_sync_w2_equals_w1
 test_mp_per_worker_batch
 test_mp_sync_deterministic
@@ -213,3 +234,4 @@ test_mp_bad_batch
 test_mp_missing_data
 test_mp_worker_failure_stops_job
 test_mp_sigint_cleans_up
+test_mp_valgrind_clean
