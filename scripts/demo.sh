@@ -1,10 +1,10 @@
 #!/bin/sh
 # scripts/demo.sh - `make demo`: the same Fashion-MNIST job in sync and in
 # async mode, one flag apart, and their summaries side by side.
-# DEMO_EPOCHS (default 3) sets the length; output goes to runs/demo-*.
+# DEMO_EPOCHS (default 5) sets the length; output goes to runs/demo-*.
 set -e
 cd "$(dirname "$0")/.."
-epochs=${DEMO_EPOCHS:-3}
+epochs=${DEMO_EPOCHS:-5}
 common="--servers 2 --workers 4 --model mlp:128 --data fashion-mnist \
 --batch 256 --lr 0.1 --epochs $epochs --seed 1"
 for mode in sync async; do

@@ -19,34 +19,6 @@
 // Temporary IDX files
 // ---------------------------------------------------------------------
 
-// tmp_dir makes a fresh directory under $TMPDIR or /tmp into out.
-static int tmp_dir(char *out, size_t size)
-{
-	const char *base = getenv("TMPDIR");
-	if (base == NULL || *base == '\0')
-		base = "/tmp";
-	snprintf(out, size, "%s/pt_data_test.XXXXXX", base);
-	return mkdtemp(out) != NULL ? 0 : -1;
-}
-
-// tmp_rm removes dir and the plain files in it.
-static void tmp_rm(const char *dir)
-{
-	char path[4096];
-	DIR *d = opendir(dir);
-	if (d != NULL) {
-		struct dirent *e;
-		while ((e = readdir(d)) != NULL) {
-			if (strcmp(e->d_name, ".") == 0 ||
-			    strcmp(e->d_name, "..") == 0)
-				continue;
-			snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-			unlink(path);
-		}
-		closedir(d);
-	}
-	rmdir(dir);
-}
 
 static void put_be32(uint8_t *p, uint32_t v)
 {
@@ -244,7 +216,7 @@ static void test_data_dims(void)
 	PT_TEST_TRUE(dim == 64 && classes == 10);
 
 	char dir[4096];
-	PT_TEST_TRUE(tmp_dir(dir, sizeof(dir)) == 0);
+	PT_TEST_TRUE(pt_test_tmpdir(dir, sizeof(dir), "pt_data_test") == 0);
 	write_fashion(dir, 3, 3, 2, 5, 7);
 	char spec[4200];
 	snprintf(spec, sizeof(spec), "fashion-mnist:%s", dir);
@@ -255,7 +227,7 @@ static void test_data_dims(void)
 	PT_TEST_STR_HAS(pt_errmsg(rv), "5 x 7");
 	PT_TEST_STR_HAS(pt_errmsg(rv), "t10k-images-idx3-ubyte.gz");
 	PT_TEST_TRUE(dim == 1 && classes == 1);
-	tmp_rm(dir);
+	pt_test_rmdir(dir);
 	rv = pt_data_dims(spec, &dim, &classes);
 	PT_TEST_ERR(rv, PT_ENOENT);
 	PT_TEST_STR_HAS(pt_errmsg(rv), "train-images-idx3-ubyte.gz");
@@ -264,7 +236,7 @@ static void test_data_dims(void)
 static void test_data_fashion_dir_small(void)
 {
 	char dir[4096], spec[4200];
-	PT_TEST_TRUE(tmp_dir(dir, sizeof(dir)) == 0);
+	PT_TEST_TRUE(pt_test_tmpdir(dir, sizeof(dir), "pt_data_test") == 0);
 	write_fashion(dir, 30, 30, 20, 28, 28);
 	snprintf(spec, sizeof(spec), "fashion-mnist:%s", dir);
 	pt_data d;
@@ -273,7 +245,7 @@ static void test_data_fashion_dir_small(void)
 	PT_TEST_TRUE(d.train.x[784 + 1] == (784 + 1) % 256);
 	PT_TEST_TRUE(d.train.y[13] == 3);
 	pt_data_fini(&d);
-	tmp_rm(dir);
+	pt_test_rmdir(dir);
 }
 
 // ---------------------------------------------------------------------
@@ -288,7 +260,7 @@ static void test_data_missing_file(void)
 	    "No such file or directory");
 
 	char dir[4096], spec[4200], want[4200];
-	PT_TEST_TRUE(tmp_dir(dir, sizeof(dir)) == 0);
+	PT_TEST_TRUE(pt_test_tmpdir(dir, sizeof(dir), "pt_data_test") == 0);
 	snprintf(spec, sizeof(spec), "fashion-mnist:%s", dir);
 	snprintf(want, sizeof(want), "%s/train-images-idx3-ubyte.gz: No such",
 	    dir);
@@ -298,13 +270,13 @@ static void test_data_missing_file(void)
 	snprintf(want, sizeof(want), "%s/t10k-images-idx3-ubyte.gz", dir);
 	unlink(want);
 	expect_load_err(spec, PT_ENOENT, want);
-	tmp_rm(dir);
+	pt_test_rmdir(dir);
 }
 
 static void test_data_truncated(void)
 {
 	char dir[4096], path[4200];
-	PT_TEST_TRUE(tmp_dir(dir, sizeof(dir)) == 0);
+	PT_TEST_TRUE(pt_test_tmpdir(dir, sizeof(dir), "pt_data_test") == 0);
 	write_images(path, dir, "short.gz", 100, 28, 28, 1000);
 	expect_images_err(path, PT_ECORRUPT,
 	    "truncated: expected 78400 bytes of pixels, got 1000");
@@ -318,14 +290,14 @@ static void test_data_truncated(void)
 	    "truncated: expected 16 bytes of header, got 8");
 	write_idx(path, dir, "empty.gz", 1, 0x803, w, -1, 0, 1);
 	expect_images_err(path, PT_ECORRUPT, "got 0");
-	tmp_rm(dir);
+	pt_test_rmdir(dir);
 }
 
 static void test_data_gzip_corrupt(void)
 {
 	char dir[4096], path[4200];
 	long len;
-	PT_TEST_TRUE(tmp_dir(dir, sizeof(dir)) == 0);
+	PT_TEST_TRUE(pt_test_tmpdir(dir, sizeof(dir), "pt_data_test") == 0);
 	// Pseudo-random pixels, so the deflate stream is long enough to cut.
 	uint32_t w[3] = {200, 28, 28};
 	write_idx(path, dir, "a.gz", 1, 0x803, w, 3, 200 * 784, 251);
@@ -350,13 +322,13 @@ static void test_data_gzip_corrupt(void)
 	write_whole(path, buf, len);
 	expect_images_err(path, PT_ECORRUPT, "");
 	free(buf);
-	tmp_rm(dir);
+	pt_test_rmdir(dir);
 }
 
 static void test_data_bad_magic(void)
 {
 	char dir[4096], path[4200];
-	PT_TEST_TRUE(tmp_dir(dir, sizeof(dir)) == 0);
+	PT_TEST_TRUE(pt_test_tmpdir(dir, sizeof(dir), "pt_data_test") == 0);
 	uint32_t w[3] = {2, 28, 28};
 	write_idx(path, dir, "lab-as-img.gz", 1, 0x801, w, 3, 2 * 784, 256);
 	expect_images_err(path, PT_ECORRUPT, "0x00000801");
@@ -367,13 +339,13 @@ static void test_data_bad_magic(void)
 	// Text that is not gzip is read as is and fails on its magic.
 	write_whole(path, "hello, world\n", 13);
 	expect_images_err(path, PT_ECORRUPT, "0x68656c6c");
-	tmp_rm(dir);
+	pt_test_rmdir(dir);
 }
 
 static void test_data_wrong_dims(void)
 {
 	char dir[4096], path[4200];
-	PT_TEST_TRUE(tmp_dir(dir, sizeof(dir)) == 0);
+	PT_TEST_TRUE(pt_test_tmpdir(dir, sizeof(dir), "pt_data_test") == 0);
 	write_images(path, dir, "zero-rows.gz", 2, 0, 28, 0);
 	expect_images_err(path, PT_ECORRUPT, "0 x 28");
 	write_images(path, dir, "huge.gz", 2, 1001, 1000, 0);
@@ -387,13 +359,13 @@ static void test_data_wrong_dims(void)
 	write_fashion(dir, 3, 3, 2, 14, 14);
 	snprintf(spec, sizeof(spec), "fashion-mnist:%s", dir);
 	expect_load_err(spec, PT_ECORRUPT, "14 x 14");
-	tmp_rm(dir);
+	pt_test_rmdir(dir);
 }
 
 static void test_data_hostile_header(void)
 {
 	char dir[4096], path[4200];
-	PT_TEST_TRUE(tmp_dir(dir, sizeof(dir)) == 0);
+	PT_TEST_TRUE(pt_test_tmpdir(dir, sizeof(dir), "pt_data_test") == 0);
 	// Four billion images: refused from the header alone.
 	write_images(path, dir, "4g.gz", 4000000000u, 28, 28, 100);
 	expect_images_err(path, PT_ECORRUPT, "4000000000 images");
@@ -405,18 +377,18 @@ static void test_data_hostile_header(void)
 	expect_images_err(path, PT_ECORRUPT, "got 100");
 	write_images(path, dir, "square.gz", 10000000u, 1000, 1000, 100);
 	expect_images_err(path, PT_ECORRUPT, "exceed");
-	tmp_rm(dir);
+	pt_test_rmdir(dir);
 }
 
 static void test_data_trailing_bytes(void)
 {
 	char dir[4096], path[4200];
-	PT_TEST_TRUE(tmp_dir(dir, sizeof(dir)) == 0);
+	PT_TEST_TRUE(pt_test_tmpdir(dir, sizeof(dir), "pt_data_test") == 0);
 	write_images(path, dir, "long.gz", 2, 28, 28, 2 * 784 + 1);
 	expect_images_err(path, PT_ECORRUPT, "trailing bytes");
 	write_labels(path, dir, "long-labels.gz", 5, 6);
 	expect_labels_err(path, PT_ECORRUPT, "trailing bytes");
-	tmp_rm(dir);
+	pt_test_rmdir(dir);
 }
 
 static void test_data_uncompressed(void)
@@ -424,7 +396,7 @@ static void test_data_uncompressed(void)
 	char dir[4096], path[4200];
 	uint8_t *x = NULL, *y = NULL;
 	uint32_t n = 0, rows = 0, cols = 0;
-	PT_TEST_TRUE(tmp_dir(dir, sizeof(dir)) == 0);
+	PT_TEST_TRUE(pt_test_tmpdir(dir, sizeof(dir), "pt_data_test") == 0);
 	uint32_t w[3] = {3, 4, 5};
 	write_idx(path, dir, "plain", 0, 0x803, w, 3, 60, 256);
 	PT_TEST_OK(pti_idx_read_images(path, &x, &n, &rows, &cols));
@@ -435,26 +407,26 @@ static void test_data_uncompressed(void)
 	PT_TEST_TRUE(n == 3 && y != NULL && y[2] == 2);
 	free(x);
 	free(y);
-	tmp_rm(dir);
+	pt_test_rmdir(dir);
 }
 
 static void test_data_count_mismatch(void)
 {
 	char dir[4096], spec[4200];
-	PT_TEST_TRUE(tmp_dir(dir, sizeof(dir)) == 0);
+	PT_TEST_TRUE(pt_test_tmpdir(dir, sizeof(dir), "pt_data_test") == 0);
 	write_fashion(dir, 10, 9, 4, 28, 28);
 	snprintf(spec, sizeof(spec), "fashion-mnist:%s", dir);
 	expect_load_err(spec, PT_ECORRUPT,
 	    "train-images-idx3-ubyte.gz has 10 images");
 	expect_load_err(spec, PT_ECORRUPT,
 	    "train-labels-idx1-ubyte.gz has 9 labels");
-	tmp_rm(dir);
+	pt_test_rmdir(dir);
 }
 
 static void test_data_label_range(void)
 {
 	char dir[4096], spec[4200], path[4200];
-	PT_TEST_TRUE(tmp_dir(dir, sizeof(dir)) == 0);
+	PT_TEST_TRUE(pt_test_tmpdir(dir, sizeof(dir), "pt_data_test") == 0);
 	write_fashion(dir, 12, 12, 4, 28, 28);
 	// Labels 0..11: the 11th label is 10.
 	write_idx(path, dir, "train-labels-idx1-ubyte.gz", 1, 0x801,
@@ -462,7 +434,7 @@ static void test_data_label_range(void)
 	snprintf(spec, sizeof(spec), "fashion-mnist:%s", dir);
 	expect_load_err(spec, PT_ECORRUPT, path);
 	expect_load_err(spec, PT_ECORRUPT, "label 10 of example 10");
-	tmp_rm(dir);
+	pt_test_rmdir(dir);
 }
 
 // ---------------------------------------------------------------------

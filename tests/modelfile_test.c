@@ -18,34 +18,6 @@
 // Temporary files
 // ---------------------------------------------------------------------
 
-// tmp_dir makes a fresh directory under $TMPDIR or /tmp into out.
-static int tmp_dir(char *out, size_t size)
-{
-	const char *base = getenv("TMPDIR");
-	if (base == NULL || *base == '\0')
-		base = "/tmp";
-	snprintf(out, size, "%s/pt_modelfile_test.XXXXXX", base);
-	return mkdtemp(out) != NULL ? 0 : -1;
-}
-
-// tmp_rm removes dir and the plain files in it.
-static void tmp_rm(const char *dir)
-{
-	char path[4096];
-	DIR *d = opendir(dir);
-	if (d != NULL) {
-		struct dirent *e;
-		while ((e = readdir(d)) != NULL) {
-			if (strcmp(e->d_name, ".") == 0 ||
-			    strcmp(e->d_name, "..") == 0)
-				continue;
-			snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-			unlink(path);
-		}
-		closedir(d);
-	}
-	rmdir(dir);
-}
 
 // read_all returns the malloc'd contents of path and their size in *n.
 static uint8_t *read_all(const char *path, size_t *n)
@@ -108,7 +80,7 @@ static int saved_init(saved *s, const char *spec, uint32_t dim,
 {
 	int rv;
 	memset(s, 0, sizeof(*s));
-	if (tmp_dir(s->dir, sizeof(s->dir)) != 0)
+	if (pt_test_tmpdir(s->dir, sizeof(s->dir), "pt_modelfile_test") != 0)
 		return PT_EIO;
 	snprintf(s->path, sizeof(s->path), "%s/model.bin", s->dir);
 	snprintf(s->bad, sizeof(s->bad), "%s/bad.bin", s->dir);
@@ -128,7 +100,7 @@ static void saved_fini(saved *s)
 {
 	free(s->params);
 	free(s->bytes);
-	tmp_rm(s->dir);
+	pt_test_rmdir(s->dir);
 }
 
 // load_bad writes n bytes p as s->bad and expects the load to fail with

@@ -1,6 +1,10 @@
 // tests/test.c - runs the cases of one unit test program.
 #include "test.h"
 
+#include <dirent.h>
+#include <stdlib.h>
+#include <unistd.h>
+
 int pt_test_failed;
 
 int pt_test_main(int argc, char **argv, const pt_test_case *cases)
@@ -26,4 +30,31 @@ int pt_test_main(int argc, char **argv, const pt_test_case *cases)
 		return 2;
 	}
 	return failed ? 1 : 0;
+}
+
+int pt_test_tmpdir(char *out, size_t size, const char *prefix)
+{
+	const char *base = getenv("TMPDIR");
+	if (base == NULL || *base == '\0')
+		base = "/tmp";
+	snprintf(out, size, "%s/%s.XXXXXX", base, prefix);
+	return mkdtemp(out) != NULL ? 0 : -1;
+}
+
+void pt_test_rmdir(const char *dir)
+{
+	char path[4096];
+	DIR *d = opendir(dir);
+	if (d != NULL) {
+		struct dirent *e;
+		while ((e = readdir(d)) != NULL) {
+			if (strcmp(e->d_name, ".") == 0 ||
+			    strcmp(e->d_name, "..") == 0)
+				continue;
+			snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+			unlink(path);
+		}
+		closedir(d);
+	}
+	rmdir(dir);
 }

@@ -71,4 +71,11 @@ extern int pt_test_failed; // set by a failed expectation in this case
 
 int pt_test_main(int argc, char **argv, const pt_test_case *cases);
 
+// pt_test_tmpdir makes a fresh folder $TMPDIR/PREFIX.XXXXXX (or under
+// /tmp) and writes its path to out. Returns 0 or -1.
+int pt_test_tmpdir(char *out, size_t size, const char *prefix);
+
+// pt_test_rmdir removes dir and the plain files in it.
+void pt_test_rmdir(const char *dir);
+
 #endif // PT_TESTS_TEST_H
