@@ -187,7 +187,6 @@ test_mp_worker_failure_stops_job() {
 
 test_mp_sigint_cleans_up() {
 	n=test_mp_sigint_cleans_up
-test_mp_valgrind_clean
 	$P run --servers 2 --workers 2 $D --batch 32 --steps 100000 \
 		--out "$T/int" >"$T/int.log" 2>&1 &
 	pid=$!
@@ -222,6 +221,37 @@ test_mp_valgrind_clean() {
 		  tail -n 20 "$T/vg/server.log"; }
 }
 
+test_mp_cluster_file() {
+	# By hand, as across hosts: servers and workers from a cluster file.
+	n=test_mp_cluster_file
+	c="$T/cl"
+	mkdir -p "$c"
+	printf '# two servers, two workers\nserver ipc://%s/s0\nserver ipc://%s/s1\nworker a\nworker b\n' \
+		"$c" "$c" >"$c/cluster.txt"
+	f="--cluster $c/cluster.txt --data synthetic:1200 --model mlp:32 --seed 7 --batch 32 --out $c"
+	$P server $f --rank 0 --lr 0.2 >"$c/s0.log" 2>&1 &
+	s0=$!
+	$P server $f --rank 1 --lr 0.2 >"$c/s1.log" 2>&1 &
+	s1=$!
+	$P worker $f --rank 1 --steps 20 >"$c/w1.log" 2>&1 &
+	w1=$!
+	$P worker $f --rank 0 --steps 20 --save-model "$c/m.bin" \
+		>"$c/w0.log" 2>&1
+	r0=$?
+	wait $w1; r1=$?
+	wait $s0; r2=$?
+	wait $s1; r3=$?
+	# The same job through the launcher gives the same model.
+	$P run --servers 2 --workers 2 --data synthetic:1200 --model mlp:32 \
+		--seed 7 --batch 32 --lr 0.2 --steps 20 --out "$c/run" \
+		--save-model "$c/run/m.bin" >"$c/run.log" 2>&1
+	if [ "$r0$r1$r2$r3" = 0000 ] && cmp -s "$c/m.bin" "$c/run/m.bin"; then
+		ok $n
+	else
+		no $n "exits $r0 $r1 $r2 $r3, or models differ" "$c/w0.log"
+	fi
+}
+
 test_mp_sync_w2_equals_w1
 test_mp_per_worker_batch
 test_mp_sync_deterministic
@@ -234,4 +264,5 @@ test_mp_bad_batch
 test_mp_missing_data
 test_mp_worker_failure_stops_job
 test_mp_sigint_cleans_up
+test_mp_cluster_file
 test_mp_valgrind_clean
