@@ -293,8 +293,10 @@ static int run_start(run_job *j)
 		snprintf(ready, sizeof(ready), "%s/.server-%u.ready", c->out, s);
 		char *extra[] = {"--rank", rank, "--listen", listen,
 		    "--ready-file", ready, "--t0", t0};
-		if (run_spawn(j, 1, s, extra, 8) != 0)
+		if (run_spawn(j, 1, s, extra, 8) != 0) {
+			fprintf(stderr, "pstrain run: %s\n", pt_errmsg(PT_EIO));
 			return -1;
+		}
 	}
 	if (run_wait_ready(j) != 0)
 		return -1;
@@ -302,8 +304,10 @@ static int run_start(run_job *j)
 		snprintf(rank, sizeof(rank), "%u", r);
 		char *extra[] = {"--rank", rank, "--connect", j->urls, "--t0",
 		    t0};
-		if (run_spawn(j, 0, r, extra, 6) != 0)
+		if (run_spawn(j, 0, r, extra, 6) != 0) {
+			fprintf(stderr, "pstrain run: %s\n", pt_errmsg(PT_EIO));
 			return -1;
+		}
 	}
 	return 0;
 }
@@ -502,8 +506,7 @@ int pti_cmd_run(int argc, char **argv)
 	    j.c.batch, j.c.batch / j.c.workers, (unsigned long long)j.steps,
 	    j.c.out);
 	if (run_start(&j) != 0) {
-		if (run_signalled == 0)
-			fprintf(stderr, "pstrain run: %s\n", pt_errmsg(PT_EIO));
+		// run_start has said what went wrong.
 		rv = run_signalled ? 130 : 1;
 	} else {
 		rv = run_watch(&j);

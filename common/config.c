@@ -10,7 +10,8 @@
 #include "err.h"
 #include "proto.h"
 
-enum { T_U32, T_U64, T_F64, T_STR, T_MODE, T_TRANSPORT };
+enum { T_U32, T_U64, T_I64, T_F64, T_STR, T_MODE, T_TRANSPORT, T_BOOL,
+	T_LIST, T_LRSCALE };
 
 typedef struct config_entry {
 	const char *name;
@@ -27,14 +28,17 @@ typedef struct config_entry {
 #define SRV PT_CMD_SERVER
 #define WRK PT_CMD_WORKER
 #define EVL PT_CMD_EVAL
+#define CMP PT_CMD_COMPARE
 #define E(n, t, f, def, lo, hi, cmds, mv, help)                               \
 	{n, t, offsetof(pt_config, f), sizeof(((pt_config *)0)->f), def, lo,  \
 	    hi, cmds, mv, help}
 
 static const config_entry config_table[] = {
-    E("mode", T_MODE, mode, "sync", 0, 0, RUN | SRV | WRK, "sync|async",
+    E("mode", T_MODE, mode, "sync", 0, 0, RUN | SRV | WRK,
+	"sync|async|ssp",
 	"sync: each step waits for every worker's gradient and applies "
-	"their mean; async: each gradient is applied as it arrives"),
+	"their mean; async: each gradient is applied as it arrives; ssp: "
+	"as async, but no worker runs more than --staleness steps ahead"),
     E("servers", T_U32, servers, "1", 1, 256, RUN | SRV | WRK, "S",
 	"number of parameter servers"),
     E("workers", T_U32, workers, "1", 1, 1024, RUN | SRV | WRK, "W",
@@ -81,6 +85,29 @@ static const config_entry config_table[] = {
 	"job start time (seconds since 1970) for wall_s columns; 0: now"),
     E("model-file", T_STR, model_file, "", 0, 0, EVL, "FILE",
 	"saved model to evaluate"),
+    E("staleness", T_U32, staleness, "0", 0, 1e6, RUN | SRV, "S",
+	"ssp: a worker may not start step c+1 until every worker has "
+	"pushed step c-S"),
+    E("backup-workers", T_U32, backup_workers, "0", 0, 1023, RUN | SRV,
+	"B", "sync: a step closes with the first W-B gradients; later ones "
+	"are dropped and counted"),
+    E("staleness-lr", T_BOOL, staleness_lr, "0", 0, 1, RUN | SRV, "",
+	"async/ssp: scale each gradient's lr by 1/max(1, staleness)"),
+    E("max-staleness", T_I64, max_staleness, "-1", -1, 1e9, RUN | SRV,
+	"K", "async/ssp: drop (and count) gradients staler than K (-1: "
+	"keep all)"),
+    E("lr-scaling", T_LRSCALE, lr_scaling, "none", 0, 0, RUN | SRV,
+	"none|linear", "linear: lr x batch / 256"),
+    E("warmup-epochs", T_F64, warmup_epochs, "0", 0, 1e6, RUN | SRV, "E",
+	"ramp the lr linearly from 0 to its target over E epochs"),
+    E("straggler", T_LIST, straggler, "", 0, 0, RUN | WRK, "R:MS",
+	"delay worker R by MS milliseconds every step (repeatable)"),
+    E("delay", T_STR, delay, "", 0, 0, RUN | WRK, "exp:MEAN|uniform:LO:HI",
+	"a seeded random delay in ms for every worker and step"),
+    E("modes", T_STR, modes, "sync,async", 0, 0, CMP, "LIST",
+	"modes to compare: sync, async, ssp:S, sync:backup=B"),
+    E("target-acc", T_F64, target_acc, "0.8", 0, 1, CMP, "A",
+	"test accuracy whose first crossing the report times"),
 };
 #undef E
 
@@ -93,7 +120,16 @@ int pt_config_count(void)
 
 const char *pt_mode_name(int mode)
 {
-	return mode == PT_MODE_ASYNC ? "async" : "sync";
+	return mode == PT_MODE_ASYNC ? "async"
+	       : mode == PT_MODE_SSP ? "ssp"
+				     : "sync";
+}
+
+// cmd_takes: compare takes every flag of run besides its own.
+static int cmd_takes(const config_entry *e, uint32_t cmd)
+{
+	uint32_t want = cmd == PT_CMD_COMPARE ? cmd | PT_CMD_RUN : cmd;
+	return (e->cmds & want) != 0;
 }
 
 static int entry_set(pt_config *c, const config_entry *e, const char *v)
@@ -114,9 +150,34 @@ static int entry_set(pt_config *c, const config_entry *e, const char *v)
 			*(int *)(void *)p = PT_MODE_SYNC;
 		else if (strcmp(v, "async") == 0)
 			*(int *)(void *)p = PT_MODE_ASYNC;
+		else if (strcmp(v, "ssp") == 0)
+			*(int *)(void *)p = PT_MODE_SSP;
 		else
 			return pti_err_set(PT_EINVAL,
-			    "--mode: '%s' is not sync or async", v);
+			    "--mode: '%s' is not sync, async or ssp", v);
+		return 0;
+	case T_LIST:
+		if (strlen(v) + strlen(p) + 2 > e->size)
+			return pti_err_set(PT_EINVAL, "--%s: too many values",
+			    e->name);
+		if (*p != '\0')
+			strcat(p, ",");
+		strcat(p, v);
+		return 0;
+	case T_BOOL:
+		if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+			return pti_err_set(PT_EINVAL, "--%s takes no value",
+			    e->name);
+		*(uint32_t *)(void *)p = v[0] == '1';
+		return 0;
+	case T_LRSCALE:
+		if (strcmp(v, "none") == 0)
+			*(int *)(void *)p = PT_LR_NONE;
+		else if (strcmp(v, "linear") == 0)
+			*(int *)(void *)p = PT_LR_LINEAR;
+		else
+			return pti_err_set(PT_EINVAL,
+			    "--lr-scaling: '%s' is not none or linear", v);
 		return 0;
 	case T_TRANSPORT:
 		if (strcmp(v, "ipc") == 0)
@@ -131,6 +192,10 @@ static int entry_set(pt_config *c, const config_entry *e, const char *v)
 	errno = 0;
 	if (e->type == T_F64) {
 		d = strtod(v, &end);
+	} else if (e->type == T_I64) {
+		long long ll = strtoll(v, &end, 10);
+		d = (double)ll;
+		*(int64_t *)(void *)p = ll;
 	} else {
 		if (v[0] == '-')
 			return pti_err_set(PT_EINVAL,
@@ -184,12 +249,18 @@ int pt_config_parse(pt_config *c, uint32_t cmd, int argc, char **argv,
 		for (int k = 0; k < N_ENTRIES; k++)
 			if (strlen(config_table[k].name) == nl &&
 			    strncmp(config_table[k].name, name, nl) == 0 &&
-			    (config_table[k].cmds & cmd))
+			    cmd_takes(&config_table[k], cmd))
 				found = k;
 		if (found < 0)
 			return pti_err_set(PT_EINVAL,
 			    "unknown flag --%.*s (see --help)", (int)nl, name);
-		if (val != NULL) {
+		if (config_table[found].type == T_BOOL) {
+			if (val != NULL)
+				return pti_err_set(PT_EINVAL,
+				    "--%s takes no value",
+				    config_table[found].name);
+			val = "1";
+		} else if (val != NULL) {
 			val++;
 		} else {
 			if (i + 1 >= argc)
@@ -217,7 +288,7 @@ void pt_config_help(FILE *f, uint32_t cmd)
 {
 	for (int k = 0; k < N_ENTRIES; k++) {
 		const config_entry *e = &config_table[k];
-		if (!(e->cmds & cmd))
+		if (!cmd_takes(e, cmd))
 			continue;
 		char left[64];
 		snprintf(left, sizeof(left), "--%s %s", e->name, e->metavar);
@@ -234,6 +305,7 @@ static int entry_format(const pt_config *c, const config_entry *e,
 	const char *p = (const char *)c + e->off;
 	switch (e->type) {
 	case T_STR:
+	case T_LIST:
 		return snprintf(buf, n, "%s", p);
 	case T_MODE:
 		return snprintf(buf, n, "%s",
@@ -242,6 +314,14 @@ static int entry_format(const pt_config *c, const config_entry *e,
 		return snprintf(buf, n, "%s",
 		    *(const int *)(const void *)p == PT_TRANSPORT_TCP ? "tcp"
 								      : "ipc");
+	case T_LRSCALE:
+		return snprintf(buf, n, "%s",
+		    *(const int *)(const void *)p == PT_LR_LINEAR ? "linear"
+								  : "none");
+	case T_I64:
+		return snprintf(buf, n, "%lld",
+		    (long long)*(const int64_t *)(const void *)p);
+	case T_BOOL:
 	case T_U32:
 		return snprintf(buf, n, "%u",
 		    *(const uint32_t *)(const void *)p);
@@ -264,12 +344,18 @@ int pt_config_to_argv(const pt_config *c, uint32_t from, uint32_t to,
 		if (!(e->cmds & from) || !(e->cmds & to))
 			continue;
 		entry_format(c, e, val, sizeof(val));
-		if (e->type == T_STR && val[0] == '\0')
+		if ((e->type == T_STR || e->type == T_LIST) && val[0] == '\0')
+			continue;
+		if (e->type == T_BOOL && val[0] == '0')
 			continue;
 		char flag[64];
 		snprintf(flag, sizeof(flag), "--%s", e->name);
 		if ((argv[*argc] = strdup(flag)) == NULL)
 			return PT_ENOMEM;
+		if (e->type == T_BOOL) {
+			*argc += 1;
+			continue;
+		}
 		if ((argv[*argc + 1] = strdup(val)) == NULL) {
 			free(argv[*argc]);
 			return PT_ENOMEM;
@@ -342,7 +428,38 @@ int pt_config_check(const pt_config *c, uint32_t cmd)
 		return pti_err_set(PT_EINVAL,
 		    "--batch %u is not divisible by --workers %u: each worker "
 		    "takes B/W examples", c->batch, c->workers);
-	if (cmd == PT_CMD_RUN && c->out[0] == '\0')
+	if (c->mode != PT_MODE_SSP && c->staleness > 0)
+		return pti_err_set(PT_EINVAL, "--staleness needs --mode ssp");
+	if (c->backup_workers > 0 && (c->mode != PT_MODE_SYNC ||
+				       c->backup_workers >= c->workers))
+		return pti_err_set(PT_EINVAL,
+		    "--backup-workers %u needs --mode sync and fewer than "
+		    "--workers %u", c->backup_workers, c->workers);
+	if (c->mode == PT_MODE_SYNC &&
+	    (c->staleness_lr || c->max_staleness >= 0))
+		return pti_err_set(PT_EINVAL,
+		    "--staleness-lr and --max-staleness need --mode async or "
+		    "ssp");
+	for (const char *p = c->straggler; *p;) {
+		unsigned r, ms;
+		int used = 0;
+		if (sscanf(p, "%u:%u%n", &r, &ms, &used) != 2 || r >=
+		    c->workers || (p[used] != ',' && p[used] != '\0'))
+			return pti_err_set(PT_EINVAL,
+			    "--straggler %s: expected R:MS with R below "
+			    "--workers %u", c->straggler, c->workers);
+		p += used + (p[used] == ',');
+	}
+	double a, b;
+	char tail;
+	if (c->delay[0] != '\0' &&
+	    !(sscanf(c->delay, "exp:%lf%c", &a, &tail) == 1 && a >= 0) &&
+	    !(sscanf(c->delay, "uniform:%lf:%lf%c", &a, &b, &tail) == 2 &&
+		a >= 0 && b >= a))
+		return pti_err_set(PT_EINVAL,
+		    "--delay %s: expected exp:MEAN_MS or uniform:LO_MS:HI_MS",
+		    c->delay);
+	if ((cmd == PT_CMD_RUN || cmd == PT_CMD_COMPARE) && c->out[0] == '\0')
 		return pti_err_set(PT_EINVAL, "run needs --out DIR");
 	if ((cmd == PT_CMD_SERVER || cmd == PT_CMD_WORKER) &&
 	    c->rank >= (cmd == PT_CMD_SERVER ? c->servers : c->workers))

@@ -20,9 +20,11 @@ enum {
 	PT_CMD_SERVER = 1u << 1,
 	PT_CMD_WORKER = 1u << 2,
 	PT_CMD_EVAL = 1u << 3,
+	PT_CMD_COMPARE = 1u << 4, // takes every run flag too
 };
 
 enum { PT_TRANSPORT_IPC = 1, PT_TRANSPORT_TCP = 2 };
+enum { PT_LR_NONE = 1, PT_LR_LINEAR = 2 };
 
 typedef struct pt_config {
 	int mode; // pt_mode
@@ -47,6 +49,19 @@ typedef struct pt_config {
 	char ready_file[PT_PATH_MAX];
 	double t0; // job start, seconds since the epoch; 0: process start
 	char model_file[PT_PATH_MAX];
+	// consistency and staleness policies (servers)
+	uint32_t staleness;      // ssp bound s
+	uint32_t backup_workers; // sync: a step closes with W - b gradients
+	uint32_t staleness_lr;   // 1: lr / max(1, staleness)
+	int64_t max_staleness;   // -1: no limit; else drop staler gradients
+	int lr_scaling;          // PT_LR_NONE or PT_LR_LINEAR
+	double warmup_epochs;
+	// injected delays (workers)
+	char straggler[PT_PATH_MAX]; // "R:MS,R:MS,..."
+	char delay[128];             // "", "exp:MEAN_MS", "uniform:LO:HI"
+	// compare
+	char modes[PT_PATH_MAX];
+	double target_acc;
 	uint64_t given; // bit i: flag i of the table was on the command line
 } pt_config;
 
@@ -86,7 +101,7 @@ int pt_config_cluster(pt_config *c, uint32_t cmd);
 // B, epochs or steps, ...). PT_EINVAL with a detail naming the flags.
 int pt_config_check(const pt_config *c, uint32_t cmd);
 
-// pt_mode_name returns "sync" or "async".
+// pt_mode_name returns "sync", "async" or "ssp".
 const char *pt_mode_name(int mode);
 
 #endif // PT_COMMON_CONFIG_H

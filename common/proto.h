@@ -37,7 +37,7 @@ enum pt_op {
 
 enum pt_role { PT_ROLE_WORKER = 1, PT_ROLE_SERVER = 2, PT_ROLE_CONTROL = 3 };
 
-enum pt_mode { PT_MODE_SYNC = 1, PT_MODE_ASYNC = 2 };
+enum pt_mode { PT_MODE_SYNC = 1, PT_MODE_ASYNC = 2, PT_MODE_SSP = 3 };
 
 // Bits of pti_hdr.has: which optional fields the header carries.
 enum {
