@@ -19,6 +19,7 @@
 #include "data.h"
 #include "err.h"
 #include "layout.h"
+#include "proto.h"
 
 #define RUN_MAX_PROCS 1280
 #define RUN_READY_S 60.0 // seconds a server may take to start listening
@@ -374,16 +375,106 @@ static void json_str(FILE *f, const char *k, const char *v, int last)
 	fprintf(f, "\"%s\n", last ? "" : ",");
 }
 
-static int run_summary(const run_job *j, double wall)
+// A job's staleness and waiting, gathered from the servers' and workers'
+// files after every process has stopped.
+typedef struct run_stats {
+	uint64_t updates, stale_sum, stale_max, dropped;
+	uint64_t hist[PT_STALE_BUCKETS];
+	double comm_ms, step_ms;
+} run_stats;
+
+// json_num finds `"key": NUMBER` in a flat JSON file's text.
+static int json_num(const char *text, const char *key, double *out)
+{
+	char pat[64];
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	const char *p = strstr(text, pat);
+	if (p == NULL)
+		return -1;
+	*out = strtod(p + strlen(pat), NULL);
+	return 0;
+}
+
+static void run_gather(const run_job *j, run_stats *st)
+{
+	char path[PT_PATH_MAX + 32], text[8192], line[1024];
+	memset(st, 0, sizeof(*st));
+	for (uint32_t s = 0; s < j->c.servers; s++) {
+		snprintf(path, sizeof(path), "%s/server-%u.json", j->c.out, s);
+		FILE *f = fopen(path, "r");
+		if (f == NULL)
+			continue;
+		size_t n = fread(text, 1, sizeof(text) - 1, f);
+		fclose(f);
+		text[n] = '\0';
+		double u = 0, ss = 0, sm = 0, dr = 0;
+		json_num(text, "updates", &u);
+		json_num(text, "staleness_sum", &ss);
+		json_num(text, "staleness_max", &sm);
+		json_num(text, "dropped_gradients", &dr);
+		st->updates += (uint64_t)u;
+		st->stale_sum += (uint64_t)ss;
+		st->dropped += (uint64_t)dr;
+		if ((uint64_t)sm > st->stale_max)
+			st->stale_max = (uint64_t)sm;
+		const char *h = strstr(text, "\"staleness_hist\": [");
+		for (int k = 0; h != NULL && k < PT_STALE_BUCKETS; k++) {
+			char *end;
+			h += k == 0 ? strlen("\"staleness_hist\": [") : 1;
+			st->hist[k] += strtoull(h, &end, 10);
+			h = *end == ',' ? end : NULL;
+		}
+	}
+	for (uint32_t r = 0; r < j->c.workers; r++) {
+		snprintf(path, sizeof(path), "%s/worker-%u.csv", j->c.out, r);
+		FILE *f = fopen(path, "r");
+		if (f == NULL)
+			continue;
+		if (fgets(line, sizeof(line), f) != NULL)
+			while (fgets(line, sizeof(line), f) != NULL) {
+				double v[8];
+				unsigned long long step;
+				if (sscanf(line, "%llu,%lf,%lf,%lf,%lf,%lf,%lf,%lf",
+					&step, &v[0], &v[1], &v[2], &v[3],
+					&v[4], &v[5], &v[6]) == 8) {
+					st->step_ms += v[4];
+					st->comm_ms += v[6];
+				}
+			}
+		fclose(f);
+	}
+}
+
+// run_write_staleness writes DIR/staleness.csv: updates of each staleness,
+// summed over servers.
+static void run_write_staleness(const run_job *j, const run_stats *st)
+{
+	char path[PT_PATH_MAX + 32];
+	snprintf(path, sizeof(path), "%s/staleness.csv", j->c.out);
+	FILE *f = fopen(path, "w");
+	if (f == NULL)
+		return;
+	fprintf(f, "staleness,count\n");
+	for (int k = 0; k < PT_STALE_BUCKETS; k++)
+		if (st->hist[k] > 0)
+			fprintf(f, "%d,%llu\n", k, (unsigned long long)st->hist[k]);
+	fclose(f);
+}
+
+static int run_summary(const run_job *j, double wall, int diverged)
 {
 	const pt_config *c = &j->c;
 	double v[7]; // version, steps, train_s, train loss/acc, test loss/acc
 	char path[PT_PATH_MAX + 32];
-	if (run_read_final(j, v) != 0) {
+	run_stats st;
+	int have = run_read_final(j, v) == 0;
+	if (!have && !diverged) {
 		fprintf(stderr, "pstrain run: %s/final.csv is missing or "
 		    "malformed\n", c->out);
 		return -1;
 	}
+	run_gather(j, &st);
+	run_write_staleness(j, &st);
 	snprintf(path, sizeof(path), "%s/summary.json", c->out);
 	FILE *f = fopen(path, "w");
 	if (f == NULL) {
@@ -391,6 +482,8 @@ static int run_summary(const run_job *j, double wall)
 		return -1;
 	}
 	double samples = (double)j->steps * c->batch;
+	double idle = st.step_ms > 0 ? st.comm_ms / st.step_ms : 0;
+	double mean_st = st.updates ? (double)st.stale_sum / st.updates : 0;
 	fprintf(f, "{\n");
 	json_str(f, "mode", pt_mode_name(c->mode), 0);
 	fprintf(f, "  \"servers\": %u,\n  \"workers\": %u,\n", c->servers,
@@ -402,24 +495,49 @@ static int run_summary(const run_job *j, double wall)
 	fprintf(f,
 	    "  \"batch\": %u,\n  \"per_worker_batch\": %u,\n  \"lr\": %.10g,\n"
 	    "  \"seed\": %llu,\n  \"epochs\": %.4f,\n  \"steps\": %llu,\n"
-	    "  \"steps_per_epoch\": %llu,\n  \"wall_s\": %.3f,\n"
-	    "  \"train_s\": %.3f,\n  \"samples_per_s\": %.1f,\n"
-	    "  \"final_version\": %.0f,\n  \"final_train_loss\": %.6f,\n"
-	    "  \"final_train_acc\": %.4f,\n  \"final_test_loss\": %.6f,\n"
-	    "  \"final_test_acc\": %.4f\n}\n",
+	    "  \"steps_per_epoch\": %llu,\n  \"staleness_bound\": %u,\n"
+	    "  \"backup_workers\": %u,\n  \"wall_s\": %.3f,\n",
 	    c->batch, c->batch / c->workers, c->lr,
 	    (unsigned long long)c->seed, (double)j->steps / j->spe,
-	    (unsigned long long)j->steps, (unsigned long long)j->spe, wall,
-	    v[2], v[2] > 0 ? samples / v[2] : 0.0, v[0], v[3], v[4], v[5],
-	    v[6]);
+	    (unsigned long long)j->steps, (unsigned long long)j->spe,
+	    c->staleness, c->backup_workers, wall);
+	fprintf(f,
+	    "  \"mean_staleness\": %.4f,\n  \"max_staleness\": %llu,\n"
+	    "  \"dropped_gradients\": %llu,\n  \"idle_fraction\": %.4f,\n"
+	    "  \"diverged\": %s,\n",
+	    mean_st, (unsigned long long)st.stale_max,
+	    (unsigned long long)st.dropped, idle, diverged ? "true" : "false");
+	if (have)
+		fprintf(f,
+		    "  \"train_s\": %.3f,\n  \"samples_per_s\": %.1f,\n"
+		    "  \"final_version\": %.0f,\n  \"final_train_loss\": %.6f,\n"
+		    "  \"final_train_acc\": %.4f,\n  \"final_test_loss\": %.6f,\n"
+		    "  \"final_test_acc\": %.4f\n}\n",
+		    v[2], v[2] > 0 ? samples / v[2] : 0.0, v[0], v[3], v[4], v[5],
+		    v[6]);
+	else
+		fprintf(f,
+		    "  \"train_s\": null,\n  \"samples_per_s\": null,\n"
+		    "  \"final_version\": null,\n  \"final_train_loss\": null,\n"
+		    "  \"final_train_acc\": null,\n  \"final_test_loss\": null,\n"
+		    "  \"final_test_acc\": null\n}\n");
 	fclose(f);
+	if (!have) {
+		printf("%s: %s job DIVERGED (see worker logs); summary: %s\n",
+		    c->out, pt_mode_name(c->mode), path);
+		return 0;
+	}
 	printf("%s: %s, %u servers, %u workers, %s on %s\n"
 	       "  %llu steps (%.2f epochs) in %.1fs, %.0f samples/s\n"
 	       "  final train loss %.4f, test loss %.4f, test accuracy %.4f\n"
+	       "  staleness mean %.2f max %llu, dropped gradients %llu, "
+	       "idle fraction %.2f\n"
 	       "  summary: %s\n",
 	    c->out, pt_mode_name(c->mode), c->servers, c->workers, c->model,
 	    c->data, (unsigned long long)j->steps, (double)j->steps / j->spe,
-	    wall, v[2] > 0 ? samples / v[2] : 0.0, v[3], v[5], v[6], path);
+	    wall, v[2] > 0 ? samples / v[2] : 0.0, v[3], v[5], v[6], mean_st,
+	    (unsigned long long)st.stale_max, (unsigned long long)st.dropped,
+	    idle, path);
 	return 0;
 }
 
@@ -513,7 +631,9 @@ int pti_cmd_run(int argc, char **argv)
 	}
 	run_kill_all(&j);
 	run_cleanup(&j);
-	if (rv == 0 && run_summary(&j, now_s() - j.t0) != 0)
+	// A diverged job is a result, not a crash: it still gets a summary,
+	// and exit status 3 says what happened.
+	if ((rv == 0 || rv == 3) && run_summary(&j, now_s() - j.t0, rv == 3))
 		rv = 1;
 	return rv;
 }

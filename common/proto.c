@@ -170,6 +170,7 @@ static uint32_t hdr_count(const pti_hdr *h)
 	    {PTI_H_STEP, 1}, {PTI_H_VER, 1}, {PTI_H_VAR, 1},
 	    {PTI_H_RANGE, 2}, {PTI_H_STATUS, 2}, {PTI_H_LAYOUT, 2},
 	    {PTI_H_SHARD, 6}, {PTI_H_STALE, 1}, {PTI_H_STATS, 8},
+	    {PTI_H_LR, 1},
 	};
 	uint32_t n = 4; // pv, op, role, rank
 	for (size_t i = 0; i < sizeof(extra) / sizeof(extra[0]); i++)
@@ -228,6 +229,10 @@ int pti_msg_encode(nng_msg **out, const pti_hdr *h, const float *payload,
 	}
 	if (hh.has & PTI_H_STALE)
 		pack_i(&pk, "stale", hh.staleness);
+	if (hh.has & PTI_H_LR) {
+		pack_key(&pk, "lr");
+		msgpack_pack_double(&pk, hh.lr);
+	}
 	if (hh.has & PTI_H_STATS) {
 		pack_u(&pk, "updates", hh.updates);
 		pack_u(&pk, "rejected", hh.rejected);
@@ -347,6 +352,15 @@ static int hdr_set(pti_hdr *h, const msgpack_object *k,
 							    : PT_MSG_MAX - 1;
 		memcpy(h->msg, v->via.str.ptr, n);
 		h->msg[n] = '\0';
+		return 0;
+	}
+	if (key_is(k, "lr")) {
+		if (v->type != MSGPACK_OBJECT_FLOAT64 &&
+		    v->type != MSGPACK_OBJECT_FLOAT32)
+			return pti_err_set(PT_EPROTO,
+			    "header: \"lr\" must be a float");
+		h->lr = v->via.f64;
+		h->has |= PTI_H_LR;
 		return 0;
 	}
 	if (key_is(k, "hist")) {

@@ -50,6 +50,7 @@ enum {
 	PTI_H_SHARD = 1u << 6,  // lo, hi, mode, workers, servers, server rank
 	PTI_H_STALE = 1u << 7,  // staleness of the applied update
 	PTI_H_STATS = 1u << 8,  // the counters and histogram
+	PTI_H_LR = 1u << 9,     // learning rate applied to the push
 };
 
 typedef struct pti_hdr {
@@ -69,6 +70,7 @@ typedef struct pti_hdr {
 	uint64_t lo, hi; // the server's shard, flat [lo, hi)
 	uint32_t mode, n_workers, n_servers, server_rank;
 	int64_t staleness;
+	double lr;
 	// stats
 	uint64_t updates, rejected, dropped, stale_sum, stale_max;
 	uint32_t n_hello, n_done;

@@ -38,9 +38,11 @@ typedef struct ps_ctx {
 	int state;
 	int stop_after; // signal the main thread once this reply is sent
 	// while parked on the wait list:
-	int64_t wait_ver;
+	int64_t wait_ver; // sync: the version; ssp: the slowest worker's clock
 	uint64_t r_off, r_n; // reply range, relative to the shard
 	uint32_t r_op;
+	double r_lr;      // learning rate applied to the parked push
+	int64_t r_stale;  // its staleness
 	struct ps_ctx *next; // wait list, then wake list
 } ps_ctx;
 
@@ -55,6 +57,10 @@ struct ps_server {
 	uint8_t *hello, *done; // (workers)
 	uint32_t n_have, n_hello, n_done;
 	int64_t version;
+	int64_t *clock;    // (workers) ssp: steps each worker has pushed
+	int64_t min_clock; // ssp: the slowest worker's clock
+	double lr_base;    // --lr, scaled by --lr-scaling
+	double warmup;     // warm-up length in steps; 0: none
 	// counters
 	uint64_t updates, rejected, dropped, stale_sum, stale_max;
 	uint64_t hist[PT_STALE_BUCKETS];
@@ -104,15 +110,32 @@ static nng_msg *reply_error(ps_server *s, const pti_hdr *req, int code,
 	return reply_encode(s, &h, NULL, 0);
 }
 
+// reply_values answers with the shard's values in [off, off + n); lr >= 0
+// also reports the learning rate and staleness of the push it follows.
 static nng_msg *reply_values(ps_server *s, uint32_t op, uint64_t off,
-    uint64_t n)
+    uint64_t n, double lr, int64_t stale)
 {
 	pti_hdr h;
 	pti_hdr_init(&h, op, PT_ROLE_SERVER, s->cfg->rank);
 	h.has |= PTI_H_VER | PTI_H_RANGE;
 	h.ver = s->version;
 	h.off = s->lo + off;
+	if (lr >= 0) {
+		h.has |= PTI_H_LR | PTI_H_STALE;
+		h.lr = lr;
+		h.staleness = stale;
+	}
 	return reply_encode(s, &h, s->params + off, n);
+}
+
+// server_lr is the learning rate for a gradient of global step `step`:
+// --lr, times B/256 with --lr-scaling linear, ramped linearly from 0 over
+// the warm-up steps.
+static double server_lr(const ps_server *s, int64_t step)
+{
+	if (s->warmup > 0 && (double)(step + 1) < s->warmup)
+		return s->lr_base * (double)(step + 1) / s->warmup;
+	return s->lr_base;
 }
 
 static nng_msg *reply_ok(ps_server *s, uint32_t op)
@@ -173,20 +196,46 @@ static void stale_record(ps_server *s, int64_t st)
 	s->hist[u < PT_STALE_BUCKETS - 1 ? u : PT_STALE_BUCKETS - 1]++;
 }
 
+// wake_ready moves every parked request that can now be answered to
+// *wake, with its reply built. Sync waits on the version, ssp on the
+// slowest worker's clock.
+static void wake_ready(ps_server *s, ps_ctx **wake)
+{
+	int64_t key = s->cfg->mode == PT_MODE_SSP ? s->min_clock : s->version;
+	ps_ctx **pp = &s->waiting;
+	while (*pp != NULL) {
+		ps_ctx *x = *pp;
+		if (x->wait_ver > key) {
+			pp = &x->next;
+			continue;
+		}
+		*pp = x->next;
+		nng_aio_set_msg(x->aio, reply_values(s, x->r_op, x->r_off,
+					    x->r_n, x->r_lr, x->r_stale));
+		x->next = *wake;
+		*wake = x;
+	}
+}
+
 // sync_close applies the mean of the open step's gradients, summed in rank
-// order so that the result does not depend on arrival order, then moves
-// every waiter that can now be answered to *wake with its reply built.
+// order so that the result does not depend on arrival order, then answers
+// the requests that waited for it.
 static void sync_close(ps_server *s, ps_ctx **wake)
 {
-	uint32_t w = s->cfg->workers;
+	uint32_t w = s->cfg->workers, first = 1;
 	float *acc = s->acc;
-	memcpy(acc, s->grads, s->n * sizeof(float));
-	for (uint32_t r = 1; r < w; r++) {
+	for (uint32_t r = 0; r < w; r++) {
+		if (!s->have[r])
+			continue; // a backup worker's gradient still to come
 		const float *g = s->grads + (size_t)r * s->n;
-		for (uint64_t i = 0; i < s->n; i++)
-			acc[i] += g[i];
+		if (first)
+			memcpy(acc, g, s->n * sizeof(float));
+		else
+			for (uint64_t i = 0; i < s->n; i++)
+				acc[i] += g[i];
+		first = 0;
 	}
-	float scale = (float)(s->cfg->lr / w);
+	float scale = (float)(server_lr(s, s->version) / s->n_have);
 	for (uint64_t i = 0; i < s->n; i++)
 		s->params[i] -= scale * acc[i];
 	memset(s->have, 0, w);
@@ -194,27 +243,16 @@ static void sync_close(ps_server *s, ps_ctx **wake)
 	s->version++;
 	s->updates++;
 	stale_record(s, 0);
-
-	ps_ctx **pp = &s->waiting;
-	while (*pp != NULL) {
-		ps_ctx *x = *pp;
-		if (x->wait_ver > s->version) {
-			pp = &x->next;
-			continue;
-		}
-		*pp = x->next;
-		nng_aio_set_msg(x->aio, reply_values(s, x->r_op, x->r_off,
-					    x->r_n));
-		x->next = *wake;
-		*wake = x;
-	}
+	wake_ready(s, wake);
 }
 
 static void park(ps_server *s, ps_ctx *x, uint32_t op, int64_t ver,
-    uint64_t off, uint64_t n)
+    uint64_t off, uint64_t n, double lr, int64_t stale)
 {
 	x->state = CTX_WAIT;
 	x->r_op = op;
+	x->r_lr = lr;
+	x->r_stale = stale;
 	x->wait_ver = ver;
 	x->r_off = off;
 	x->r_n = n;
@@ -278,23 +316,38 @@ static nng_msg *op_pull(ps_server *s, ps_ctx *x, const pti_hdr *h,
 			    (long long)h->ver, (long long)s->version);
 			return reply_error(s, h, PT_ESTATE, why);
 		}
-		park(s, x, h->op, h->ver, off, n);
+		park(s, x, h->op, h->ver, off, n, -1, 0);
 		return NULL;
 	}
-	return reply_values(s, h->op, off, n);
+	return reply_values(s, h->op, off, n, -1, 0);
 }
 
-// push_take validates a gradient and applies it (async) or files it for
-// the open step (sync). Returns 0 or an error with a detail.
+// push_take validates a gradient and applies it (async, ssp) or files it
+// for the open step (sync). *lr and *stale get what was applied; *dropped
+// is set when a policy dropped it (counted, not an error). Returns 0 or an
+// error with a detail.
 static int push_take(ps_server *s, const pti_hdr *h, const void *pay,
-    uint64_t *off, uint64_t *n, int64_t *stale, ps_ctx **wake)
+    uint64_t *off, uint64_t *n, double *lr, int64_t *stale, int *dropped,
+    ps_ctx **wake)
 {
+	const pt_config *c = s->cfg;
 	int rv;
+	*dropped = 0;
+	*stale = 0;
+	*lr = 0;
 	if (!(h->has & PTI_H_RANGE) || pay == NULL)
 		return pti_err_set(PT_EPROTO, "a push needs off, n and values");
 	if ((rv = shard_range(s, h, off, n)) != 0)
 		return rv;
-	if (s->cfg->mode == PT_MODE_SYNC) {
+	if (c->mode == PT_MODE_SYNC) {
+		if ((h->has & PTI_H_STEP) && c->backup_workers > 0 &&
+		    h->step >= 0 && h->step < s->version) {
+			// Its step closed without it: the worker carries on
+			// from the new parameters.
+			s->dropped++;
+			*dropped = 1;
+			return 0;
+		}
 		if (!(h->has & PTI_H_STEP) || h->step != s->version)
 			return pti_err_set(PT_ESTATE,
 			    "worker %u pushed step %lld, the open step is %lld",
@@ -312,24 +365,49 @@ static int push_take(ps_server *s, const pti_hdr *h, const void *pay,
 		memcpy(s->grads + (size_t)h->rank * s->n, pay,
 		    s->n * sizeof(float));
 		s->have[h->rank] = 1;
-		*stale = 0;
-		if (++s->n_have == s->cfg->workers)
+		*lr = server_lr(s, s->version);
+		if (++s->n_have == c->workers - c->backup_workers)
 			sync_close(s, wake);
 		return 0;
 	}
 	if (!(h->has & PTI_H_VER) || h->ver < 0 || h->ver > s->version)
 		return pti_err_set(PT_ESTATE,
-		    "an async push needs the version it was computed from "
-		    "(0..%lld)", (long long)s->version);
-	// Bytes may be unaligned in the message body: copy, then apply.
-	memcpy(s->acc, pay, *n * sizeof(float));
-	float lr = (float)s->cfg->lr, *p = s->params + *off;
-	for (uint64_t i = 0; i < *n; i++)
-		p[i] -= lr * s->acc[i];
+		    "an %s push needs the version it was computed from "
+		    "(0..%lld)", pt_mode_name(c->mode), (long long)s->version);
+	if (c->mode == PT_MODE_SSP &&
+	    (!(h->has & PTI_H_STEP) || h->step != s->clock[h->rank]))
+		return pti_err_set(PT_ESTATE,
+		    "worker %u pushed step %lld, its next step is %lld",
+		    h->rank, (long long)h->step,
+		    (long long)s->clock[h->rank]);
 	*stale = s->version - h->ver;
-	stale_record(s, *stale);
-	s->version++;
-	s->updates++;
+	if (c->max_staleness >= 0 && *stale > c->max_staleness) {
+		s->dropped++;
+		*dropped = 1;
+	} else {
+		// Bytes may be unaligned in the message body: copy, then apply.
+		memcpy(s->acc, pay, *n * sizeof(float));
+		*lr = server_lr(s, (h->has & PTI_H_STEP) ? h->step : 0);
+		if (c->staleness_lr && *stale > 1)
+			*lr /= (double)*stale;
+		float a = (float)*lr, *p = s->params + *off;
+		for (uint64_t i = 0; i < *n; i++)
+			p[i] -= a * s->acc[i];
+		stale_record(s, *stale);
+		s->version++;
+		s->updates++;
+	}
+	if (c->mode == PT_MODE_SSP) {
+		// The clock moves even for a dropped gradient: the step is
+		// done, only its update was refused.
+		int64_t was = s->clock[h->rank]++, min = INT64_MAX;
+		if (was == s->min_clock) {
+			for (uint32_t r = 0; r < c->workers; r++)
+				min = s->clock[r] < min ? s->clock[r] : min;
+			s->min_clock = min;
+			wake_ready(s, wake);
+		}
+	}
 	return 0;
 }
 
@@ -338,24 +416,34 @@ static nng_msg *op_push(ps_server *s, ps_ctx *x, const pti_hdr *h,
 {
 	uint64_t off, n;
 	int64_t stale;
-	int rv = push_take(s, h, pay, &off, &n, &stale, wake);
+	double lr;
+	int dropped;
+	int rv = push_take(s, h, pay, &off, &n, &lr, &stale, &dropped, wake);
 	if (rv != 0)
 		return reply_error(s, h, rv, pt_errmsg(rv));
-	if (h->op == PT_OP_PUSHPULL && s->cfg->mode == PT_MODE_SYNC &&
-	    s->version <= h->step) {
-		park(s, x, h->op, h->step + 1, off, n);
+	if (h->op == PT_OP_PUSHPULL && !dropped &&
+	    s->cfg->mode == PT_MODE_SYNC && s->version <= h->step) {
+		park(s, x, h->op, h->step + 1, off, n, lr, stale);
 		return NULL;
 	}
-	pti_hdr r;
-	pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->cfg->rank);
-	r.has |= PTI_H_VER | PTI_H_STALE;
-	r.ver = s->version;
-	r.staleness = stale;
-	if (h->op == PT_OP_PUSH)
+	// ssp: worker r may start step c+1 only once every worker has
+	// pushed step c - s, that is when the slowest clock reaches c-s+1.
+	int64_t need = h->step + 1 - (int64_t)s->cfg->staleness;
+	if (h->op == PT_OP_PUSHPULL && s->cfg->mode == PT_MODE_SSP &&
+	    s->min_clock < need) {
+		park(s, x, h->op, need, off, n, lr, stale);
+		return NULL;
+	}
+	if (h->op == PT_OP_PUSH) {
+		pti_hdr r;
+		pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->cfg->rank);
+		r.has |= PTI_H_VER | PTI_H_STALE | PTI_H_LR;
+		r.ver = s->version;
+		r.staleness = stale;
+		r.lr = lr;
 		return reply_encode(s, &r, NULL, 0);
-	r.has |= PTI_H_RANGE;
-	r.off = s->lo + off;
-	return reply_encode(s, &r, s->params + off, n);
+	}
+	return reply_values(s, h->op, off, n, lr, stale);
 }
 
 static nng_msg *op_done(ps_server *s, ps_ctx *x, const pti_hdr *h,
@@ -592,6 +680,7 @@ static void server_fini(ps_server *s)
 	free(s->have);
 	free(s->hello);
 	free(s->done);
+	free(s->clock);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cv);
 }
@@ -624,11 +713,24 @@ static int server_init(ps_server *s, const pt_config *c)
 	s->have = calloc(c->workers, 1);
 	s->hello = calloc(c->workers, 1);
 	s->done = calloc(c->workers, 1);
+	s->clock = calloc(c->workers, sizeof(int64_t));
 	if (!s->params || !s->acc || !s->have || !s->hello || !s->done ||
+	    !s->clock ||
 	    (c->mode == PT_MODE_SYNC && !s->grads))
 		return pti_err_set(PT_ENOMEM, "server %u: shard of %llu floats",
 		    c->rank, (unsigned long long)s->n);
 	pt_layout_init_values(s->params, &s->layout, c->seed, s->lo, s->hi);
+	s->lr_base = c->lr;
+	if (c->lr_scaling == PT_LR_LINEAR)
+		s->lr_base *= c->batch / 256.0;
+	if (c->warmup_epochs > 0) {
+		// The warm-up is given in epochs: count the training set once.
+		pt_data d;
+		if ((rv = pt_data_load(&d, c->data, c->seed)) != 0)
+			return rv;
+		s->warmup = c->warmup_epochs * (double)(d.train.n / c->batch);
+		pt_data_fini(&d);
+	}
 	return 0;
 }
 

@@ -130,12 +130,12 @@ test_mp_outputs() {
 	done
 	grep -q '"mode": "sync"' "$s" || { no $n "summary lacks mode"; return; }
 	h=$(head -n 1 "$T/w2/worker-1.csv")
-	[ "$h" = "step,epoch,wall_s,loss,grad_norm,step_ms,compute_ms,comm_ms,staleness" ] ||
+	[ "$h" = "step,epoch,wall_s,loss,grad_norm,step_ms,compute_ms,comm_ms,staleness,lr,delay_ms" ] ||
 		{ no $n "worker CSV header: $h"; return; }
 	[ "$(wc -l <"$T/w2/worker-1.csv")" = 41 ] ||
 		{ no $n "worker-1.csv lacks rows"; return; }
 	h=$(head -n 1 "$T/w2/eval.csv")
-	[ "$h" = "step,wall_s,test_loss,test_acc" ] ||
+	[ "$h" = "step,wall_s,test_loss,test_acc,worker_step" ] ||
 		{ no $n "eval.csv header: $h"; return; }
 	ok $n
 }

@@ -295,7 +295,7 @@ int pt_client_hello(pt_client *c, const pt_layout *l, int mode,
 static int client_take(pt_client *c, float *params, const pti_hdr *hdrs,
     const void **pays, pt_client_step *info)
 {
-	pt_client_step st = {INT64_MAX, 0, 0.0};
+	pt_client_step st = {INT64_MAX, 0, 0.0, hdrs[0].lr};
 	for (uint32_t i = 0; i < c->n; i++) {
 		client_link *k = &c->links[i];
 		const pti_hdr *h = &hdrs[i];

@@ -17,6 +17,7 @@ typedef struct pt_client_step {
 	int64_t ver_min;    // lowest parameter version among the replies
 	int64_t stale_max;  // largest staleness the servers recorded
 	double stale_mean;  // mean over servers
+	double lr;          // learning rate server 0 applied (push replies)
 } pt_client_step;
 
 // pt_client_open dials every server in urls (comma-separated, in server

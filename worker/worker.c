@@ -21,6 +21,7 @@
 #include "model.h"
 #include "modelfile.h"
 #include "proto.h"
+#include "rng.h"
 
 #define EVAL_CHUNK 500u // examples per forward pass when evaluating
 
@@ -142,17 +143,17 @@ static int worker_init(worker *w, const pt_config *c)
 	snprintf(name, sizeof(name), "worker-%u.csv", c->rank);
 	w->csv = worker_open_csv(c, name,
 	    "step,epoch,wall_s,loss,grad_norm,step_ms,compute_ms,comm_ms,"
-	    "staleness");
+	    "staleness,lr,delay_ms");
 	if (w->csv == NULL)
 		return PT_EIO;
 	if (c->rank == 0 &&
 	    (w->eval = worker_open_csv(c, "eval.csv",
-		 "step,wall_s,test_loss,test_acc")) == NULL)
+		 "step,wall_s,test_loss,test_acc,worker_step")) == NULL)
 		return PT_EIO;
 	return 0;
 }
 
-static int worker_eval_row(worker *w, int64_t ver)
+static int worker_eval_row(worker *w, int64_t ver, uint64_t wstep)
 {
 	double loss, acc;
 	int rv = pt_worker_evaluate(w->model, w->params, &w->data.test,
@@ -160,8 +161,8 @@ static int worker_eval_row(worker *w, int64_t ver)
 	    &acc);
 	if (rv != 0)
 		return rv;
-	fprintf(w->eval, "%lld,%.3f,%.6f,%.4f\n", (long long)ver,
-	    now_s() - w->t0, loss, acc);
+	fprintf(w->eval, "%lld,%.3f,%.6f,%.4f,%llu\n", (long long)ver,
+	    now_s() - w->t0, loss, acc, (unsigned long long)wstep);
 	fflush(w->eval);
 	return 0;
 }
@@ -199,8 +200,8 @@ static int worker_finish(worker *w, double train_s)
 	    (rv = pt_worker_evaluate(w->model, w->params, &w->data.test, rows,
 		 w->x, w->y, w->idx, &te_loss, &te_acc)) != 0)
 		return rv;
-	fprintf(w->eval, "%lld,%.3f,%.6f,%.4f\n", (long long)info.ver_min,
-	    now_s() - w->t0, te_loss, te_acc);
+	fprintf(w->eval, "%lld,%.3f,%.6f,%.4f,%llu\n", (long long)info.ver_min,
+	    now_s() - w->t0, te_loss, te_acc, (unsigned long long)w->steps);
 	fflush(w->eval);
 	FILE *f = worker_open_csv(c, "final.csv",
 	    "version,steps,train_s,train_loss,train_acc,test_loss,test_acc");
@@ -216,6 +217,40 @@ static int worker_finish(worker *w, double train_s)
 	return pt_client_simple(w->client, PT_OP_SHUTDOWN, NULL);
 }
 
+// worker_delay is the injected delay in ms for this worker at step t:
+// its --straggler entries plus a --delay draw that depends only on
+// (seed, rank, step), so the same seed gives the same delays.
+static double worker_delay(const pt_config *c, uint64_t t)
+{
+	double ms = 0, a, b;
+	char tail;
+	for (const char *p = c->straggler; *p;) {
+		unsigned r, d;
+		int used = 0;
+		if (sscanf(p, "%u:%u%n", &r, &d, &used) != 2)
+			break; // pt_config_check has refused anything else
+		if (r == c->rank)
+			ms += d;
+		p += used + (p[used] == ',');
+	}
+	double u = pti_u64_to_unit(pti_hash3(c->seed ^ 0xde1a7ULL, c->rank, t));
+	if (sscanf(c->delay, "exp:%lf%c", &a, &tail) == 1)
+		ms += -a * log(1.0 - u);
+	else if (sscanf(c->delay, "uniform:%lf:%lf%c", &a, &b, &tail) == 2)
+		ms += a + (b - a) * u;
+	return ms;
+}
+
+static void sleep_ms(double ms)
+{
+	if (ms <= 0)
+		return;
+	struct timespec ts = {(time_t)(ms / 1000),
+	    (long)(fmod(ms, 1000.0) * 1e6)};
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
 static int worker_loop(worker *w)
 {
 	const pt_config *c = w->c;
@@ -223,14 +258,14 @@ static int worker_loop(worker *w)
 	uint64_t eval_every = c->eval_every ? c->eval_every : w->spe;
 	uint32_t epoch_have = UINT32_MAX;
 	pt_client_step info;
-	double t_start = now_s(), t_log = t_start;
+	double t_start = now_s(), t_log = t_start, first_loss = -1;
 	int rv;
 
 	if ((rv = pt_client_hello(w->client, &w->layout, c->mode,
 		 c->workers)) != 0 ||
 	    (rv = pt_client_pull(w->client, w->params, -1, &info)) != 0)
 		return rv;
-	for (uint64_t t = 0; t < w->steps; t++) {
+	for (uint64_t t = 0; t < w->steps;) {
 		double t_a = now_s();
 		uint32_t epoch = (uint32_t)(t / w->spe);
 		if (epoch != epoch_have) {
@@ -241,6 +276,8 @@ static int worker_loop(worker *w)
 					(size_t)(t % w->spe) * c->batch +
 					(size_t)c->rank * w->b;
 		pti_data_gather(w->x, w->y, tr, slice, w->b);
+		double delay = worker_delay(c, t);
+		sleep_ms(delay);
 		double t_b = now_s(), loss;
 		if ((rv = pt_model_grad(w->model, w->grad, &loss, w->params,
 			 w->x, w->y, w->b)) != 0)
@@ -253,16 +290,21 @@ static int worker_loop(worker *w)
 			 (int64_t)t, &info)) != 0)
 			return rv;
 		double t_d = now_s();
-		fprintf(w->csv, "%llu,%u,%.3f,%.6f,%.6f,%.3f,%.3f,%.3f,%lld\n",
+		fprintf(w->csv,
+		    "%llu,%u,%.3f,%.6f,%.6f,%.3f,%.3f,%.3f,%lld,%.6g,%.3f\n",
 		    (unsigned long long)(t + 1), epoch, t_d - w->t0, loss,
 		    sqrt(norm), (t_d - t_a) * 1e3, (t_c - t_b) * 1e3,
-		    (t_d - t_c) * 1e3, (long long)info.stale_max);
+		    (t_d - t_c) * 1e3, (long long)info.stale_max, info.lr,
+		    delay);
 		fflush(w->csv);
-		if (!isfinite(loss))
+		if (first_loss < 0)
+			first_loss = loss;
+		// Far above its start: ten times the first step's loss.
+		if (!isfinite(loss) || loss > 10 * first_loss)
 			return pti_err_set(PT_EDIVERGED,
-			    "worker %u: loss is %g at step %llu: training "
-			    "diverged", c->rank, loss,
-			    (unsigned long long)(t + 1));
+			    "worker %u: loss %g at step %llu (it started at "
+			    "%g): training diverged", c->rank, loss,
+			    (unsigned long long)(t + 1), first_loss);
 		if (t_d - t_log >= 10.0) {
 			fprintf(stderr, "worker %u: step %llu/%llu loss %.4f\n",
 			    c->rank, (unsigned long long)(t + 1),
@@ -270,9 +312,15 @@ static int worker_loop(worker *w)
 			t_log = t_d;
 		}
 		if (c->rank == 0 && (t + 1) % eval_every == 0 &&
-		    t + 1 < w->steps && (rv = worker_eval_row(w,
-						info.ver_min)) != 0)
+		    t + 1 < w->steps &&
+		    (rv = worker_eval_row(w, info.ver_min, t + 1)) != 0)
 			return rv;
+		// In sync mode the servers' version is the next step; with
+		// backup workers a late worker skips to it.
+		uint64_t next = c->mode == PT_MODE_SYNC && info.ver_min > 0
+				    ? (uint64_t)info.ver_min
+				    : t + 1;
+		t = next > t ? next : t + 1;
 	}
 	return worker_finish(w, now_s() - t_start);
 }
