@@ -59,6 +59,8 @@ struct ps_server {
 	int64_t version;
 	int64_t *clock;    // (workers) ssp: steps each worker has pushed
 	int64_t min_clock; // ssp: the slowest worker's clock
+	int64_t max_lead;  // async, ssp: the most steps a push was ahead of
+			   // the slowest worker's clock
 	double lr_base;    // --lr, scaled by --lr-scaling
 	double warmup;     // warm-up length in steps; 0: none
 	// counters
@@ -374,6 +376,11 @@ static int push_take(ps_server *s, const pti_hdr *h, const void *pay,
 		return pti_err_set(PT_ESTATE,
 		    "an %s push needs the version it was computed from "
 		    "(0..%lld)", pt_mode_name(c->mode), (long long)s->version);
+	// How far ahead of the slowest worker this push is: ssp bounds it by
+	// --staleness, async does not. Measured here, where the push lands.
+	if ((h->has & PTI_H_STEP) && h->step == s->clock[h->rank] &&
+	    h->step - s->min_clock > s->max_lead)
+		s->max_lead = h->step - s->min_clock;
 	if (c->mode == PT_MODE_SSP &&
 	    (!(h->has & PTI_H_STEP) || h->step != s->clock[h->rank]))
 		return pti_err_set(PT_ESTATE,
@@ -397,7 +404,7 @@ static int push_take(ps_server *s, const pti_hdr *h, const void *pay,
 		s->version++;
 		s->updates++;
 	}
-	if (c->mode == PT_MODE_SSP) {
+	if ((h->has & PTI_H_STEP) && h->step == s->clock[h->rank]) {
 		// The clock moves even for a dropped gradient: the step is
 		// done, only its update was refused.
 		int64_t was = s->clock[h->rank]++, min = INT64_MAX;
@@ -618,12 +625,12 @@ static void server_write_stats(const ps_server *s)
 	    "  \"hi\": %llu,\n  \"version\": %lld,\n  \"updates\": %llu,\n"
 	    "  \"rejected_requests\": %llu,\n  \"dropped_gradients\": %llu,\n"
 	    "  \"staleness_sum\": %llu,\n  \"staleness_max\": %llu,\n"
-	    "  \"staleness_hist\": [",
+	    "  \"max_lead\": %lld,\n  \"staleness_hist\": [",
 	    c->rank, pt_mode_name(c->mode), (unsigned long long)s->lo,
 	    (unsigned long long)s->hi, (long long)s->version,
 	    (unsigned long long)s->updates, (unsigned long long)s->rejected,
 	    (unsigned long long)s->dropped, (unsigned long long)s->stale_sum,
-	    (unsigned long long)s->stale_max);
+	    (unsigned long long)s->stale_max, (long long)s->max_lead);
 	for (int i = 0; i < PT_STALE_BUCKETS; i++)
 		fprintf(f, "%s%llu", i ? ", " : "",
 		    (unsigned long long)s->hist[i]);

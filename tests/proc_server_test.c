@@ -28,6 +28,8 @@ typedef struct srv {
 	pt_range shard;
 } srv;
 
+static const char *srv_extra; // one more server flag, or NULL
+
 static const char *bin(void)
 {
 	const char *b = getenv("PSTRAIN");
@@ -52,10 +54,12 @@ static void srv_start(srv *s, const char *mode, int workers, int servers,
 	snprintf(seed, sizeof(seed), "%d", SEED);
 	s->pid = fork();
 	if (s->pid == 0) {
-		execl(bin(), "pstrain", "server", "--mode", mode, "--workers",
-		    w, "--servers", ns, "--rank", r, "--model", SPEC, "--data",
-		    DATA, "--seed", seed, "--lr", lr, "--batch", w,
-		    "--listen", s->url, "--ready-file", ready, (char *)NULL);
+		char *argv[] = {"pstrain", "server", "--mode", (char *)mode,
+		    "--workers", w, "--servers", ns, "--rank", r, "--model",
+		    SPEC, "--data", DATA, "--seed", seed, "--lr", lr, "--batch",
+		    w, "--listen", s->url, "--ready-file", ready,
+		    (char *)srv_extra, NULL};
+		execv(bin(), argv);
 		_exit(127);
 	}
 	for (int i = 0; i < 1000 && access(ready, F_OK) != 0; i++)
@@ -243,6 +247,81 @@ static void test_server_async_applies_each(void)
 	srv_stop(&s);
 }
 
+// push_from sends an async pushpull of g computed from version ver and
+// returns the reply's staleness and lr.
+static int push_from(srv *s, int64_t ver, const float *g, float *vals,
+    pti_hdr *r)
+{
+	pti_hdr h;
+	nng_msg *m;
+	pti_hdr_init(&h, PT_OP_PUSHPULL, PT_ROLE_WORKER, 0);
+	h.has |= PTI_H_VER;
+	h.ver = ver;
+	pti_msg_encode(&m, &h, g, s->l.n_params);
+	return rpc(s, m, r, vals);
+}
+
+static void test_server_staleness_lr(void)
+{
+	// --staleness-lr: each update uses lr / max(1, staleness).
+	srv s;
+	pti_hdr r;
+	srv_extra = "--staleness-lr";
+	srv_start(&s, "async", 1, 1, 0);
+	srv_extra = NULL;
+	uint64_t n = s.l.n_params;
+	float *p0 = malloc(n * 4), *g = malloc(n * 4), *got = malloc(n * 4);
+	PT_TEST_TRUE(pull(&s, p0) == 0);
+	for (uint64_t i = 0; i < n; i++)
+		g[i] = 0.5f + (float)(i % 5);
+	PT_TEST_TRUE(hello(&s, 0) == 0);
+	double want_lr[4] = {LR, LR, LR / 2, LR / 3}; // staleness 0, 1, 2, 3
+	double sum = 0;
+	for (int k = 0; k < 4; k++) {
+		PT_TEST_TRUE(push_from(&s, 0, g, got, &r) == 0);
+		PT_TEST_TRUE(r.staleness == k);
+		PT_TEST_NEAR(r.lr, want_lr[k], 1e-12);
+		sum += want_lr[k];
+	}
+	int bad = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		// The server applies in float, one update at a time.
+		float p = p0[i];
+		for (int k = 0; k < 4; k++)
+			p -= (float)want_lr[k] * g[i];
+		bad += got[i] != p;
+	}
+	PT_TEST_TRUE(bad == 0);
+	PT_TEST_TRUE(sum > 0);
+	free(p0), free(g), free(got);
+	srv_stop(&s);
+}
+
+static void test_server_max_staleness_drops(void)
+{
+	srv s;
+	pti_hdr r, st, req;
+	nng_msg *m;
+	srv_extra = "--max-staleness=1";
+	srv_start(&s, "async", 1, 1, 0);
+	srv_extra = NULL;
+	uint64_t n = s.l.n_params;
+	float *g = calloc(n, 4), *a = malloc(n * 4), *b = malloc(n * 4);
+	g[0] = 1;
+	PT_TEST_TRUE(hello(&s, 0) == 0);
+	PT_TEST_TRUE(push_from(&s, 0, g, a, &r) == 0 && r.ver == 1);
+	PT_TEST_TRUE(push_from(&s, 0, g, a, &r) == 0 && r.ver == 2);
+	// staleness 2 > 1: dropped, counted, values unchanged
+	PT_TEST_TRUE(push_from(&s, 0, g, b, &r) == 0 && r.ver == 2);
+	PT_TEST_TRUE(memcmp(a, b, n * 4) == 0);
+	pti_hdr_init(&req, PT_OP_STATS, PT_ROLE_CONTROL, 0);
+	pti_msg_encode(&m, &req, NULL, 0);
+	PT_TEST_TRUE(rpc(&s, m, &st, NULL) == 0);
+	PT_TEST_TRUE(st.dropped == 1 && st.updates == 2);
+	free(g), free(a), free(b);
+	srv_stop(&s);
+}
+
 static void test_server_refuses_bad_requests(void)
 {
 	srv s;
@@ -386,6 +465,8 @@ static const pt_test_case cases[] = {
     {"test_server_sync_sgd_mean", test_server_sync_sgd_mean},
     {"test_server_async_applies_each", test_server_async_applies_each},
     {"test_server_refuses_bad_requests", test_server_refuses_bad_requests},
+    {"test_server_staleness_lr", test_server_staleness_lr},
+    {"test_server_max_staleness_drops", test_server_max_staleness_drops},
     {"test_server_fuzz_keeps_serving", test_server_fuzz_keeps_serving},
     {"test_server_shutdown_op", test_server_shutdown_op},
     {NULL, NULL},
