@@ -16,6 +16,7 @@ static const struct {
 	{"server", pti_cmd_server, "run one parameter server"},
 	{"worker", pti_cmd_worker, "run one worker"},
 	{"eval", pti_cmd_eval, "test loss and accuracy of a saved model"},
+	{"compare", pti_cmd_compare, "run one job per mode and compare them"},
 };
 
 static void usage(FILE *f)

@@ -46,7 +46,7 @@ run asan-proc_server_test env PSTRAIN=build/asan/pstrain \
 	build/tests/proc_server_test
 run mp_test sh tests/mp_test.sh
 run research_test sh tests/research_test.sh
-[ -f tests/compare_test.sh ] && run compare_test sh tests/compare_test.sh
+run compare_test sh tests/compare_test.sh
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
