@@ -26,6 +26,8 @@ typedef struct cmp_mode {
 	char label[64]; // a file name: "ssp-4"
 	int mode;       // pt_mode
 	uint32_t staleness, backup;
+	char extra[8][48]; // further "--flag value" words from modifiers
+	int n_extra;
 	int diverged;
 } cmp_mode;
 
@@ -68,24 +70,70 @@ static int whole(const char *s, uint32_t *v)
 	return 0;
 }
 
+// mode_extra adds one "--flag value" pair (value may be NULL).
+static int mode_extra(cmp_mode *m, const char *flag, const char *value)
+{
+	if (m->n_extra + 2 > 8)
+		return -1;
+	snprintf(m->extra[m->n_extra++], sizeof(m->extra[0]), "%s", flag);
+	if (value != NULL)
+		snprintf(m->extra[m->n_extra++], sizeof(m->extra[0]), "%s",
+		    value);
+	return 0;
+}
+
+// mode_parse reads MODE[:S][:MODIFIER...]: MODE is sync, async or ssp
+// (whose S comes next); modifiers are backup=B (sync), staleness-lr
+// (async, ssp), batch=B, lr-scaling=linear and warmup=E, each the run
+// flag of that name for this job alone.
 static int mode_parse(const char *tok, cmp_mode *m)
 {
+	char buf[64], *part, *save = NULL;
 	memset(m, 0, sizeof(*m));
 	if (strlen(tok) >= sizeof(m->token))
 		return -1;
 	strcpy(m->token, tok);
-	if (strcmp(tok, "sync") == 0)
-		m->mode = PT_MODE_SYNC;
-	else if (strcmp(tok, "async") == 0)
-		m->mode = PT_MODE_ASYNC;
-	else if (strncmp(tok, "ssp:", 4) == 0 && whole(tok + 4, &m->staleness)
-	    == 0)
-		m->mode = PT_MODE_SSP;
-	else if (strncmp(tok, "sync:backup=", 12) == 0 &&
-	    whole(tok + 12, &m->backup) == 0)
-		m->mode = PT_MODE_SYNC;
-	else
+	strcpy(buf, tok);
+	part = strtok_r(buf, ":", &save);
+	if (part == NULL)
 		return -1;
+	if (strcmp(part, "sync") == 0)
+		m->mode = PT_MODE_SYNC;
+	else if (strcmp(part, "async") == 0)
+		m->mode = PT_MODE_ASYNC;
+	else if (strcmp(part, "ssp") == 0) {
+		m->mode = PT_MODE_SSP;
+		part = strtok_r(NULL, ":", &save);
+		if (part == NULL || whole(part, &m->staleness) != 0)
+			return -1;
+	} else
+		return -1;
+	while ((part = strtok_r(NULL, ":", &save)) != NULL) {
+		char *eq = strchr(part, '=');
+		uint32_t v;
+		if (eq != NULL)
+			*eq++ = '\0';
+		if (strcmp(part, "backup") == 0 && eq && m->mode == PT_MODE_SYNC &&
+		    whole(eq, &m->backup) == 0)
+			continue;
+		if (strcmp(part, "staleness-lr") == 0 && eq == NULL &&
+		    m->mode != PT_MODE_SYNC) {
+			if (mode_extra(m, "--staleness-lr", NULL) != 0)
+				return -1;
+			continue;
+		}
+		if (strcmp(part, "batch") == 0 && eq && whole(eq, &v) == 0 &&
+		    mode_extra(m, "--batch", eq) == 0)
+			continue;
+		if (strcmp(part, "lr-scaling") == 0 && eq &&
+		    strcmp(eq, "linear") == 0 &&
+		    mode_extra(m, "--lr-scaling", eq) == 0)
+			continue;
+		if (strcmp(part, "warmup") == 0 && eq &&
+		    mode_extra(m, "--warmup-epochs", eq) == 0)
+			continue;
+		return -1;
+	}
 	for (size_t i = 0; tok[i]; i++)
 		m->label[i] = tok[i] == ':' || tok[i] == '=' ? '-' : tok[i];
 	return 0;
@@ -108,8 +156,9 @@ static int modes_parse(const char *list, cmp_mode *ms, int *n)
 		}
 		if (mode_parse(tok, &ms[*n]) != 0) {
 			fprintf(stderr, "pstrain compare: --modes: bad mode "
-			    "'%s' (expected sync, async, ssp:S or "
-			    "sync:backup=B, S and B whole numbers)\n", tok);
+			    "'%s' (expected sync, async or ssp:S, then "
+			    "optional :backup=B, :staleness-lr, :batch=B, "
+			    ":lr-scaling=linear, :warmup=E)\n", tok);
 			return -1;
 		}
 		for (int i = 0; i < *n; i++)
@@ -153,6 +202,8 @@ static int cmp_run(const pt_config *c, const cmp_mode *m)
 	argv[argc++] = strdup("--backup-workers");
 	snprintf(num, sizeof(num), "%u", m->backup);
 	argv[argc++] = strdup(num);
+	for (int i = 0; i < m->n_extra; i++)
+		argv[argc++] = strdup(m->extra[i]);
 	argv[argc++] = strdup("--out");
 	argv[argc++] = strdup(out);
 	argv[argc++] = strdup("--save-model");

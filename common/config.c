@@ -105,7 +105,9 @@ static const config_entry config_table[] = {
     E("delay", T_STR, delay, "", 0, 0, RUN | WRK, "exp:MEAN|uniform:LO:HI",
 	"a seeded random delay in ms for every worker and step"),
     E("modes", T_STR, modes, "sync,async", 0, 0, CMP, "LIST",
-	"modes to compare: sync, async, ssp:S, sync:backup=B"),
+	"modes to compare: sync, async, ssp:S, with modifiers :backup=B, "
+	":staleness-lr, :batch=B, :lr-scaling=linear, :warmup=E "
+	"(docs/COMPARE.md)"),
     E("target-acc", T_F64, target_acc, "0.8", 0, 1, CMP, "A",
 	"test accuracy whose first crossing the report times"),
 };
