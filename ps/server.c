@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <arpa/inet.h>
 #include <nng/nng.h>
@@ -798,6 +799,10 @@ int pt_server_run(const pt_config *c)
 		pthread_cond_timedwait(&s.cv, &s.mu, &ts);
 	}
 	pthread_mutex_unlock(&s.mu);
+	// nng reports a send done once the reply is queued, not written:
+	// give the shutdown reply a moment on the wire before closing.
+	if (!server_signalled)
+		usleep(200 * 1000);
 	if (server_signalled)
 		fprintf(stderr, "server %u: stopping on signal %d\n", c->rank,
 		    (int)server_signalled);

@@ -214,7 +214,15 @@ static int worker_finish(worker *w, double train_s)
 	if (c->save_model[0] != '\0' &&
 	    (rv = pt_modelfile_save(c->save_model, &w->layout, w->params)) != 0)
 		return rv;
-	return pt_client_simple(w->client, PT_OP_SHUTDOWN, NULL);
+	rv = pt_client_simple(w->client, PT_OP_SHUTDOWN, NULL);
+	if (rv == PT_ETRANSPORT) {
+		// A server that closed its connection while answering has
+		// stopped, which is what was asked.
+		fprintf(stderr, "worker 0: %s (taken as stopped)\n",
+		    pt_errmsg(rv));
+		rv = 0;
+	}
+	return rv;
 }
 
 // worker_delay is the injected delay in ms for this worker at step t:
