@@ -19,6 +19,7 @@
 #include "data.h"
 #include "err.h"
 #include "layout.h"
+#include "optim.h"
 #include "proto.h"
 
 #define RUN_MAX_PROCS 1280
@@ -492,6 +493,8 @@ static int run_summary(const run_job *j, double wall, int diverged)
 	json_str(f, "data", c->data, 0);
 	json_str(f, "transport",
 	    c->transport == PT_TRANSPORT_TCP ? "tcp" : "ipc", 0);
+	json_str(f, "optimizer", c->optimizer, 0);
+	fprintf(f, "  \"weight_decay\": %.10g,\n", c->weight_decay);
 	fprintf(f,
 	    "  \"batch\": %u,\n  \"per_worker_batch\": %u,\n  \"lr\": %.10g,\n"
 	    "  \"seed\": %llu,\n  \"epochs\": %.4f,\n  \"steps\": %llu,\n"
@@ -547,6 +550,9 @@ static int run_prepare(run_job *j)
 	pt_data d;
 	pt_layout l;
 	int rv;
+	pti_optim opt;
+	if ((rv = pti_optim_parse(&opt, c->optimizer, c->weight_decay)) != 0)
+		return rv;
 	// Load the data once here so that a bad file is reported before any
 	// process starts.
 	if ((rv = pt_data_load(&d, c->data, c->seed)) != 0)

@@ -96,6 +96,11 @@ static const config_entry config_table[] = {
     E("max-staleness", T_I64, max_staleness, "-1", -1, 1e9, RUN | SRV,
 	"K", "async/ssp: drop (and count) gradients staler than K (-1: "
 	"keep all)"),
+    E("optimizer", T_STR, optimizer, "sgd", 0, 0, RUN | SRV,
+	"sgd|momentum:M|nesterov:M|adagrad|adam[:B1,B2,EPS]",
+	"the servers' optimizer; its state lives with each shard"),
+    E("weight-decay", T_F64, weight_decay, "0", 0, 1e3, RUN | SRV, "WD",
+	"L2 weight decay: each gradient gains WD x parameter"),
     E("lr-scaling", T_LRSCALE, lr_scaling, "none", 0, 0, RUN | SRV,
 	"none|linear", "linear: lr x batch / 256"),
     E("warmup-epochs", T_F64, warmup_epochs, "0", 0, 1e6, RUN | SRV, "E",

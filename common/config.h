@@ -56,6 +56,8 @@ typedef struct pt_config {
 	int64_t max_staleness;   // -1: no limit; else drop staler gradients
 	int lr_scaling;          // PT_LR_NONE or PT_LR_LINEAR
 	double warmup_epochs;
+	char optimizer[64];      // sgd, momentum:M, nesterov:M, adagrad, adam
+	double weight_decay;
 	// injected delays (workers)
 	char straggler[PT_PATH_MAX]; // "R:MS,R:MS,..."
 	char delay[128];             // "", "exp:MEAN_MS", "uniform:LO:HI"

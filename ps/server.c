@@ -24,6 +24,7 @@
 #include "data.h"
 #include "err.h"
 #include "layout.h"
+#include "optim.h"
 #include "proto.h"
 
 #define SERVER_LOG_ERRORS 20 // rejected requests logged in full, at most
@@ -62,6 +63,8 @@ struct ps_server {
 	int64_t min_clock; // ssp: the slowest worker's clock
 	int64_t max_lead;  // async, ssp: the most steps a push was ahead of
 			   // the slowest worker's clock
+	pti_optim opt;
+	float *state1, *state2; // (n) the optimizer's state, or NULL
 	double lr_base;    // --lr, scaled by --lr-scaling
 	double warmup;     // warm-up length in steps; 0: none
 	// counters
@@ -238,9 +241,8 @@ static void sync_close(ps_server *s, ps_ctx **wake)
 				acc[i] += g[i];
 		first = 0;
 	}
-	float scale = (float)(server_lr(s, s->version) / s->n_have);
-	for (uint64_t i = 0; i < s->n; i++)
-		s->params[i] -= scale * acc[i];
+	pti_optim_apply(&s->opt, s->params, s->state1, s->state2, acc, s->n,
+	    s->n_have, server_lr(s, s->version), s->updates + 1);
 	memset(s->have, 0, w);
 	s->n_have = 0;
 	s->version++;
@@ -398,9 +400,10 @@ static int push_take(ps_server *s, const pti_hdr *h, const void *pay,
 		*lr = server_lr(s, (h->has & PTI_H_STEP) ? h->step : 0);
 		if (c->staleness_lr && *stale > 1)
 			*lr /= (double)*stale;
-		float a = (float)*lr, *p = s->params + *off;
-		for (uint64_t i = 0; i < *n; i++)
-			p[i] -= a * s->acc[i];
+		pti_optim_apply(&s->opt, s->params + *off,
+		    s->state1 ? s->state1 + *off : NULL,
+		    s->state2 ? s->state2 + *off : NULL, s->acc, *n, 1, *lr,
+		    s->updates + 1);
 		stale_record(s, *stale);
 		s->version++;
 		s->updates++;
@@ -689,6 +692,8 @@ static void server_fini(ps_server *s)
 	free(s->hello);
 	free(s->done);
 	free(s->clock);
+	free(s->state1);
+	free(s->state2);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cv);
 }
@@ -728,6 +733,14 @@ static int server_init(ps_server *s, const pt_config *c)
 		return pti_err_set(PT_ENOMEM, "server %u: shard of %llu floats",
 		    c->rank, (unsigned long long)s->n);
 	pt_layout_init_values(s->params, &s->layout, c->seed, s->lo, s->hi);
+	if ((rv = pti_optim_parse(&s->opt, c->optimizer, c->weight_decay)) != 0)
+		return rv;
+	if (s->opt.n_state >= 1 &&
+	    (s->state1 = calloc(s->n, sizeof(float))) == NULL)
+		return pti_err_set(PT_ENOMEM, "optimizer state");
+	if (s->opt.n_state >= 2 &&
+	    (s->state2 = calloc(s->n, sizeof(float))) == NULL)
+		return pti_err_set(PT_ENOMEM, "optimizer state");
 	s->lr_base = c->lr;
 	if (c->lr_scaling == PT_LR_LINEAR)
 		s->lr_base *= c->batch / 256.0;

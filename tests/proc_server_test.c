@@ -322,6 +322,31 @@ static void test_server_max_staleness_drops(void)
 	srv_stop(&s);
 }
 
+static void test_server_momentum_state(void)
+{
+	// The optimizer runs on the server with its state beside the shard:
+	// momentum 0.9, gradient 0.5, lr 0.5: p0 - 0.25, then - 0.5 * 0.95.
+	srv s;
+	pti_hdr r;
+	srv_extra = "--optimizer=momentum:0.9";
+	srv_start(&s, "sync", 1, 1, 0);
+	srv_extra = NULL;
+	uint64_t n = s.l.n_params;
+	float *p0 = malloc(n * 4), *g = malloc(n * 4), *got = malloc(n * 4);
+	PT_TEST_TRUE(pull(&s, p0) == 0);
+	for (uint64_t i = 0; i < n; i++)
+		g[i] = 0.5f;
+	PT_TEST_TRUE(hello(&s, 0) == 0);
+	PT_TEST_TRUE(push(&s, PT_OP_PUSHPULL, 0, 0, g, 0, n, got) == 0);
+	PT_TEST_NEAR(got[7], p0[7] - 0.25, 1e-6);
+	PT_TEST_TRUE(push(&s, PT_OP_PUSHPULL, 0, 1, g, 0, n, got) == 0);
+	PT_TEST_NEAR(got[7], p0[7] - 0.25 - 0.475, 1e-6);
+	PT_TEST_NEAR(got[n - 1], p0[n - 1] - 0.725, 1e-6);
+	(void)r;
+	free(p0), free(g), free(got);
+	srv_stop(&s);
+}
+
 static void test_server_refuses_bad_requests(void)
 {
 	srv s;
@@ -466,6 +491,7 @@ static const pt_test_case cases[] = {
     {"test_server_async_applies_each", test_server_async_applies_each},
     {"test_server_refuses_bad_requests", test_server_refuses_bad_requests},
     {"test_server_staleness_lr", test_server_staleness_lr},
+    {"test_server_momentum_state", test_server_momentum_state},
     {"test_server_max_staleness_drops", test_server_max_staleness_drops},
     {"test_server_fuzz_keeps_serving", test_server_fuzz_keeps_serving},
     {"test_server_shutdown_op", test_server_shutdown_op},

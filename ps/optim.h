@@ -1,0 +1,39 @@
+// ps/optim.h - the optimizers a server runs beside its shard. Their state
+// (velocity, squared-gradient sums, Adam moments) lives with the shard,
+// one float per parameter per state vector. Pure functions on caller
+// memory; no allocation, safe from any thread on disjoint ranges.
+#ifndef PT_PS_OPTIM_H
+#define PT_PS_OPTIM_H
+
+#include <stdint.h>
+
+enum {
+	PT_OPT_SGD = 1,
+	PT_OPT_MOMENTUM,
+	PT_OPT_NESTEROV,
+	PT_OPT_ADAGRAD,
+	PT_OPT_ADAM,
+};
+
+typedef struct pti_optim {
+	int kind;
+	double momentum;     // momentum, nesterov
+	double b1, b2, eps;  // adam; eps also adagrad
+	double weight_decay; // L2: the gradient gains weight_decay * p
+	int n_state;         // state vectors this optimizer keeps (0-2)
+} pti_optim;
+
+// pti_optim_parse reads "sgd", "momentum:M", "nesterov:M", "adagrad" or
+// "adam[:B1,B2,EPS]" (defaults 0.9, 0.999, 1e-8). Returns 0, or PT_EINVAL
+// with a detail naming --optimizer and what is accepted.
+int pti_optim_parse(pti_optim *o, const char *spec, double weight_decay);
+
+// pti_optim_apply updates n parameters p from the gradient sum g divided
+// by gdiv (the number of gradients summed; 1 for one), with learning rate
+// lr. s1 and s2 are the optimizer's state for the same elements (each n
+// floats, zero at the start; unused ones may be NULL). t is the 1-based
+// count of updates this state has seen, for Adam's bias correction.
+void pti_optim_apply(const pti_optim *o, float *p, float *s1, float *s2,
+    const float *g, uint64_t n, double gdiv, double lr, uint64_t t);
+
+#endif // PT_PS_OPTIM_H

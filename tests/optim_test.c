@@ -1,0 +1,115 @@
+// tests/optim_test.c - each optimizer's first steps against values
+// computed by hand: p0 = 1, gradient 0.5 every step, lr 0.1.
+#include <stdlib.h>
+
+#include "optim.h"
+#include "test.h"
+
+// run applies `steps` updates of gradient sum g (of gdiv gradients) to one
+// parameter starting at 1 and returns it after each step in out.
+static void run(const char *spec, double wd, float g, double gdiv,
+    int steps, float *out)
+{
+	pti_optim o;
+	float p = 1, s1 = 0, s2 = 0;
+	PT_TEST_OK(pti_optim_parse(&o, spec, wd));
+	for (int t = 1; t <= steps; t++) {
+		pti_optim_apply(&o, &p, &s1, &s2, &g, 1, gdiv, 0.1, (uint64_t)t);
+		out[t - 1] = p;
+	}
+}
+
+static void test_optim_sgd(void)
+{
+	float p[2];
+	run("sgd", 0, 0.5f, 1, 2, p);
+	PT_TEST_NEAR(p[0], 0.95, 1e-7);
+	PT_TEST_NEAR(p[1], 0.90, 1e-7);
+	run("sgd", 0, 1.0f, 2, 1, p); // a sum of two gradients: their mean
+	PT_TEST_NEAR(p[0], 0.95, 1e-7);
+}
+
+static void test_optim_weight_decay(void)
+{
+	float p[2];
+	run("sgd", 0.01, 0.5f, 1, 2, p);
+	PT_TEST_NEAR(p[0], 1 - 0.1 * 0.51, 1e-7); // g + wd * p
+	PT_TEST_NEAR(p[1], 0.949 - 0.1 * (0.5 + 0.01 * 0.949), 1e-7);
+}
+
+static void test_optim_momentum(void)
+{
+	float p[3];
+	run("momentum:0.9", 0, 0.5f, 1, 3, p);
+	PT_TEST_NEAR(p[0], 0.95, 1e-7);   // v = 0.5
+	PT_TEST_NEAR(p[1], 0.855, 1e-6);  // v = 0.95
+	PT_TEST_NEAR(p[2], 0.7195, 1e-6); // v = 1.355
+}
+
+static void test_optim_nesterov(void)
+{
+	float p[2];
+	run("nesterov:0.9", 0, 0.5f, 1, 2, p);
+	PT_TEST_NEAR(p[0], 1 - 0.1 * (0.5 + 0.9 * 0.5), 1e-7);
+	PT_TEST_NEAR(p[1], 0.905 - 0.1 * (0.5 + 0.9 * 0.95), 1e-6);
+}
+
+static void test_optim_adagrad(void)
+{
+	float p[2];
+	run("adagrad", 0, 0.5f, 1, 2, p);
+	PT_TEST_NEAR(p[0], 0.9, 1e-6);                    // s = 0.25
+	PT_TEST_NEAR(p[1], 0.9 - 0.05 / sqrt(0.5), 1e-6); // s = 0.5
+}
+
+static void test_optim_adam(void)
+{
+	float p[3];
+	// With a constant gradient the bias-corrected moments are exactly
+	// g and g^2, so each step is lr * g / (|g| + eps) = 0.1.
+	// (float32 state: within 1e-5 of the exact values)
+	run("adam", 0, 0.5f, 1, 3, p);
+	PT_TEST_NEAR(p[0], 0.9, 1e-5);
+	PT_TEST_NEAR(p[1], 0.8, 1e-5);
+	PT_TEST_NEAR(p[2], 0.7, 1e-5);
+	// b1 = 0.5: m1 = 0.25, v1 = 0.00025 (b2 = 0.999); hat m = 0.5.
+	run("adam:0.5,0.999,1e-8", 0, 0.5f, 1, 1, p);
+	PT_TEST_NEAR(p[0], 0.9, 1e-5);
+	// a changing gradient: g = 0.5 then 1.5 with b1 = 0.9, b2 = 0.999
+	pti_optim o;
+	float q = 1, s1 = 0, s2 = 0, g1 = 0.5f, g2 = 1.5f;
+	PT_TEST_OK(pti_optim_parse(&o, "adam", 0));
+	pti_optim_apply(&o, &q, &s1, &s2, &g1, 1, 1, 0.1, 1);
+	pti_optim_apply(&o, &q, &s1, &s2, &g2, 1, 1, 0.1, 2);
+	double m = 0.9 * 0.05 + 0.1 * 1.5, v = 0.999 * 0.00025 + 0.001 * 2.25;
+	double want = 0.9 - 0.1 * (m / 0.19) / (sqrt(v / (1 - 0.998001)) + 1e-8);
+	PT_TEST_NEAR(q, want, 1e-5);
+}
+
+static void test_optim_bad_specs(void)
+{
+	pti_optim o;
+	const char *bad[] = {"", "sgd2", "momentum", "momentum:1.5",
+	    "nesterov:x", "adam:0.9", "adam:0.9,0.999", "adam:1,0.9,1e-8",
+	    "rmsprop"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		PT_TEST_ERR(pti_optim_parse(&o, bad[i], 0), PT_EINVAL);
+		PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "--optimizer");
+	}
+}
+
+static const pt_test_case cases[] = {
+    {"test_optim_sgd", test_optim_sgd},
+    {"test_optim_weight_decay", test_optim_weight_decay},
+    {"test_optim_momentum", test_optim_momentum},
+    {"test_optim_nesterov", test_optim_nesterov},
+    {"test_optim_adagrad", test_optim_adagrad},
+    {"test_optim_adam", test_optim_adam},
+    {"test_optim_bad_specs", test_optim_bad_specs},
+    {NULL, NULL},
+};
+
+int main(int argc, char **argv)
+{
+	return pt_test_main(argc, argv, cases);
+}
