@@ -15,4 +15,8 @@ struct pt_config;
 int pti_cli_config(struct pt_config *c, unsigned cmd, const char *name,
     const char *usage, int argc, char **argv);
 
+// pti_mkdir_p creates path and its missing parents, like mkdir -p.
+// Returns 0, or -1 with errno set.
+int pti_mkdir_p(const char *path);
+
 #endif // PT_CLI_CLI_H

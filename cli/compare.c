@@ -41,21 +41,6 @@ static void cmp_on_signal(int sig)
 		kill(cmp_child, sig);
 }
 
-static int mkdir_p(const char *path)
-{
-	char buf[PT_PATH_MAX + 16];
-	snprintf(buf, sizeof(buf), "%s", path);
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-			return -1;
-		*p = '/';
-	}
-	return mkdir(buf, 0777) != 0 && errno != EEXIST ? -1 : 0;
-}
-
 // whole reads a whole number from all of s.
 static int whole(const char *s, uint32_t *v)
 {
@@ -594,7 +579,7 @@ int pti_cmd_compare(int argc, char **argv)
 	if (modes_parse(c.modes, ms, &n) != 0)
 		return 2;
 	snprintf(plots, sizeof(plots), "%s/plots", c.out);
-	if (mkdir_p(plots) != 0) {
+	if (pti_mkdir_p(plots) != 0) {
 		fprintf(stderr, "pstrain compare: %s: %s\n", plots,
 		    strerror(errno));
 		return 1;

@@ -59,9 +59,9 @@ static double now_s(void)
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int mkdir_p(const char *path)
+int pti_mkdir_p(const char *path)
 {
-	char buf[PT_PATH_MAX];
+	char buf[PT_PATH_MAX + 16];
 	snprintf(buf, sizeof(buf), "%s", path);
 	for (char *p = buf + 1; *p; p++) {
 		if (*p != '/')
@@ -572,7 +572,7 @@ static int run_prepare(run_job *j)
 		    "--servers %u is more than the model's %llu parameters",
 		    c->servers, (unsigned long long)l.n_params);
 	j->steps = c->steps ? c->steps : (uint64_t)c->epochs * j->spe;
-	if (mkdir_p(c->out) != 0)
+	if (pti_mkdir_p(c->out) != 0)
 		return pti_err_set(PT_EIO, "--out %s: %s", c->out,
 		    strerror(errno));
 	if (c->servers + c->workers > RUN_MAX_PROCS)

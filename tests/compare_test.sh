@@ -10,11 +10,7 @@ trap 'rm -rf "$T"' EXIT
 D="--data synthetic:1200 --model mlp:32 --batch 32 --steps 60 --seed 7 \
 --lr 0.2 --servers 1 --workers 2 --target-acc 0.3"
 
-ok() { echo "ok $1"; }
-no() {
-	echo "FAIL $1: $2"
-	[ -n "$3" ] && [ -f "$3" ] && tail -n 20 "$3" | sed 's/^/    | /'
-}
+. tests/lib.sh
 
 # row LABEL FILE: the report.md table row of mode LABEL
 row() { grep "^| $1 |" "$2"; }

@@ -10,14 +10,8 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/pt-mp-XXXXXX")
 trap 'rm -rf "$T"' EXIT
 D="--data synthetic:1200 --model mlp:32 --seed 7 --lr 0.2"
 
-ok() { echo "ok $1"; }
-no() {
-	echo "FAIL $1: $2"
-	[ -n "$3" ] && [ -f "$3" ] && tail -n 20 "$3" | sed 's/^/    | /'
-}
+. tests/lib.sh
 
-# json KEY FILE: a number from summary.json
-json() { sed -n "s/^ *\"$1\": \([-0-9.e+]*\),*$/\1/p" "$2"; }
 
 # alive DIR: processes whose command line names DIR
 alive() { pgrep -f -- "--out $1( |$)" | wc -l; }

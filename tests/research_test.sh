@@ -8,12 +8,7 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/pt-rs-XXXXXX")
 trap 'rm -rf "$T"' EXIT
 D="--data synthetic:1200 --model mlp:32 --seed 7"
 
-ok() { echo "ok $1"; }
-no() {
-	echo "FAIL $1: $2"
-	[ -n "$3" ] && [ -f "$3" ] && tail -n 20 "$3" | sed 's/^/    | /'
-}
-json() { sed -n "s/^ *\"$1\": \([-0-9.e+a-z]*\),*$/\1/p" "$2"; }
+. tests/lib.sh
 
 test_rs_ssp_bound() {
 	# Worker 2 is slow; with s=2 nobody may run more than 2 steps ahead

@@ -1,0 +1,10 @@
+# tests/lib.sh - shared by the shell test scripts (sourced, not run):
+# ok/no print the case lines tests/run.sh counts; json reads a number or
+# word from a flat JSON file such as summary.json.
+ok() { echo "ok $1"; }
+# no NAME WHY [LOG]: a failed case, with the end of LOG when given.
+no() {
+	echo "FAIL $1: $2"
+	[ -n "$3" ] && [ -f "$3" ] && tail -n 20 "$3" | sed 's/^/    | /'
+}
+json() { sed -n "s/^ *\"$1\": \([-0-9.e+a-z]*\),*$/\1/p" "$2"; }
