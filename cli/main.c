@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -46,8 +47,15 @@ int main(int argc, char **argv)
 		return argc < 2 ? 2 : 0;
 	}
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		if (strcmp(argv[1], commands[i].name) == 0)
+		if (strcmp(argv[1], commands[i].name) == 0) {
+			// Re-executed through /proc/self/exe, the process
+			// would be called "exe": name it for ps and top.
+			char name[16];
+			snprintf(name, sizeof(name), "pstrain-%s",
+			    commands[i].name);
+			prctl(PR_SET_NAME, name);
 			return commands[i].fn(argc - 2, argv + 2);
+		}
 	fprintf(stderr, "pstrain: unknown command '%s'\n", argv[1]);
 	usage(stderr);
 	return 2;

@@ -6,4 +6,4 @@
 cd "$(dirname "$0")/.." && make -s bin/pstrain >/dev/null &&
 exec bin/pstrain compare --modes sync,async --servers 2 --workers 8 \
 	--model mlp:128 --data fashion-mnist --batch 256 --lr 0.5 --epochs 3 \
-	--seed 1 --target-acc 0.8 --out "${1:-runs/examples/a}"
+	--seed 1 --eval-every 39 --target-acc 0.8 --out "${1:-runs/examples/a}"

@@ -7,4 +7,4 @@ cd "$(dirname "$0")/.." && make -s bin/pstrain >/dev/null &&
 exec bin/pstrain compare \
 	--modes sync:batch=256,sync:batch=1024,sync:batch=1024:lr-scaling=linear:warmup=1,sync:batch=2048,sync:batch=2048:lr-scaling=linear:warmup=1 \
 	--servers 2 --workers 4 --model mlp:128 --data fashion-mnist --lr 0.1 \
-	--epochs 5 --seed 1 --target-acc 0.8 --out "${1:-runs/examples/d}"
+	--epochs 5 --seed 1 --eval-every 10 --target-acc 0.8 --out "${1:-runs/examples/d}"
