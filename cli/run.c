@@ -2,6 +2,7 @@
 // worker processes (this same binary as `pstrain server` and `pstrain
 // worker`), shows progress from worker 0's CSV, stops every child when one
 // fails or on Ctrl-C, and writes DIR/summary.json at the end.
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -19,6 +20,7 @@
 #include "data.h"
 #include "err.h"
 #include "layout.h"
+#include "checkpoint.h"
 #include "optim.h"
 #include "proto.h"
 
@@ -293,9 +295,11 @@ static int run_start(run_job *j)
 			    j->sockdir, s);
 		snprintf(rank, sizeof(rank), "%u", s);
 		snprintf(ready, sizeof(ready), "%s/.server-%u.ready", c->out, s);
+		char rver[32];
+		snprintf(rver, sizeof(rver), "%lld", (long long)c->resume_version);
 		char *extra[] = {"--rank", rank, "--listen", listen,
-		    "--ready-file", ready, "--t0", t0};
-		if (run_spawn(j, 1, s, extra, 8) != 0) {
+		    "--ready-file", ready, "--t0", t0, "--resume-version", rver};
+		if (run_spawn(j, 1, s, extra, 10) != 0) {
 			fprintf(stderr, "pstrain run: %s\n", pt_errmsg(PT_EIO));
 			return -1;
 		}
@@ -544,6 +548,78 @@ static int run_summary(const run_job *j, double wall, int diverged)
 	return 0;
 }
 
+// run_find_resume picks the newest checkpoint version in c->resume that
+// every server completed and that checks out whole; refused files are
+// named with their reason. Returns the version, or -1.
+static int64_t run_find_resume(const pt_config *c, const pt_layout *l)
+{
+	pti_optim opt;
+	DIR *d = opendir(c->resume);
+	int64_t best = -1, tried[256];
+	int n = 0;
+	struct dirent *e;
+	if (d == NULL) {
+		fprintf(stderr, "pstrain run: --resume %s: %s\n", c->resume,
+		    strerror(errno));
+		return -1;
+	}
+	while ((e = readdir(d)) != NULL && n < 256) {
+		long long v;
+		char tail[8];
+		if (sscanf(e->d_name, "server-0-v%lld.ckp%1s", &v, tail) == 2 &&
+		    strcmp(tail, "t") == 0)
+			tried[n++] = v;
+	}
+	closedir(d);
+	pti_optim_parse(&opt, c->optimizer, c->weight_decay);
+	for (;;) {
+		int64_t v = -1;
+		for (int i = 0; i < n; i++)
+			if (tried[i] > v)
+				v = tried[i];
+		if (v < 0)
+			break;
+		int ok = 1;
+		for (uint32_t r = 0; r < c->servers && ok; r++) {
+			pt_range sh = pt_layout_shard(l, r, c->servers);
+			pti_ckpt_meta want = {r, c->servers, pt_layout_hash(l),
+			    sh.lo, sh.hi, v, 0, (uint32_t)opt.kind,
+			    (uint32_t)opt.n_state}, got;
+			size_t bytes = (sh.hi - sh.lo) * sizeof(float);
+			float *vecs[3] = {malloc(bytes), malloc(bytes),
+			    malloc(bytes)};
+			char path[PT_PATH_MAX + 64];
+			pti_ckpt_path(path, sizeof(path), c->resume, r, v);
+			int rv = vecs[0] && vecs[1] && vecs[2]
+				     ? pti_ckpt_load(path, &want, vecs, &got)
+				     : pti_err_set(PT_ENOMEM, "checkpoint");
+			if (rv == 0 && got.version != v)
+				rv = pti_err_set(PT_ECORRUPT,
+				    "%s: holds version %lld", path,
+				    (long long)got.version);
+			if (rv != 0) {
+				fprintf(stderr, "pstrain run: refusing "
+				    "checkpoint %lld: %s\n", (long long)v,
+				    pt_errmsg(rv));
+				ok = 0;
+			}
+			free(vecs[0]), free(vecs[1]), free(vecs[2]);
+		}
+		if (ok) {
+			best = v;
+			break;
+		}
+		for (int i = 0; i < n; i++)
+			if (tried[i] == v)
+				tried[i] = -1;
+	}
+	if (best < 0)
+		fprintf(stderr, "pstrain run: --resume %s: no checkpoint that "
+		    "every one of the %u servers completed\n", c->resume,
+		    c->servers);
+	return best;
+}
+
 static int run_prepare(run_job *j)
 {
 	pt_config *c = &j->c;
@@ -572,6 +648,20 @@ static int run_prepare(run_job *j)
 		    "--servers %u is more than the model's %llu parameters",
 		    c->servers, (unsigned long long)l.n_params);
 	j->steps = c->steps ? c->steps : (uint64_t)c->epochs * j->spe;
+	if (c->resume[0] != '\0') {
+		int64_t v = run_find_resume(c, &l);
+		if (v < 0)
+			return pti_err_set(PT_EINVAL, "nothing to resume from");
+		fprintf(stderr, "pstrain run: resuming from version %lld in "
+		    "%s\n", (long long)v, c->resume);
+		c->resume_version = v;
+		if (c->checkpoint_dir[0] == '\0')
+			snprintf(c->checkpoint_dir, sizeof(c->checkpoint_dir),
+			    "%s", c->resume);
+	}
+	if (c->checkpoint_dir[0] != '\0' && pti_mkdir_p(c->checkpoint_dir) != 0)
+		return pti_err_set(PT_EIO, "--checkpoint-dir %s: %s",
+		    c->checkpoint_dir, strerror(errno));
 	if (pti_mkdir_p(c->out) != 0)
 		return pti_err_set(PT_EIO, "--out %s: %s", c->out,
 		    strerror(errno));

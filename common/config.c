@@ -101,6 +101,16 @@ static const config_entry config_table[] = {
 	"the servers' optimizer; its state lives with each shard"),
     E("weight-decay", T_F64, weight_decay, "0", 0, 1e3, RUN | SRV, "WD",
 	"L2 weight decay: each gradient gains WD x parameter"),
+    E("checkpoint-dir", T_STR, checkpoint_dir, "", 0, 0, RUN | SRV, "D",
+	"each server writes its shard to D (docs/FORMATS.md)"),
+    E("checkpoint-every", T_STR, checkpoint_every, "", 0, 0, RUN | SRV,
+	"N|Ns", "checkpoint every N steps (sync) or updates, or every N "
+	"seconds"),
+    E("resume", T_STR, resume, "", 0, 0, RUN, "D",
+	"sync: go on from the newest checkpoint in D that every server "
+	"completed"),
+    E("resume-version", T_I64, resume_version, "-1", -1, 1e15, SRV, "V",
+	"load D/server-R-vV.ckpt from --checkpoint-dir before serving"),
     E("lr-scaling", T_LRSCALE, lr_scaling, "none", 0, 0, RUN | SRV,
 	"none|linear", "linear: lr x batch / 256"),
     E("warmup-epochs", T_F64, warmup_epochs, "0", 0, 1e6, RUN | SRV, "E",
@@ -466,6 +476,21 @@ int pt_config_check(const pt_config *c, uint32_t cmd)
 		return pti_err_set(PT_EINVAL,
 		    "--delay %s: expected exp:MEAN_MS or uniform:LO_MS:HI_MS",
 		    c->delay);
+	unsigned long every;
+	char unit[4] = "";
+	if (c->checkpoint_every[0] != '\0' &&
+	    (sscanf(c->checkpoint_every, "%lu%3s", &every, unit) < 1 ||
+		every == 0 || (unit[0] != '\0' && strcmp(unit, "s") != 0)))
+		return pti_err_set(PT_EINVAL,
+		    "--checkpoint-every %s: expected N (steps) or Ns (seconds)",
+		    c->checkpoint_every);
+	if (c->checkpoint_every[0] != '\0' && c->checkpoint_dir[0] == '\0' &&
+	    c->resume[0] == '\0')
+		return pti_err_set(PT_EINVAL,
+		    "--checkpoint-every needs --checkpoint-dir D");
+	if (c->resume[0] != '\0' && c->mode != PT_MODE_SYNC)
+		return pti_err_set(PT_EINVAL,
+		    "--resume: only sync jobs can be resumed so far");
 	if ((cmd == PT_CMD_RUN || cmd == PT_CMD_COMPARE) && c->out[0] == '\0')
 		return pti_err_set(PT_EINVAL, "run needs --out DIR");
 	if ((cmd == PT_CMD_SERVER || cmd == PT_CMD_WORKER) &&

@@ -58,6 +58,11 @@ typedef struct pt_config {
 	double warmup_epochs;
 	char optimizer[64];      // sgd, momentum:M, nesterov:M, adagrad, adam
 	double weight_decay;
+	// checkpoints
+	char checkpoint_dir[PT_PATH_MAX];
+	char checkpoint_every[32]; // "N" steps or "Ns" seconds; "" never
+	char resume[PT_PATH_MAX];  // run: the folder to resume from
+	int64_t resume_version;    // server: the checkpoint to load; -1 none
 	// injected delays (workers)
 	char straggler[PT_PATH_MAX]; // "R:MS,R:MS,..."
 	char delay[128];             // "", "exp:MEAN_MS", "uniform:LO:HI"

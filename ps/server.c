@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <arpa/inet.h>
@@ -24,6 +25,7 @@
 #include "data.h"
 #include "err.h"
 #include "layout.h"
+#include "checkpoint.h"
 #include "optim.h"
 #include "proto.h"
 
@@ -65,6 +67,9 @@ struct ps_server {
 			   // the slowest worker's clock
 	pti_optim opt;
 	float *state1, *state2; // (n) the optimizer's state, or NULL
+	uint64_t ckpt_every; // steps (or seconds with ckpt_seconds); 0 never
+	int ckpt_seconds;
+	double ckpt_last;    // when the last checkpoint was written
 	double lr_base;    // --lr, scaled by --lr-scaling
 	double warmup;     // warm-up length in steps; 0: none
 	// counters
@@ -193,6 +198,41 @@ static int shard_range(ps_server *s, const pti_hdr *h, uint64_t *off,
 	return 0;
 }
 
+static double server_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static pti_ckpt_meta server_ckpt_meta(const ps_server *s)
+{
+	pti_ckpt_meta m = {s->cfg->rank, s->cfg->servers,
+	    pt_layout_hash(&s->layout), s->lo, s->hi, s->version, s->updates,
+	    (uint32_t)s->opt.kind, (uint32_t)s->opt.n_state};
+	return m;
+}
+
+// server_checkpoint writes the shard when one is due, after an update.
+// It runs under the lock, so that values, state and version agree; a
+// failed write is logged and training goes on.
+static void server_checkpoint(ps_server *s)
+{
+	if (s->ckpt_every == 0)
+		return;
+	double t = server_now();
+	if (s->ckpt_seconds ? t - s->ckpt_last < (double)s->ckpt_every
+			    : s->version % (int64_t)s->ckpt_every != 0)
+		return;
+	pti_ckpt_meta m = server_ckpt_meta(s);
+	const float *vecs[3] = {s->params, s->state1, s->state2};
+	int rv = pti_ckpt_save(s->cfg->checkpoint_dir, &m, vecs);
+	if (rv != 0)
+		fprintf(stderr, "server %u: checkpoint failed: %s\n",
+		    s->cfg->rank, pt_errmsg(rv));
+	s->ckpt_last = t;
+}
+
 static void stale_record(ps_server *s, int64_t st)
 {
 	uint64_t u = st > 0 ? (uint64_t)st : 0;
@@ -248,6 +288,7 @@ static void sync_close(ps_server *s, ps_ctx **wake)
 	s->version++;
 	s->updates++;
 	stale_record(s, 0);
+	server_checkpoint(s);
 	wake_ready(s, wake);
 }
 
@@ -407,6 +448,7 @@ static int push_take(ps_server *s, const pti_hdr *h, const void *pay,
 		stale_record(s, *stale);
 		s->version++;
 		s->updates++;
+		server_checkpoint(s);
 	}
 	if ((h->has & PTI_H_STEP) && h->step == s->clock[h->rank]) {
 		// The clock moves even for a dropped gradient: the step is
@@ -741,6 +783,30 @@ static int server_init(ps_server *s, const pt_config *c)
 	if (s->opt.n_state >= 2 &&
 	    (s->state2 = calloc(s->n, sizeof(float))) == NULL)
 		return pti_err_set(PT_ENOMEM, "optimizer state");
+	if (c->checkpoint_every[0] != '\0') {
+		char unit = '\0';
+		unsigned long long every = 0;
+		sscanf(c->checkpoint_every, "%llu%c", &every, &unit);
+		s->ckpt_every = every;
+		s->ckpt_seconds = unit == 's';
+		s->ckpt_last = server_now();
+		if (mkdir(c->checkpoint_dir, 0777) != 0 && errno != EEXIST)
+			return pti_err_set(PT_EIO, "--checkpoint-dir %s: %s",
+			    c->checkpoint_dir, strerror(errno));
+	}
+	if (c->resume_version >= 0) {
+		char path[PT_PATH_MAX + 64];
+		pti_ckpt_meta want = server_ckpt_meta(s), got;
+		float *vecs[3] = {s->params, s->state1, s->state2};
+		pti_ckpt_path(path, sizeof(path), c->checkpoint_dir, c->rank,
+		    c->resume_version);
+		if ((rv = pti_ckpt_load(path, &want, vecs, &got)) != 0)
+			return rv;
+		s->version = got.version;
+		s->updates = got.updates;
+		fprintf(stderr, "server %u: resumed from %s at version %lld\n",
+		    c->rank, path, (long long)s->version);
+	}
 	s->lr_base = c->lr;
 	if (c->lr_scaling == PT_LR_LINEAR)
 		s->lr_base *= c->batch / 256.0;

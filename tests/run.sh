@@ -47,6 +47,7 @@ run asan-proc_server_test env PSTRAIN=build/asan/pstrain \
 run mp_test sh tests/mp_test.sh
 run research_test sh tests/research_test.sh
 run compare_test sh tests/compare_test.sh
+run ckpt_test sh tests/ckpt_test.sh
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -273,7 +273,12 @@ static int worker_loop(worker *w)
 		 c->workers)) != 0 ||
 	    (rv = pt_client_pull(w->client, w->params, -1, &info)) != 0)
 		return rv;
-	for (uint64_t t = 0; t < w->steps;) {
+	// A resumed sync job starts at the servers' version: the data order
+	// follows from the step, so it goes on where it stopped.
+	uint64_t t = c->mode == PT_MODE_SYNC && info.ver_min > 0
+			 ? (uint64_t)info.ver_min
+			 : 0;
+	while (t < w->steps) {
 		double t_a = now_s();
 		uint32_t epoch = (uint32_t)(t / w->spe);
 		if (epoch != epoch_have) {

@@ -1,0 +1,161 @@
+// ps/checkpoint.c - shard checkpoints (see checkpoint.h).
+#include "checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <zlib.h>
+
+#include "err.h"
+
+#define CKPT_MAGIC "PSTRCKPT"
+#define CKPT_FORMAT 1u
+
+// The fixed header, little-endian on every host pstrain runs on.
+typedef struct ckpt_head {
+	char magic[8];
+	uint32_t format, rank, n_servers, opt_kind;
+	uint64_t layout_hash, lo, hi;
+	int64_t version;
+	uint64_t updates;
+	uint32_t n_state, pad;
+} ckpt_head;
+
+void pti_ckpt_path(char *out, size_t size, const char *dir, uint32_t rank,
+    int64_t version)
+{
+	snprintf(out, size, "%s/server-%u-v%lld.ckpt", dir, rank,
+	    (long long)version);
+}
+
+// ckpt_prune removes this rank's checkpoints older than the newest
+// PT_CKPT_KEEP.
+static void ckpt_prune(const char *dir, uint32_t rank, int64_t newest)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char prefix[32], path[4096];
+	snprintf(prefix, sizeof(prefix), "server-%u-v", rank);
+	if (d == NULL)
+		return;
+	int64_t versions[64];
+	int n = 0;
+	while ((e = readdir(d)) != NULL && n < 64) {
+		long long v;
+		char tail[8];
+		if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 &&
+		    sscanf(e->d_name + strlen(prefix), "%lld.ckp%1s", &v,
+			tail) == 2 && strcmp(tail, "t") == 0)
+			versions[n++] = v;
+	}
+	closedir(d);
+	for (int i = 0; i < n; i++) {
+		int newer = 0;
+		for (int k = 0; k < n; k++)
+			newer += versions[k] > versions[i];
+		if (newer >= PT_CKPT_KEEP && versions[i] < newest) {
+			pti_ckpt_path(path, sizeof(path), dir, rank, versions[i]);
+			unlink(path);
+		}
+	}
+}
+
+int pti_ckpt_save(const char *dir, const pti_ckpt_meta *m,
+    const float *const *vecs)
+{
+	char path[4096], tmp[4200];
+	ckpt_head h;
+	memset(&h, 0, sizeof(h));
+	memcpy(h.magic, CKPT_MAGIC, 8);
+	h.format = CKPT_FORMAT;
+	h.rank = m->rank, h.n_servers = m->n_servers, h.opt_kind = m->opt_kind;
+	h.layout_hash = m->layout_hash, h.lo = m->lo, h.hi = m->hi;
+	h.version = m->version, h.updates = m->updates;
+	h.n_state = m->n_state;
+	pti_ckpt_path(path, sizeof(path), dir, m->rank, m->version);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	FILE *f = fopen(tmp, "wb");
+	if (f == NULL)
+		return pti_err_set(PT_EIO, "%s: %s", tmp, strerror(errno));
+	uLong crc = crc32(0, (const Bytef *)&h, sizeof(h));
+	int ok = fwrite(&h, sizeof(h), 1, f) == 1;
+	size_t bytes = (size_t)(m->hi - m->lo) * sizeof(float);
+	for (uint32_t i = 0; ok && i <= m->n_state; i++) {
+		crc = crc32(crc, (const Bytef *)vecs[i], (uInt)bytes);
+		ok = fwrite(vecs[i], 1, bytes, f) == bytes;
+	}
+	uint32_t c32 = (uint32_t)crc;
+	ok = ok && fwrite(&c32, 4, 1, f) == 1 && fflush(f) == 0 &&
+	     fsync(fileno(f)) == 0;
+	ok = fclose(f) == 0 && ok;
+	if (!ok || rename(tmp, path) != 0) {
+		int e = errno;
+		unlink(tmp);
+		return pti_err_set(PT_EIO, "%s: %s", path, strerror(e));
+	}
+	int fd = open(dir, O_RDONLY);
+	if (fd >= 0) {
+		fsync(fd); // make the rename durable; best effort
+		close(fd);
+	}
+	ckpt_prune(dir, m->rank, m->version);
+	return 0;
+}
+
+int pti_ckpt_load(const char *path, const pti_ckpt_meta *want,
+    float *const *vecs, pti_ckpt_meta *got)
+{
+	ckpt_head h;
+	uint32_t c32;
+	FILE *f = fopen(path, "rb");
+	if (f == NULL)
+		return pti_err_set(errno == ENOENT ? PT_ENOENT : PT_EIO,
+		    "%s: %s", path, strerror(errno));
+	int rv = 0;
+	if (fread(&h, sizeof(h), 1, f) != 1)
+		rv = pti_err_set(PT_ECORRUPT, "%s: truncated header", path);
+	else if (memcmp(h.magic, CKPT_MAGIC, 8) != 0 || h.format != CKPT_FORMAT)
+		rv = pti_err_set(PT_ECORRUPT,
+		    "%s: not a pstrain checkpoint of format %u", path,
+		    CKPT_FORMAT);
+	else if (h.rank != want->rank || h.n_servers != want->n_servers)
+		rv = pti_err_set(PT_ECORRUPT,
+		    "%s: written by server %u of %u, this is server %u of %u",
+		    path, h.rank, h.n_servers, want->rank, want->n_servers);
+	else if (h.layout_hash != want->layout_hash || h.lo != want->lo ||
+		 h.hi != want->hi)
+		rv = pti_err_set(PT_ECORRUPT,
+		    "%s: holds another model or shard ([%llu, %llu))", path,
+		    (unsigned long long)h.lo, (unsigned long long)h.hi);
+	else if (h.opt_kind != want->opt_kind || h.n_state != want->n_state)
+		rv = pti_err_set(PT_ECORRUPT,
+		    "%s: written with another --optimizer", path);
+	uLong crc = crc32(0, (const Bytef *)&h, sizeof(h));
+	size_t bytes = (size_t)(want->hi - want->lo) * sizeof(float);
+	for (uint32_t i = 0; rv == 0 && i <= want->n_state; i++) {
+		if (fread(vecs[i], 1, bytes, f) != bytes)
+			rv = pti_err_set(PT_ECORRUPT, "%s: truncated values",
+			    path);
+		else
+			crc = crc32(crc, (const Bytef *)vecs[i], (uInt)bytes);
+	}
+	if (rv == 0 && fread(&c32, 4, 1, f) != 1)
+		rv = pti_err_set(PT_ECORRUPT, "%s: truncated checksum", path);
+	else if (rv == 0 && (uint32_t)crc != c32)
+		rv = pti_err_set(PT_ECORRUPT, "%s: checksum mismatch", path);
+	else if (rv == 0 && fgetc(f) != EOF)
+		rv = pti_err_set(PT_ECORRUPT, "%s: bytes after the checksum",
+		    path);
+	fclose(f);
+	if (rv == 0 && got != NULL) {
+		*got = *want;
+		got->version = h.version;
+		got->updates = h.updates;
+	}
+	return rv;
+}

@@ -1,0 +1,40 @@
+// ps/checkpoint.h - a server's shard on disk: values, optimizer state and
+// version, written atomically (temporary file, fsync, rename) with a
+// CRC-32, so that a job can go on from the newest checkpoint every server
+// completed. Format: docs/FORMATS.md.
+#ifndef PT_PS_CHECKPOINT_H
+#define PT_PS_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PT_CKPT_KEEP 2 // checkpoints kept per server; older ones removed
+
+typedef struct pti_ckpt_meta {
+	uint32_t rank, n_servers;
+	uint64_t layout_hash;
+	uint64_t lo, hi;   // the shard
+	int64_t version;   // parameter version (sync: steps done)
+	uint64_t updates;  // updates applied, for Adam's step count
+	uint32_t opt_kind, n_state;
+} pti_ckpt_meta;
+
+// pti_ckpt_path writes DIR/server-R-vVERSION.ckpt into out.
+void pti_ckpt_path(char *out, size_t size, const char *dir, uint32_t rank,
+    int64_t version);
+
+// pti_ckpt_save writes m and the 1 + m->n_state vectors vecs[i] (each
+// hi - lo floats) to pti_ckpt_path, atomically, then removes this rank's
+// checkpoints older than the newest PT_CKPT_KEEP. PT_EIO naming the file.
+int pti_ckpt_save(const char *dir, const pti_ckpt_meta *m,
+    const float *const *vecs);
+
+// pti_ckpt_load reads path into vecs (1 + want->n_state vectors of
+// hi - lo floats, the caller's) after checking it whole: magic, format,
+// CRC, and that rank, server count, layout hash, shard and optimizer equal
+// want's. *got receives the file's meta. PT_ECORRUPT (or PT_ENOENT) with a
+// detail naming the file and the reason; vecs may be partly written then.
+int pti_ckpt_load(const char *path, const pti_ckpt_meta *want,
+    float *const *vecs, pti_ckpt_meta *got);
+
+#endif // PT_PS_CHECKPOINT_H
