@@ -43,6 +43,7 @@ typedef struct run_job {
 	char sockdir[PT_PATH_MAX];
 	char urls[PT_URLS_MAX];
 	uint64_t steps, spe, n_train;
+	uint32_t worker_restarts, workers_lost;
 	double t0;
 	int tty;
 } run_job;
@@ -282,6 +283,8 @@ static int run_wait_ready(run_job *j)
 	return 0;
 }
 
+static int run_spawn_worker(run_job *j, uint32_t r);
+
 static int run_start(run_job *j)
 {
 	const pt_config *c = &j->c;
@@ -306,15 +309,47 @@ static int run_start(run_job *j)
 	}
 	if (run_wait_ready(j) != 0)
 		return -1;
-	for (uint32_t r = 0; r < c->workers; r++) {
-		snprintf(rank, sizeof(rank), "%u", r);
-		char *extra[] = {"--rank", rank, "--connect", j->urls, "--t0",
-		    t0};
-		if (run_spawn(j, 0, r, extra, 6) != 0) {
-			fprintf(stderr, "pstrain run: %s\n", pt_errmsg(PT_EIO));
+	for (uint32_t r = 0; r < c->workers; r++)
+		if (run_spawn_worker(j, r) != 0)
 			return -1;
-		}
+	return 0;
+}
+
+static int run_spawn_worker(run_job *j, uint32_t r)
+{
+	char rank[16], t0[64];
+	snprintf(rank, sizeof(rank), "%u", r);
+	snprintf(t0, sizeof(t0), "%.6f", j->t0);
+	char *extra[] = {"--rank", rank, "--connect", j->urls, "--t0", t0};
+	if (j->n_procs >= RUN_MAX_PROCS ||
+	    run_spawn(j, 0, r, extra, 6) != 0) {
+		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(PT_EIO));
+		return -1;
 	}
+	return 0;
+}
+
+// run_worker_failed decides what a failed worker costs: restart it while
+// --restart-workers allows, else go on without it (any worker but 0,
+// which finishes the job). Returns 0 when the job goes on.
+static int run_worker_failed(run_job *j, run_proc *p)
+{
+	if (p->server || (WIFEXITED(p->status) && WEXITSTATUS(p->status) == 3))
+		return -1; // a dead server, or divergence, ends the job
+	if (j->worker_restarts < j->c.restart_workers) {
+		j->worker_restarts++;
+		fprintf(stderr, "\npstrain run: worker %u failed; restarting it "
+		    "(%u of %u restarts)\n", p->rank, j->worker_restarts,
+		    j->c.restart_workers);
+		p->exited = 2; // replaced: not counted again
+		return run_spawn_worker(j, p->rank) == 0 ? 0 : -1;
+	}
+	if (p->rank == 0)
+		return -1;
+	j->workers_lost++;
+	fprintf(stderr, "\npstrain run: worker %u failed; the job goes on "
+	    "without it (see %s)\n", p->rank, p->log);
+	p->exited = 2;
 	return 0;
 }
 
@@ -324,6 +359,8 @@ static int run_watch(run_job *j)
 	double next = 0;
 	for (;;) {
 		run_proc *bad = run_reap(j);
+		if (bad != NULL && run_worker_failed(j, bad) == 0)
+			continue;
 		if (bad != NULL) {
 			if (j->tty)
 				fprintf(stderr, "\n");
@@ -511,9 +548,11 @@ static int run_summary(const run_job *j, double wall, int diverged)
 	fprintf(f,
 	    "  \"mean_staleness\": %.4f,\n  \"max_staleness\": %llu,\n"
 	    "  \"dropped_gradients\": %llu,\n  \"idle_fraction\": %.4f,\n"
-	    "  \"diverged\": %s,\n",
+	    "  \"diverged\": %s,\n  \"worker_restarts\": %u,\n"
+	    "  \"workers_lost\": %u,\n",
 	    mean_st, (unsigned long long)st.stale_max,
-	    (unsigned long long)st.dropped, idle, diverged ? "true" : "false");
+	    (unsigned long long)st.dropped, idle, diverged ? "true" : "false",
+	    j->worker_restarts, j->workers_lost);
 	if (have)
 		fprintf(f,
 		    "  \"train_s\": %.3f,\n  \"samples_per_s\": %.1f,\n"

@@ -111,6 +111,12 @@ static const config_entry config_table[] = {
 	"completed"),
     E("resume-version", T_I64, resume_version, "-1", -1, 1e15, SRV, "V",
 	"load D/server-R-vV.ckpt from --checkpoint-dir before serving"),
+    E("worker-timeout", T_F64, worker_timeout, "0", 0, 1e6, RUN | SRV, "S",
+	"a worker silent for S seconds while a step waits for it counts as "
+	"dead (0: only a closed connection counts)"),
+    E("restart-workers", T_U32, restart_workers, "0", 0, 1e6, RUN, "N",
+	"restart failed workers, N times in all; the restarted worker "
+	"rejoins at the current version"),
     E("lr-scaling", T_LRSCALE, lr_scaling, "none", 0, 0, RUN | SRV,
 	"none|linear", "linear: lr x batch / 256"),
     E("warmup-epochs", T_F64, warmup_epochs, "0", 0, 1e6, RUN | SRV, "E",

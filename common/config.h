@@ -63,6 +63,8 @@ typedef struct pt_config {
 	char checkpoint_every[32]; // "N" steps or "Ns" seconds; "" never
 	char resume[PT_PATH_MAX];  // run: the folder to resume from
 	int64_t resume_version;    // server: the checkpoint to load; -1 none
+	double worker_timeout;     // server: seconds of silence = dead; 0 off
+	uint32_t restart_workers;  // run: restarts allowed for failed workers
 	// injected delays (workers)
 	char straggler[PT_PATH_MAX]; // "R:MS,R:MS,..."
 	char delay[128];             // "", "exp:MEAN_MS", "uniform:LO:HI"

@@ -73,7 +73,7 @@ typedef struct pti_hdr {
 	double lr;
 	// stats
 	uint64_t updates, rejected, dropped, stale_sum, stale_max;
-	uint32_t n_hello, n_done;
+	uint32_t n_hello, n_done, n_lost;
 	uint64_t hist[PT_STALE_BUCKETS];
 } pti_hdr;
 

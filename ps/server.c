@@ -59,7 +59,10 @@ struct ps_server {
 	float *grads;       // (workers, n) sync: gradients of the open step
 	uint8_t *have;      // (workers) sync: gradient in for the open step
 	uint8_t *hello, *done; // (workers)
-	uint32_t n_have, n_hello, n_done;
+	uint8_t *lost;      // (workers) said hello, then died or went silent
+	uint32_t *pipe_of;  // (workers) nng pipe id of each worker's last request
+	double *seen;       // (workers) when each worker was last heard from
+	uint32_t n_have, n_hello, n_done, n_lost;
 	int64_t version;
 	int64_t *clock;    // (workers) ssp: steps each worker has pushed
 	int64_t min_clock; // ssp: the slowest worker's clock
@@ -242,6 +245,51 @@ static void stale_record(ps_server *s, int64_t st)
 	s->hist[u < PT_STALE_BUCKETS - 1 ? u : PT_STALE_BUCKETS - 1]++;
 }
 
+static void sync_close(ps_server *s, ps_ctx **wake);
+static void wake_ready(ps_server *s, ps_ctx **wake);
+
+// sync_maybe_close closes the open step once the gradients of every live
+// worker but the backups are in: workers that died no longer count.
+static void sync_maybe_close(ps_server *s, ps_ctx **wake)
+{
+	const pt_config *c = s->cfg;
+	uint32_t need = c->workers - c->backup_workers;
+	need = need > s->n_lost ? need - s->n_lost : 1;
+	if (c->mode == PT_MODE_SYNC && s->n_have > 0 && s->n_have >= need)
+		sync_close(s, wake);
+}
+
+// ssp_min_clock recomputes the slowest clock over the workers that have
+// not been lost, and answers the requests that waited for it.
+static void ssp_min_clock(ps_server *s, ps_ctx **wake)
+{
+	int64_t min = INT64_MAX;
+	for (uint32_t r = 0; r < s->cfg->workers; r++)
+		if (!s->lost[r] && s->clock[r] < min)
+			min = s->clock[r];
+	if (min == INT64_MAX)
+		return;
+	s->min_clock = min;
+	if (s->cfg->mode == PT_MODE_SSP)
+		wake_ready(s, wake);
+}
+
+// worker_lost: worker r died or went silent. The job goes on without it:
+// sync steps close with the others, ssp stops waiting for its clock.
+static void worker_lost(ps_server *s, uint32_t r, const char *why,
+    ps_ctx **wake)
+{
+	if (!s->hello[r] || s->lost[r] || s->done[r])
+		return;
+	s->lost[r] = 1;
+	s->n_lost++;
+	fprintf(stderr, "server %u: worker %u %s at version %lld; going on "
+	    "with %u workers\n", s->cfg->rank, r, why, (long long)s->version,
+	    s->cfg->workers - s->n_lost);
+	sync_maybe_close(s, wake);
+	ssp_min_clock(s, wake);
+}
+
 // wake_ready moves every parked request that can now be answered to
 // *wake, with its reply built. Sync waits on the version, ssp on the
 // slowest worker's clock.
@@ -329,6 +377,14 @@ static nng_msg *op_hello(ps_server *s, ps_ctx *x, const pti_hdr *h,
 		s->hello[h->rank] = 1;
 		s->n_hello++;
 	}
+	if (s->lost[h->rank]) {
+		// A restarted worker rejoins at the current version.
+		s->lost[h->rank] = 0;
+		s->n_lost--;
+		s->clock[h->rank] = s->min_clock;
+		fprintf(stderr, "server %u: worker %u rejoined at version "
+		    "%lld\n", s->cfg->rank, h->rank, (long long)s->version);
+	}
 	pti_hdr r;
 	pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->cfg->rank);
 	r.has |= PTI_H_VER | PTI_H_LAYOUT | PTI_H_SHARD;
@@ -412,8 +468,8 @@ static int push_take(ps_server *s, const pti_hdr *h, const void *pay,
 		    s->n * sizeof(float));
 		s->have[h->rank] = 1;
 		*lr = server_lr(s, s->version);
-		if (++s->n_have == c->workers - c->backup_workers)
-			sync_close(s, wake);
+		++s->n_have;
+		sync_maybe_close(s, wake);
 		return 0;
 	}
 	if (!(h->has & PTI_H_VER) || h->ver < 0 || h->ver > s->version)
@@ -453,13 +509,8 @@ static int push_take(ps_server *s, const pti_hdr *h, const void *pay,
 	if ((h->has & PTI_H_STEP) && h->step == s->clock[h->rank]) {
 		// The clock moves even for a dropped gradient: the step is
 		// done, only its update was refused.
-		int64_t was = s->clock[h->rank]++, min = INT64_MAX;
-		if (was == s->min_clock) {
-			for (uint32_t r = 0; r < c->workers; r++)
-				min = s->clock[r] < min ? s->clock[r] : min;
-			s->min_clock = min;
-			wake_ready(s, wake);
-		}
+		if (s->clock[h->rank]++ == s->min_clock)
+			ssp_min_clock(s, wake);
 	}
 	return 0;
 }
@@ -525,6 +576,7 @@ static nng_msg *op_stats(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	r.stale_max = s->stale_max;
 	r.n_hello = s->n_hello;
 	r.n_done = s->n_done;
+	r.n_lost = s->n_lost;
 	memcpy(r.hist, s->hist, sizeof(r.hist));
 	return reply_encode(s, &r, NULL, 0);
 }
@@ -577,6 +629,14 @@ static nng_msg *handle(ps_server *s, ps_ctx *x, nng_msg *m, ps_ctx **wake)
 			    "worker %u has not said hello", h.rank);
 			return reply_error(s, &h, PT_ESTATE, why);
 		}
+		if (h.op != PT_OP_HELLO && s->lost[h.rank]) {
+			snprintf(why, sizeof(why),
+			    "worker %u was given up for dead; say hello again",
+			    h.rank);
+			return reply_error(s, &h, PT_ESTATE, why);
+		}
+		s->pipe_of[h.rank] = (uint32_t)nng_pipe_id(nng_msg_get_pipe(m));
+		s->seen[h.rank] = server_now();
 	}
 	return op_table[h.op].fn(s, x, &h, pay, wake);
 }
@@ -602,6 +662,39 @@ static void server_stop(ps_server *s)
 	s->stop = 1;
 	pthread_cond_signal(&s->cv);
 	pthread_mutex_unlock(&s->mu);
+}
+
+static void send_woken(ps_ctx *wake);
+
+// pipe_cb: a connection closed. If it was a worker's, that worker is lost.
+static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+	ps_server *s = arg;
+	ps_ctx *wake = NULL;
+	(void)ev;
+	uint32_t id = (uint32_t)nng_pipe_id(p);
+	pthread_mutex_lock(&s->mu);
+	for (uint32_t r = 0; r < s->cfg->workers; r++)
+		if (s->pipe_of[r] == id && !s->done[r])
+			worker_lost(s, r, "disconnected", &wake);
+	pthread_mutex_unlock(&s->mu);
+	send_woken(wake);
+}
+
+// check_timeouts: a worker silent past --worker-timeout while the open
+// sync step (or the ssp clock) waits for it is lost. Called with the lock.
+static void check_timeouts(ps_server *s, ps_ctx **wake)
+{
+	const pt_config *c = s->cfg;
+	double now = server_now();
+	for (uint32_t r = 0; r < c->workers; r++) {
+		int waited_for = c->mode == PT_MODE_SYNC
+				     ? !s->have[r]
+				     : s->clock[r] == s->min_clock;
+		if (c->worker_timeout > 0 && s->hello[r] && waited_for &&
+		    now - s->seen[r] > c->worker_timeout)
+			worker_lost(s, r, "went silent", wake);
+	}
 }
 
 static void ctx_cb(void *arg)
@@ -641,7 +734,12 @@ static void ctx_cb(void *arg)
 		ctx_send(x, reply);
 	else if (!parked)
 		ctx_recv(x); // no memory for a reply: drop it
-	// Replies for parked requests go out only after unlocking.
+	send_woken(wake);
+}
+
+// send_woken sends the replies of woken requests; only after unlocking.
+static void send_woken(ps_ctx *wake)
+{
 	while (wake != NULL) {
 		ps_ctx *w = wake;
 		wake = w->next;
@@ -734,6 +832,9 @@ static void server_fini(ps_server *s)
 	free(s->hello);
 	free(s->done);
 	free(s->clock);
+	free(s->lost);
+	free(s->pipe_of);
+	free(s->seen);
 	free(s->state1);
 	free(s->state2);
 	pthread_mutex_destroy(&s->mu);
@@ -769,8 +870,11 @@ static int server_init(ps_server *s, const pt_config *c)
 	s->hello = calloc(c->workers, 1);
 	s->done = calloc(c->workers, 1);
 	s->clock = calloc(c->workers, sizeof(int64_t));
+	s->lost = calloc(c->workers, 1);
+	s->pipe_of = calloc(c->workers, sizeof(uint32_t));
+	s->seen = calloc(c->workers, sizeof(double));
 	if (!s->params || !s->acc || !s->have || !s->hello || !s->done ||
-	    !s->clock ||
+	    !s->clock || !s->lost || !s->pipe_of || !s->seen ||
 	    (c->mode == PT_MODE_SYNC && !s->grads))
 		return pti_err_set(PT_ENOMEM, "server %u: shard of %llu floats",
 		    c->rank, (unsigned long long)s->n);
@@ -859,6 +963,7 @@ int pt_server_run(const pt_config *c)
 		    c->rank, c->listen, nng_strerror(rv));
 		goto close;
 	}
+	nng_pipe_notify(s.sock, NNG_PIPE_EV_REM_POST, pipe_cb, &s);
 	for (uint32_t i = 0; i < s.n_ctx; i++)
 		ctx_recv(&s.ctxs[i]);
 	if ((rv = server_write_ready(&s, l)) != 0)
@@ -876,6 +981,13 @@ int pt_server_run(const pt_config *c)
 			ts.tv_nsec -= 1000000000L;
 		}
 		pthread_cond_timedwait(&s.cv, &s.mu, &ts);
+		ps_ctx *wake = NULL;
+		check_timeouts(&s, &wake);
+		if (wake != NULL) {
+			pthread_mutex_unlock(&s.mu);
+			send_woken(wake);
+			pthread_mutex_lock(&s.mu);
+		}
 	}
 	pthread_mutex_unlock(&s.mu);
 	// nng reports a send done once the reply is queued, not written:

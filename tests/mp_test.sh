@@ -159,23 +159,64 @@ test_mp_missing_data() {
 	fi
 }
 
-test_mp_worker_failure_stops_job() {
-	n=test_mp_worker_failure_stops_job
-	$P run --servers 2 --workers 3 $D --batch 48 --steps 100000 \
-		--out "$T/kill" >"$T/kill.log" 2>&1 &
+# kill_during NAME DIR RANK FLAGS...: start a long sync job, kill -9 worker
+# RANK once it has run a few steps, and wait for the launcher.
+kill_during() {
+	d=$1 r=$2
+	shift 2
+	$P run --servers 2 --workers 3 $D --batch 48 --out "$d" "$@" \
+		>"$d.log" 2>&1 &
 	pid=$!
-	wait_rows "$T/kill/worker-1.csv" 3 ||
-		{ no $n "job did not start"; kill $pid; wait $pid; return; }
-	pkill -9 -f -- "^pstrain worker .* --out $T/kill .*--rank 1( |$)"
+	wait_rows "$d/worker-$r.csv" 3 || { kill $pid; wait $pid; return 99; }
+	pkill -9 -f -- "^pstrain worker .* --out $d .*--rank $r( |$)"
 	wait $pid
+}
+
+test_mp_worker0_failure_stops_job() {
+	# Worker 0 finishes the job (final evaluation, shutdown): losing it
+	# without a restart ends the job, and nothing is left behind.
+	n=test_mp_worker0_failure_stops_job
+	kill_during "$T/kill0" 0 --steps 100000
 	rc=$?
 	sleep 0.2
-	left=$(alive "$T/kill")
-	if [ "$rc" -ne 0 ] && [ "$left" = 0 ] &&
-		grep -q "worker 1 failed" "$T/kill.log"; then
+	left=$(alive "$T/kill0")
+	if [ "$rc" -ne 0 ] && [ "$rc" != 99 ] && [ "$left" = 0 ] &&
+		grep -q "worker 0 failed" "$T/kill0.log"; then
 		ok $n
 	else
-		no $n "exit $rc, $left processes left" "$T/kill.log"
+		no $n "exit $rc, $left processes left" "$T/kill0.log"
+	fi
+}
+
+test_mp_dead_worker_sync_goes_on() {
+	# kill -9 a worker mid-way through a sync job: the servers see its
+	# connection close, later steps close with the other two, the job
+	# finishes and says what it lost.
+	n=test_mp_dead_worker_sync_goes_on
+	kill_during "$T/kill1" 1 --steps 300
+	rc=$?
+	lost=$(json workers_lost "$T/kill1/summary.json")
+	ver=$(json final_version "$T/kill1/summary.json")
+	if [ "$rc" = 0 ] && [ "$lost" = 1 ] && [ "$ver" = 300 ] &&
+		grep -q "worker 1 disconnected" "$T/kill1/server-0.log"; then
+		ok $n
+	else
+		no $n "exit $rc, workers_lost '$lost', version '$ver'" "$T/kill1.log"
+	fi
+}
+
+test_mp_restarted_worker_rejoins() {
+	n=test_mp_restarted_worker_rejoins
+	kill_during "$T/kill2" 2 --steps 300 --restart-workers 1
+	rc=$?
+	rs=$(json worker_restarts "$T/kill2/summary.json")
+	last=$(tail -n 1 "$T/kill2/worker-2.csv" | cut -d, -f1)
+	if [ "$rc" = 0 ] && [ "$rs" = 1 ] && [ "$last" = 300 ] &&
+		grep -q "worker 2 rejoined" "$T/kill2/server-1.log"; then
+		ok $n
+	else
+		no $n "exit $rc, restarts '$rs', worker 2 ended at step '$last'" \
+			"$T/kill2.log"
 	fi
 }
 
@@ -256,7 +297,9 @@ test_mp_32_workers
 test_mp_tcp
 test_mp_bad_batch
 test_mp_missing_data
-test_mp_worker_failure_stops_job
+test_mp_worker0_failure_stops_job
+test_mp_dead_worker_sync_goes_on
+test_mp_restarted_worker_rejoins
 test_mp_sigint_cleans_up
 test_mp_cluster_file
 test_mp_valgrind_clean

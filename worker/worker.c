@@ -167,8 +167,8 @@ static int worker_eval_row(worker *w, int64_t ver, uint64_t wstep)
 	return 0;
 }
 
-// worker_finish: rank 0 waits until every worker has said done on every
-// server, takes the final parameters, evaluates and saves them, and stops
+// worker_finish: rank 0 waits until every worker has said done (or been
+// lost) on every server, takes the final parameters, evaluates and saves them, and stops
 // the servers.
 static int worker_finish(worker *w, double train_s)
 {
@@ -186,7 +186,7 @@ static int worker_finish(worker *w, double train_s)
 		if ((rv = pt_client_simple(w->client, PT_OP_STATS, st)) != 0)
 			return rv;
 		for (uint32_t i = 0; i < c->servers; i++)
-			all &= st[i].n_done == c->workers;
+			all &= st[i].n_done + st[i].n_lost >= c->workers;
 		if (all)
 			break;
 		usleep(20 * 1000);
