@@ -26,6 +26,7 @@
 
 #define RUN_MAX_PROCS 1280
 #define RUN_READY_S 60.0 // seconds a server may take to start listening
+#define RUN_RESTART 100  // run_watch: a server died; restart the job
 
 typedef struct run_proc {
 	pid_t pid;
@@ -43,7 +44,9 @@ typedef struct run_job {
 	char sockdir[PT_PATH_MAX];
 	char urls[PT_URLS_MAX];
 	uint64_t steps, spe, n_train;
-	uint32_t worker_restarts, workers_lost;
+	uint32_t worker_restarts, workers_lost, server_restarts;
+	uint64_t steps_redone;
+	double time_lost; // seconds of training thrown away by rollbacks
 	double t0;
 	int tty;
 } run_job;
@@ -84,6 +87,7 @@ static int run_spawn(run_job *j, int server, uint32_t rank, char **extra,
 	char *argv[2 * 64 + 16];
 	int argc = 0, rv;
 	run_proc *p = &j->procs[j->n_procs];
+	memset(p, 0, sizeof(*p)); // the slot may hold a process of before
 
 	argv[argc++] = strdup("pstrain");
 	argv[argc++] = strdup(server ? "server" : "worker");
@@ -365,6 +369,9 @@ static int run_watch(run_job *j)
 			if (j->tty)
 				fprintf(stderr, "\n");
 			run_tell_failure(bad);
+			if (bad->server &&
+			    j->server_restarts < j->c.restart_servers)
+				return RUN_RESTART;
 			return WIFEXITED(bad->status) &&
 					   WEXITSTATUS(bad->status) == 3
 				   ? 3
@@ -549,10 +556,12 @@ static int run_summary(const run_job *j, double wall, int diverged)
 	    "  \"mean_staleness\": %.4f,\n  \"max_staleness\": %llu,\n"
 	    "  \"dropped_gradients\": %llu,\n  \"idle_fraction\": %.4f,\n"
 	    "  \"diverged\": %s,\n  \"worker_restarts\": %u,\n"
-	    "  \"workers_lost\": %u,\n",
+	    "  \"workers_lost\": %u,\n  \"server_restarts\": %u,\n"
+	    "  \"steps_redone\": %llu,\n  \"time_lost_s\": %.3f,\n",
 	    mean_st, (unsigned long long)st.stale_max,
 	    (unsigned long long)st.dropped, idle, diverged ? "true" : "false",
-	    j->worker_restarts, j->workers_lost);
+	    j->worker_restarts, j->workers_lost, j->server_restarts,
+	    (unsigned long long)j->steps_redone, j->time_lost);
 	if (have)
 		fprintf(f,
 		    "  \"train_s\": %.3f,\n  \"samples_per_s\": %.1f,\n"
@@ -730,6 +739,44 @@ static void run_cleanup(run_job *j)
 	rmdir(j->sockdir);
 }
 
+// run_rollback: a server died. Stop every process and start the job
+// again from the newest checkpoint that every server completed (sync),
+// counting the steps and time thrown away.
+static int run_rollback(run_job *j)
+{
+	uint64_t step = 0;
+	double wall = 0, loss;
+	pt_layout l;
+	uint32_t dim, classes;
+	run_last_row(j, &step, &wall, &loss);
+	run_kill_all(j);
+	j->n_procs = 0;
+	j->server_restarts++;
+	pt_config *c = &j->c;
+	int64_t v = -1;
+	if (pt_data_dims(c->data, &dim, &classes) != 0 ||
+	    pt_layout_init(&l, c->model, dim, classes) != 0)
+		return -1;
+	snprintf(c->resume, sizeof(c->resume), "%s", c->checkpoint_dir);
+	v = run_find_resume(c, &l);
+	if (v < 0) {
+		fprintf(stderr, "pstrain run: no complete checkpoint in %s to "
+		    "restart from\n", c->checkpoint_dir);
+		return -1;
+	}
+	c->resume_version = v;
+	j->steps_redone += step > (uint64_t)v ? step - (uint64_t)v : 0;
+	// Time lost: from the checkpoint's step to the failure, at the
+	// job's pace so far.
+	if (step > 0)
+		j->time_lost += wall * (double)(step - (uint64_t)v) / step;
+	fprintf(stderr, "pstrain run: restarting from version %lld (server "
+	    "restart %u of %u; steps %lld..%llu are done again)\n",
+	    (long long)v, j->server_restarts, c->restart_servers,
+	    (long long)v + 1, (unsigned long long)step);
+	return 0;
+}
+
 int pti_cmd_run(int argc, char **argv)
 {
 	static run_job j; // large: keep it off the stack
@@ -758,11 +805,18 @@ int pti_cmd_run(int argc, char **argv)
 	    pt_mode_name(j.c.mode), j.c.servers, j.c.workers, j.c.model,
 	    j.c.batch, j.c.batch / j.c.workers, (unsigned long long)j.steps,
 	    j.c.out);
-	if (run_start(&j) != 0) {
-		// run_start has said what went wrong.
-		rv = run_signalled ? 130 : 1;
-	} else {
-		rv = run_watch(&j);
+	for (;;) {
+		if (run_start(&j) != 0) {
+			// run_start has said what went wrong.
+			rv = run_signalled ? 130 : 1;
+			break;
+		}
+		if ((rv = run_watch(&j)) != RUN_RESTART)
+			break;
+		if (run_rollback(&j) != 0) {
+			rv = 1;
+			break;
+		}
 	}
 	run_kill_all(&j);
 	run_cleanup(&j);

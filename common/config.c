@@ -117,6 +117,9 @@ static const config_entry config_table[] = {
     E("restart-workers", T_U32, restart_workers, "0", 0, 1e6, RUN, "N",
 	"restart failed workers, N times in all; the restarted worker "
 	"rejoins at the current version"),
+    E("restart-servers", T_U32, restart_servers, "0", 0, 1e6, RUN, "N",
+	"sync: when a server dies, restart the job from the newest "
+	"checkpoint every server completed, N times in all"),
     E("lr-scaling", T_LRSCALE, lr_scaling, "none", 0, 0, RUN | SRV,
 	"none|linear", "linear: lr x batch / 256"),
     E("warmup-epochs", T_F64, warmup_epochs, "0", 0, 1e6, RUN | SRV, "E",
@@ -494,6 +497,10 @@ int pt_config_check(const pt_config *c, uint32_t cmd)
 	    c->resume[0] == '\0')
 		return pti_err_set(PT_EINVAL,
 		    "--checkpoint-every needs --checkpoint-dir D");
+	if (c->restart_servers > 0 && (c->mode != PT_MODE_SYNC ||
+					 c->checkpoint_dir[0] == '\0'))
+		return pti_err_set(PT_EINVAL,
+		    "--restart-servers needs --mode sync and --checkpoint-dir");
 	if (c->resume[0] != '\0' && c->mode != PT_MODE_SYNC)
 		return pti_err_set(PT_EINVAL,
 		    "--resume: only sync jobs can be resumed so far");

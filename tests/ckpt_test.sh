@@ -62,6 +62,38 @@ test_ck_mismatch_refused() {
 	fi
 }
 
+test_ck_dead_server_restarted() {
+	# kill -9 a server mid-way: the job restarts from the newest complete
+	# checkpoint and, being sync, ends bit-identical to the job that
+	# never failed.
+	n=test_ck_dead_server_restarted
+	d="$T/srv"
+	$P run $J --steps 400 --checkpoint-dir "$d/ck" --checkpoint-every 20 \
+		--restart-servers 1 --out "$d" --save-model "$d/m.bin" \
+		>"$d.log" 2>&1 &
+	pid=$!
+	i=0
+	while [ "$i" -lt 600 ] && ! ls "$d/ck"/server-1-v40.ckpt >/dev/null 2>&1
+	do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	pkill -9 -f -- "^pstrain server .* --out $d .*--rank 1( |$)"
+	wait $pid
+	rc=$?
+	$P run $J --steps 400 --out "$T/srv-ref" --save-model "$T/srv-ref/m.bin" \
+		>"$T/srv-ref.log" 2>&1
+	rs=$(json server_restarts "$d/summary.json")
+	if [ "$rc" = 0 ] && [ "$rs" = 1 ] &&
+		grep -q "restarting from version" "$d.log" &&
+		$DIFF "$T/srv-ref/m.bin" "$d/m.bin" 0 >"$T/diff2.log"; then
+		ok $n
+	else
+		no $n "exit $rc, restarts '$rs': $(cat "$T/diff2.log" 2>/dev/null)" "$d.log"
+	fi
+}
+
 test_ck_resume_bit_identical
+test_ck_dead_server_restarted
 test_ck_truncated_refused
 test_ck_mismatch_refused

@@ -72,18 +72,39 @@ typedef struct worker {
 	double t0;
 } worker;
 
+// worker_open_csv starts DIR/name with its header, or with append set
+// (a resumed or restarted worker) adds to what is there.
 static FILE *worker_open_csv(const pt_config *c, const char *name,
-    const char *header)
+    const char *header, int append)
 {
 	char path[PT_PATH_MAX + 64];
 	snprintf(path, sizeof(path), "%s/%s", c->out, name);
-	FILE *f = fopen(path, "w");
+	FILE *f = fopen(path, append ? "a" : "w");
 	if (f == NULL) {
 		pti_err_set(PT_EIO, "%s: %s", path, strerror(errno));
 		return NULL;
 	}
-	fprintf(f, "%s\n", header);
+	if (ftell(f) == 0)
+		fprintf(f, "%s\n", header);
 	return f;
+}
+
+// worker_open_logs opens this worker's CSVs once it knows where it starts.
+static int worker_open_logs(worker *w, int append)
+{
+	const pt_config *c = w->c;
+	char name[64];
+	snprintf(name, sizeof(name), "worker-%u.csv", c->rank);
+	w->csv = worker_open_csv(c, name,
+	    "step,epoch,wall_s,loss,grad_norm,step_ms,compute_ms,comm_ms,"
+	    "staleness,lr,delay_ms", append);
+	if (w->csv == NULL)
+		return PT_EIO;
+	if (c->rank == 0 &&
+	    (w->eval = worker_open_csv(c, "eval.csv",
+		 "step,wall_s,test_loss,test_acc,worker_step", append)) == NULL)
+		return PT_EIO;
+	return 0;
 }
 
 static void worker_fini(worker *w)
@@ -139,17 +160,6 @@ static int worker_init(worker *w, const pt_config *c)
 		return pti_err_set(PT_EINVAL,
 		    "--connect lists %u servers, --servers says %u",
 		    pt_client_servers(w->client), c->servers);
-	char name[64];
-	snprintf(name, sizeof(name), "worker-%u.csv", c->rank);
-	w->csv = worker_open_csv(c, name,
-	    "step,epoch,wall_s,loss,grad_norm,step_ms,compute_ms,comm_ms,"
-	    "staleness,lr,delay_ms");
-	if (w->csv == NULL)
-		return PT_EIO;
-	if (c->rank == 0 &&
-	    (w->eval = worker_open_csv(c, "eval.csv",
-		 "step,wall_s,test_loss,test_acc,worker_step")) == NULL)
-		return PT_EIO;
 	return 0;
 }
 
@@ -204,7 +214,7 @@ static int worker_finish(worker *w, double train_s)
 	    now_s() - w->t0, te_loss, te_acc, (unsigned long long)w->steps);
 	fflush(w->eval);
 	FILE *f = worker_open_csv(c, "final.csv",
-	    "version,steps,train_s,train_loss,train_acc,test_loss,test_acc");
+	    "version,steps,train_s,train_loss,train_acc,test_loss,test_acc", 0);
 	if (f == NULL)
 		return PT_EIO;
 	fprintf(f, "%lld,%llu,%.3f,%.6f,%.4f,%.6f,%.4f\n",
@@ -278,6 +288,10 @@ static int worker_loop(worker *w)
 	uint64_t t = c->mode == PT_MODE_SYNC && info.ver_min > 0
 			 ? (uint64_t)info.ver_min
 			 : 0;
+	// Joining a job under way (resumed, restarted): keep the rows so far;
+	// steps done again after a rollback show twice.
+	if ((rv = worker_open_logs(w, info.ver_min > 0)) != 0)
+		return rv;
 	while (t < w->steps) {
 		double t_a = now_s();
 		uint32_t epoch = (uint32_t)(t / w->spe);
