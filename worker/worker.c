@@ -326,8 +326,11 @@ static int worker_loop(worker *w)
 		fflush(w->csv);
 		if (first_loss < 0)
 			first_loss = loss;
-		// Far above its start: ten times the first step's loss.
-		if (!isfinite(loss) || loss > 10 * first_loss)
+		// Far above its start: ten times the first step's loss, and
+		// at least twice chance level (a resumed job starts low).
+		double limit = fmax(10 * first_loss,
+		    2 * log((double)w->data.train.classes));
+		if (!isfinite(loss) || loss > limit)
 			return pti_err_set(PT_EDIVERGED,
 			    "worker %u: loss %g at step %llu (it started at "
 			    "%g): training diverged", c->rank, loss,
