@@ -442,10 +442,12 @@ static int push_take(ps_server *s, const pti_hdr *h, const void *pay,
 	if ((rv = shard_range(s, h, off, n)) != 0)
 		return rv;
 	if (c->mode == PT_MODE_SYNC) {
-		if ((h->has & PTI_H_STEP) && c->backup_workers > 0 &&
-		    h->step >= 0 && h->step < s->version) {
-			// Its step closed without it: the worker carries on
-			// from the new parameters.
+		if ((h->has & PTI_H_STEP) && h->step >= 0 &&
+		    h->step < s->version) {
+			// Its step closed without it (a backup worker's late
+			// gradient, or a rejoining worker one step behind on
+			// this shard): the worker carries on from the new
+			// parameters.
 			s->dropped++;
 			*dropped = 1;
 			return 0;

@@ -193,7 +193,7 @@ test_mp_dead_worker_sync_goes_on() {
 	# connection close, later steps close with the other two, the job
 	# finishes and says what it lost.
 	n=test_mp_dead_worker_sync_goes_on
-	kill_during "$T/kill1" 1 --steps 300
+	kill_during "$T/kill1" 1 --steps 300 --delay uniform:3:3
 	rc=$?
 	lost=$(json workers_lost "$T/kill1/summary.json")
 	ver=$(json final_version "$T/kill1/summary.json")
@@ -207,7 +207,8 @@ test_mp_dead_worker_sync_goes_on() {
 
 test_mp_restarted_worker_rejoins() {
 	n=test_mp_restarted_worker_rejoins
-	kill_during "$T/kill2" 2 --steps 300 --restart-workers 1
+	kill_during "$T/kill2" 2 --steps 300 --delay uniform:3:3 \
+		--restart-workers 1
 	rc=$?
 	rs=$(json worker_restarts "$T/kill2/summary.json")
 	last=$(tail -n 1 "$T/kill2/worker-2.csv" | cut -d, -f1)
@@ -217,6 +218,35 @@ test_mp_restarted_worker_rejoins() {
 	else
 		no $n "exit $rc, restarts '$rs', worker 2 ended at step '$last'" \
 			"$T/kill2.log"
+	fi
+}
+
+test_mp_hung_worker_timeout() {
+	# A worker that hangs without closing its connection (SIGSTOP): with
+	# --worker-timeout the servers give it up, the step closes without
+	# it, and when it wakes it is refused and the job goes on.
+	n=test_mp_hung_worker_timeout
+	d="$T/hang"
+	$P run --servers 1 --workers 3 $D --batch 48 --steps 400 \
+		--delay uniform:5:5 --worker-timeout 1 --out "$d" >"$d.log" 2>&1 &
+	pid=$!
+	wait_rows "$d/worker-2.csv" 3 || { no $n "job did not start"; kill $pid; wait $pid; return; }
+	w=$(pgrep -f -- "^pstrain worker .* --out $d .*--rank 2( |$)")
+	kill -STOP $w
+	i=0
+	while [ "$i" -lt 200 ] && ! grep -q "worker 2 went silent" "$d/server-0.log"; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	kill -CONT $w
+	wait $pid
+	rc=$?
+	ver=$(json final_version "$d/summary.json")
+	if [ "$rc" = 0 ] && [ "$ver" = 400 ] &&
+		grep -q "worker 2 went silent" "$d/server-0.log"; then
+		ok $n
+	else
+		no $n "exit $rc, version '$ver'" "$d.log"
 	fi
 }
 
@@ -300,6 +330,7 @@ test_mp_missing_data
 test_mp_worker0_failure_stops_job
 test_mp_dead_worker_sync_goes_on
 test_mp_restarted_worker_rejoins
+test_mp_hung_worker_timeout
 test_mp_sigint_cleans_up
 test_mp_cluster_file
 test_mp_valgrind_clean
