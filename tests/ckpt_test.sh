@@ -68,8 +68,11 @@ test_ck_dead_server_restarted() {
 	# never failed.
 	n=test_ck_dead_server_restarted
 	d="$T/srv"
+	# (3 ms per step keeps the job running well past the kill; delays
+	# do not change what a sync job computes.)
 	$P run $J --steps 400 --checkpoint-dir "$d/ck" --checkpoint-every 20 \
-		--restart-servers 1 --out "$d" --save-model "$d/m.bin" \
+		--delay uniform:3:3 --restart-servers 1 --out "$d" \
+		--save-model "$d/m.bin" \
 		>"$d.log" 2>&1 &
 	pid=$!
 	i=0
