@@ -44,6 +44,7 @@ typedef struct run_job {
 	char sockdir[PT_PATH_MAX];
 	char urls[PT_URLS_MAX];
 	uint64_t steps, spe, n_train;
+	pt_layout layout; // the model's, from run_prepare
 	uint32_t worker_restarts, workers_lost, server_restarts;
 	uint64_t steps_redone;
 	double time_lost; // seconds of training thrown away by rollbacks
@@ -672,7 +673,7 @@ static int run_prepare(run_job *j)
 {
 	pt_config *c = &j->c;
 	pt_data d;
-	pt_layout l;
+	pt_layout *l = &j->layout;
 	int rv;
 	pti_optim opt;
 	if ((rv = pti_optim_parse(&opt, c->optimizer, c->weight_decay)) != 0)
@@ -682,7 +683,7 @@ static int run_prepare(run_job *j)
 	if ((rv = pt_data_load(&d, c->data, c->seed)) != 0)
 		return rv;
 	j->n_train = d.train.n;
-	rv = pt_layout_init(&l, c->model, d.train.dim, d.train.classes);
+	rv = pt_layout_init(l, c->model, d.train.dim, d.train.classes);
 	pt_data_fini(&d);
 	if (rv != 0)
 		return rv;
@@ -691,13 +692,13 @@ static int run_prepare(run_job *j)
 		return pti_err_set(PT_EINVAL,
 		    "--batch %u is larger than the %llu training examples of %s",
 		    c->batch, (unsigned long long)j->n_train, c->data);
-	if (l.n_params < c->servers)
+	if (l->n_params < c->servers)
 		return pti_err_set(PT_EINVAL,
 		    "--servers %u is more than the model's %llu parameters",
-		    c->servers, (unsigned long long)l.n_params);
+		    c->servers, (unsigned long long)l->n_params);
 	j->steps = c->steps ? c->steps : (uint64_t)c->epochs * j->spe;
 	if (c->resume[0] != '\0') {
-		int64_t v = run_find_resume(c, &l);
+		int64_t v = run_find_resume(c, l);
 		if (v < 0)
 			return pti_err_set(PT_EINVAL, "nothing to resume from");
 		fprintf(stderr, "pstrain run: resuming from version %lld in "
@@ -746,19 +747,13 @@ static int run_rollback(run_job *j)
 {
 	uint64_t step = 0;
 	double wall = 0, loss;
-	pt_layout l;
-	uint32_t dim, classes;
 	run_last_row(j, &step, &wall, &loss);
 	run_kill_all(j);
 	j->n_procs = 0;
 	j->server_restarts++;
 	pt_config *c = &j->c;
-	int64_t v = -1;
-	if (pt_data_dims(c->data, &dim, &classes) != 0 ||
-	    pt_layout_init(&l, c->model, dim, classes) != 0)
-		return -1;
 	snprintf(c->resume, sizeof(c->resume), "%s", c->checkpoint_dir);
-	v = run_find_resume(c, &l);
+	int64_t v = run_find_resume(c, &j->layout);
 	if (v < 0) {
 		fprintf(stderr, "pstrain run: no complete checkpoint in %s to "
 		    "restart from\n", c->checkpoint_dir);

@@ -72,6 +72,16 @@ static void srv_start(srv *s, const char *mode, int workers, int servers,
 	s->shard = pt_layout_shard(&s->l, (uint32_t)rank, (uint32_t)servers);
 }
 
+// srv_start_flag starts a one-shard server for `workers` workers with one
+// more server flag.
+static void srv_start_flag(srv *s, const char *flag, const char *mode,
+    int workers)
+{
+	srv_extra = flag;
+	srv_start(s, mode, workers, 1, 0);
+	srv_extra = NULL;
+}
+
 static int srv_exit_status(srv *s)
 {
 	int st = -1;
@@ -266,9 +276,7 @@ static void test_server_staleness_lr(void)
 	// --staleness-lr: each update uses lr / max(1, staleness).
 	srv s;
 	pti_hdr r;
-	srv_extra = "--staleness-lr";
-	srv_start(&s, "async", 1, 1, 0);
-	srv_extra = NULL;
+	srv_start_flag(&s, "--staleness-lr", "async", 1);
 	uint64_t n = s.l.n_params;
 	float *p0 = malloc(n * 4), *g = malloc(n * 4), *got = malloc(n * 4);
 	PT_TEST_TRUE(pull(&s, p0) == 0);
@@ -302,9 +310,7 @@ static void test_server_max_staleness_drops(void)
 	srv s;
 	pti_hdr r, st, req;
 	nng_msg *m;
-	srv_extra = "--max-staleness=1";
-	srv_start(&s, "async", 1, 1, 0);
-	srv_extra = NULL;
+	srv_start_flag(&s, "--max-staleness=1", "async", 1);
 	uint64_t n = s.l.n_params;
 	float *g = calloc(n, 4), *a = malloc(n * 4), *b = malloc(n * 4);
 	g[0] = 1;
@@ -328,9 +334,7 @@ static void test_server_momentum_state(void)
 	// momentum 0.9, gradient 0.5, lr 0.5: p0 - 0.25, then - 0.5 * 0.95.
 	srv s;
 	pti_hdr r;
-	srv_extra = "--optimizer=momentum:0.9";
-	srv_start(&s, "sync", 1, 1, 0);
-	srv_extra = NULL;
+	srv_start_flag(&s, "--optimizer=momentum:0.9", "sync", 1);
 	uint64_t n = s.l.n_params;
 	float *p0 = malloc(n * 4), *g = malloc(n * 4), *got = malloc(n * 4);
 	PT_TEST_TRUE(pull(&s, p0) == 0);
