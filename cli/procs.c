@@ -9,6 +9,7 @@
 #include "err.h"
 #include "model.h"
 #include "modelfile.h"
+#include "optim.h"
 #include "server.h"
 #include "worker.h"
 
@@ -31,10 +32,14 @@ int pti_cli_config(pt_config *c, unsigned cmd, const char *name,
 		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
 		return 2;
 	}
-	if ((rv = pt_config_check(c, cmd)) != 0) {
+	pti_optim opt;
+	if ((rv = pt_config_check(c, cmd)) != 0 ||
+	    (rv = pti_optim_parse(&opt, c->optimizer, c->weight_decay)) != 0) {
 		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
 		return 2;
 	}
+	if (c->lr == 0)
+		c->lr = pti_optim_default_lr(&opt);
 	return -1;
 }
 

@@ -27,6 +27,7 @@
 #define RUN_MAX_PROCS 1280
 #define RUN_READY_S 60.0 // seconds a server may take to start listening
 #define RUN_RESTART 100  // run_watch: a server died; restart the job
+#define RUN_MAX_WORKERS 1024
 
 typedef struct run_proc {
 	pid_t pid;
@@ -46,6 +47,7 @@ typedef struct run_job {
 	uint64_t steps, spe, n_train;
 	pt_layout layout; // the model's, from run_prepare
 	uint32_t worker_restarts, workers_lost, server_restarts;
+	uint8_t lost[RUN_MAX_WORKERS]; // workers the job went on without
 	uint64_t steps_redone;
 	double time_lost; // seconds of training thrown away by rollbacks
 	double t0;
@@ -128,10 +130,11 @@ static int run_spawn(run_job *j, int server, uint32_t rank, char **extra,
 	return 0;
 }
 
-// run_reap collects exited children; returns the first that failed.
+// run_reap collects exited children up to the first that failed, which
+// it returns; the next call goes on from there, so that no failure is
+// passed over.
 static run_proc *run_reap(run_job *j)
 {
-	run_proc *bad = NULL;
 	for (uint32_t i = 0; i < j->n_procs; i++) {
 		run_proc *p = &j->procs[i];
 		if (p->exited)
@@ -139,10 +142,10 @@ static run_proc *run_reap(run_job *j)
 		if (waitpid(p->pid, &p->status, WNOHANG) == p->pid) {
 			p->exited = 1;
 			if (!WIFEXITED(p->status) || WEXITSTATUS(p->status))
-				bad = bad ? bad : p;
+				return p;
 		}
 	}
-	return bad;
+	return NULL;
 }
 
 static void run_kill_all(run_job *j)
@@ -192,12 +195,16 @@ static void run_tell_failure(const run_proc *p)
 		fprintf(stderr, "  %s", lines[i % 8]);
 }
 
-// run_last_row reads the last complete line of worker 0's CSV.
+// run_last_row reads the last complete line of the CSV of the lowest-
+// ranked worker still in the job (worker 0 unless it was lost).
 static int run_last_row(const run_job *j, uint64_t *step, double *wall,
     double *loss)
 {
 	char path[PT_PATH_MAX + 32], buf[4096];
-	snprintf(path, sizeof(path), "%s/worker-0.csv", j->c.out);
+	uint32_t r = 0;
+	while (r + 1 < j->c.workers && j->lost[r])
+		r++;
+	snprintf(path, sizeof(path), "%s/worker-%u.csv", j->c.out, r);
 	FILE *f = fopen(path, "r");
 	if (f == NULL)
 		return -1;
@@ -245,45 +252,70 @@ static void run_progress(run_job *j, int final)
 		fprintf(stderr, "%s\n", line);
 }
 
-static int run_wait_ready(run_job *j)
+// run_wait_server waits until server s has written its ready file, and
+// copies the address it listens on into url (size PT_PATH_MAX).
+static int run_wait_server(run_job *j, uint32_t s, char *url)
 {
-	size_t used = 0;
-	j->urls[0] = '\0';
-	for (uint32_t s = 0; s < j->c.servers; s++) {
-		char path[PT_PATH_MAX + 32], url[PT_PATH_MAX];
-		snprintf(path, sizeof(path), "%s/.server-%u.ready", j->c.out, s);
-		double until = now_s() + RUN_READY_S;
-		for (;;) {
-			FILE *f = fopen(path, "r");
-			if (f != NULL) {
-				int ok = fgets(url, sizeof(url), f) != NULL;
-				fclose(f);
-				if (ok)
-					break;
-			}
-			run_proc *bad = run_reap(j);
-			if (bad != NULL) {
-				run_tell_failure(bad);
-				return -1;
-			}
-			if (run_signalled)
-				return -1;
-			if (now_s() > until) {
-				fprintf(stderr, "pstrain run: server %u did "
-				    "not start listening within %.0fs\n", s,
-				    RUN_READY_S);
-				return -1;
-			}
-			usleep(10 * 1000);
+	char path[PT_PATH_MAX + 32];
+	snprintf(path, sizeof(path), "%s/.server-%u.ready", j->c.out, s);
+	double until = now_s() + RUN_READY_S;
+	for (;;) {
+		FILE *f = fopen(path, "r");
+		if (f != NULL) {
+			int ok = fgets(url, PT_PATH_MAX, f) != NULL;
+			fclose(f);
+			if (ok)
+				break;
 		}
-		unlink(path);
-		url[strcspn(url, "\n")] = '\0';
-		used += (size_t)snprintf(j->urls + used,
-		    sizeof(j->urls) - used, "%s%s", s ? "," : "", url);
-		if (used >= sizeof(j->urls)) {
-			fprintf(stderr, "pstrain run: too many servers\n");
+		run_proc *bad = run_reap(j);
+		if (bad != NULL) {
+			run_tell_failure(bad);
 			return -1;
 		}
+		if (run_signalled)
+			return -1;
+		if (now_s() > until) {
+			fprintf(stderr, "pstrain run: server %u did not start "
+			    "listening within %.0fs\n", s, RUN_READY_S);
+			return -1;
+		}
+		usleep(10 * 1000);
+	}
+	unlink(path);
+	url[strcspn(url, "\n")] = '\0';
+	return 0;
+}
+
+// run_server_url copies server s's address, from the list the workers
+// were given, into url (size PT_PATH_MAX): a restarted server listens
+// where its workers dial.
+static void run_server_url(const run_job *j, uint32_t s, char *url)
+{
+	const char *p = j->urls;
+	for (uint32_t i = 0; i < s && p != NULL; i++)
+		if ((p = strchr(p, ',')) != NULL)
+			p++;
+	size_t n = p ? strcspn(p, ",") : 0;
+	snprintf(url, PT_PATH_MAX, "%.*s", (int)n, p ? p : "");
+}
+
+// run_spawn_server starts server s listening on listen, from checkpoint
+// version rver (-1: initial values), not waiting for the workers in gone.
+static int run_spawn_server(run_job *j, uint32_t s, const char *listen,
+    int64_t rver, const char *gone)
+{
+	char t0[64], rank[16], ready[PT_PATH_MAX + 32], rv_s[32];
+	snprintf(t0, sizeof(t0), "%.6f", j->t0);
+	snprintf(rank, sizeof(rank), "%u", s);
+	snprintf(ready, sizeof(ready), "%s/.server-%u.ready", j->c.out, s);
+	snprintf(rv_s, sizeof(rv_s), "%lld", (long long)rver);
+	char *extra[] = {"--rank", rank, "--listen", (char *)listen,
+	    "--ready-file", ready, "--t0", t0, "--resume-version", rv_s,
+	    "--gone-workers", (char *)gone};
+	if (j->n_procs >= RUN_MAX_PROCS ||
+	    run_spawn(j, 1, s, extra, gone[0] ? 12 : 10) != 0) {
+		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(PT_EIO));
+		return -1;
 	}
 	return 0;
 }
@@ -293,27 +325,28 @@ static int run_spawn_worker(run_job *j, uint32_t r);
 static int run_start(run_job *j)
 {
 	const pt_config *c = &j->c;
-	char t0[64], rank[16], listen[PT_PATH_MAX + 32], ready[PT_PATH_MAX + 32];
-	snprintf(t0, sizeof(t0), "%.6f", j->t0);
+	char listen[PT_PATH_MAX + 32], url[PT_PATH_MAX];
+	size_t used = 0;
 	for (uint32_t s = 0; s < c->servers; s++) {
 		if (c->transport == PT_TRANSPORT_TCP)
 			snprintf(listen, sizeof(listen), "tcp://127.0.0.1:0");
 		else
 			snprintf(listen, sizeof(listen), "ipc://%s/s%u",
 			    j->sockdir, s);
-		snprintf(rank, sizeof(rank), "%u", s);
-		snprintf(ready, sizeof(ready), "%s/.server-%u.ready", c->out, s);
-		char rver[32];
-		snprintf(rver, sizeof(rver), "%lld", (long long)c->resume_version);
-		char *extra[] = {"--rank", rank, "--listen", listen,
-		    "--ready-file", ready, "--t0", t0, "--resume-version", rver};
-		if (run_spawn(j, 1, s, extra, 10) != 0) {
-			fprintf(stderr, "pstrain run: %s\n", pt_errmsg(PT_EIO));
+		if (run_spawn_server(j, s, listen, c->resume_version, "") != 0)
+			return -1;
+	}
+	j->urls[0] = '\0';
+	for (uint32_t s = 0; s < c->servers; s++) {
+		if (run_wait_server(j, s, url) != 0)
+			return -1;
+		used += (size_t)snprintf(j->urls + used,
+		    sizeof(j->urls) - used, "%s%s", s ? "," : "", url);
+		if (used >= sizeof(j->urls)) {
+			fprintf(stderr, "pstrain run: too many servers\n");
 			return -1;
 		}
 	}
-	if (run_wait_ready(j) != 0)
-		return -1;
 	for (uint32_t r = 0; r < c->workers; r++)
 		if (run_spawn_worker(j, r) != 0)
 			return -1;
@@ -335,12 +368,13 @@ static int run_spawn_worker(run_job *j, uint32_t r)
 }
 
 // run_worker_failed decides what a failed worker costs: restart it while
-// --restart-workers allows, else go on without it (any worker but 0,
-// which finishes the job). Returns 0 when the job goes on.
+// --restart-workers allows, else go on without it (when worker 0 is
+// lost, the lowest-ranked worker left finishes the job). Returns 0 when
+// the job goes on.
 static int run_worker_failed(run_job *j, run_proc *p)
 {
-	if (p->server || (WIFEXITED(p->status) && WEXITSTATUS(p->status) == 3))
-		return -1; // a dead server, or divergence, ends the job
+	if (WIFEXITED(p->status) && WEXITSTATUS(p->status) == 3)
+		return -1; // divergence ends the job
 	if (j->worker_restarts < j->c.restart_workers) {
 		j->worker_restarts++;
 		fprintf(stderr, "\npstrain run: worker %u failed; restarting it "
@@ -349,12 +383,107 @@ static int run_worker_failed(run_job *j, run_proc *p)
 		p->exited = 2; // replaced: not counted again
 		return run_spawn_worker(j, p->rank) == 0 ? 0 : -1;
 	}
-	if (p->rank == 0)
+	uint32_t left = 0;
+	for (uint32_t r = 0; r < j->c.workers; r++)
+		left += !j->lost[r] && r != p->rank;
+	if (left == 0)
 		return -1;
+	j->lost[p->rank] = 1;
 	j->workers_lost++;
 	fprintf(stderr, "\npstrain run: worker %u failed; the job goes on "
 	    "without it (see %s)\n", p->rank, p->log);
 	p->exited = 2;
+	return 0;
+}
+
+static int64_t run_find_resume(const pt_config *c, const char *dir,
+    const pt_layout *l, uint32_t lo, uint32_t hi);
+
+// run_gone lists, comma-separated in out (size PT_PATH_MAX), the workers
+// whose process has ended (finished or lost); returns how many finished.
+static uint32_t run_gone(const run_job *j, char *out)
+{
+	uint32_t finished = 0;
+	size_t used = 0;
+	out[0] = '\0';
+	for (uint32_t r = 0; r < j->c.workers; r++) {
+		const run_proc *last = NULL;
+		for (uint32_t i = 0; i < j->n_procs; i++)
+			if (!j->procs[i].server && j->procs[i].rank == r)
+				last = &j->procs[i];
+		if (last == NULL || !last->exited)
+			continue;
+		finished += !j->lost[r];
+		if (used + 16 < PT_PATH_MAX)
+			used += (size_t)snprintf(out + used, PT_PATH_MAX - used,
+			    "%s%u", used ? "," : "", r);
+	}
+	return finished;
+}
+
+// run_stop_proc kills a live child and waits for it: it is being
+// replaced.
+static void run_stop_proc(run_proc *p)
+{
+	if (!p->exited) {
+		kill(p->pid, SIGKILL);
+		waitpid(p->pid, &p->status, 0);
+	}
+	p->exited = 2;
+}
+
+// run_server_failed restarts a dead server while --restart-servers
+// allows. Async and ssp: that server alone, from its own newest complete
+// checkpoint. Sync: every server, from the newest checkpoint they all
+// completed, so that every shard is at the same step again. The workers
+// notice, wait, reconnect and go on. Returns 0 when the job goes on,
+// RUN_RESTART when only a restart of the whole job will do (a sync
+// worker has already finished), -1 when the job ends.
+static int run_server_failed(run_job *j, run_proc *p)
+{
+	pt_config *c = &j->c;
+	char gone[PT_PATH_MAX], url[PT_PATH_MAX], got[PT_PATH_MAX];
+	uint64_t step = 0;
+	double wall = 0, loss, t_fail = now_s();
+	if (j->server_restarts >= c->restart_servers)
+		return -1;
+	j->server_restarts++;
+	p->exited = 2;
+	run_last_row(j, &step, &wall, &loss);
+	uint32_t finished = run_gone(j, gone);
+	int all = c->mode == PT_MODE_SYNC;
+	if (all && finished > 0)
+		return RUN_RESTART;
+	uint32_t lo = all ? 0 : p->rank, hi = all ? c->servers : p->rank + 1;
+	int64_t v = run_find_resume(c, c->checkpoint_dir, &j->layout, lo, hi);
+	fprintf(stderr, "pstrain run: restarting %s from %s%lld (server "
+	    "restart %u of %u); the workers reconnect\n",
+	    all ? "every server" : "it",
+	    v < 0 ? "its initial values, no complete checkpoint being "
+		    "there, version " : "checkpoint version ",
+	    (long long)(v < 0 ? 0 : v), j->server_restarts,
+	    c->restart_servers);
+	for (uint32_t i = 0; all && i < j->n_procs; i++)
+		if (j->procs[i].server)
+			run_stop_proc(&j->procs[i]);
+	for (uint32_t s = lo; s < hi; s++) {
+		run_server_url(j, s, url);
+		if (run_spawn_server(j, s, url, v, gone) != 0)
+			return -1;
+	}
+	for (uint32_t s = lo; s < hi; s++)
+		if (run_wait_server(j, s, got) != 0)
+			return -1;
+	if (all) {
+		// Sync: the steps since the checkpoint are done again; the
+		// time they took so far is lost, at the job's pace.
+		uint64_t from = v < 0 ? 0 : (uint64_t)v;
+		uint64_t redo = step > from ? step - from : 0;
+		j->steps_redone += redo;
+		if (step > 0)
+			j->time_lost += wall * (double)redo / step;
+	}
+	j->time_lost += now_s() - t_fail; // the servers were down
 	return 0;
 }
 
@@ -364,15 +493,17 @@ static int run_watch(run_job *j)
 	double next = 0;
 	for (;;) {
 		run_proc *bad = run_reap(j);
-		if (bad != NULL && run_worker_failed(j, bad) == 0)
+		if (bad != NULL && !bad->server && run_worker_failed(j, bad) == 0)
 			continue;
 		if (bad != NULL) {
 			if (j->tty)
 				fprintf(stderr, "\n");
 			run_tell_failure(bad);
-			if (bad->server &&
-			    j->server_restarts < j->c.restart_servers)
-				return RUN_RESTART;
+			int rv = bad->server ? run_server_failed(j, bad) : -1;
+			if (rv == 0)
+				continue;
+			if (rv == RUN_RESTART)
+				return rv;
 			return WIFEXITED(bad->status) &&
 					   WEXITSTATUS(bad->status) == 3
 				   ? 3
@@ -597,25 +728,29 @@ static int run_summary(const run_job *j, double wall, int diverged)
 	return 0;
 }
 
-// run_find_resume picks the newest checkpoint version in c->resume that
-// every server completed and that checks out whole; refused files are
-// named with their reason. Returns the version, or -1.
-static int64_t run_find_resume(const pt_config *c, const pt_layout *l)
+// run_find_resume picks the newest checkpoint version in dir that every
+// server of ranks [lo, hi) completed and that checks out whole; refused
+// files are named with their reason. Returns the version, or -1.
+static int64_t run_find_resume(const pt_config *c, const char *dir,
+    const pt_layout *l, uint32_t lo, uint32_t hi)
 {
 	pti_optim opt;
-	DIR *d = opendir(c->resume);
+	DIR *d = opendir(dir);
 	int64_t best = -1, tried[256];
 	int n = 0;
 	struct dirent *e;
+	char prefix[32];
 	if (d == NULL) {
-		fprintf(stderr, "pstrain run: --resume %s: %s\n", c->resume,
-		    strerror(errno));
+		fprintf(stderr, "pstrain run: %s: %s\n", dir, strerror(errno));
 		return -1;
 	}
+	snprintf(prefix, sizeof(prefix), "server-%u-v", lo);
 	while ((e = readdir(d)) != NULL && n < 256) {
 		long long v;
 		char tail[8];
-		if (sscanf(e->d_name, "server-0-v%lld.ckp%1s", &v, tail) == 2 &&
+		size_t pl = strlen(prefix);
+		if (strncmp(e->d_name, prefix, pl) == 0 &&
+		    sscanf(e->d_name + pl, "%lld.ckp%1s", &v, tail) == 2 &&
 		    strcmp(tail, "t") == 0)
 			tried[n++] = v;
 	}
@@ -629,18 +764,19 @@ static int64_t run_find_resume(const pt_config *c, const pt_layout *l)
 		if (v < 0)
 			break;
 		int ok = 1;
-		for (uint32_t r = 0; r < c->servers && ok; r++) {
+		for (uint32_t r = lo; r < hi && ok; r++) {
 			pt_range sh = pt_layout_shard(l, r, c->servers);
 			pti_ckpt_meta want = {r, c->servers, pt_layout_hash(l),
 			    sh.lo, sh.hi, v, 0, (uint32_t)opt.kind,
-			    (uint32_t)opt.n_state}, got;
+			    (uint32_t)opt.n_state, c->workers}, got;
 			size_t bytes = (sh.hi - sh.lo) * sizeof(float);
 			float *vecs[3] = {malloc(bytes), malloc(bytes),
 			    malloc(bytes)};
 			char path[PT_PATH_MAX + 64];
-			pti_ckpt_path(path, sizeof(path), c->resume, r, v);
+			pti_ckpt_path(path, sizeof(path), dir, r, v);
 			int rv = vecs[0] && vecs[1] && vecs[2]
-				     ? pti_ckpt_load(path, &want, vecs, &got)
+				     ? pti_ckpt_load(path, &want, NULL, vecs,
+					   &got)
 				     : pti_err_set(PT_ENOMEM, "checkpoint");
 			if (rv == 0 && got.version != v)
 				rv = pti_err_set(PT_ECORRUPT,
@@ -662,10 +798,6 @@ static int64_t run_find_resume(const pt_config *c, const pt_layout *l)
 			if (tried[i] == v)
 				tried[i] = -1;
 	}
-	if (best < 0)
-		fprintf(stderr, "pstrain run: --resume %s: no checkpoint that "
-		    "every one of the %u servers completed\n", c->resume,
-		    c->servers);
 	return best;
 }
 
@@ -698,9 +830,11 @@ static int run_prepare(run_job *j)
 		    c->servers, (unsigned long long)l->n_params);
 	j->steps = c->steps ? c->steps : (uint64_t)c->epochs * j->spe;
 	if (c->resume[0] != '\0') {
-		int64_t v = run_find_resume(c, l);
+		int64_t v = run_find_resume(c, c->resume, l, 0, c->servers);
 		if (v < 0)
-			return pti_err_set(PT_EINVAL, "nothing to resume from");
+			return pti_err_set(PT_EINVAL, "--resume %s: no checkpoint "
+			    "that every one of the %u servers completed",
+			    c->resume, c->servers);
 		fprintf(stderr, "pstrain run: resuming from version %lld in "
 		    "%s\n", (long long)v, c->resume);
 		c->resume_version = v;
@@ -740,9 +874,10 @@ static void run_cleanup(run_job *j)
 	rmdir(j->sockdir);
 }
 
-// run_rollback: a server died. Stop every process and start the job
-// again from the newest checkpoint that every server completed (sync),
-// counting the steps and time thrown away.
+// run_rollback: a server of a sync job died after a worker had finished,
+// so the workers cannot all go back to an earlier step. Stop every
+// process and start the whole job again from the newest checkpoint that
+// every server completed, counting the steps and time thrown away.
 static int run_rollback(run_job *j)
 {
 	uint64_t step = 0;
@@ -750,25 +885,22 @@ static int run_rollback(run_job *j)
 	run_last_row(j, &step, &wall, &loss);
 	run_kill_all(j);
 	j->n_procs = 0;
-	j->server_restarts++;
+	memset(j->lost, 0, sizeof(j->lost));
 	pt_config *c = &j->c;
-	snprintf(c->resume, sizeof(c->resume), "%s", c->checkpoint_dir);
-	int64_t v = run_find_resume(c, &j->layout);
-	if (v < 0) {
-		fprintf(stderr, "pstrain run: no complete checkpoint in %s to "
-		    "restart from\n", c->checkpoint_dir);
-		return -1;
-	}
+	int64_t v = run_find_resume(c, c->checkpoint_dir, &j->layout, 0,
+	    c->servers);
+	uint64_t from = v < 0 ? 0 : (uint64_t)v;
 	c->resume_version = v;
-	j->steps_redone += step > (uint64_t)v ? step - (uint64_t)v : 0;
+	j->steps_redone += step > from ? step - from : 0;
 	// Time lost: from the checkpoint's step to the failure, at the
 	// job's pace so far.
-	if (step > 0)
-		j->time_lost += wall * (double)(step - (uint64_t)v) / step;
-	fprintf(stderr, "pstrain run: restarting from version %lld (server "
-	    "restart %u of %u; steps %lld..%llu are done again)\n",
-	    (long long)v, j->server_restarts, c->restart_servers,
-	    (long long)v + 1, (unsigned long long)step);
+	if (step > from)
+		j->time_lost += wall * (double)(step - from) / step;
+	fprintf(stderr, "pstrain run: restarting the whole job from version "
+	    "%llu (server restart %u of %u; steps %llu..%llu are done "
+	    "again)\n", (unsigned long long)from, j->server_restarts,
+	    c->restart_servers, (unsigned long long)from + 1,
+	    (unsigned long long)step);
 	return 0;
 }
 

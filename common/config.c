@@ -55,8 +55,9 @@ static const config_entry config_table[] = {
 	"global steps to run instead of --epochs (0: use --epochs)"),
     E("batch", T_U32, batch, "256", 1, 1 << 20, RUN | SRV | WRK, "B",
 	"global batch; each worker computes on B/W examples"),
-    E("lr", T_F64, lr, "0.1", 0, 1e6, RUN | SRV, "LR",
-	"learning rate of the servers' SGD"),
+    E("lr", T_F64, lr, "0", 0, 1e6, RUN | SRV, "LR",
+	"learning rate of the servers' optimizer; 0: its usual one, 0.1 "
+	"for sgd, momentum and nesterov, 0.01 for adagrad, 0.001 for adam"),
     E("seed", T_U64, seed, "1", 0, 2e19, RUN | SRV | WRK | EVL, "N",
 	"seeds initial values, data order and synthetic data"),
     E("eval-every", T_U64, eval_every, "0", 0, 1e12, RUN | WRK, "N",
@@ -107,7 +108,7 @@ static const config_entry config_table[] = {
 	"N|Ns", "checkpoint every N steps (sync) or updates, or every N "
 	"seconds"),
     E("resume", T_STR, resume, "", 0, 0, RUN, "D",
-	"sync: go on from the newest checkpoint in D that every server "
+	"go on from the newest checkpoint in D that every server "
 	"completed"),
     E("resume-version", T_I64, resume_version, "-1", -1, 1e15, SRV, "V",
 	"load D/server-R-vV.ckpt from --checkpoint-dir before serving"),
@@ -118,8 +119,12 @@ static const config_entry config_table[] = {
 	"restart failed workers, N times in all; the restarted worker "
 	"rejoins at the current version"),
     E("restart-servers", T_U32, restart_servers, "0", 0, 1e6, RUN, "N",
-	"sync: when a server dies, restart the job from the newest "
-	"checkpoint every server completed, N times in all"),
+	"restart a dead server from its newest checkpoint, N times in all; "
+	"the workers reconnect (sync: every server goes back to the newest "
+	"checkpoint they all completed)"),
+    E("gone-workers", T_STR, gone_workers, "", 0, 0, SRV, "R,R,...",
+	"workers that left the job before this server started (a restart): "
+	"no step waits for them"),
     E("lr-scaling", T_LRSCALE, lr_scaling, "none", 0, 0, RUN | SRV,
 	"none|linear", "linear: lr x batch / 256"),
     E("warmup-epochs", T_F64, warmup_epochs, "0", 0, 1e6, RUN | SRV, "E",
@@ -497,13 +502,10 @@ int pt_config_check(const pt_config *c, uint32_t cmd)
 	    c->resume[0] == '\0')
 		return pti_err_set(PT_EINVAL,
 		    "--checkpoint-every needs --checkpoint-dir D");
-	if (c->restart_servers > 0 && (c->mode != PT_MODE_SYNC ||
-					 c->checkpoint_dir[0] == '\0'))
+	if (c->restart_servers > 0 && c->checkpoint_dir[0] == '\0' &&
+	    c->resume[0] == '\0')
 		return pti_err_set(PT_EINVAL,
-		    "--restart-servers needs --mode sync and --checkpoint-dir");
-	if (c->resume[0] != '\0' && c->mode != PT_MODE_SYNC)
-		return pti_err_set(PT_EINVAL,
-		    "--resume: only sync jobs can be resumed so far");
+		    "--restart-servers needs --checkpoint-dir D");
 	if ((cmd == PT_CMD_RUN || cmd == PT_CMD_COMPARE) && c->out[0] == '\0')
 		return pti_err_set(PT_EINVAL, "run needs --out DIR");
 	if ((cmd == PT_CMD_SERVER || cmd == PT_CMD_WORKER) &&

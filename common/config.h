@@ -65,7 +65,8 @@ typedef struct pt_config {
 	int64_t resume_version;    // server: the checkpoint to load; -1 none
 	double worker_timeout;     // server: seconds of silence = dead; 0 off
 	uint32_t restart_workers;  // run: restarts allowed for failed workers
-	uint32_t restart_servers;  // run: job restarts from a checkpoint
+	uint32_t restart_servers;  // run: server restarts from a checkpoint
+	char gone_workers[PT_PATH_MAX]; // server: "R,R,...": not waited for
 	// injected delays (workers)
 	char straggler[PT_PATH_MAX]; // "R:MS,R:MS,..."
 	char delay[128];             // "", "exp:MEAN_MS", "uniform:LO:HI"

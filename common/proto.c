@@ -169,7 +169,7 @@ static uint32_t hdr_count(const pti_hdr *h)
 	} extra[] = {
 	    {PTI_H_STEP, 1}, {PTI_H_VER, 1}, {PTI_H_VAR, 1},
 	    {PTI_H_RANGE, 2}, {PTI_H_STATUS, 2}, {PTI_H_LAYOUT, 2},
-	    {PTI_H_SHARD, 6}, {PTI_H_STALE, 1}, {PTI_H_STATS, 9},
+	    {PTI_H_SHARD, 6}, {PTI_H_STALE, 1}, {PTI_H_STATS, 10},
 	    {PTI_H_LR, 1},
 	};
 	uint32_t n = 4; // pv, op, role, rank
@@ -242,6 +242,7 @@ int pti_msg_encode(nng_msg **out, const pti_hdr *h, const float *payload,
 		pack_u(&pk, "nhello", hh.n_hello);
 		pack_u(&pk, "ndone", hh.n_done);
 		pack_u(&pk, "nlost", hh.n_lost);
+		pack_u(&pk, "live0", hh.first_live);
 		pack_key(&pk, "hist");
 		msgpack_pack_array(&pk, PT_STALE_BUCKETS);
 		for (int i = 0; i < PT_STALE_BUCKETS; i++)
@@ -340,6 +341,7 @@ static const hdr_field hdr_fields[] = {
     F("nhello", n_hello, 'u', PTI_H_STATS),
     F("ndone", n_done, 'u', PTI_H_STATS),
     F("nlost", n_lost, 'u', PTI_H_STATS),
+    F("live0", first_live, 'u', PTI_H_STATS),
 };
 #undef F
 

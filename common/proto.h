@@ -74,6 +74,7 @@ typedef struct pti_hdr {
 	// stats
 	uint64_t updates, rejected, dropped, stale_sum, stale_max;
 	uint32_t n_hello, n_done, n_lost;
+	uint32_t first_live; // lowest worker rank not lost (finishes the job)
 	uint64_t hist[PT_STALE_BUCKETS];
 } pti_hdr;
 

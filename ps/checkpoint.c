@@ -14,7 +14,7 @@
 #include "err.h"
 
 #define CKPT_MAGIC "PSTRCKPT"
-#define CKPT_FORMAT 1u
+#define CKPT_FORMAT 2u
 
 // The fixed header, little-endian on every host pstrain runs on.
 typedef struct ckpt_head {
@@ -23,7 +23,7 @@ typedef struct ckpt_head {
 	uint64_t layout_hash, lo, hi;
 	int64_t version;
 	uint64_t updates;
-	uint32_t n_state, pad;
+	uint32_t n_state, n_workers;
 } ckpt_head;
 
 void pti_ckpt_path(char *out, size_t size, const char *dir, uint32_t rank,
@@ -34,7 +34,7 @@ void pti_ckpt_path(char *out, size_t size, const char *dir, uint32_t rank,
 }
 
 // ckpt_prune removes this rank's checkpoints older than the newest
-// PT_CKPT_KEEP.
+// PT_CKPT_KEEP, and temporary files that a killed writer left behind.
 static void ckpt_prune(const char *dir, uint32_t rank, int64_t newest)
 {
 	DIR *d = opendir(dir);
@@ -52,6 +52,12 @@ static void ckpt_prune(const char *dir, uint32_t rank, int64_t newest)
 		    sscanf(e->d_name + strlen(prefix), "%lld.ckp%1s", &v,
 			tail) == 2 && strcmp(tail, "t") == 0)
 			versions[n++] = v;
+		size_t nl = strlen(e->d_name);
+		if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 &&
+		    nl > 9 && strcmp(e->d_name + nl - 9, ".ckpt.tmp") == 0) {
+			snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+			unlink(path);
+		}
 	}
 	closedir(d);
 	for (int i = 0; i < n; i++) {
@@ -65,8 +71,23 @@ static void ckpt_prune(const char *dir, uint32_t rank, int64_t newest)
 	}
 }
 
+// ckpt_stall sleeps halfway through writing version v when the test
+// hook PSTRAIN_TEST_CKPT_STALL=V:MS asks for it (see checkpoint.h).
+static void ckpt_stall(FILE *f, int64_t v)
+{
+	const char *e = getenv("PSTRAIN_TEST_CKPT_STALL");
+	long long want;
+	unsigned ms;
+	if (e == NULL || sscanf(e, "%lld:%u", &want, &ms) != 2 || want != v)
+		return;
+	fflush(f);
+	fprintf(stderr, "checkpoint: stalling %u ms while writing version "
+	    "%lld (PSTRAIN_TEST_CKPT_STALL)\n", ms, want);
+	usleep((useconds_t)ms * 1000);
+}
+
 int pti_ckpt_save(const char *dir, const pti_ckpt_meta *m,
-    const float *const *vecs)
+    const int64_t *clocks, const float *const *vecs)
 {
 	char path[4096], tmp[4200];
 	ckpt_head h;
@@ -76,7 +97,7 @@ int pti_ckpt_save(const char *dir, const pti_ckpt_meta *m,
 	h.rank = m->rank, h.n_servers = m->n_servers, h.opt_kind = m->opt_kind;
 	h.layout_hash = m->layout_hash, h.lo = m->lo, h.hi = m->hi;
 	h.version = m->version, h.updates = m->updates;
-	h.n_state = m->n_state;
+	h.n_state = m->n_state, h.n_workers = m->n_workers;
 	pti_ckpt_path(path, sizeof(path), dir, m->rank, m->version);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	FILE *f = fopen(tmp, "wb");
@@ -84,10 +105,15 @@ int pti_ckpt_save(const char *dir, const pti_ckpt_meta *m,
 		return pti_err_set(PT_EIO, "%s: %s", tmp, strerror(errno));
 	uLong crc = crc32(0, (const Bytef *)&h, sizeof(h));
 	int ok = fwrite(&h, sizeof(h), 1, f) == 1;
+	size_t cbytes = (size_t)m->n_workers * sizeof(int64_t);
+	crc = crc32(crc, (const Bytef *)clocks, (uInt)cbytes);
+	ok = ok && fwrite(clocks, 1, cbytes, f) == cbytes;
 	size_t bytes = (size_t)(m->hi - m->lo) * sizeof(float);
 	for (uint32_t i = 0; ok && i <= m->n_state; i++) {
 		crc = crc32(crc, (const Bytef *)vecs[i], (uInt)bytes);
 		ok = fwrite(vecs[i], 1, bytes, f) == bytes;
+		if (i == 0)
+			ckpt_stall(f, m->version);
 	}
 	uint32_t c32 = (uint32_t)crc;
 	ok = ok && fwrite(&c32, 4, 1, f) == 1 && fflush(f) == 0 &&
@@ -108,7 +134,7 @@ int pti_ckpt_save(const char *dir, const pti_ckpt_meta *m,
 }
 
 int pti_ckpt_load(const char *path, const pti_ckpt_meta *want,
-    float *const *vecs, pti_ckpt_meta *got)
+    int64_t *clocks, float *const *vecs, pti_ckpt_meta *got)
 {
 	ckpt_head h;
 	uint32_t c32;
@@ -135,7 +161,19 @@ int pti_ckpt_load(const char *path, const pti_ckpt_meta *want,
 	else if (h.opt_kind != want->opt_kind || h.n_state != want->n_state)
 		rv = pti_err_set(PT_ECORRUPT,
 		    "%s: written with another --optimizer", path);
+	else if (h.n_workers > 1024)
+		rv = pti_err_set(PT_ECORRUPT, "%s: claims %u workers", path,
+		    h.n_workers);
 	uLong crc = crc32(0, (const Bytef *)&h, sizeof(h));
+	for (uint32_t i = 0; rv == 0 && i < h.n_workers; i++) {
+		int64_t ck;
+		if (fread(&ck, sizeof(ck), 1, f) != 1)
+			rv = pti_err_set(PT_ECORRUPT, "%s: truncated clocks",
+			    path);
+		crc = crc32(crc, (const Bytef *)&ck, sizeof(ck));
+		if (clocks != NULL && h.n_workers == want->n_workers)
+			clocks[i] = ck;
+	}
 	size_t bytes = (size_t)(want->hi - want->lo) * sizeof(float);
 	for (uint32_t i = 0; rv == 0 && i <= want->n_state; i++) {
 		if (fread(vecs[i], 1, bytes, f) != bytes)
@@ -156,6 +194,7 @@ int pti_ckpt_load(const char *path, const pti_ckpt_meta *want,
 		*got = *want;
 		got->version = h.version;
 		got->updates = h.updates;
+		got->n_workers = h.n_workers;
 	}
 	return rv;
 }

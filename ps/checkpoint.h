@@ -17,24 +17,34 @@ typedef struct pti_ckpt_meta {
 	int64_t version;   // parameter version (sync: steps done)
 	uint64_t updates;  // updates applied, for Adam's step count
 	uint32_t opt_kind, n_state;
+	uint32_t n_workers; // the clocks that follow: steps each worker pushed
 } pti_ckpt_meta;
 
 // pti_ckpt_path writes DIR/server-R-vVERSION.ckpt into out.
 void pti_ckpt_path(char *out, size_t size, const char *dir, uint32_t rank,
     int64_t version);
 
-// pti_ckpt_save writes m and the 1 + m->n_state vectors vecs[i] (each
-// hi - lo floats) to pti_ckpt_path, atomically, then removes this rank's
-// checkpoints older than the newest PT_CKPT_KEEP. PT_EIO naming the file.
+// pti_ckpt_save writes m, the m->n_workers clocks and the 1 + m->n_state
+// vectors vecs[i] (each hi - lo floats) to pti_ckpt_path, atomically,
+// then removes this rank's checkpoints older than the newest
+// PT_CKPT_KEEP and any temporary file a killed writer left. PT_EIO
+// naming the file.
+//
+// Fault injection for tests: with PSTRAIN_TEST_CKPT_STALL=V:MS in the
+// environment, the write of version V stops for MS milliseconds halfway
+// through its temporary file, so that a test can kill the server there.
 int pti_ckpt_save(const char *dir, const pti_ckpt_meta *m,
-    const float *const *vecs);
+    const int64_t *clocks, const float *const *vecs);
 
 // pti_ckpt_load reads path into vecs (1 + want->n_state vectors of
-// hi - lo floats, the caller's) after checking it whole: magic, format,
+// hi - lo floats, the caller's) and, when the file's worker count equals
+// want->n_workers and clocks is not NULL, its clocks into clocks (the
+// caller's, n_workers entries), after checking it whole: magic, format,
 // CRC, and that rank, server count, layout hash, shard and optimizer equal
-// want's. *got receives the file's meta. PT_ECORRUPT (or PT_ENOENT) with a
-// detail naming the file and the reason; vecs may be partly written then.
+// want's. *got receives the file's meta (n_workers: the file's). PT_ECORRUPT
+// (or PT_ENOENT) with a detail naming the file and the reason; vecs and
+// clocks may be partly written then.
 int pti_ckpt_load(const char *path, const pti_ckpt_meta *want,
-    float *const *vecs, pti_ckpt_meta *got);
+    int64_t *clocks, float *const *vecs, pti_ckpt_meta *got);
 
 #endif // PT_PS_CHECKPOINT_H

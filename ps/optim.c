@@ -7,6 +7,13 @@
 
 #include "err.h"
 
+double pti_optim_default_lr(const pti_optim *o)
+{
+	return o->kind == PT_OPT_ADAM ? 0.001
+	       : o->kind == PT_OPT_ADAGRAD ? 0.01
+					   : 0.1;
+}
+
 int pti_optim_parse(pti_optim *o, const char *spec, double weight_decay)
 {
 	double a = 0, b = 0, c = 0;

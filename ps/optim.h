@@ -28,6 +28,10 @@ typedef struct pti_optim {
 // with a detail naming --optimizer and what is accepted.
 int pti_optim_parse(pti_optim *o, const char *spec, double weight_decay);
 
+// pti_optim_default_lr is the learning rate --lr 0 stands for: 0.1 for
+// sgd, momentum and nesterov, 0.01 for adagrad, 0.001 for adam.
+double pti_optim_default_lr(const pti_optim *o);
+
 // pti_optim_apply updates n parameters p from the gradient sum g divided
 // by gdiv (the number of gradients summed; 1 for one), with learning rate
 // lr. s1 and s2 are the optimizer's state for the same elements (each n

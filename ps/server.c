@@ -212,7 +212,7 @@ static pti_ckpt_meta server_ckpt_meta(const ps_server *s)
 {
 	pti_ckpt_meta m = {s->cfg->rank, s->cfg->servers,
 	    pt_layout_hash(&s->layout), s->lo, s->hi, s->version, s->updates,
-	    (uint32_t)s->opt.kind, (uint32_t)s->opt.n_state};
+	    (uint32_t)s->opt.kind, (uint32_t)s->opt.n_state, s->cfg->workers};
 	return m;
 }
 
@@ -229,7 +229,7 @@ static void server_checkpoint(ps_server *s)
 		return;
 	pti_ckpt_meta m = server_ckpt_meta(s);
 	const float *vecs[3] = {s->params, s->state1, s->state2};
-	int rv = pti_ckpt_save(s->cfg->checkpoint_dir, &m, vecs);
+	int rv = pti_ckpt_save(s->cfg->checkpoint_dir, &m, s->clock, vecs);
 	if (rv != 0)
 		fprintf(stderr, "server %u: checkpoint failed: %s\n",
 		    s->cfg->rank, pt_errmsg(rv));
@@ -362,7 +362,7 @@ typedef nng_msg *(*op_fn)(ps_server *, ps_ctx *, const pti_hdr *,
 static nng_msg *op_hello(ps_server *s, ps_ctx *x, const pti_hdr *h,
     const void *pay, ps_ctx **wake)
 {
-	(void)x, (void)pay, (void)wake;
+	(void)x, (void)pay;
 	char why[160];
 	if (!(h->has & PTI_H_LAYOUT) ||
 	    h->layout_hash != pt_layout_hash(&s->layout) ||
@@ -377,18 +377,31 @@ static nng_msg *op_hello(ps_server *s, ps_ctx *x, const pti_hdr *h,
 		s->hello[h->rank] = 1;
 		s->n_hello++;
 	}
+	int64_t *clock = &s->clock[h->rank];
 	if (s->lost[h->rank]) {
-		// A restarted worker rejoins at the current version.
+		// A restarted worker rejoins at the current version, and in
+		// ssp no further behind than the slowest worker.
 		s->lost[h->rank] = 0;
 		s->n_lost--;
-		s->clock[h->rank] = s->min_clock;
+		if (*clock < s->min_clock)
+			*clock = s->min_clock;
 		fprintf(stderr, "server %u: worker %u rejoined at version "
 		    "%lld\n", s->cfg->rank, h->rank, (long long)s->version);
 	}
+	// A worker that reconnects (this server was restarted from a
+	// checkpoint) says how far it got: its clock goes on from there.
+	if ((h->has & PTI_H_STEP) && h->step > *clock) {
+		*clock = h->step;
+		ssp_min_clock(s, wake);
+	}
 	pti_hdr r;
 	pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->cfg->rank);
-	r.has |= PTI_H_VER | PTI_H_LAYOUT | PTI_H_SHARD;
+	r.has |= PTI_H_VER | PTI_H_LAYOUT | PTI_H_SHARD | PTI_H_STEP;
 	r.ver = s->version;
+	// Where the worker's data position goes on: the open step (sync), or
+	// the steps it has pushed here (async, ssp; from a checkpoint after
+	// a resume).
+	r.step = s->cfg->mode == PT_MODE_SYNC ? s->version : *clock;
 	r.layout_hash = pt_layout_hash(&s->layout);
 	r.n_params = s->layout.n_params;
 	r.lo = s->lo;
@@ -480,11 +493,12 @@ static int push_take(ps_server *s, const pti_hdr *h, const void *pay,
 		    "(0..%lld)", pt_mode_name(c->mode), (long long)s->version);
 	// How far ahead of the slowest worker this push is: ssp bounds it by
 	// --staleness, async does not. Measured here, where the push lands.
-	if ((h->has & PTI_H_STEP) && h->step == s->clock[h->rank] &&
-	    h->step - s->min_clock > s->max_lead)
+	// A step past the clock is a worker that skipped ahead (it came
+	// back to a restarted server, or its own restart resumed later on).
+	int fresh = (h->has & PTI_H_STEP) && h->step >= s->clock[h->rank];
+	if (fresh && h->step - s->min_clock > s->max_lead)
 		s->max_lead = h->step - s->min_clock;
-	if (c->mode == PT_MODE_SSP &&
-	    (!(h->has & PTI_H_STEP) || h->step != s->clock[h->rank]))
+	if (c->mode == PT_MODE_SSP && !fresh)
 		return pti_err_set(PT_ESTATE,
 		    "worker %u pushed step %lld, its next step is %lld",
 		    h->rank, (long long)h->step,
@@ -508,10 +522,12 @@ static int push_take(ps_server *s, const pti_hdr *h, const void *pay,
 		s->updates++;
 		server_checkpoint(s);
 	}
-	if ((h->has & PTI_H_STEP) && h->step == s->clock[h->rank]) {
+	if (fresh) {
 		// The clock moves even for a dropped gradient: the step is
 		// done, only its update was refused.
-		if (s->clock[h->rank]++ == s->min_clock)
+		int was_min = s->clock[h->rank] == s->min_clock;
+		s->clock[h->rank] = h->step + 1;
+		if (was_min)
 			ssp_min_clock(s, wake);
 	}
 	return 0;
@@ -579,6 +595,10 @@ static nng_msg *op_stats(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	r.n_hello = s->n_hello;
 	r.n_done = s->n_done;
 	r.n_lost = s->n_lost;
+	r.first_live = s->cfg->workers;
+	for (uint32_t w = s->cfg->workers; w-- > 0;)
+		if (!s->lost[w])
+			r.first_live = w;
 	memcpy(r.hist, s->hist, sizeof(r.hist));
 	return reply_encode(s, &r, NULL, 0);
 }
@@ -843,6 +863,30 @@ static void server_fini(ps_server *s)
 	pthread_cond_destroy(&s->cv);
 }
 
+// server_gone marks the workers of --gone-workers as lost: they left the
+// job before this server (a restarted one) started, so no step or clock
+// waits for them. One that comes back says hello and rejoins.
+static int server_gone(ps_server *s)
+{
+	const pt_config *c = s->cfg;
+	for (const char *p = c->gone_workers; *p;) {
+		unsigned r;
+		int used = 0;
+		if (sscanf(p, "%u%n", &r, &used) != 1 || r >= c->workers)
+			return pti_err_set(PT_EINVAL,
+			    "--gone-workers %s: expected ranks below --workers "
+			    "%u, separated by commas", c->gone_workers,
+			    c->workers);
+		if (!s->lost[r]) {
+			s->hello[r] = s->lost[r] = 1;
+			s->n_hello++;
+			s->n_lost++;
+		}
+		p += used + (p[used] == ',');
+	}
+	return 0;
+}
+
 static int server_init(ps_server *s, const pt_config *c)
 {
 	uint32_t dim, classes;
@@ -906,13 +950,22 @@ static int server_init(ps_server *s, const pt_config *c)
 		float *vecs[3] = {s->params, s->state1, s->state2};
 		pti_ckpt_path(path, sizeof(path), c->checkpoint_dir, c->rank,
 		    c->resume_version);
-		if ((rv = pti_ckpt_load(path, &want, vecs, &got)) != 0)
+		if ((rv = pti_ckpt_load(path, &want, s->clock, vecs, &got)) != 0)
 			return rv;
+		if (c->mode != PT_MODE_SYNC && got.n_workers != c->workers)
+			return pti_err_set(PT_EINVAL,
+			    "%s: written for %u workers, this job has %u: the "
+			    "workers' data positions do not carry over", path,
+			    got.n_workers, c->workers);
 		s->version = got.version;
 		s->updates = got.updates;
 		fprintf(stderr, "server %u: resumed from %s at version %lld\n",
 		    c->rank, path, (long long)s->version);
 	}
+	if ((rv = server_gone(s)) != 0)
+		return rv;
+	ps_ctx *none = NULL; // nothing is parked yet
+	ssp_min_clock(s, &none);
 	s->lr_base = c->lr;
 	if (c->lr_scaling == PT_LR_LINEAR)
 		s->lr_base *= c->batch / 256.0;

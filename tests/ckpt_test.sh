@@ -1,8 +1,10 @@
 #!/bin/sh
-# tests/ckpt_test.sh - checkpoints and --resume with real processes: a
-# stopped and resumed sync job ends bit-identical to one that never
-# stopped; a truncated or mismatched checkpoint is refused by name and an
-# older complete one is used.
+# tests/ckpt_test.sh - checkpoints, --resume and dead servers with real
+# processes and real kill -9: a stopped and resumed sync job ends
+# bit-identical to one that never stopped; a truncated or mismatched
+# checkpoint is refused by name and an older complete one is used; a
+# server killed mid-job, or mid-checkpoint, is restarted and its workers
+# reconnect; an async job resumes where its workers were.
 cd "$(dirname "$0")/.." || exit 2
 P=${PSTRAIN:-bin/pstrain}
 DIFF=build/tests/proc_modeldiff
@@ -87,8 +89,11 @@ test_ck_dead_server_restarted() {
 	$P run $J --steps 400 --out "$T/srv-ref" --save-model "$T/srv-ref/m.bin" \
 		>"$T/srv-ref.log" 2>&1
 	rs=$(json server_restarts "$d/summary.json")
+	# The workers were not restarted: they reconnected.
 	if [ "$rc" = 0 ] && [ "$rs" = 1 ] &&
-		grep -q "restarting from version" "$d.log" &&
+		grep -q "restarting every server from checkpoint version" \
+			"$d.log" && grep -q "rejoining" "$d/worker-0.log" &&
+		! grep -q "worker 0 failed" "$d.log" &&
 		$DIFF "$T/srv-ref/m.bin" "$d/m.bin" 0 >"$T/diff2.log"; then
 		ok $n
 	else
@@ -96,7 +101,148 @@ test_ck_dead_server_restarted() {
 	fi
 }
 
+test_ck_killed_while_writing() {
+	# kill -9 a server while it writes a checkpoint (the test hook holds
+	# it halfway through its temporary file): the half-written file is
+	# never used, the previous checkpoint is, and the job ends
+	# bit-identical to the job that never failed.
+	n=test_ck_killed_while_writing
+	d="$T/mid"
+	PSTRAIN_TEST_CKPT_STALL=40:1500 $P run $J --steps 400 \
+		--checkpoint-dir "$d/ck" --checkpoint-every 20 --restart-servers 1 \
+		--out "$d" --save-model "$d/m.bin" >"$d.log" 2>&1 &
+	pid=$!
+	i=0
+	while [ "$i" -lt 600 ] && ! [ -f "$d/ck/server-1-v40.ckpt.tmp" ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	[ -f "$d/ck/server-1-v40.ckpt" ] && { no $n "the write was not held"; wait $pid; return; }
+	pkill -9 -f -- "^pstrain server .* --out $d .*--rank 1( |$)"
+	wait $pid
+	rc=$?
+	tmp=$(ls "$d/ck" | grep -c '\.tmp$')
+	if [ "$rc" = 0 ] && [ "$tmp" = 0 ] &&
+		grep -q "restarting every server from checkpoint version 20" \
+			"$d.log" &&
+		$DIFF "$T/srv-ref/m.bin" "$d/m.bin" 0 >"$T/diff3.log"; then
+		ok $n
+	else
+		no $n "exit $rc, $tmp temporary files left: $(cat "$T/diff3.log" 2>/dev/null)" "$d.log"
+	fi
+}
+
+A="--mode async --servers 2 --workers 3 --data synthetic:4000 --model mlp:32 --seed 3 --lr 0.05 --batch 48"
+
+test_ck_async_server_restarted() {
+	# async: only the dead server is restarted, from its own newest
+	# checkpoint; the other server and the workers go on, and the job
+	# ends about as accurate as one that never failed.
+	n=test_ck_async_server_restarted
+	d="$T/as"
+	$P run $A --epochs 4 --checkpoint-dir "$d/ck" --checkpoint-every 50 \
+		--restart-servers 1 --delay uniform:2:2 --out "$d" \
+		>"$d.log" 2>&1 &
+	pid=$!
+	i=0
+	while [ "$i" -lt 600 ] && ! ls "$d/ck"/server-1-v100.ckpt >/dev/null 2>&1
+	do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	pkill -9 -f -- "^pstrain server .* --out $d .*--rank 1( |$)"
+	wait $pid
+	rc=$?
+	$P run $A --epochs 4 --out "$T/as-ref" >"$T/as-ref.log" 2>&1
+	acc=$(json final_test_acc "$d/summary.json")
+	ref=$(json final_test_acc "$T/as-ref/summary.json")
+	rs=$(json server_restarts "$d/summary.json")
+	if [ "$rc" = 0 ] && [ "$rs" = 1 ] &&
+		grep -q "restarting it from checkpoint version" "$d.log" &&
+		grep -q "rejoining" "$d"/worker-*.log &&
+		awk "BEGIN { exit !($acc >= $ref - 0.05) }"; then
+		ok $n
+	else
+		no $n "exit $rc, restarts '$rs', accuracy '$acc' against '$ref'" "$d.log"
+	fi
+}
+
+test_ck_async_resume() {
+	# An async job resumes from its checkpoint, each worker at the step
+	# the checkpoint recorded for it (its data position), not from 0.
+	n=test_ck_async_resume
+	d="$T/ar"
+	$P run $A --steps 60 --checkpoint-dir "$d/ck" --checkpoint-every 30 \
+		--out "$d/part" >"$d.log" 2>&1 ||
+		{ no $n "first part failed" "$d.log"; return; }
+	$P run $A --steps 120 --resume "$d/ck" --out "$d/res" \
+		>"$d/res.log" 2>&1 || { no $n "resume failed" "$d/res.log"; return; }
+	first=$(sed -n 2p "$d/res/worker-2.csv" | cut -d, -f1)
+	last=$(tail -n 1 "$d/res/worker-2.csv" | cut -d, -f1)
+	acc=$(json final_test_acc "$d/res/summary.json")
+	if grep -q "resuming from version" "$d/res.log" &&
+		[ "${first:-0}" -gt 30 ] && [ "$last" = 120 ] &&
+		awk "BEGIN { exit !($acc > 0.5) }"; then
+		ok $n
+	else
+		no $n "worker 2 went from step '$first' to '$last', accuracy '$acc'" "$d/res.log"
+	fi
+}
+
+test_ck_standalone_reconnect() {
+	# By hand, without the launcher: kill -9 the only server of a sync
+	# job, start it again a moment later from its newest checkpoint. The
+	# workers say what they wait for, reconnect, go on from that step,
+	# and end bit-identical to a job that never failed.
+	n=test_ck_standalone_reconnect
+	c="$T/sa"
+	mkdir -p "$c"
+	f="--servers 1 --workers 2 --data synthetic:1200 --model mlp:32 --seed 7 --batch 32 --out $c"
+	srv="$P server $f --lr 0.2 --listen ipc://$c/s0 --checkpoint-dir $c/ck --checkpoint-every 20"
+	$srv >"$c/s0.log" 2>&1 &
+	$P worker $f --rank 1 --connect "ipc://$c/s0" --steps 300 \
+		--delay uniform:3:3 >"$c/w1.log" 2>&1 &
+	w1=$!
+	$P worker $f --rank 0 --connect "ipc://$c/s0" --steps 300 \
+		--delay uniform:3:3 --save-model "$c/m.bin" >"$c/w0.log" 2>&1 &
+	w0=$!
+	i=0
+	while [ "$i" -lt 600 ] && ! [ -f "$c/ck/server-0-v40.ckpt" ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	pkill -9 -f -- "pstrain server .* --listen ipc://$c/s0"
+	sleep 1.5
+	v=$(ls "$c/ck" | sed -n 's/^server-0-v\([0-9]*\)\.ckpt$/\1/p' | sort -n | tail -n 1)
+	$srv --resume-version "$v" >"$c/s0b.log" 2>&1 &
+	s0=$!
+	wait $w0; r0=$?
+	wait $w1; r1=$?
+	# Worker 0 stops the server; do not hang on one it failed to stop.
+	i=0
+	while [ "$i" -lt 100 ] && kill -0 $s0 2>/dev/null; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	kill -9 $s0 2>/dev/null
+	wait $s0; r2=$?
+	$P run --servers 1 --workers 2 --data synthetic:1200 --model mlp:32 \
+		--seed 7 --batch 32 --lr 0.2 --steps 300 --out "$c/run" \
+		--save-model "$c/run/m.bin" >"$c/run.log" 2>&1
+	if [ "$r0$r1$r2" = 000 ] &&
+		grep -q "waiting for server 0 at ipc://$c/s0 to come back" "$c/w0.log" &&
+		$DIFF "$c/run/m.bin" "$c/m.bin" 0 >"$T/diff4.log"; then
+		ok $n
+	else
+		no $n "exits $r0 $r1 $r2, v$v: $(cat "$T/diff4.log" 2>/dev/null)" "$c/w0.log"
+	fi
+}
+
 test_ck_resume_bit_identical
 test_ck_dead_server_restarted
+test_ck_killed_while_writing
+test_ck_async_server_restarted
+test_ck_async_resume
+test_ck_standalone_reconnect
 test_ck_truncated_refused
 test_ck_mismatch_refused

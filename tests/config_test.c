@@ -18,7 +18,7 @@ static void test_config_defaults(void)
 	pt_config c;
 	pt_config_defaults(&c);
 	PT_TEST_TRUE(c.mode == PT_MODE_SYNC && c.servers == 1);
-	PT_TEST_TRUE(c.batch == 256 && c.lr == 0.1 && c.seed == 1);
+	PT_TEST_TRUE(c.batch == 256 && c.lr == 0 && c.seed == 1);
 	PT_TEST_TRUE(strcmp(c.data, "fashion-mnist") == 0);
 }
 

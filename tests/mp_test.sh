@@ -172,19 +172,46 @@ kill_during() {
 	wait $pid
 }
 
-test_mp_worker0_failure_stops_job() {
-	# Worker 0 finishes the job (final evaluation, shutdown): losing it
-	# without a restart ends the job, and nothing is left behind.
-	n=test_mp_worker0_failure_stops_job
-	kill_during "$T/kill0" 0 --steps 100000
+test_mp_server_failure_stops_job() {
+	# A dead server with no --restart-servers ends the job, and nothing
+	# is left behind.
+	n=test_mp_server_failure_stops_job
+	d="$T/kills"
+	$P run --servers 2 --workers 3 $D --batch 48 --steps 100000 \
+		--out "$d" >"$d.log" 2>&1 &
+	pid=$!
+	wait_rows "$d/worker-0.csv" 3 || { no $n "job did not start"; kill $pid; wait $pid; return; }
+	pkill -9 -f -- "^pstrain server .* --out $d .*--rank 1( |$)"
+	wait $pid
 	rc=$?
 	sleep 0.2
-	left=$(alive "$T/kill0")
-	if [ "$rc" -ne 0 ] && [ "$rc" != 99 ] && [ "$left" = 0 ] &&
-		grep -q "worker 0 failed" "$T/kill0.log"; then
+	left=$(alive "$d")
+	if [ "$rc" -ne 0 ] && [ "$left" = 0 ] &&
+		grep -q "server 1 failed" "$d.log"; then
 		ok $n
 	else
-		no $n "exit $rc, $left processes left" "$T/kill0.log"
+		no $n "exit $rc, $left processes left" "$d.log"
+	fi
+}
+
+test_mp_dead_worker0_job_finishes() {
+	# Worker 0 is not special: kill -9 it mid-way through a sync job and
+	# the lowest-ranked worker left finishes the job (final evaluation,
+	# saved model, shutdown).
+	n=test_mp_dead_worker0_job_finishes
+	d="$T/kill0"
+	kill_during "$d" 0 --steps 300 --delay uniform:3:3 \
+		--save-model "$d/m.bin"
+	rc=$?
+	lost=$(json workers_lost "$d/summary.json")
+	ver=$(json final_version "$d/summary.json")
+	if [ "$rc" = 0 ] && [ "$lost" = 1 ] && [ "$ver" = 300 ] &&
+		[ -s "$d/m.bin" ] &&
+		grep -q "worker 0 was lost; this worker finishes the job" \
+			"$d/worker-1.log"; then
+		ok $n
+	else
+		no $n "exit $rc, workers_lost '$lost', version '$ver'" "$d.log"
 	fi
 }
 
@@ -327,7 +354,8 @@ test_mp_32_workers
 test_mp_tcp
 test_mp_bad_batch
 test_mp_missing_data
-test_mp_worker0_failure_stops_job
+test_mp_server_failure_stops_job
+test_mp_dead_worker0_job_finishes
 test_mp_dead_worker_sync_goes_on
 test_mp_restarted_worker_rejoins
 test_mp_hung_worker_timeout

@@ -2,8 +2,10 @@
 #include "client.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
@@ -21,6 +23,8 @@ typedef struct client_link {
 	nng_aio *aio;
 	int state;
 	int rv;
+	int up;   // connected pipes (0 or 1)
+	int lost; // the connection closed while a request was under way
 	nng_msg *reply;
 	uint64_t lo, hi; // its shard, from hello
 	int64_t ver;     // version of the values last received from it
@@ -41,8 +45,31 @@ static void link_finish(client_link *k, int rv)
 	k->rv = rv;
 	k->state = LINK_IDLE;
 	if (--c->pending == 0)
-		pthread_cond_signal(&c->cv);
+		pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->mu);
+}
+
+// link_pipe_cb follows the connection to one server. When it closes with
+// a request under way, that request can no longer be answered: cancel it
+// now rather than wait out the timeout.
+static void link_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+	client_link *k = arg;
+	pt_client *c = k->c;
+	int cancel = 0;
+	(void)p;
+	pthread_mutex_lock(&c->mu);
+	if (ev == NNG_PIPE_EV_ADD_POST) {
+		k->up++;
+	} else {
+		k->up = k->up > 0 ? k->up - 1 : 0;
+		cancel = k->state != LINK_IDLE;
+		k->lost |= cancel;
+	}
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+	if (cancel)
+		nng_aio_cancel(k->aio);
 }
 
 static void link_cb(void *arg)
@@ -130,6 +157,18 @@ int pt_client_open(pt_client **out, const char *urls, uint32_t role,
 		nng_socket_set_ms(k->sock, NNG_OPT_REQ_RESENDTIME,
 		    NNG_DURATION_INFINITE);
 		nng_aio_set_timeout(k->aio, (nng_duration)(timeout_s * 1000));
+		// Redial a server that went away every 50 ms at first, the
+		// pause doubling up to 2 s.
+		nng_socket_set_ms(k->sock, NNG_OPT_RECONNMINT, 50);
+		nng_socket_set_ms(k->sock, NNG_OPT_RECONNMAXT, 2000);
+		if ((rv = nng_pipe_notify(k->sock, NNG_PIPE_EV_ADD_POST,
+			 link_pipe_cb, k)) != 0 ||
+		    (rv = nng_pipe_notify(k->sock, NNG_PIPE_EV_REM_POST,
+			 link_pipe_cb, k)) != 0) {
+			pt_client_close(c);
+			return pti_err_set(PT_ETRANSPORT, "client: %s",
+			    nng_strerror(rv));
+		}
 		if ((rv = nng_dial(k->sock, k->url, NULL,
 			 NNG_FLAG_NONBLOCK)) != 0) {
 			pt_client_close(c);
@@ -147,6 +186,68 @@ uint32_t pt_client_servers(const pt_client *c)
 	return c->n;
 }
 
+static double client_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// client_missing lists the servers not connected into buf; returns how
+// many. Called with the lock held.
+static uint32_t client_missing(const pt_client *c, char *buf, size_t size)
+{
+	uint32_t n = 0;
+	size_t used = 0;
+	buf[0] = '\0';
+	for (uint32_t i = 0; i < c->n; i++) {
+		if (c->links[i].up > 0)
+			continue;
+		if (used < size)
+			used += (size_t)snprintf(buf + used, size - used,
+			    "%sserver %u at %s", n ? ", " : "", i,
+			    c->links[i].url);
+		n++;
+	}
+	return n;
+}
+
+int pt_client_wait(pt_client *c, const char *who, double timeout_s)
+{
+	char missing[1024];
+	double start = client_now(), said = 0;
+	pthread_mutex_lock(&c->mu);
+	while (client_missing(c, missing, sizeof(missing)) > 0) {
+		double waited = client_now() - start;
+		if (waited >= timeout_s) {
+			pthread_mutex_unlock(&c->mu);
+			return pti_err_set(PT_ETIMEDOUT,
+			    "%s gave up after %.0fs waiting for %s", who,
+			    waited, missing);
+		}
+		// Quiet for a normal start-up; then every 5 s.
+		if (waited >= said + 5.0 || (said == 0 && waited >= 1.0)) {
+			fprintf(stderr, "%s: waiting for %s to come back "
+			    "(%.0fs so far, at most %.0fs)\n", who, missing,
+			    waited, timeout_s);
+			said = waited;
+		}
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 100 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+	}
+	pthread_mutex_unlock(&c->mu);
+	if (said > 0)
+		fprintf(stderr, "%s: every server is connected again after "
+		    "%.1fs\n", who, client_now() - start);
+	return 0;
+}
+
 // client_rpc sends msgs[i] to server i, all at once, takes the messages,
 // and waits for every reply. It then decodes each into hdrs[i] with its
 // payload in pays[i]; on failure every reply is freed.
@@ -155,13 +256,21 @@ static int client_rpc(pt_client *c, nng_msg **msgs, pti_hdr *hdrs,
 {
 	pthread_mutex_lock(&c->mu);
 	c->pending = c->n;
-	pthread_mutex_unlock(&c->mu);
 	for (uint32_t i = 0; i < c->n; i++) {
 		client_link *k = &c->links[i];
 		k->state = LINK_SEND;
 		k->reply = NULL;
+		// Not connected: fail at once (the caller waits and rejoins)
+		// rather than let nng queue it for a restarted server.
+		k->lost = k->up == 0;
+	}
+	pthread_mutex_unlock(&c->mu);
+	for (uint32_t i = 0; i < c->n; i++) {
+		client_link *k = &c->links[i];
 		nng_aio_set_msg(k->aio, msgs[i]);
 		nng_send_aio(k->sock, k->aio);
+		if (k->lost)
+			nng_aio_cancel(k->aio);
 	}
 	pthread_mutex_lock(&c->mu);
 	while (c->pending > 0)
@@ -172,6 +281,12 @@ static int client_rpc(pt_client *c, nng_msg **msgs, pti_hdr *hdrs,
 	for (uint32_t i = 0; i < c->n && rv == 0; i++) {
 		client_link *k = &c->links[i];
 		const char *op = pti_op_name(hdrs[i].op);
+		if (k->rv != 0 && (k->lost || k->rv == NNG_ECONNRESET)) {
+			rv = pti_err_set(PT_ECLOSED,
+			    "%s to server %u at %s: the connection closed (the "
+			    "server stopped or died)", op, i, k->url);
+			break;
+		}
 		if (k->rv != 0) {
 			rv = pti_err_set(k->rv == NNG_ETIMEDOUT ? PT_ETIMEDOUT
 								: PT_ETRANSPORT,
@@ -248,15 +363,17 @@ int pt_client_simple(pt_client *c, uint32_t op, pti_hdr *replies)
 }
 
 int pt_client_hello(pt_client *c, const pt_layout *l, int mode,
-    uint32_t workers)
+    uint32_t workers, int64_t step, int64_t *start)
 {
+	int64_t at = -1;
 	nng_msg *msgs[c->n];
 	pti_hdr hdrs[c->n];
 	const void *pays[c->n];
 	int rv = 0;
 	for (uint32_t i = 0; i < c->n; i++) {
 		pti_hdr_init(&hdrs[i], PT_OP_HELLO, c->role, c->rank);
-		hdrs[i].has |= PTI_H_LAYOUT;
+		hdrs[i].has |= PTI_H_LAYOUT | PTI_H_STEP;
+		hdrs[i].step = step;
 		hdrs[i].layout_hash = pt_layout_hash(l);
 		hdrs[i].n_params = l->n_params;
 	}
@@ -285,8 +402,18 @@ int pt_client_hello(pt_client *c, const pt_layout *l, int mode,
 		c->links[i].lo = h->lo;
 		c->links[i].hi = h->hi;
 		c->links[i].ver = h->ver;
+		int64_t go = (h->has & PTI_H_STEP) ? h->step : 0;
+		if (rv == 0 && mode == PT_MODE_SYNC && i > 0 && go != at)
+			rv = pti_err_set(PT_ESTATE,
+			    "servers disagree on the version: server 0 is at "
+			    "%lld, server %u at %lld", (long long)at, i,
+			    (long long)go);
+		if (go > at)
+			at = go;
 	}
 	client_release(c);
+	if (rv == 0)
+		*start = at;
 	return rv;
 }
 

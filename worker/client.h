@@ -2,6 +2,12 @@
 // parameter server. Each call sends one request to each server at once
 // over nng aio and waits for all the replies: the servers work in
 // parallel, not one after another. Not thread-safe: one thread per client.
+//
+// A server that goes away (its connection closes) fails the call under
+// way at once with PT_ECLOSED naming it, instead of leaving it to time
+// out. nng keeps dialing it, with a growing pause between attempts;
+// pt_client_wait waits until every server is connected again, and a new
+// pt_client_hello rejoins them.
 #ifndef PT_WORKER_CLIENT_H
 #define PT_WORKER_CLIENT_H
 
@@ -31,11 +37,20 @@ void pt_client_close(pt_client *c);
 
 uint32_t pt_client_servers(const pt_client *c);
 
+// pt_client_wait blocks until every server is connected, at most
+// timeout_s seconds, saying on stderr (as `who`) which servers it waits
+// for when that takes a while. PT_ETIMEDOUT naming the missing servers.
+int pt_client_wait(pt_client *c, const char *who, double timeout_s);
+
 // pt_client_hello joins every server and checks that each holds the shard
 // that l and the server count say, in `mode` with `workers` workers.
-// PT_EINVAL with a detail naming the server that disagrees.
+// `step` is the worker's next step (0 at the start); *start receives
+// where it goes on: in sync mode the servers' common version (PT_ESTATE
+// naming both when two servers disagree, as while they restart), else
+// the furthest any server has seen this worker get. PT_EINVAL with a
+// detail naming the server that disagrees about the job.
 int pt_client_hello(pt_client *c, const pt_layout *l, int mode,
-    uint32_t workers);
+    uint32_t workers, int64_t step, int64_t *start);
 
 // pt_client_pull writes every server's shard into params (n_params).
 // want_ver >= 0 waits (sync) for that version; -1 takes the latest.

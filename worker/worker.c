@@ -24,6 +24,8 @@
 #include "rng.h"
 
 #define EVAL_CHUNK 500u // examples per forward pass when evaluating
+#define WORKER_REJOIN_MAX 50 // rejoins in a row without a step done
+#define EVAL_HEADER "step,wall_s,test_loss,test_acc,worker_step"
 
 static double now_s(void)
 {
@@ -101,8 +103,8 @@ static int worker_open_logs(worker *w, int append)
 	if (w->csv == NULL)
 		return PT_EIO;
 	if (c->rank == 0 &&
-	    (w->eval = worker_open_csv(c, "eval.csv",
-		 "step,wall_s,test_loss,test_acc,worker_step", append)) == NULL)
+	    (w->eval = worker_open_csv(c, "eval.csv", EVAL_HEADER,
+		 append)) == NULL)
 		return PT_EIO;
 	return 0;
 }
@@ -177,30 +179,96 @@ static int worker_eval_row(worker *w, int64_t ver, uint64_t wstep)
 	return 0;
 }
 
-// worker_finish: rank 0 waits until every worker has said done (or been
-// lost) on every server, takes the final parameters, evaluates and saves them, and stops
-// the servers.
-static int worker_finish(worker *w, double train_s)
+// worker_recoverable: errors a restarting server causes (a closed
+// connection, a server that does not know this worker yet, servers at
+// different versions for a moment), which rejoining mends.
+static int worker_recoverable(int rv)
+{
+	return rv == PT_ECLOSED || rv == PT_ESTATE;
+}
+
+static void sleep_ms(double ms);
+
+// worker_join waits until every server is connected, says hello and pulls
+// the parameters; *t, the step this worker is at, becomes the step to go
+// on from (sync: the servers' version). Errors that a restarting server
+// causes are retried after a pause that doubles up to 2 s, for at most
+// --rpc-timeout seconds in all.
+static int worker_join(worker *w, uint64_t *t)
+{
+	const pt_config *c = w->c;
+	char who[32];
+	double until = now_s() + c->rpc_timeout, pause = 0.05;
+	pt_client_step info;
+	snprintf(who, sizeof(who), "worker %u", c->rank);
+	for (;;) {
+		int64_t start = 0;
+		int rv = pt_client_wait(w->client, who, until - now_s());
+		if (rv == 0)
+			rv = pt_client_hello(w->client, &w->layout, c->mode,
+			    c->workers, (int64_t)*t, &start);
+		if (rv == 0)
+			rv = pt_client_pull(w->client, w->params, -1, &info);
+		if (rv == 0) {
+			*t = (uint64_t)(c->mode == PT_MODE_SYNC ? info.ver_min
+								: start);
+			return 0;
+		}
+		if (!worker_recoverable(rv) || now_s() + pause > until)
+			return rv;
+		fprintf(stderr, "worker %u: %s; trying again in %.2fs\n",
+		    c->rank, pt_errmsg(rv), pause);
+		sleep_ms(pause * 1e3);
+		pause = fmin(pause * 2, 2.0);
+	}
+}
+
+// worker_finish says done and waits until every worker has said done (or
+// been lost) on every server. The lowest-ranked worker not lost (worker
+// 0 unless it died) then takes the final parameters, evaluates and saves
+// them, and stops the servers; the others return. When the servers went
+// back to an earlier step meanwhile (a sync job restarted from a
+// checkpoint), *t is set to it and training goes on.
+static int worker_finish(worker *w, double train_s, uint64_t *t)
 {
 	const pt_config *c = w->c;
 	pti_hdr st[c->servers];
 	pt_client_step info;
-	int rv;
+	int rv, tries = 0;
 
-	if ((rv = pt_client_simple(w->client, PT_OP_DONE, NULL)) != 0)
-		return rv;
-	if (c->rank != 0)
-		return 0;
 	for (;;) {
-		uint32_t all = 1;
-		if ((rv = pt_client_simple(w->client, PT_OP_STATS, st)) != 0)
-			return rv;
-		for (uint32_t i = 0; i < c->servers; i++)
-			all &= st[i].n_done + st[i].n_lost >= c->workers;
-		if (all)
+		rv = pt_client_simple(w->client, PT_OP_DONE, NULL);
+		while (rv == 0) {
+			uint32_t all = 1;
+			if ((rv = pt_client_simple(w->client, PT_OP_STATS,
+				 st)) != 0)
+				break;
+			for (uint32_t i = 0; i < c->servers; i++)
+				all &= st[i].n_done + st[i].n_lost >=
+				       c->workers;
+			if (all)
+				break;
+			usleep(20 * 1000);
+		}
+		if (rv == 0)
 			break;
-		usleep(20 * 1000);
+		if (!worker_recoverable(rv) || ++tries > WORKER_REJOIN_MAX)
+			return rv;
+		fprintf(stderr, "worker %u: finishing: %s; rejoining\n",
+		    c->rank, pt_errmsg(rv));
+		uint64_t at = *t;
+		if ((rv = worker_join(w, &at)) != 0)
+			return rv;
+		if (at < w->steps) {
+			*t = at;
+			return 0;
+		}
 	}
+	if (st[0].first_live != c->rank)
+		return 0;
+	if (c->rank != 0)
+		fprintf(stderr, "worker %u: worker 0 was lost; this worker "
+		    "finishes the job\n", c->rank);
 	if ((rv = pt_client_pull(w->client, w->params, -1, &info)) != 0)
 		return rv;
 	double tr_loss, tr_acc, te_loss, te_acc;
@@ -210,6 +278,9 @@ static int worker_finish(worker *w, double train_s)
 	    (rv = pt_worker_evaluate(w->model, w->params, &w->data.test, rows,
 		 w->x, w->y, w->idx, &te_loss, &te_acc)) != 0)
 		return rv;
+	if (w->eval == NULL &&
+	    (w->eval = worker_open_csv(c, "eval.csv", EVAL_HEADER, 1)) == NULL)
+		return PT_EIO;
 	fprintf(w->eval, "%lld,%.3f,%.6f,%.4f,%llu\n", (long long)info.ver_min,
 	    now_s() - w->t0, te_loss, te_acc, (unsigned long long)w->steps);
 	fflush(w->eval);
@@ -225,10 +296,10 @@ static int worker_finish(worker *w, double train_s)
 	    (rv = pt_modelfile_save(c->save_model, &w->layout, w->params)) != 0)
 		return rv;
 	rv = pt_client_simple(w->client, PT_OP_SHUTDOWN, NULL);
-	if (rv == PT_ETRANSPORT) {
+	if (rv == PT_ETRANSPORT || rv == PT_ECLOSED) {
 		// A server that closed its connection while answering has
 		// stopped, which is what was asked.
-		fprintf(stderr, "worker 0: %s (taken as stopped)\n",
+		fprintf(stderr, "worker %u: %s (taken as stopped)\n", c->rank,
 		    pt_errmsg(rv));
 		rv = 0;
 	}
@@ -277,21 +348,18 @@ static int worker_loop(worker *w)
 	uint32_t epoch_have = UINT32_MAX;
 	pt_client_step info;
 	double t_start = now_s(), t_log = t_start, first_loss = -1;
-	int rv;
+	uint64_t t = 0;
+	int rv, rejoins = 0;
 
-	if ((rv = pt_client_hello(w->client, &w->layout, c->mode,
-		 c->workers)) != 0 ||
-	    (rv = pt_client_pull(w->client, w->params, -1, &info)) != 0)
+	// A resumed or restarted worker starts where the servers say: the
+	// data order follows from the step, so it goes on where it stopped.
+	if ((rv = worker_join(w, &t)) != 0)
 		return rv;
-	// A resumed sync job starts at the servers' version: the data order
-	// follows from the step, so it goes on where it stopped.
-	uint64_t t = c->mode == PT_MODE_SYNC && info.ver_min > 0
-			 ? (uint64_t)info.ver_min
-			 : 0;
 	// Joining a job under way (resumed, restarted): keep the rows so far;
 	// steps done again after a rollback show twice.
-	if ((rv = worker_open_logs(w, info.ver_min > 0)) != 0)
+	if ((rv = worker_open_logs(w, t > 0)) != 0)
 		return rv;
+again:
 	while (t < w->steps) {
 		double t_a = now_s();
 		uint32_t epoch = (uint32_t)(t / w->spe);
@@ -313,9 +381,22 @@ static int worker_loop(worker *w)
 		for (uint64_t i = 0; i < w->layout.n_params; i++)
 			norm += (double)w->grad[i] * w->grad[i];
 		double t_c = now_s();
-		if ((rv = pt_client_pushpull(w->client, w->params, w->grad,
-			 (int64_t)t, &info)) != 0)
-			return rv;
+		rv = pt_client_pushpull(w->client, w->params, w->grad,
+		    (int64_t)t, &info);
+		if (rv != 0) {
+			// A server went away or came back from a checkpoint:
+			// rejoin and go on from the step the servers say.
+			if (!worker_recoverable(rv) ||
+			    ++rejoins > WORKER_REJOIN_MAX)
+				return rv;
+			fprintf(stderr, "worker %u: step %llu: %s; rejoining\n",
+			    c->rank, (unsigned long long)(t + 1),
+			    pt_errmsg(rv));
+			if ((rv = worker_join(w, &t)) != 0)
+				return rv;
+			continue;
+		}
+		rejoins = 0;
 		double t_d = now_s();
 		fprintf(w->csv,
 		    "%llu,%u,%.3f,%.6f,%.6f,%.3f,%.3f,%.3f,%lld,%.6g,%.3f\n",
@@ -352,7 +433,10 @@ static int worker_loop(worker *w)
 				    : t + 1;
 		t = next > t ? next : t + 1;
 	}
-	return worker_finish(w, now_s() - t_start);
+	if ((rv = worker_finish(w, now_s() - t_start, &t)) != 0 ||
+	    t >= w->steps)
+		return rv;
+	goto again; // the servers went back to step t
 }
 
 int pt_worker_run(const pt_config *c)

@@ -6,10 +6,14 @@
 #include "config.h"
 
 // pt_worker_run trains for the configured steps, writing
-// c->out/worker-R.csv (and, for rank 0, eval.csv and final.csv, and the
-// --save-model file). Rank 0 also waits for every worker to finish and
-// then shuts the servers down. Blocks; returns 0, PT_EDIVERGED when the
-// loss became NaN or infinite, or another error with a detail.
+// c->out/worker-R.csv (and, for rank 0, eval.csv). When a server's
+// connection closes, the worker waits for it to come back (at most
+// --rpc-timeout seconds), says hello again and goes on from the step the
+// servers say. At the end every worker waits until all have finished;
+// the lowest-ranked worker not lost (worker 0 unless it died) then
+// writes final.csv and the --save-model file and shuts the servers down.
+// Blocks; returns 0, PT_EDIVERGED when the loss became NaN or infinite,
+// or another error with a detail.
 int pt_worker_run(const pt_config *c);
 
 // pt_worker_evaluate computes the mean loss and accuracy of params on d,
