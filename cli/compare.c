@@ -26,7 +26,7 @@ typedef struct cmp_mode {
 	char label[64]; // a file name: "ssp-4"
 	int mode;       // pt_mode
 	uint32_t staleness, backup;
-	char extra[8][48]; // further "--flag value" words from modifiers
+	char extra[12][48]; // further "--flag value" words from modifiers
 	int n_extra;
 	int diverged;
 } cmp_mode;
@@ -58,7 +58,7 @@ static int whole(const char *s, uint32_t *v)
 // mode_extra adds one "--flag value" pair (value may be NULL).
 static int mode_extra(cmp_mode *m, const char *flag, const char *value)
 {
-	if (m->n_extra + 2 > 8)
+	if (m->n_extra + 2 > 12)
 		return -1;
 	snprintf(m->extra[m->n_extra++], sizeof(m->extra[0]), "%s", flag);
 	if (value != NULL)
@@ -69,11 +69,14 @@ static int mode_extra(cmp_mode *m, const char *flag, const char *value)
 
 // mode_parse reads MODE[:S][:MODIFIER...]: MODE is sync, async or ssp
 // (whose S comes next); modifiers are backup=B (sync), staleness-lr
-// (async, ssp), batch=B, lr-scaling=linear and warmup=E, each the run
-// flag of that name for this job alone.
-static int mode_parse(const char *tok, cmp_mode *m)
+// (async, ssp), batch=B, lr-scaling=linear, warmup=E, lr=LR and
+// optimizer=sgd|momentum|nesterov|adagrad|adam (momentum and nesterov
+// with 0.9), each the run flag of that name for this job alone. An
+// optimizer without lr= (and no --lr given) gets its usual lr.
+static int mode_parse(const char *tok, cmp_mode *m, int lr_given)
 {
 	char buf[64], *part, *save = NULL;
+	int opt = 0, lr = lr_given;
 	memset(m, 0, sizeof(*m));
 	if (strlen(tok) >= sizeof(m->token))
 		return -1;
@@ -117,15 +120,39 @@ static int mode_parse(const char *tok, cmp_mode *m)
 		if (strcmp(part, "warmup") == 0 && eq &&
 		    mode_extra(m, "--warmup-epochs", eq) == 0)
 			continue;
+		if (strcmp(part, "lr") == 0 && eq &&
+		    mode_extra(m, "--lr", eq) == 0) {
+			lr = 1;
+			continue;
+		}
+		if (strcmp(part, "optimizer") == 0 && eq) {
+			const char *spec = strcmp(eq, "momentum") == 0
+					       ? "momentum:0.9"
+					   : strcmp(eq, "nesterov") == 0
+					       ? "nesterov:0.9"
+					       : eq;
+			if (strcmp(spec, "sgd") != 0 &&
+			    strcmp(spec, "adagrad") != 0 &&
+			    strcmp(spec, "adam") != 0 && strchr(spec, ':') == NULL)
+				return -1;
+			if (mode_extra(m, "--optimizer", spec) != 0)
+				return -1;
+			opt = 1;
+			continue;
+		}
 		return -1;
 	}
+	// "--lr 0" stands for the optimizer's usual rate (pstrain run).
+	if (opt && !lr && mode_extra(m, "--lr", "0") != 0)
+		return -1;
 	for (size_t i = 0; tok[i]; i++)
 		m->label[i] = tok[i] == ':' || tok[i] == '=' ? '-' : tok[i];
 	return 0;
 }
 
 // modes_parse splits --modes into ms; 0, or prints why and returns -1.
-static int modes_parse(const char *list, cmp_mode *ms, int *n)
+static int modes_parse(const char *list, cmp_mode *ms, int *n,
+    int lr_given)
 {
 	char buf[PT_PATH_MAX];
 	snprintf(buf, sizeof(buf), "%s", list);
@@ -139,11 +166,13 @@ static int modes_parse(const char *list, cmp_mode *ms, int *n)
 			    "modes\n", CMP_MODES_MAX);
 			return -1;
 		}
-		if (mode_parse(tok, &ms[*n]) != 0) {
+		if (mode_parse(tok, &ms[*n], lr_given) != 0) {
 			fprintf(stderr, "pstrain compare: --modes: bad mode "
 			    "'%s' (expected sync, async or ssp:S, then "
 			    "optional :backup=B, :staleness-lr, :batch=B, "
-			    ":lr-scaling=linear, :warmup=E)\n", tok);
+			    ":lr-scaling=linear, :warmup=E, :lr=LR, "
+			    ":optimizer=sgd|momentum|nesterov|adagrad|adam)\n",
+			    tok);
 			return -1;
 		}
 		for (int i = 0; i < *n; i++)
@@ -576,7 +605,7 @@ int pti_cmd_compare(int argc, char **argv)
 	    "0.8 --out runs/cmp", argc, argv);
 	if (rv >= 0)
 		return rv;
-	if (modes_parse(c.modes, ms, &n) != 0)
+	if (modes_parse(c.modes, ms, &n, pt_config_given(&c, "lr")) != 0)
 		return 2;
 	snprintf(plots, sizeof(plots), "%s/plots", c.out);
 	if (pti_mkdir_p(plots) != 0) {

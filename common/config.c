@@ -135,8 +135,8 @@ static const config_entry config_table[] = {
 	"a seeded random delay in ms for every worker and step"),
     E("modes", T_STR, modes, "sync,async", 0, 0, CMP, "LIST",
 	"modes to compare: sync, async, ssp:S, with modifiers :backup=B, "
-	":staleness-lr, :batch=B, :lr-scaling=linear, :warmup=E "
-	"(docs/COMPARE.md)"),
+	":staleness-lr, :batch=B, :lr-scaling=linear, :warmup=E, :lr=LR, "
+	":optimizer=sgd|momentum|nesterov|adagrad|adam (docs/COMPARE.md)"),
     E("target-acc", T_F64, target_acc, "0.8", 0, 1, CMP, "A",
 	"test accuracy whose first crossing the report times"),
 };

@@ -24,6 +24,24 @@ png() {
 		89504e470d0a1a0a ]
 }
 
+test_compare_optimizer_modifier() {
+	# Without --lr, :optimizer=adam runs that job at Adam's usual lr
+	# and the others at SGD's; :lr= sets a job's lr outright.
+	n=test_compare_optimizer_modifier
+	$P compare --modes sync,sync:optimizer=adam,sync:optimizer=adam:lr=0.01 \
+		$(echo "$D" | sed 's/--lr 0.2//') --out "$T/o" >"$T/o.log" 2>&1 ||
+		{ no $n "compare failed" "$T/o.log"; return; }
+	a=$(json lr "$T/o/sync-optimizer-adam/summary.json")
+	b=$(json lr "$T/o/sync-optimizer-adam-lr-0.01/summary.json")
+	s=$(json lr "$T/o/sync/summary.json")
+	if [ "$a" = 0.001 ] && [ "$b" = 0.01 ] && [ "$s" = 0.1 ] &&
+		grep -q '"optimizer": "adam"' "$T/o/sync-optimizer-adam/summary.json"; then
+		ok $n
+	else
+		no $n "lr '$a', '$b' and '$s'" "$T/o.log"
+	fi
+}
+
 test_compare_report_rows() {
 	n=test_compare_report_rows
 	# shellcheck disable=SC2086
@@ -89,6 +107,7 @@ test_compare_bad_mode() {
 }
 
 test_compare_report_rows
+test_compare_optimizer_modifier
 test_compare_plots
 test_compare_deterministic
 test_compare_bad_mode

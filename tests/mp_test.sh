@@ -134,8 +134,20 @@ test_mp_outputs() {
 	ok $n
 }
 
+test_mp_optimizer_default_lr() {
+	# Without --lr each optimizer gets its usual rate (Adam's 0.1 would
+	# wreck the run), and the summary says which was used.
+	n=test_mp_optimizer_default_lr
+	$P run --servers 1 --workers 2 --data synthetic:1200 --model mlp:32 \
+		--batch 32 --steps 3 --optimizer adam --out "$T/adam" \
+		>"$T/adam.log" 2>&1 || { no $n "run failed" "$T/adam.log"; return; }
+	lr=$(json lr "$T/adam/summary.json")
+	[ "$lr" = 0.001 ] && ok $n || no $n "adam ran with lr '$lr'"
+}
+
 test_mp_bad_batch() {
-	n=test_mp_bad_batch
+	n=test_mp_optimizer_default_lr
+test_mp_bad_batch
 	if $P run --workers 3 --batch 100 $D --out "$T/bad" 2>"$T/bad.err"; then
 		no $n "run with W not dividing B succeeded"
 	elif grep -q -- "--batch 100 is not divisible by --workers 3" \
@@ -352,6 +364,7 @@ test_mp_eval_matches_summary
 test_mp_async_learns
 test_mp_32_workers
 test_mp_tcp
+test_mp_optimizer_default_lr
 test_mp_bad_batch
 test_mp_missing_data
 test_mp_server_failure_stops_job

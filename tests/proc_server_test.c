@@ -157,6 +157,33 @@ static int hello(srv *s, uint32_t rank)
 	return send_hdr(s, &h, NULL, 0, NULL);
 }
 
+// hello_step says hello as worker rank at step `step`; the reply's step
+// (where the worker is to go on) goes to *at.
+static int hello_step(srv *s, uint32_t rank, int64_t step, int64_t *at)
+{
+	pti_hdr h, r;
+	nng_msg *m;
+	pti_hdr_init(&h, PT_OP_HELLO, PT_ROLE_WORKER, rank);
+	h.has |= PTI_H_LAYOUT | PTI_H_STEP;
+	h.step = step;
+	h.layout_hash = pt_layout_hash(&s->l);
+	h.n_params = s->l.n_params;
+	if (pti_msg_encode(&m, &h, NULL, 0) != 0)
+		return -1;
+	int rv = rpc(s, m, &r, NULL);
+	*at = (r.has & PTI_H_STEP) ? r.step : -1;
+	return rv;
+}
+
+static int stats(srv *s, pti_hdr *h)
+{
+	pti_hdr req;
+	nng_msg *m;
+	pti_hdr_init(&req, PT_OP_STATS, PT_ROLE_CONTROL, 0);
+	pti_msg_encode(&m, &req, NULL, 0);
+	return rpc(s, m, h, NULL);
+}
+
 static int pull(srv *s, float *vals)
 {
 	pti_hdr h;
@@ -476,6 +503,57 @@ static void test_server_fuzz_keeps_serving(void)
 	srv_stop(&s);
 }
 
+static void test_server_gone_worker_not_waited(void)
+{
+	// A restarted server told that worker 1 has left closes sync steps
+	// with worker 0's gradient alone, and counts worker 1 as lost.
+	srv s;
+	pti_hdr st;
+	int64_t at;
+	srv_start_flag(&s, "--gone-workers=1", "sync", 2);
+	uint64_t n = s.l.n_params;
+	float *p0 = malloc(n * 4), *g = malloc(n * 4), *got = malloc(n * 4);
+	PT_TEST_TRUE(pull(&s, p0) == 0);
+	for (uint64_t i = 0; i < n; i++)
+		g[i] = (float)(i % 5) - 2;
+	PT_TEST_TRUE(hello_step(&s, 0, 0, &at) == 0 && at == 0);
+	PT_TEST_TRUE(push(&s, PT_OP_PUSHPULL, 0, 0, g, 0, n, got) == 0);
+	int bad = 0;
+	for (uint64_t i = 0; i < n; i++)
+		bad += fabsf(got[i] - (p0[i] - (float)LR * g[i])) > 1e-6f;
+	PT_TEST_TRUE(bad == 0);
+	PT_TEST_TRUE(stats(&s, &st) == 0 && st.n_lost == 1 &&
+	    st.first_live == 0 && st.ver == 1);
+	free(p0), free(g), free(got);
+	srv_stop(&s);
+}
+
+static void test_server_ssp_clock_from_hello(void)
+{
+	// A worker that comes back to a restarted server says how far it
+	// got; its clock goes on from there, a later step is a skip ahead,
+	// and an earlier one is refused as out of turn.
+	srv s;
+	int64_t at;
+	srv_start_flag(&s, "--gone-workers=1", "ssp", 2);
+	uint64_t n = s.l.n_params;
+	float *g = calloc(n, 4);
+	pti_hdr h;
+	pti_hdr_init(&h, PT_OP_PUSH, PT_ROLE_WORKER, 0);
+	h.has |= PTI_H_STEP | PTI_H_VER;
+	h.ver = 0; // computed from the first version: always acceptable
+	PT_TEST_TRUE(hello_step(&s, 0, 4, &at) == 0 && at == 4);
+	h.step = 4;
+	PT_TEST_TRUE(send_hdr(&s, &h, g, n, NULL) == 0);
+	h.step = 7;
+	PT_TEST_TRUE(send_hdr(&s, &h, g, n, NULL) == 0);
+	h.step = 6;
+	PT_TEST_TRUE(send_hdr(&s, &h, g, n, NULL) == PT_ESTATE);
+	PT_TEST_TRUE(hello_step(&s, 0, 0, &at) == 0 && at == 8);
+	free(g);
+	srv_stop(&s);
+}
+
 static void test_server_shutdown_op(void)
 {
 	srv s;
@@ -499,6 +577,8 @@ static const pt_test_case cases[] = {
     {"test_server_max_staleness_drops", test_server_max_staleness_drops},
     {"test_server_fuzz_keeps_serving", test_server_fuzz_keeps_serving},
     {"test_server_shutdown_op", test_server_shutdown_op},
+    {"test_server_gone_worker_not_waited", test_server_gone_worker_not_waited},
+    {"test_server_ssp_clock_from_hello", test_server_ssp_clock_from_hello},
     {NULL, NULL},
 };
 

@@ -1,0 +1,142 @@
+// tests/checkpoint_test.c - shard checkpoints on the real file system:
+// what is saved comes back bit for bit (values, optimizer state, the
+// workers' clocks), a damaged or mismatched file is refused naming the
+// file and the reason, and old files and leftovers are cleaned up.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "err.h"
+#include "test.h"
+
+#define N 37 // floats in the shard
+#define W 3  // workers
+
+static pti_ckpt_meta ckpt_meta(int64_t version)
+{
+	pti_ckpt_meta m = {1, 2, 0xabcdef12345ULL, 100, 100 + N, version, 41,
+	    5, 2, W};
+	return m;
+}
+
+static void fill(float *v, int seed)
+{
+	for (int i = 0; i < N; i++)
+		v[i] = (float)(seed * 1000 + i) / 7.0f;
+}
+
+static void test_checkpoint_round_trip(void)
+{
+	char dir[256], path[512];
+	float a[N], b[N], c[N], ra[N], rb[N], rc[N];
+	int64_t clocks[W] = {12, 9, 14}, got_clocks[W] = {0};
+	PT_TEST_OK(pt_test_tmpdir(dir, sizeof(dir), "pt-ckpt"));
+	fill(a, 1), fill(b, 2), fill(c, 3);
+	pti_ckpt_meta m = ckpt_meta(30), got;
+	const float *vecs[3] = {a, b, c};
+	float *out[3] = {ra, rb, rc};
+	PT_TEST_OK(pti_ckpt_save(dir, &m, clocks, vecs));
+	pti_ckpt_path(path, sizeof(path), dir, 1, 30);
+	PT_TEST_OK(pti_ckpt_load(path, &m, got_clocks, out, &got));
+	PT_TEST_TRUE(memcmp(a, ra, sizeof(a)) == 0);
+	PT_TEST_TRUE(memcmp(b, rb, sizeof(b)) == 0);
+	PT_TEST_TRUE(memcmp(c, rc, sizeof(c)) == 0);
+	PT_TEST_TRUE(memcmp(clocks, got_clocks, sizeof(clocks)) == 0);
+	PT_TEST_TRUE(got.version == 30 && got.updates == 41 &&
+	    got.n_workers == W);
+	// Another worker count: the values load, the clocks are left alone.
+	pti_ckpt_meta other = m;
+	int64_t untouched[W + 1] = {-1, -1, -1, -1};
+	other.n_workers = W + 1;
+	PT_TEST_OK(pti_ckpt_load(path, &other, untouched, out, &got));
+	PT_TEST_TRUE(got.n_workers == W && untouched[0] == -1);
+	unlink(path);
+	rmdir(dir);
+}
+
+static void test_checkpoint_refusals(void)
+{
+	char dir[256], path[512];
+	float a[N], b[N], c[N];
+	int64_t clocks[W] = {1, 2, 3};
+	PT_TEST_OK(pt_test_tmpdir(dir, sizeof(dir), "pt-ckpt"));
+	fill(a, 1), fill(b, 2), fill(c, 3);
+	pti_ckpt_meta m = ckpt_meta(10);
+	const float *vecs[3] = {a, b, c};
+	float *out[3] = {a, b, c};
+	PT_TEST_OK(pti_ckpt_save(dir, &m, clocks, vecs));
+	pti_ckpt_path(path, sizeof(path), dir, 1, 10);
+
+	pti_ckpt_meta want = m;
+	want.n_servers = 3;
+	PT_TEST_ERR(pti_ckpt_load(path, &want, NULL, out, NULL), PT_ECORRUPT);
+	PT_TEST_STR_HAS(pt_errmsg(PT_ECORRUPT), "written by server 1 of 2");
+	want = m;
+	want.layout_hash++;
+	PT_TEST_ERR(pti_ckpt_load(path, &want, NULL, out, NULL), PT_ECORRUPT);
+	PT_TEST_STR_HAS(pt_errmsg(PT_ECORRUPT), "another model");
+
+	// One flipped byte in the values: the checksum says so.
+	FILE *f = fopen(path, "r+b");
+	PT_TEST_TRUE(f != NULL);
+	fseek(f, -40, SEEK_END);
+	int ch = fgetc(f);
+	fseek(f, -40, SEEK_END);
+	fputc(ch ^ 0x10, f);
+	fclose(f);
+	PT_TEST_ERR(pti_ckpt_load(path, &m, NULL, out, NULL), PT_ECORRUPT);
+	PT_TEST_STR_HAS(pt_errmsg(PT_ECORRUPT), "checksum mismatch");
+	PT_TEST_STR_HAS(pt_errmsg(PT_ECORRUPT), path);
+
+	PT_TEST_TRUE(truncate(path, 90) == 0);
+	PT_TEST_ERR(pti_ckpt_load(path, &m, NULL, out, NULL), PT_ECORRUPT);
+	PT_TEST_STR_HAS(pt_errmsg(PT_ECORRUPT), "truncated");
+	unlink(path);
+	pti_ckpt_path(path, sizeof(path), dir, 1, 99);
+	PT_TEST_ERR(pti_ckpt_load(path, &m, NULL, out, NULL), PT_ENOENT);
+	rmdir(dir);
+}
+
+static void test_checkpoint_keeps_two_and_clears_leftovers(void)
+{
+	// A writer killed mid-file leaves a .tmp; the next save removes it,
+	// and only the newest two checkpoints of the rank stay.
+	char dir[256], path[512], tmp[600];
+	float a[N], b[N], c[N];
+	int64_t clocks[W] = {0};
+	PT_TEST_OK(pt_test_tmpdir(dir, sizeof(dir), "pt-ckpt"));
+	fill(a, 1), fill(b, 2), fill(c, 3);
+	const float *vecs[3] = {a, b, c};
+	pti_ckpt_path(path, sizeof(path), dir, 1, 25);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	FILE *f = fopen(tmp, "wb");
+	PT_TEST_TRUE(f != NULL);
+	fputs("half a checkpoint", f);
+	fclose(f);
+	for (int64_t v = 10; v <= 40; v += 10) {
+		pti_ckpt_meta m = ckpt_meta(v);
+		PT_TEST_OK(pti_ckpt_save(dir, &m, clocks, vecs));
+	}
+	PT_TEST_TRUE(access(tmp, F_OK) != 0);
+	for (int64_t v = 10; v <= 40; v += 10) {
+		pti_ckpt_path(path, sizeof(path), dir, 1, v);
+		PT_TEST_TRUE((access(path, F_OK) == 0) == (v >= 30));
+		unlink(path);
+	}
+	rmdir(dir);
+}
+
+static const pt_test_case cases[] = {
+    {"test_checkpoint_round_trip", test_checkpoint_round_trip},
+    {"test_checkpoint_refusals", test_checkpoint_refusals},
+    {"test_checkpoint_keeps_two_and_clears_leftovers",
+	test_checkpoint_keeps_two_and_clears_leftovers},
+    {NULL, NULL},
+};
+
+int main(int argc, char **argv)
+{
+	return pt_test_main(argc, argv, cases);
+}
