@@ -50,8 +50,11 @@ int pti_cmd_server(int argc, char **argv)
 	    "Serve one shard of the model's parameters. Every server and "
 	    "worker of a job\nmust be given the same --mode, --servers, "
 	    "--workers, --model, --data and\n--seed. It stops on a shutdown "
-	    "request (sent by worker 0 when training ends)\nor on SIGINT or "
-	    "SIGTERM, and writes DIR/server-R.json when --out is set.",
+	    "request (sent by the finishing worker when training\nends) or on "
+	    "SIGINT or SIGTERM, and writes DIR/server-R.json when --out is "
+	    "set.\nA server restarted after a failure takes --resume-version V "
+	    "(its checkpoint in\n--checkpoint-dir) and --gone-workers (workers "
+	    "that had left); its workers\nreconnect.",
 	    argc, argv);
 	if (rv >= 0)
 		return rv;
@@ -70,8 +73,11 @@ int pti_cmd_worker(int argc, char **argv)
 	    "Train on this worker's slice of every global batch, pushing "
 	    "gradients to the\nservers listed by --connect (or --cluster) "
 	    "and pulling parameters back.\nWrites DIR/worker-R.csv; worker 0 "
-	    "also writes eval.csv and final.csv, saves\n--save-model, and "
-	    "shuts the servers down at the end. --out is required.",
+	    "also writes eval.csv. At the end the lowest-\nranked worker not "
+	    "lost (worker 0 unless it died) writes final.csv, saves\n"
+	    "--save-model and shuts the servers down. A worker whose server "
+	    "goes away waits\nfor it (at most --rpc-timeout seconds) and "
+	    "reconnects. --out is required.",
 	    argc, argv);
 	if (rv >= 0)
 		return rv;

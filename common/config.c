@@ -69,7 +69,8 @@ static const config_entry config_table[] = {
     E("transport", T_TRANSPORT, transport, "ipc", 0, 0, RUN, "ipc|tcp",
 	"ipc:// sockets, or tcp:// on 127.0.0.1"),
     E("rpc-timeout", T_F64, rpc_timeout, "600", 0.1, 1e6, RUN | WRK, "S",
-	"seconds a worker waits for a server's reply before failing"),
+	"seconds a worker waits for a server's reply, or for a server that "
+	"went away to come back, before failing"),
     E("rank", T_U32, rank, "0", 0, 1023, SRV | WRK, "R",
 	"this process's rank among the servers or the workers"),
     E("listen", T_STR, listen, "", 0, 0, SRV, "URL",
