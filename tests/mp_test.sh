@@ -146,8 +146,7 @@ test_mp_optimizer_default_lr() {
 }
 
 test_mp_bad_batch() {
-	n=test_mp_optimizer_default_lr
-test_mp_bad_batch
+	n=test_mp_bad_batch
 	if $P run --workers 3 --batch 100 $D --out "$T/bad" 2>"$T/bad.err"; then
 		no $n "run with W not dividing B succeeded"
 	elif grep -q -- "--batch 100 is not divisible by --workers 3" \
