@@ -14,7 +14,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,6 +21,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
 
+#include "clock.h"
 #include "data.h"
 #include "err.h"
 #include "layout.h"
@@ -201,13 +201,6 @@ static int shard_range(ps_server *s, const pti_hdr *h, uint64_t *off,
 	return 0;
 }
 
-static double server_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static pti_ckpt_meta server_ckpt_meta(const ps_server *s)
 {
 	pti_ckpt_meta m = {s->cfg->rank, s->cfg->servers,
@@ -223,7 +216,7 @@ static void server_checkpoint(ps_server *s)
 {
 	if (s->ckpt_every == 0)
 		return;
-	double t = server_now();
+	double t = pti_clock_s();
 	if (s->ckpt_seconds ? t - s->ckpt_last < (double)s->ckpt_every
 			    : s->version % (int64_t)s->ckpt_every != 0)
 		return;
@@ -658,7 +651,7 @@ static nng_msg *handle(ps_server *s, ps_ctx *x, nng_msg *m, ps_ctx **wake)
 			return reply_error(s, &h, PT_ESTATE, why);
 		}
 		s->pipe_of[h.rank] = (uint32_t)nng_pipe_id(nng_msg_get_pipe(m));
-		s->seen[h.rank] = server_now();
+		s->seen[h.rank] = pti_clock_s();
 	}
 	return op_table[h.op].fn(s, x, &h, pay, wake);
 }
@@ -708,7 +701,7 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 static void check_timeouts(ps_server *s, ps_ctx **wake)
 {
 	const pt_config *c = s->cfg;
-	double now = server_now();
+	double now = pti_clock_s();
 	for (uint32_t r = 0; r < c->workers; r++) {
 		int waited_for = c->mode == PT_MODE_SYNC
 				     ? !s->have[r]
@@ -939,7 +932,7 @@ static int server_init(ps_server *s, const pt_config *c)
 		sscanf(c->checkpoint_every, "%llu%c", &every, &unit);
 		s->ckpt_every = every;
 		s->ckpt_seconds = unit == 's';
-		s->ckpt_last = server_now();
+		s->ckpt_last = pti_clock_s();
 		if (mkdir(c->checkpoint_dir, 0777) != 0 && errno != EEXIST)
 			return pti_err_set(PT_EIO, "--checkpoint-dir %s: %s",
 			    c->checkpoint_dir, strerror(errno));
@@ -1028,14 +1021,7 @@ int pt_server_run(const pt_config *c)
 	signal(SIGTERM, server_on_signal);
 	pthread_mutex_lock(&s.mu);
 	while (!s.stop && !server_signalled) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 200 * 1000 * 1000;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&s.cv, &s.mu, &ts);
+		pti_cond_wait_ms(&s.cv, &s.mu, 200);
 		ps_ctx *wake = NULL;
 		check_timeouts(&s, &wake);
 		if (wake != NULL) {

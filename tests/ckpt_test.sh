@@ -13,6 +13,23 @@ trap 'rm -rf "$T"' EXIT
 . tests/lib.sh
 J="--mode sync --servers 2 --workers 2 --data synthetic:1200 --model mlp:32 --seed 7 --lr 0.2 --batch 32 --optimizer momentum:0.9"
 
+# kill_server_at DIR FILE RANK FLAGS...: run a job with --out DIR in the
+# background, kill -9 its server RANK once FILE exists (bounded wait),
+# and wait for the launcher, whose exit status this returns.
+kill_server_at() {
+	d=$1 f=$2 r=$3
+	shift 3
+	$P run "$@" --out "$d" >"$d.log" 2>&1 &
+	pid=$!
+	i=0
+	while [ "$i" -lt 600 ] && ! [ -e "$f" ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	pkill -9 -f -- "^pstrain server .* --out $d .*--rank $r( |$)"
+	wait $pid
+}
+
 test_ck_resume_bit_identical() {
 	n=test_ck_resume_bit_identical
 	$P run $J --steps 40 --checkpoint-dir "$T/full" --checkpoint-every 10 \
@@ -72,19 +89,9 @@ test_ck_dead_server_restarted() {
 	d="$T/srv"
 	# (3 ms per step keeps the job running well past the kill; delays
 	# do not change what a sync job computes.)
-	$P run $J --steps 400 --checkpoint-dir "$d/ck" --checkpoint-every 20 \
-		--delay uniform:3:3 --restart-servers 1 --out "$d" \
-		--save-model "$d/m.bin" \
-		>"$d.log" 2>&1 &
-	pid=$!
-	i=0
-	while [ "$i" -lt 600 ] && ! ls "$d/ck"/server-1-v40.ckpt >/dev/null 2>&1
-	do
-		sleep 0.05
-		i=$((i + 1))
-	done
-	pkill -9 -f -- "^pstrain server .* --out $d .*--rank 1( |$)"
-	wait $pid
+	kill_server_at "$d" "$d/ck/server-1-v40.ckpt" 1 $J --steps 400 \
+		--checkpoint-dir "$d/ck" --checkpoint-every 20 \
+		--delay uniform:3:3 --restart-servers 1 --save-model "$d/m.bin"
 	rc=$?
 	$P run $J --steps 400 --out "$T/srv-ref" --save-model "$T/srv-ref/m.bin" \
 		>"$T/srv-ref.log" 2>&1
@@ -140,18 +147,9 @@ test_ck_async_server_restarted() {
 	# ends about as accurate as one that never failed.
 	n=test_ck_async_server_restarted
 	d="$T/as"
-	$P run $A --epochs 4 --checkpoint-dir "$d/ck" --checkpoint-every 50 \
-		--restart-servers 1 --delay uniform:2:2 --out "$d" \
-		>"$d.log" 2>&1 &
-	pid=$!
-	i=0
-	while [ "$i" -lt 600 ] && ! ls "$d/ck"/server-1-v100.ckpt >/dev/null 2>&1
-	do
-		sleep 0.05
-		i=$((i + 1))
-	done
-	pkill -9 -f -- "^pstrain server .* --out $d .*--rank 1( |$)"
-	wait $pid
+	kill_server_at "$d" "$d/ck/server-1-v100.ckpt" 1 $A --epochs 4 \
+		--checkpoint-dir "$d/ck" --checkpoint-every 50 \
+		--restart-servers 1 --delay uniform:2:2
 	rc=$?
 	$P run $A --epochs 4 --out "$T/as-ref" >"$T/as-ref.log" 2>&1
 	acc=$(json final_test_acc "$d/summary.json")

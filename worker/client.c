@@ -5,11 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 
+#include "clock.h"
 #include "config.h"
 #include "err.h"
 
@@ -186,13 +186,6 @@ uint32_t pt_client_servers(const pt_client *c)
 	return c->n;
 }
 
-static double client_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 // client_missing lists the servers not connected into buf; returns how
 // many. Called with the lock held.
 static uint32_t client_missing(const pt_client *c, char *buf, size_t size)
@@ -215,10 +208,10 @@ static uint32_t client_missing(const pt_client *c, char *buf, size_t size)
 int pt_client_wait(pt_client *c, const char *who, double timeout_s)
 {
 	char missing[1024];
-	double start = client_now(), said = 0;
+	double start = pti_clock_s(), said = 0;
 	pthread_mutex_lock(&c->mu);
 	while (client_missing(c, missing, sizeof(missing)) > 0) {
-		double waited = client_now() - start;
+		double waited = pti_clock_s() - start;
 		if (waited >= timeout_s) {
 			pthread_mutex_unlock(&c->mu);
 			return pti_err_set(PT_ETIMEDOUT,
@@ -232,19 +225,12 @@ int pt_client_wait(pt_client *c, const char *who, double timeout_s)
 			    waited, timeout_s);
 			said = waited;
 		}
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 100 * 1000 * 1000;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+		pti_cond_wait_ms(&c->cv, &c->mu, 100);
 	}
 	pthread_mutex_unlock(&c->mu);
 	if (said > 0)
 		fprintf(stderr, "%s: every server is connected again after "
-		    "%.1fs\n", who, client_now() - start);
+		    "%.1fs\n", who, pti_clock_s() - start);
 	return 0;
 }
 
