@@ -359,8 +359,15 @@ static int worker_loop(worker *w)
 	// steps done again after a rollback show twice.
 	if ((rv = worker_open_logs(w, t > 0)) != 0)
 		return rv;
-again:
-	while (t < w->steps) {
+	for (;;) {
+		if (t >= w->steps) {
+			// Done: finish, unless the servers went back to an
+			// earlier step meanwhile (a sync restart); then go on.
+			if ((rv = worker_finish(w, now_s() - t_start, &t)) != 0 ||
+			    t >= w->steps)
+				return rv;
+			continue;
+		}
 		double t_a = now_s();
 		uint32_t epoch = (uint32_t)(t / w->spe);
 		if (epoch != epoch_have) {
@@ -433,10 +440,6 @@ again:
 				    : t + 1;
 		t = next > t ? next : t + 1;
 	}
-	if ((rv = worker_finish(w, now_s() - t_start, &t)) != 0 ||
-	    t >= w->steps)
-		return rv;
-	goto again; // the servers went back to step t
 }
 
 int pt_worker_run(const pt_config *c)
