@@ -50,6 +50,8 @@ typedef struct run_job {
 	uint8_t lost[RUN_MAX_WORKERS]; // workers the job went on without
 	uint64_t steps_redone;
 	double time_lost; // seconds of training thrown away by rollbacks
+	int64_t resumed_from; // --resume's version, -1 for a fresh job
+	long csv_from[RUN_MAX_WORKERS]; // where this job's rows begin
 	double t0;
 	int tty;
 } run_job;
@@ -561,6 +563,7 @@ static void json_str(FILE *f, const char *k, const char *v, int last)
 typedef struct run_stats {
 	uint64_t updates, stale_sum, stale_max, dropped;
 	uint64_t hist[PT_STALE_BUCKETS];
+	uint64_t rows; // gradients the workers computed in this job
 	double comm_ms, step_ms;
 } run_stats;
 
@@ -611,7 +614,14 @@ static void run_gather(const run_job *j, run_stats *st)
 		FILE *f = fopen(path, "r");
 		if (f == NULL)
 			continue;
-		if (fgets(line, sizeof(line), f) != NULL)
+		// Only this job's rows: a resumed worker appends to its
+		// file, whose header is then already behind us; one that
+		// started afresh wrote a new file, shorter than the old.
+		struct stat sb;
+		long from = fstat(fileno(f), &sb) == 0 &&
+			sb.st_size >= j->csv_from[r] ? j->csv_from[r] : 0;
+		if (from > 0 ? fseek(f, from, SEEK_SET) == 0 :
+			fgets(line, sizeof(line), f) != NULL)
 			while (fgets(line, sizeof(line), f) != NULL) {
 				double v[8];
 				unsigned long long step;
@@ -620,6 +630,7 @@ static void run_gather(const run_job *j, run_stats *st)
 					&v[4], &v[5], &v[6]) == 8) {
 					st->step_ms += v[4];
 					st->comm_ms += v[6];
+					st->rows++;
 				}
 			}
 		fclose(f);
@@ -662,7 +673,7 @@ static int run_summary(const run_job *j, double wall, int diverged)
 		fprintf(stderr, "pstrain run: %s: %s\n", path, strerror(errno));
 		return -1;
 	}
-	double samples = (double)j->steps * c->batch;
+	double samples = (double)st.rows * (c->batch / c->workers);
 	double idle = st.step_ms > 0 ? st.comm_ms / st.step_ms : 0;
 	double mean_st = st.updates ? (double)st.stale_sum / st.updates : 0;
 	fprintf(f, "{\n");
@@ -694,6 +705,12 @@ static int run_summary(const run_job *j, double wall, int diverged)
 	    (unsigned long long)st.dropped, idle, diverged ? "true" : "false",
 	    j->worker_restarts, j->workers_lost, j->server_restarts,
 	    (unsigned long long)j->steps_redone, j->time_lost);
+	if (j->resumed_from >= 0)
+		fprintf(f, "  \"resumed_from\": %lld,\n",
+		    (long long)j->resumed_from);
+	else
+		fprintf(f, "  \"resumed_from\": null,\n");
+	fprintf(f, "  \"samples\": %.0f,\n", samples);
 	if (have)
 		fprintf(f,
 		    "  \"train_s\": %.3f,\n  \"samples_per_s\": %.1f,\n"
@@ -714,17 +731,21 @@ static int run_summary(const run_job *j, double wall, int diverged)
 		    c->out, pt_mode_name(c->mode), path);
 		return 0;
 	}
+	char from[64] = "";
+	if (j->resumed_from >= 0)
+		snprintf(from, sizeof(from), ", resumed from version %lld",
+		    (long long)j->resumed_from);
 	printf("%s: %s, %u servers, %u workers, %s on %s\n"
-	       "  %llu steps (%.2f epochs) in %.1fs, %.0f samples/s\n"
+	       "  %llu steps (%.2f epochs%s) in %.1fs, %.0f samples/s\n"
 	       "  final train loss %.4f, test loss %.4f, test accuracy %.4f\n"
 	       "  staleness mean %.2f max %llu, dropped gradients %llu, "
 	       "idle fraction %.2f\n"
 	       "  summary: %s\n",
 	    c->out, pt_mode_name(c->mode), c->servers, c->workers, c->model,
 	    c->data, (unsigned long long)j->steps, (double)j->steps / j->spe,
-	    wall, v[2] > 0 ? samples / v[2] : 0.0, v[3], v[5], v[6], mean_st,
-	    (unsigned long long)st.stale_max, (unsigned long long)st.dropped,
-	    idle, path);
+	    from, wall, v[2] > 0 ? samples / v[2] : 0.0, v[3], v[5], v[6],
+	    mean_st, (unsigned long long)st.stale_max,
+	    (unsigned long long)st.dropped, idle, path);
 	return 0;
 }
 
@@ -924,6 +945,14 @@ int pti_cmd_run(int argc, char **argv)
 	}
 	j.tty = isatty(2);
 	j.t0 = now_s();
+	j.resumed_from = j.c.resume[0] != '\0' ? j.c.resume_version : -1;
+	for (uint32_t r = 0; r < j.c.workers; r++) {
+		char path[PT_PATH_MAX + 32];
+		struct stat sb;
+		snprintf(path, sizeof(path), "%s/worker-%u.csv", j.c.out, r);
+		j.csv_from[r] = j.resumed_from > 0 && stat(path, &sb) == 0 ?
+		    (long)sb.st_size : 0;
+	}
 	signal(SIGINT, run_on_signal);
 	signal(SIGTERM, run_on_signal);
 	signal(SIGHUP, run_on_signal);

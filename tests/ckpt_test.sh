@@ -40,6 +40,7 @@ test_ck_resume_bit_identical() {
 		--out "$T/part" >"$T/part.log" 2>&1 ||
 		{ no $n "first part failed" "$T/part.log"; return; }
 	cp -r "$T/ck" "$T/ck-copy"
+	cp -r "$T/ck" "$T/ck-again"
 	$P run $J --steps 40 --resume "$T/ck" --out "$T/res" \
 		--save-model "$T/res/m.bin" >"$T/res.log" 2>&1 ||
 		{ no $n "resume failed" "$T/res.log"; return; }
@@ -48,6 +49,28 @@ test_ck_resume_bit_identical() {
 		ok $n
 	else
 		no $n "$(cat "$T/diff.log")" "$T/res.log"
+	fi
+}
+
+test_ck_resume_same_out() {
+	# Resumed into the first part's --out, the workers append steps
+	# 21..40 to their CSVs, and the summary counts only this job's
+	# work: 20 steps x 32 examples, from version 20.
+	n=test_ck_resume_same_out
+	[ -d "$T/ck-again" ] || { no $n "no checkpoints to resume from"; return; }
+	$P run $J --steps 40 --resume "$T/ck-again" --out "$T/part" \
+		>"$T/again.log" 2>&1 ||
+		{ no $n "resume failed" "$T/again.log"; return; }
+	s="$T/part/summary.json"
+	rows=$(($(wc -l <"$T/part/worker-1.csv") - 1))
+	last=$(tail -n 1 "$T/part/worker-1.csv" | cut -d, -f1)
+	if [ "$(json resumed_from "$s")" = 20 ] &&
+		[ "$(json samples "$s")" = 640 ] &&
+		[ "$rows" = 45 ] && [ "$last" = 40 ] &&
+		grep -q "resumed from version 20" "$T/again.log"; then
+		ok $n
+	else
+		no $n "resumed_from $(json resumed_from "$s"), samples $(json samples "$s"), $rows rows ending at $last" "$T/again.log"
 	fi
 }
 
@@ -237,6 +260,7 @@ test_ck_standalone_reconnect() {
 }
 
 test_ck_resume_bit_identical
+test_ck_resume_same_out
 test_ck_dead_server_restarted
 test_ck_killed_while_writing
 test_ck_async_server_restarted
