@@ -28,6 +28,8 @@
 #define RUN_READY_S 60.0 // seconds a server may take to start listening
 #define RUN_RESTART 100  // run_watch: a server died; restart the job
 #define RUN_MAX_WORKERS 1024
+// seconds a worker may run on after the servers stopped at the job's end
+#define RUN_DONE_GRACE 5.0
 
 typedef struct run_proc {
 	pid_t pid;
@@ -492,7 +494,7 @@ static int run_server_failed(run_job *j, run_proc *p)
 // run_watch waits for every child; 0 when all exited cleanly.
 static int run_watch(run_job *j)
 {
-	double next = 0;
+	double next = 0, stopped = 0;
 	for (;;) {
 		run_proc *bad = run_reap(j);
 		if (bad != NULL && !bad->server && run_worker_failed(j, bad) == 0)
@@ -516,14 +518,35 @@ static int run_watch(run_job *j)
 			    "%d\n", (int)run_signalled);
 			return 130;
 		}
-		uint32_t live = 0;
-		for (uint32_t i = 0; i < j->n_procs; i++)
+		uint32_t live = 0, servers = 0;
+		for (uint32_t i = 0; i < j->n_procs; i++) {
 			live += !j->procs[i].exited;
+			servers += !j->procs[i].exited && j->procs[i].server;
+		}
+		double t = now_s();
+		// Servers exit cleanly only when the finishing worker stops
+		// them, so the job is over; a worker still running then is
+		// one the servers counted as lost (stopped, or hung past
+		// --worker-timeout): give it a moment, then kill it.
+		if (live > 0 && servers == 0 && stopped == 0)
+			stopped = t;
+		if (live > 0 && servers == 0 && t - stopped > RUN_DONE_GRACE) {
+			for (uint32_t i = 0; i < j->n_procs; i++)
+				if (!j->procs[i].exited) {
+					fprintf(stderr, "%spstrain run: worker %u "
+					    "still running %.0f s after the "
+					    "servers stopped; killing it\n",
+					    j->tty ? "\n" : "", j->procs[i].rank,
+					    RUN_DONE_GRACE);
+					j->workers_lost++;
+				}
+			run_kill_all(j);
+			live = 0;
+		}
 		if (live == 0) {
 			run_progress(j, 1);
 			return 0;
 		}
-		double t = now_s();
 		if (t >= next) {
 			run_progress(j, 0);
 			next = t + (j->tty ? 0.5 : 10.0);

@@ -288,6 +288,34 @@ test_mp_hung_worker_timeout() {
 	fi
 }
 
+test_mp_hung_worker_never_wakes() {
+	# A worker stopped for good: the job finishes without it, and the
+	# launcher kills it once the servers have stopped instead of
+	# waiting for it forever (a watchdog stops the test if it does).
+	n=test_mp_hung_worker_never_wakes
+	d="$T/hang2"
+	$P run --servers 1 --workers 3 $D --batch 48 --steps 200 \
+		--delay uniform:5:5 --worker-timeout 1 --out "$d" >"$d.log" 2>&1 &
+	pid=$!
+	wait_rows "$d/worker-1.csv" 3 || { no $n "job did not start"; kill $pid; wait $pid; return; }
+	w=$(pgrep -f -- "^pstrain worker .* --out $d .*--rank 1( |$)")
+	kill -STOP $w
+	(sleep 120 && kill -9 $pid $w) 2>/dev/null &
+	dog=$!
+	wait $pid
+	rc=$?
+	kill $dog 2>/dev/null
+	kill -9 $w 2>/dev/null
+	lost=$(json workers_lost "$d/summary.json")
+	ver=$(json final_version "$d/summary.json")
+	if [ "$rc" = 0 ] && [ "$lost" = 1 ] && [ "$ver" = 200 ] &&
+		grep -q "worker 1 still running .* after the servers stopped" "$d.log"; then
+		ok $n
+	else
+		no $n "exit $rc, workers_lost '$lost', version '$ver'" "$d.log"
+	fi
+}
+
 test_mp_sigint_cleans_up() {
 	n=test_mp_sigint_cleans_up
 	$P run --servers 2 --workers 2 $D --batch 32 --steps 100000 \
@@ -371,6 +399,7 @@ test_mp_dead_worker0_job_finishes
 test_mp_dead_worker_sync_goes_on
 test_mp_restarted_worker_rejoins
 test_mp_hung_worker_timeout
+test_mp_hung_worker_never_wakes
 test_mp_sigint_cleans_up
 test_mp_cluster_file
 test_mp_valgrind_clean
