@@ -60,6 +60,7 @@ struct ps_server {
 	uint8_t *have;      // (workers) sync: gradient in for the open step
 	uint8_t *hello, *done; // (workers)
 	uint8_t *lost;      // (workers) said hello, then died or went silent
+	uint8_t *gone;      // (workers) said done, then closed before shutdown
 	uint32_t *pipe_of;  // (workers) nng pipe id of each worker's last request
 	double *seen;       // (workers) when each worker was last heard from
 	uint32_t n_have, n_hello, n_done, n_lost;
@@ -370,6 +371,7 @@ static nng_msg *op_hello(ps_server *s, ps_ctx *x, const pti_hdr *h,
 		s->hello[h->rank] = 1;
 		s->n_hello++;
 	}
+	s->gone[h->rank] = 0;
 	int64_t *clock = &s->clock[h->rank];
 	if (s->lost[h->rank]) {
 		// A restarted worker rejoins at the current version, and in
@@ -590,7 +592,7 @@ static nng_msg *op_stats(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	r.n_lost = s->n_lost;
 	r.first_live = s->cfg->workers;
 	for (uint32_t w = s->cfg->workers; w-- > 0;)
-		if (!s->lost[w])
+		if (!s->lost[w] && !s->gone[w])
 			r.first_live = w;
 	memcpy(r.hist, s->hist, sizeof(r.hist));
 	return reply_encode(s, &r, NULL, 0);
@@ -681,7 +683,9 @@ static void server_stop(ps_server *s)
 
 static void send_woken(ps_ctx *wake);
 
-// pipe_cb: a connection closed. If it was a worker's, that worker is lost.
+// pipe_cb: a connection closed. If it was a worker's, that worker is lost;
+// if that worker had said done, it can no longer finish the job, which
+// falls to the next (the workers watch first_live in stats).
 static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
 	ps_server *s = arg;
@@ -692,6 +696,11 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 	for (uint32_t r = 0; r < s->cfg->workers; r++)
 		if (s->pipe_of[r] == id && !s->done[r])
 			worker_lost(s, r, "disconnected", &wake);
+		else if (s->pipe_of[r] == id && !s->gone[r] && !s->stop) {
+			s->gone[r] = 1;
+			fprintf(stderr, "server %u: worker %u disconnected "
+			    "after it was done\n", s->cfg->rank, r);
+		}
 	pthread_mutex_unlock(&s->mu);
 	send_woken(wake);
 }
@@ -848,6 +857,7 @@ static void server_fini(ps_server *s)
 	free(s->done);
 	free(s->clock);
 	free(s->lost);
+	free(s->gone);
 	free(s->pipe_of);
 	free(s->seen);
 	free(s->state1);
@@ -910,10 +920,11 @@ static int server_init(ps_server *s, const pt_config *c)
 	s->done = calloc(c->workers, 1);
 	s->clock = calloc(c->workers, sizeof(int64_t));
 	s->lost = calloc(c->workers, 1);
+	s->gone = calloc(c->workers, 1);
 	s->pipe_of = calloc(c->workers, sizeof(uint32_t));
 	s->seen = calloc(c->workers, sizeof(double));
 	if (!s->params || !s->acc || !s->have || !s->hello || !s->done ||
-	    !s->clock || !s->lost || !s->pipe_of || !s->seen ||
+	    !s->clock || !s->lost || !s->gone || !s->pipe_of || !s->seen ||
 	    (c->mode == PT_MODE_SYNC && !s->grads))
 		return pti_err_set(PT_ENOMEM, "server %u: shard of %llu floats",
 		    c->rank, (unsigned long long)s->n);

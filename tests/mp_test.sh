@@ -226,6 +226,33 @@ test_mp_dead_worker0_job_finishes() {
 	fi
 }
 
+test_mp_worker0_dies_when_done() {
+	# Worker 0 finishes its steps first (worker 2 straggles) and is
+	# killed while it waits for the others: the servers see a done
+	# worker go, and worker 1 finishes the job in its place.
+	n=test_mp_worker0_dies_when_done
+	d="$T/done0"
+	$P run --mode async --servers 2 --workers 3 $D --batch 48 --steps 100 \
+		--straggler 2:20 --out "$d" >"$d.log" 2>&1 &
+	pid=$!
+	wait_rows "$d/worker-0.csv" 101 || { no $n "worker 0 did not finish its steps"; kill $pid; wait $pid; return; }
+	pkill -9 -f -- "^pstrain worker .* --out $d .*--rank 0( |$)"
+	(sleep 120 && kill $pid) 2>/dev/null &
+	dog=$!
+	wait $pid
+	rc=$?
+	kill $dog 2>/dev/null
+	lost=$(json workers_lost "$d/summary.json")
+	if [ "$rc" = 0 ] && [ "$lost" = 1 ] &&
+		grep -q "worker 0 disconnected after it was done" "$d/server-1.log" &&
+		grep -q "worker 0 was lost; this worker finishes the job" \
+			"$d/worker-1.log"; then
+		ok $n
+	else
+		no $n "exit $rc, workers_lost '$lost'" "$d.log"
+	fi
+}
+
 test_mp_dead_worker_sync_goes_on() {
 	# kill -9 a worker mid-way through a sync job: the servers see its
 	# connection close, later steps close with the other two, the job
@@ -396,6 +423,7 @@ test_mp_bad_batch
 test_mp_missing_data
 test_mp_server_failure_stops_job
 test_mp_dead_worker0_job_finishes
+test_mp_worker0_dies_when_done
 test_mp_dead_worker_sync_goes_on
 test_mp_restarted_worker_rejoins
 test_mp_hung_worker_timeout

@@ -226,9 +226,11 @@ static int worker_join(worker *w, uint64_t *t)
 // worker_finish says done and waits until every worker has said done (or
 // been lost) on every server. The lowest-ranked worker not lost (worker
 // 0 unless it died) then takes the final parameters, evaluates and saves
-// them, and stops the servers; the others return. When the servers went
-// back to an earlier step meanwhile (a sync job restarted from a
-// checkpoint), *t is set to it and training goes on.
+// them, and stops the servers. The others wait for that: should the
+// finishing worker die first, the next one takes over; once the servers
+// stop, they return. When the servers went back to an earlier step
+// meanwhile (a sync job restarted from a checkpoint), *t is set to it and
+// training goes on.
 static int worker_finish(worker *w, double train_s, uint64_t *t)
 {
 	const pt_config *c = w->c;
@@ -264,8 +266,13 @@ static int worker_finish(worker *w, double train_s, uint64_t *t)
 			return 0;
 		}
 	}
-	if (st[0].first_live != c->rank)
-		return 0;
+	while (st[0].first_live != c->rank) {
+		usleep(50 * 1000);
+		// Failing now means the servers stopped (or one died, which
+		// the launcher handles): the job is done with this worker.
+		if (pt_client_simple(w->client, PT_OP_STATS, st) != 0)
+			return 0;
+	}
 	if (c->rank != 0)
 		fprintf(stderr, "worker %u: worker 0 was lost; this worker "
 		    "finishes the job\n", c->rank);
