@@ -836,6 +836,53 @@ static int server_write_ready(ps_server *s, nng_listener l)
 	return 0;
 }
 
+// close_watch: nng 1.5's close can wait forever when requests race it
+// (nanomsg/nng#1813, seen here when many workers poll as the job ends).
+// Everything is written by then, so a close that has not returned in
+// CLOSE_WAIT_S seconds ends the process with the status it would have had.
+#define CLOSE_WAIT_S 3
+typedef struct close_watch {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int done, rv;
+	uint32_t rank;
+} close_watch;
+
+static void *close_watch_run(void *arg)
+{
+	close_watch *w = arg;
+	pthread_mutex_lock(&w->mu);
+	double until = pti_clock_s() + CLOSE_WAIT_S;
+	while (!w->done && pti_clock_s() < until)
+		pti_cond_wait_ms(&w->cv, &w->mu, 100);
+	if (!w->done) {
+		fprintf(stderr, "server %u: closing the socket did not finish "
+		    "in %d s; exiting without it\n", w->rank, CLOSE_WAIT_S);
+		_exit(w->rv == 0 ? 0 : 1);
+	}
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+static void server_close(ps_server *s, int rv)
+{
+	close_watch w = {.done = 0, .rv = rv, .rank = s->cfg->rank};
+	pthread_t t;
+	pthread_mutex_init(&w.mu, NULL);
+	pthread_cond_init(&w.cv, NULL);
+	int watching = pthread_create(&t, NULL, close_watch_run, &w) == 0;
+	nng_close(s->sock);
+	if (watching) {
+		pthread_mutex_lock(&w.mu);
+		w.done = 1;
+		pthread_cond_signal(&w.cv);
+		pthread_mutex_unlock(&w.mu);
+		pthread_join(t, NULL);
+	}
+	pthread_cond_destroy(&w.cv);
+	pthread_mutex_destroy(&w.mu);
+}
+
 static void server_fini(ps_server *s)
 {
 	if (s->ctxs != NULL) {
@@ -1052,10 +1099,13 @@ int pt_server_run(const pt_config *c)
 	fprintf(stderr, "server %u: version %lld, %llu updates, %llu "
 	    "rejected requests\n", c->rank, (long long)s.version,
 	    (unsigned long long)s.updates, (unsigned long long)s.rejected);
-close:
-	nng_close(s.sock);
 	if (rv == 0 && c->out[0] != '\0')
 		server_write_stats(&s);
+close:
+	for (uint32_t i = 0; s.ctxs != NULL && i < s.n_ctx; i++)
+		if (s.ctxs[i].aio != NULL)
+			nng_aio_stop(s.ctxs[i].aio);
+	server_close(&s, rv);
 out:
 	server_fini(&s);
 	return rv;

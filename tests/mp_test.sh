@@ -237,11 +237,8 @@ test_mp_worker0_dies_when_done() {
 	pid=$!
 	wait_rows "$d/worker-0.csv" 101 || { no $n "worker 0 did not finish its steps"; kill $pid; wait $pid; return; }
 	pkill -9 -f -- "^pstrain worker .* --out $d .*--rank 0( |$)"
-	(sleep 120 && kill $pid) 2>/dev/null &
-	dog=$!
-	wait $pid
+	wait_bounded $pid
 	rc=$?
-	kill $dog 2>/dev/null
 	lost=$(json workers_lost "$d/summary.json")
 	if [ "$rc" = 0 ] && [ "$lost" = 1 ] &&
 		grep -q "worker 0 disconnected after it was done" "$d/server-1.log" &&
@@ -286,18 +283,36 @@ test_mp_restarted_worker_rejoins() {
 	fi
 }
 
+# hang_worker DIR RANK STEPS: start a sync job whose servers give a
+# worker up after 1 s of silence, then SIGSTOP worker RANK once it has
+# begun. Sets pid (the launcher) and w (the stopped worker).
+hang_worker() {
+	$P run --servers 1 --workers 3 $D --batch 48 --steps "$3" \
+		--delay uniform:5:5 --worker-timeout 1 --out "$1" >"$1.log" 2>&1 &
+	pid=$!
+	wait_rows "$1/worker-$2.csv" 3 || { kill $pid; wait $pid; return 1; }
+	w=$(pgrep -f -- "^pstrain worker .* --out $1 .*--rank $2( |$)")
+	kill -STOP $w
+}
+
+# wait_bounded PID [PID...]: wait for PID, killing every PID given if it
+# is not done in 120 s, so that a hang fails the case instead of the suite.
+wait_bounded() {
+	(sleep 120 && kill -9 "$@") 2>/dev/null &
+	dog=$!
+	wait $1
+	rc=$?
+	kill $dog 2>/dev/null
+	return $rc
+}
+
 test_mp_hung_worker_timeout() {
 	# A worker that hangs without closing its connection (SIGSTOP): with
 	# --worker-timeout the servers give it up, the step closes without
 	# it, and when it wakes it is refused and the job goes on.
 	n=test_mp_hung_worker_timeout
 	d="$T/hang"
-	$P run --servers 1 --workers 3 $D --batch 48 --steps 400 \
-		--delay uniform:5:5 --worker-timeout 1 --out "$d" >"$d.log" 2>&1 &
-	pid=$!
-	wait_rows "$d/worker-2.csv" 3 || { no $n "job did not start"; kill $pid; wait $pid; return; }
-	w=$(pgrep -f -- "^pstrain worker .* --out $d .*--rank 2( |$)")
-	kill -STOP $w
+	hang_worker "$d" 2 400 || { no $n "job did not start"; return; }
 	i=0
 	while [ "$i" -lt 200 ] && ! grep -q "worker 2 went silent" "$d/server-0.log"; do
 		sleep 0.05
@@ -321,17 +336,9 @@ test_mp_hung_worker_never_wakes() {
 	# waiting for it forever (a watchdog stops the test if it does).
 	n=test_mp_hung_worker_never_wakes
 	d="$T/hang2"
-	$P run --servers 1 --workers 3 $D --batch 48 --steps 200 \
-		--delay uniform:5:5 --worker-timeout 1 --out "$d" >"$d.log" 2>&1 &
-	pid=$!
-	wait_rows "$d/worker-1.csv" 3 || { no $n "job did not start"; kill $pid; wait $pid; return; }
-	w=$(pgrep -f -- "^pstrain worker .* --out $d .*--rank 1( |$)")
-	kill -STOP $w
-	(sleep 120 && kill -9 $pid $w) 2>/dev/null &
-	dog=$!
-	wait $pid
+	hang_worker "$d" 1 200 || { no $n "job did not start"; return; }
+	wait_bounded $pid $w
 	rc=$?
-	kill $dog 2>/dev/null
 	kill -9 $w 2>/dev/null
 	lost=$(json workers_lost "$d/summary.json")
 	ver=$(json final_version "$d/summary.json")
