@@ -588,6 +588,7 @@ typedef struct run_stats {
 	uint64_t hist[PT_STALE_BUCKETS];
 	uint64_t rows; // gradients the workers computed in this job
 	double comm_ms, step_ms;
+	double first_s, last_s; // this job's first step began, last ended
 } run_stats;
 
 // json_num finds `"key": NUMBER` in a flat JSON file's text.
@@ -653,6 +654,11 @@ static void run_gather(const run_job *j, run_stats *st)
 					&v[4], &v[5], &v[6]) == 8) {
 					st->step_ms += v[4];
 					st->comm_ms += v[6];
+					double from = v[1] - v[4] / 1000;
+					if (st->rows == 0 || from < st->first_s)
+						st->first_s = from;
+					if (st->rows == 0 || v[1] > st->last_s)
+						st->last_s = v[1];
 					st->rows++;
 				}
 			}
@@ -679,7 +685,7 @@ static void run_write_staleness(const run_job *j, const run_stats *st)
 static int run_summary(const run_job *j, double wall, int diverged)
 {
 	const pt_config *c = &j->c;
-	double v[7]; // version, steps, train_s, train loss/acc, test loss/acc
+	double v[7] = {0}; // version, steps, train_s, train loss/acc, test loss/acc
 	char path[PT_PATH_MAX + 32];
 	run_stats st;
 	int have = run_read_final(j, v) == 0;
@@ -697,6 +703,11 @@ static int run_summary(const run_job *j, double wall, int diverged)
 		return -1;
 	}
 	double samples = (double)st.rows * (c->batch / c->workers);
+	// Training time: from the first step's start to the last step's end
+	// over every worker (the finishing worker's own loop time, in
+	// final.csv, can be short: it may be a restarted worker).
+	double train_s = st.rows ? st.last_s - st.first_s : v[2];
+	double rate = train_s > 0 ? samples / train_s : 0.0;
 	double idle = st.step_ms > 0 ? st.comm_ms / st.step_ms : 0;
 	double mean_st = st.updates ? (double)st.stale_sum / st.updates : 0;
 	fprintf(f, "{\n");
@@ -740,8 +751,7 @@ static int run_summary(const run_job *j, double wall, int diverged)
 		    "  \"final_version\": %.0f,\n  \"final_train_loss\": %.6f,\n"
 		    "  \"final_train_acc\": %.4f,\n  \"final_test_loss\": %.6f,\n"
 		    "  \"final_test_acc\": %.4f\n}\n",
-		    v[2], v[2] > 0 ? samples / v[2] : 0.0, v[0], v[3], v[4], v[5],
-		    v[6]);
+		    train_s, rate, v[0], v[3], v[4], v[5], v[6]);
 	else
 		fprintf(f,
 		    "  \"train_s\": null,\n  \"samples_per_s\": null,\n"
@@ -766,7 +776,7 @@ static int run_summary(const run_job *j, double wall, int diverged)
 	       "  summary: %s\n",
 	    c->out, pt_mode_name(c->mode), c->servers, c->workers, c->model,
 	    c->data, (unsigned long long)j->steps, (double)j->steps / j->spe,
-	    from, wall, v[2] > 0 ? samples / v[2] : 0.0, v[3], v[5], v[6],
+	    from, wall, rate, v[3], v[5], v[6],
 	    mean_st, (unsigned long long)st.stale_max,
 	    (unsigned long long)st.dropped, idle, path);
 	return 0;
