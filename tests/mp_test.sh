@@ -212,6 +212,19 @@ test_mp_server_failure_stops_job() {
 	fi
 }
 
+# went_on_without NAME DIR RC STEPS TEXT FILE: the job in DIR exited 0,
+# lost one worker, still reached version STEPS, and FILE says TEXT.
+went_on_without() {
+	lost=$(json workers_lost "$2/summary.json")
+	ver=$(json final_version "$2/summary.json")
+	if [ "$3" = 0 ] && [ "$lost" = 1 ] && [ "$ver" = "$4" ] &&
+		grep -q "$5" "$6"; then
+		ok $1
+	else
+		no $1 "exit $3, workers_lost '$lost', version '$ver'" "$2.log"
+	fi
+}
+
 test_mp_dead_worker0_job_finishes() {
 	# Worker 0 is not special: kill -9 it mid-way through a sync job and
 	# the lowest-ranked worker left finishes the job (final evaluation,
@@ -221,16 +234,9 @@ test_mp_dead_worker0_job_finishes() {
 	kill_during "$d" 0 --steps 300 --delay uniform:3:3 \
 		--save-model "$d/m.bin"
 	rc=$?
-	lost=$(json workers_lost "$d/summary.json")
-	ver=$(json final_version "$d/summary.json")
-	if [ "$rc" = 0 ] && [ "$lost" = 1 ] && [ "$ver" = 300 ] &&
-		[ -s "$d/m.bin" ] &&
-		grep -q "worker 0 was lost; this worker finishes the job" \
-			"$d/worker-1.log"; then
-		ok $n
-	else
-		no $n "exit $rc, workers_lost '$lost', version '$ver'" "$d.log"
-	fi
+	[ -s "$d/m.bin" ] || { no $n "no saved model" "$d.log"; return; }
+	went_on_without $n "$d" $rc 300 \
+		"worker 0 was lost; this worker finishes the job" "$d/worker-1.log"
 }
 
 test_mp_worker0_dies_when_done() {
@@ -263,15 +269,8 @@ test_mp_dead_worker_sync_goes_on() {
 	# finishes and says what it lost.
 	n=test_mp_dead_worker_sync_goes_on
 	kill_during "$T/kill1" 1 --steps 300 --delay uniform:3:3
-	rc=$?
-	lost=$(json workers_lost "$T/kill1/summary.json")
-	ver=$(json final_version "$T/kill1/summary.json")
-	if [ "$rc" = 0 ] && [ "$lost" = 1 ] && [ "$ver" = 300 ] &&
-		grep -q "worker 1 disconnected" "$T/kill1/server-0.log"; then
-		ok $n
-	else
-		no $n "exit $rc, workers_lost '$lost', version '$ver'" "$T/kill1.log"
-	fi
+	went_on_without $n "$T/kill1" $? 300 "worker 1 disconnected" \
+		"$T/kill1/server-0.log"
 }
 
 test_mp_restarted_worker_rejoins() {
@@ -347,14 +346,8 @@ test_mp_hung_worker_never_wakes() {
 	wait_bounded $pid $w
 	rc=$?
 	kill -9 $w 2>/dev/null
-	lost=$(json workers_lost "$d/summary.json")
-	ver=$(json final_version "$d/summary.json")
-	if [ "$rc" = 0 ] && [ "$lost" = 1 ] && [ "$ver" = 200 ] &&
-		grep -q "worker 1 still running .* after the servers stopped" "$d.log"; then
-		ok $n
-	else
-		no $n "exit $rc, workers_lost '$lost', version '$ver'" "$d.log"
-	fi
+	went_on_without $n "$d" $rc 200 \
+		"worker 1 still running .* after the servers stopped" "$d.log"
 }
 
 test_mp_sigint_cleans_up() {
