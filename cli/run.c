@@ -492,6 +492,8 @@ static int run_server_failed(run_job *j, run_proc *p)
 }
 
 // run_watch waits for every child; 0 when all exited cleanly.
+static int run_read_final(const run_job *j, double v[7]);
+
 static int run_watch(run_job *j)
 {
 	double next = 0, stopped = 0;
@@ -527,20 +529,36 @@ static int run_watch(run_job *j)
 		// Servers exit cleanly only when the finishing worker stops
 		// them, so the job is over; a worker still running then is
 		// one the servers counted as lost (stopped, or hung past
-		// --worker-timeout): give it a moment, then kill it.
-		if (live > 0 && servers == 0 && stopped == 0)
+		// --worker-timeout). With every worker gone, a server still
+		// running hangs (a dead one would have been noticed): no one
+		// is left to stop it. Either way, give it a moment, then kill
+		// it; final.csv then says whether the job was done.
+		int ending = live > 0 && (servers == 0 || servers == live);
+		if (!ending)
+			stopped = 0;
+		else if (stopped == 0)
 			stopped = t;
-		if (live > 0 && servers == 0 && t - stopped > RUN_DONE_GRACE) {
-			for (uint32_t i = 0; i < j->n_procs; i++)
-				if (!j->procs[i].exited) {
-					fprintf(stderr, "%spstrain run: worker %u "
-					    "still running %.0f s after the "
-					    "servers stopped; killing it\n",
-					    j->tty ? "\n" : "", j->procs[i].rank,
-					    RUN_DONE_GRACE);
-					j->workers_lost++;
-				}
+		if (ending && t - stopped > RUN_DONE_GRACE) {
+			for (uint32_t i = 0; i < j->n_procs; i++) {
+				run_proc *p = &j->procs[i];
+				if (p->exited)
+					continue;
+				fprintf(stderr, "%spstrain run: %s %u still "
+				    "running %.0f s after %s; killing it\n",
+				    j->tty ? "\n" : "",
+				    p->server ? "server" : "worker", p->rank,
+				    RUN_DONE_GRACE, p->server ?
+				    "every worker exited" :
+				    "the servers stopped");
+				j->workers_lost += !p->server;
+			}
 			run_kill_all(j);
+			double v[7];
+			if (servers > 0 && run_read_final(j, v) != 0) {
+				fprintf(stderr, "pstrain run: the job did not "
+				    "finish (no %s/final.csv)\n", j->c.out);
+				return 1;
+			}
 			live = 0;
 		}
 		if (live == 0) {

@@ -212,6 +212,30 @@ test_mp_server_failure_stops_job() {
 	fi
 }
 
+test_mp_hung_server_times_out() {
+	# A server that hangs without closing its connections (SIGSTOP) is
+	# not dead to anyone: the workers give up after --rpc-timeout, name
+	# the server, and the job fails with nothing left behind.
+	n=test_mp_hung_server_times_out
+	d="$T/hangs"
+	$P run --servers 2 --workers 2 $D --batch 32 --steps 100000 \
+		--rpc-timeout 2 --out "$d" >"$d.log" 2>&1 &
+	pid=$!
+	wait_rows "$d/worker-0.csv" 3 || { no $n "job did not start"; kill $pid; wait $pid; return; }
+	s=$(pgrep -f -- "^pstrain server .* --out $d .*--rank 1( |$)")
+	kill -STOP $s
+	wait_bounded $pid $s
+	rc=$?
+	sleep 0.2
+	left=$(alive "$d")
+	if [ "$rc" -ne 0 ] && [ "$rc" -ne 137 ] && [ "$left" = 0 ] &&
+		grep -q "to server 1 at .*: Timed out" "$d.log"; then
+		ok $n
+	else
+		no $n "exit $rc, $left processes left" "$d.log"
+	fi
+}
+
 # went_on_without NAME DIR RC STEPS TEXT FILE: the job in DIR exited 0,
 # lost one worker, still reached version STEPS, and FILE says TEXT.
 went_on_without() {
@@ -429,6 +453,7 @@ test_mp_optimizer_default_lr
 test_mp_bad_batch
 test_mp_missing_data
 test_mp_server_failure_stops_job
+test_mp_hung_server_times_out
 test_mp_dead_worker0_job_finishes
 test_mp_worker0_dies_when_done
 test_mp_dead_worker_sync_goes_on

@@ -30,8 +30,13 @@ typedef struct client_link {
 	int64_t ver;     // version of the values last received from it
 } client_link;
 
+// A request unanswered this long is reported, and again as often, so
+// that a server that hangs (rather than dies) is named while workers wait.
+#define CLIENT_NOTE_S 30.0
+
 struct pt_client {
 	uint32_t role, rank, n;
+	double timeout_s;
 	client_link *links; // (n)
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -121,6 +126,7 @@ int pt_client_open(pt_client **out, const char *urls, uint32_t role,
 	pthread_cond_init(&c->cv, NULL);
 	c->role = role;
 	c->rank = rank;
+	c->timeout_s = timeout_s;
 	uint32_t n = 1;
 	for (const char *p = urls; *p; p++)
 		n += *p == ',';
@@ -259,8 +265,21 @@ static int client_rpc(pt_client *c, nng_msg **msgs, pti_hdr *hdrs,
 			nng_aio_cancel(k->aio);
 	}
 	pthread_mutex_lock(&c->mu);
-	while (c->pending > 0)
-		pthread_cond_wait(&c->cv, &c->mu);
+	double start = pti_clock_s(), note = start + CLIENT_NOTE_S;
+	while (c->pending > 0) {
+		pti_cond_wait_ms(&c->cv, &c->mu, 1000);
+		if (c->pending == 0 || pti_clock_s() < note)
+			continue;
+		note += CLIENT_NOTE_S;
+		for (uint32_t i = 0; i < c->n; i++)
+			if (c->links[i].state != LINK_IDLE)
+				fprintf(stderr, "%s %u: no answer yet to %s from "
+				    "server %u at %s (%.0fs so far, at most "
+				    "%.0fs)\n", c->role == PT_ROLE_WORKER ?
+				    "worker" : "client", c->rank,
+				    pti_op_name(hdrs[i].op), i, c->links[i].url,
+				    pti_clock_s() - start, c->timeout_s);
+	}
 	pthread_mutex_unlock(&c->mu);
 
 	int rv = 0;
