@@ -371,7 +371,11 @@ static nng_msg *op_hello(ps_server *s, ps_ctx *x, const pti_hdr *h,
 		s->hello[h->rank] = 1;
 		s->n_hello++;
 	}
-	s->gone[h->rank] = 0;
+	// A worker back after it had said done and gone may finish the job
+	// again, unless every worker is done: the next one may be finishing
+	// it already, and two must not.
+	if (s->n_done + s->n_lost < s->cfg->workers)
+		s->gone[h->rank] = 0;
 	int64_t *clock = &s->clock[h->rank];
 	if (s->lost[h->rank]) {
 		// A restarted worker rejoins at the current version, and in
