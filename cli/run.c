@@ -491,9 +491,9 @@ static int run_server_failed(run_job *j, run_proc *p)
 	return 0;
 }
 
-// run_watch waits for every child; 0 when all exited cleanly.
 static int run_read_final(const run_job *j, double v[7]);
 
+// run_watch waits for every child; 0 when all exited cleanly.
 static int run_watch(run_job *j)
 {
 	double next = 0, stopped = 0;
@@ -672,9 +672,9 @@ static void run_gather(const run_job *j, run_stats *st)
 					&v[4], &v[5], &v[6]) == 8) {
 					st->step_ms += v[4];
 					st->comm_ms += v[6];
-					double from = v[1] - v[4] / 1000;
-					if (st->rows == 0 || from < st->first_s)
-						st->first_s = from;
+					double began = v[1] - v[4] / 1000;
+					if (st->rows == 0 || began < st->first_s)
+						st->first_s = began;
 					if (st->rows == 0 || v[1] > st->last_s)
 						st->last_s = v[1];
 					st->rows++;

@@ -697,14 +697,17 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 	(void)ev;
 	uint32_t id = (uint32_t)nng_pipe_id(p);
 	pthread_mutex_lock(&s->mu);
-	for (uint32_t r = 0; r < s->cfg->workers; r++)
-		if (s->pipe_of[r] == id && !s->done[r])
+	for (uint32_t r = 0; r < s->cfg->workers; r++) {
+		if (s->pipe_of[r] != id)
+			continue;
+		if (!s->done[r])
 			worker_lost(s, r, "disconnected", &wake);
-		else if (s->pipe_of[r] == id && !s->gone[r] && !s->stop) {
+		else if (!s->gone[r] && !s->stop) {
 			s->gone[r] = 1;
 			fprintf(stderr, "server %u: worker %u disconnected "
 			    "after it was done\n", s->cfg->rank, r);
 		}
+	}
 	pthread_mutex_unlock(&s->mu);
 	send_woken(wake);
 }
@@ -868,9 +871,14 @@ static void *close_watch_run(void *arg)
 	return NULL;
 }
 
+// server_close stops every context, whose callback then frees any message
+// it held (parked contexts hold none), and closes the socket.
 static void server_close(ps_server *s, int rv)
 {
 	close_watch w = {.done = 0, .rv = rv, .rank = s->cfg->rank};
+	for (uint32_t i = 0; s->ctxs != NULL && i < s->n_ctx; i++)
+		if (s->ctxs[i].aio != NULL)
+			nng_aio_stop(s->ctxs[i].aio);
 	pthread_t t;
 	pthread_mutex_init(&w.mu, NULL);
 	pthread_cond_init(&w.cv, NULL);
@@ -889,16 +897,10 @@ static void server_close(ps_server *s, int rv)
 
 static void server_fini(ps_server *s)
 {
-	if (s->ctxs != NULL) {
-		for (uint32_t i = 0; i < s->n_ctx; i++)
-			if (s->ctxs[i].aio != NULL)
-				nng_aio_stop(s->ctxs[i].aio);
-		// A stopped aio has run its callback, which freed any
-		// message it held; parked contexts hold none.
-		for (uint32_t i = 0; i < s->n_ctx; i++)
-			if (s->ctxs[i].aio != NULL)
-				nng_aio_free(s->ctxs[i].aio);
-	}
+	// server_close has stopped every aio (none exist before it could).
+	for (uint32_t i = 0; s->ctxs != NULL && i < s->n_ctx; i++)
+		if (s->ctxs[i].aio != NULL)
+			nng_aio_free(s->ctxs[i].aio);
 	free(s->ctxs);
 	free(s->params);
 	free(s->acc);
@@ -1106,9 +1108,6 @@ int pt_server_run(const pt_config *c)
 	if (rv == 0 && c->out[0] != '\0')
 		server_write_stats(&s);
 close:
-	for (uint32_t i = 0; s.ctxs != NULL && i < s.n_ctx; i++)
-		if (s.ctxs[i].aio != NULL)
-			nng_aio_stop(s.ctxs[i].aio);
 	server_close(&s, rv);
 out:
 	server_fini(&s);
