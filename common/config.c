@@ -61,7 +61,7 @@ static const config_entry config_table[] = {
     E("seed", T_U64, seed, "1", 0, 2e19, RUN | SRV | WRK | EVL, "N",
 	"seeds initial values, data order and synthetic data"),
     E("eval-every", T_U64, eval_every, "0", 0, 1e12, RUN | WRK, "N",
-	"evaluate on the test set every N steps (0: once per epoch)"),
+	"evaluate every N steps (0: --evals-per-epoch times per epoch)"),
     E("out", T_STR, out, "", 0, 0, RUN | SRV | WRK, "DIR",
 	"output folder (run: required; created if missing)"),
     E("save-model", T_STR, save_model, "", 0, 0, RUN | WRK, "FILE",
@@ -134,16 +134,43 @@ static const config_entry config_table[] = {
 	"delay worker R by MS milliseconds every step (repeatable)"),
     E("delay", T_STR, delay, "", 0, 0, RUN | WRK, "exp:MEAN|uniform:LO:HI",
 	"a seeded random delay in ms for every worker and step"),
+    E("validation", T_STR, validation, "0", 0, 0, RUN | SRV | WRK, "N|P%",
+	"hold N training examples (or P percent) out of training as a "
+	"validation set, the same for every seed; periodic evaluations, "
+	"best accuracy and time to target use it, the test set is "
+	"evaluated only at the end (compare: 10% unless given)"),
+    E("evals-per-epoch", T_U32, evals_per_epoch, "1", 1, 1000, RUN | WRK,
+	"K", "evaluate K times per epoch when --eval-every is 0 (compare: "
+	"10 unless given)"),
+    E("matched-lr", T_BOOL, matched_lr, "0", 0, 1, RUN | SRV, "",
+	"async/ssp: apply each worker's gradient at lr / W, so that the "
+	"parameters move as far per example as in sync at the same --lr"),
+    E("force", T_BOOL, force, "0", 0, 1, RUN, "",
+	"write into an --out folder that holds a previous run (its files "
+	"are removed first)"),
     E("modes", T_STR, modes, "sync,async", 0, 0, CMP, "LIST",
 	"modes to compare: sync, async, ssp:S, with modifiers :backup=B, "
 	":staleness-lr, :batch=B, :lr-scaling=linear, :warmup=E, :lr=LR, "
 	":optimizer=sgd|momentum|nesterov|adagrad|adam (docs/COMPARE.md)"),
     E("target-acc", T_F64, target_acc, "0.8", 0, 1, CMP, "A",
-	"test accuracy whose first crossing the report times"),
+	"validation accuracy (test accuracy with --validation 0) whose "
+	"first crossing the report times"),
+    E("seeds", T_STR, seeds, "", 0, 0, CMP, "N|S,S,...",
+	"run every mode with seeds 1..N, or with the seeds listed; report "
+	"mean, sd, min and max over them (default: --seed alone)"),
+    E("allow-failures", T_BOOL, allow_failures, "0", 0, 1, CMP, "",
+	"go on when a job is damaged (a worker lost or restarted, a server "
+	"restarted) instead of stopping the comparison"),
+    E("report-only", T_BOOL, report_only, "0", 0, 1, CMP, "",
+	"run nothing: write the report and plots again from the jobs "
+	"already in --out"),
 };
 #undef E
 
 #define N_ENTRIES ((int)(sizeof(config_table) / sizeof(config_table[0])))
+// pt_config.given has a bit per entry.
+_Static_assert(sizeof(config_table) / sizeof(config_table[0]) <= 64,
+    "pt_config.given has room for 64 flags");
 
 int pt_config_count(void)
 {
@@ -468,10 +495,15 @@ int pt_config_check(const pt_config *c, uint32_t cmd)
 		    "--backup-workers %u needs --mode sync and fewer than "
 		    "--workers %u", c->backup_workers, c->workers);
 	if (c->mode == PT_MODE_SYNC &&
-	    (c->staleness_lr || c->max_staleness >= 0))
+	    (c->staleness_lr || c->max_staleness >= 0 || c->matched_lr))
 		return pti_err_set(PT_EINVAL,
-		    "--staleness-lr and --max-staleness need --mode async or "
-		    "ssp");
+		    "--staleness-lr, --max-staleness and --matched-lr need "
+		    "--mode async or ssp");
+	uint32_t n_val;
+	if (pt_config_validation(c, 1000000, &n_val) != 0)
+		return pti_err_set(PT_EINVAL,
+		    "--validation %s: expected a number of examples N or a "
+		    "percentage P%% below 100", c->validation);
 	for (const char *p = c->straggler; *p;) {
 		unsigned r, ms;
 		int used = 0;
@@ -521,4 +553,83 @@ int pt_config_check(const pt_config *c, uint32_t cmd)
 		return pti_err_set(PT_EINVAL,
 		    "worker needs --connect URL,... or --cluster FILE");
 	return 0;
+}
+
+int pt_config_validation(const pt_config *c, uint32_t n_train,
+    uint32_t *n_val)
+{
+	char *end;
+	const char *v = c->validation;
+	if (*v < '0' || *v > '9')
+		return pti_err_set(PT_EINVAL, "--validation %s: not a number",
+		    v);
+	errno = 0;
+	double x = strtod(v, &end);
+	if (errno != 0 || end == v)
+		return pti_err_set(PT_EINVAL, "--validation %s: not a number",
+		    v);
+	double n;
+	if (strcmp(end, "%") == 0) {
+		if (x >= 100)
+			return pti_err_set(PT_EINVAL,
+			    "--validation %s: not below 100%%", v);
+		// Rounded down, so that the same percentage of the same set
+		// holds out the same examples everywhere.
+		n = floor(x / 100.0 * n_train);
+	} else if (*end == '\0' && x == floor(x)) {
+		n = x;
+	} else {
+		return pti_err_set(PT_EINVAL,
+		    "--validation %s: expected N or P%%", v);
+	}
+	if (n >= n_train)
+		return pti_err_set(PT_EINVAL,
+		    "--validation %s holds out %.0f of the %u training "
+		    "examples: none would be left to train on", v, n, n_train);
+	*n_val = (uint32_t)n;
+	return 0;
+}
+
+void pt_config_json(FILE *f, const pt_config *c, uint32_t cmd,
+    const char *indent)
+{
+	static char val[PT_URLS_MAX];
+	int first = 1;
+	fprintf(f, "{\n");
+	for (int k = 0; k < N_ENTRIES; k++) {
+		const config_entry *e = &config_table[k];
+		if (!cmd_takes(e, cmd))
+			continue;
+		entry_format(c, e, val, sizeof(val));
+		fprintf(f, "%s%s  \"%s\": ", first ? "" : ",\n", indent,
+		    e->name);
+		first = 0;
+		switch (e->type) {
+		case T_U32:
+		case T_U64:
+		case T_I64:
+		case T_F64:
+			fprintf(f, "%s", val);
+			break;
+		case T_BOOL:
+			fprintf(f, "%s", val[0] == '1' ? "true" : "false");
+			break;
+		default:
+			pti_json_string(f, val);
+		}
+	}
+	fprintf(f, "\n%s}", indent);
+}
+
+void pti_json_string(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20)
+			fprintf(f, "\\u%04x", *p);
+		else
+			fputc(*p, f);
+	fputc('"', f);
 }

@@ -70,9 +70,17 @@ typedef struct pt_config {
 	// injected delays (workers)
 	char straggler[PT_PATH_MAX]; // "R:MS,R:MS,..."
 	char delay[128];             // "", "exp:MEAN_MS", "uniform:LO:HI"
+	// evaluation and learning-rate matching
+	char validation[32];      // "N" examples or "P%" of the training set
+	uint32_t evals_per_epoch; // with eval_every 0
+	uint32_t matched_lr;      // async/ssp: lr / W per applied gradient
+	uint32_t force;           // run: overwrite a previous run's --out
 	// compare
 	char modes[PT_PATH_MAX];
 	double target_acc;
+	char seeds[PT_PATH_MAX];  // "N" (1..N) or "S,S,..."; "" --seed alone
+	uint32_t allow_failures;  // go on past a damaged job
+	uint32_t report_only;     // re-make report and plots, run nothing
 	uint64_t given; // bit i: flag i of the table was on the command line
 } pt_config;
 
@@ -111,6 +119,23 @@ int pt_config_cluster(pt_config *c, uint32_t cmd);
 // pt_config_check validates the combination of flags for cmd (W divides
 // B, epochs or steps, ...). PT_EINVAL with a detail naming the flags.
 int pt_config_check(const pt_config *c, uint32_t cmd);
+
+// pt_config_validation computes how many of n_train training examples
+// --validation holds out ("N", or "P%" rounded down) into *n_val.
+// PT_EINVAL with a detail when the value is malformed or leaves nothing
+// to train on.
+int pt_config_validation(const pt_config *c, uint32_t n_train,
+    uint32_t *n_val);
+
+// pt_config_json writes every flag that cmd takes, with its effective
+// value in c, as one JSON object keyed by flag name (numbers as numbers,
+// switches as true/false, the rest as strings); indent prefixes every
+// line after the first. The table drives it, so no flag is left out.
+void pt_config_json(FILE *f, const pt_config *c, uint32_t cmd,
+    const char *indent);
+
+// pti_json_string writes s to f as a JSON string, escaped.
+void pti_json_string(FILE *f, const char *s);
 
 // pt_mode_name returns "sync", "async" or "ssp".
 const char *pt_mode_name(int mode);
