@@ -7,4 +7,8 @@ no() {
 	echo "FAIL $1: $2"
 	[ -n "$3" ] && [ -f "$3" ] && tail -n 20 "$3" | sed 's/^/    | /'
 }
-json() { sed -n "s/^ *\"$1\": \([-0-9.e+a-z]*\),*$/\1/p" "$2"; }
+# Only top-level keys (two spaces in): summary.json's nested "config" and
+# "record" objects repeat some names.
+json() { sed -n "s/^  \"$1\": \([-0-9.e+a-z]*\),*$/\1/p" "$2"; }
+# jstr KEY FILE: a top-level string value, unquoted.
+jstr() { sed -n "s/^  \"$1\": \"\(.*\)\",*$/\1/p" "$2"; }
