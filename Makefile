@@ -7,7 +7,7 @@
 #   make clean
 CC ?= cc
 PKGS = msgpack openblas
-CPPFLAGS = -Icommon -Ips -Iworker -Icli -Itests -D_GNU_SOURCE \
+CPPFLAGS = -Icommon -Ips -Iworker -Icli -Itests -Ibuild -D_GNU_SOURCE \
 	$(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -Wall -Wextra -Werror -MMD -MP -pthread
@@ -27,7 +27,7 @@ UNIT_BIN = $(UNIT_NAMES:%=build/tests/%)
 AUNIT_BIN = $(UNIT_NAMES:%=build/asan/tests/%)
 PROC_BIN = $(PROC_SRC:tests/%.c=build/tests/%)
 
-.PHONY: all build deps test demo asan clean format bench
+.PHONY: all build deps test demo asan clean format bench FORCE
 all: deps
 	@$(MAKE) --no-print-directory build
 
@@ -51,6 +51,19 @@ build/tests/%: $(OBJ)/tests/%.o $(OBJ)/tests/test.o $(LIB_OBJ)
 build/asan/tests/%: $(AOBJ)/tests/%.o $(AOBJ)/tests/test.o $(ALIB_OBJ)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(LDLIBS)
+
+# build/version.h: `git describe` at build time, for `pstrain --version`
+# and every run's record; rewritten only when it changes, so that a new
+# commit rebuilds what includes it and nothing else.
+build/version.h: FORCE
+	@mkdir -p $(@D)
+	@v=$$(git describe --always --dirty --tags 2>/dev/null || echo unknown); \
+	printf '#define PT_VERSION "%s"\n' "$$v" >$@.tmp; \
+	cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+FORCE:
+
+$(OBJ)/cli/main.o $(OBJ)/cli/summary.o $(AOBJ)/cli/main.o $(AOBJ)/cli/summary.o: \
+	build/version.h
 
 $(OBJ)/%.o: %.c
 	@mkdir -p $(@D)

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "version.h"
 
 static const struct {
 	const char *name;
@@ -27,7 +28,8 @@ static void usage(FILE *f)
 		   "servers and\nworker processes over nng.\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].what);
-	fprintf(f, "\n'pstrain COMMAND --help' lists a command's flags.\n"
+	fprintf(f, "\n'pstrain COMMAND --help' lists a command's flags; "
+		   "'pstrain --version' the build.\n"
 		   "Each process uses one OpenBLAS thread unless "
 		   "OPENBLAS_NUM_THREADS is set.\n");
 }
@@ -40,6 +42,10 @@ int main(int argc, char **argv)
 		setenv("OPENBLAS_NUM_THREADS", "1", 1);
 		execv("/proc/self/exe", argv);
 		// Fall through: without /proc we run with OpenBLAS's default.
+	}
+	if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+		printf("pstrain %s\n", PT_VERSION);
+		return 0;
 	}
 	if (argc < 2 || strcmp(argv[1], "--help") == 0 ||
 	    strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {

@@ -23,6 +23,7 @@
 #include "checkpoint.h"
 #include "optim.h"
 #include "proto.h"
+#include "summary.h"
 
 #define RUN_MAX_PROCS 1280
 #define RUN_READY_S 60.0 // seconds a server may take to start listening
@@ -46,7 +47,8 @@ typedef struct run_job {
 	uint32_t n_procs;
 	char sockdir[PT_PATH_MAX];
 	char urls[PT_URLS_MAX];
-	uint64_t steps, spe, n_train;
+	uint64_t steps, spe, n_train, n_val;
+	uint32_t classes;
 	pt_layout layout; // the model's, from run_prepare
 	uint32_t worker_restarts, workers_lost, server_restarts;
 	uint8_t lost[RUN_MAX_WORKERS]; // workers the job went on without
@@ -54,6 +56,8 @@ typedef struct run_job {
 	double time_lost; // seconds of training thrown away by rollbacks
 	int64_t resumed_from; // --resume's version, -1 for a fresh job
 	long csv_from[RUN_MAX_WORKERS]; // where this job's rows begin
+	long eval_from;                 // likewise in eval.csv
+	char cmdline[8192];             // as typed, for the record
 	double t0;
 	int tty;
 } run_job;
@@ -491,8 +495,6 @@ static int run_server_failed(run_job *j, run_proc *p)
 	return 0;
 }
 
-static int run_read_final(const run_job *j, double v[7]);
-
 // run_watch waits for every child; 0 when all exited cleanly.
 static int run_watch(run_job *j)
 {
@@ -553,8 +555,8 @@ static int run_watch(run_job *j)
 				j->workers_lost += !p->server;
 			}
 			run_kill_all(j);
-			double v[7];
-			if (servers > 0 && run_read_final(j, v) != 0) {
+			pti_final fin;
+			if (servers > 0 && pti_final_read(j->c.out, &fin) != 0) {
 				fprintf(stderr, "pstrain run: the job did not "
 				    "finish (no %s/final.csv)\n", j->c.out);
 				return 1;
@@ -571,233 +573,6 @@ static int run_watch(run_job *j)
 		}
 		usleep(50 * 1000);
 	}
-}
-
-static int run_read_final(const run_job *j, double v[7])
-{
-	char path[PT_PATH_MAX + 32], line[512];
-	snprintf(path, sizeof(path), "%s/final.csv", j->c.out);
-	FILE *f = fopen(path, "r");
-	if (f == NULL)
-		return -1;
-	int ok = fgets(line, sizeof(line), f) && fgets(line, sizeof(line), f);
-	fclose(f);
-	if (!ok || sscanf(line, "%lf,%lf,%lf,%lf,%lf,%lf,%lf", &v[0], &v[1],
-		       &v[2], &v[3], &v[4], &v[5], &v[6]) != 7)
-		return -1;
-	return 0;
-}
-
-static void json_str(FILE *f, const char *k, const char *v, int last)
-{
-	fprintf(f, "  \"%s\": \"", k);
-	for (const char *p = v; *p; p++)
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if ((unsigned char)*p >= 0x20)
-			fputc(*p, f);
-	fprintf(f, "\"%s\n", last ? "" : ",");
-}
-
-// A job's staleness and waiting, gathered from the servers' and workers'
-// files after every process has stopped.
-typedef struct run_stats {
-	uint64_t updates, stale_sum, stale_max, dropped;
-	uint64_t hist[PT_STALE_BUCKETS];
-	uint64_t rows; // gradients the workers computed in this job
-	double comm_ms, step_ms;
-	double first_s, last_s; // this job's first step began, last ended
-} run_stats;
-
-// json_num finds `"key": NUMBER` in a flat JSON file's text.
-static int json_num(const char *text, const char *key, double *out)
-{
-	char pat[64];
-	snprintf(pat, sizeof(pat), "\"%s\":", key);
-	const char *p = strstr(text, pat);
-	if (p == NULL)
-		return -1;
-	*out = strtod(p + strlen(pat), NULL);
-	return 0;
-}
-
-static void run_gather(const run_job *j, run_stats *st)
-{
-	char path[PT_PATH_MAX + 32], text[8192], line[1024];
-	memset(st, 0, sizeof(*st));
-	for (uint32_t s = 0; s < j->c.servers; s++) {
-		snprintf(path, sizeof(path), "%s/server-%u.json", j->c.out, s);
-		FILE *f = fopen(path, "r");
-		if (f == NULL)
-			continue;
-		size_t n = fread(text, 1, sizeof(text) - 1, f);
-		fclose(f);
-		text[n] = '\0';
-		double u = 0, ss = 0, sm = 0, dr = 0;
-		json_num(text, "updates", &u);
-		json_num(text, "staleness_sum", &ss);
-		json_num(text, "staleness_max", &sm);
-		json_num(text, "dropped_gradients", &dr);
-		st->updates += (uint64_t)u;
-		st->stale_sum += (uint64_t)ss;
-		st->dropped += (uint64_t)dr;
-		if ((uint64_t)sm > st->stale_max)
-			st->stale_max = (uint64_t)sm;
-		const char *h = strstr(text, "\"staleness_hist\": [");
-		for (int k = 0; h != NULL && k < PT_STALE_BUCKETS; k++) {
-			char *end;
-			h += k == 0 ? strlen("\"staleness_hist\": [") : 1;
-			st->hist[k] += strtoull(h, &end, 10);
-			h = *end == ',' ? end : NULL;
-		}
-	}
-	for (uint32_t r = 0; r < j->c.workers; r++) {
-		snprintf(path, sizeof(path), "%s/worker-%u.csv", j->c.out, r);
-		FILE *f = fopen(path, "r");
-		if (f == NULL)
-			continue;
-		// Only this job's rows: a resumed worker appends to its
-		// file, whose header is then already behind us; one that
-		// started afresh wrote a new file, shorter than the old.
-		struct stat sb;
-		long from = fstat(fileno(f), &sb) == 0 &&
-			sb.st_size >= j->csv_from[r] ? j->csv_from[r] : 0;
-		if (from > 0 ? fseek(f, from, SEEK_SET) == 0 :
-			fgets(line, sizeof(line), f) != NULL)
-			while (fgets(line, sizeof(line), f) != NULL) {
-				double v[8];
-				unsigned long long step;
-				if (sscanf(line, "%llu,%lf,%lf,%lf,%lf,%lf,%lf,%lf",
-					&step, &v[0], &v[1], &v[2], &v[3],
-					&v[4], &v[5], &v[6]) == 8) {
-					st->step_ms += v[4];
-					st->comm_ms += v[6];
-					double began = v[1] - v[4] / 1000;
-					if (st->rows == 0 || began < st->first_s)
-						st->first_s = began;
-					if (st->rows == 0 || v[1] > st->last_s)
-						st->last_s = v[1];
-					st->rows++;
-				}
-			}
-		fclose(f);
-	}
-}
-
-// run_write_staleness writes DIR/staleness.csv: updates of each staleness,
-// summed over servers.
-static void run_write_staleness(const run_job *j, const run_stats *st)
-{
-	char path[PT_PATH_MAX + 32];
-	snprintf(path, sizeof(path), "%s/staleness.csv", j->c.out);
-	FILE *f = fopen(path, "w");
-	if (f == NULL)
-		return;
-	fprintf(f, "staleness,count\n");
-	for (int k = 0; k < PT_STALE_BUCKETS; k++)
-		if (st->hist[k] > 0)
-			fprintf(f, "%d,%llu\n", k, (unsigned long long)st->hist[k]);
-	fclose(f);
-}
-
-static int run_summary(const run_job *j, double wall, int diverged)
-{
-	const pt_config *c = &j->c;
-	double v[7] = {0}; // version, steps, train_s, train loss/acc, test loss/acc
-	char path[PT_PATH_MAX + 32];
-	run_stats st;
-	int have = run_read_final(j, v) == 0;
-	if (!have && !diverged) {
-		fprintf(stderr, "pstrain run: %s/final.csv is missing or "
-		    "malformed\n", c->out);
-		return -1;
-	}
-	run_gather(j, &st);
-	run_write_staleness(j, &st);
-	snprintf(path, sizeof(path), "%s/summary.json", c->out);
-	FILE *f = fopen(path, "w");
-	if (f == NULL) {
-		fprintf(stderr, "pstrain run: %s: %s\n", path, strerror(errno));
-		return -1;
-	}
-	double samples = (double)st.rows * (c->batch / c->workers);
-	// Training time: from the first step's start to the last step's end
-	// over every worker (the finishing worker's own loop time, in
-	// final.csv, can be short: it may be a restarted worker).
-	double train_s = st.rows ? st.last_s - st.first_s : v[2];
-	double rate = train_s > 0 ? samples / train_s : 0.0;
-	double idle = st.step_ms > 0 ? st.comm_ms / st.step_ms : 0;
-	double mean_st = st.updates ? (double)st.stale_sum / st.updates : 0;
-	fprintf(f, "{\n");
-	json_str(f, "mode", pt_mode_name(c->mode), 0);
-	fprintf(f, "  \"servers\": %u,\n  \"workers\": %u,\n", c->servers,
-	    c->workers);
-	json_str(f, "model", c->model, 0);
-	json_str(f, "data", c->data, 0);
-	json_str(f, "transport",
-	    c->transport == PT_TRANSPORT_TCP ? "tcp" : "ipc", 0);
-	json_str(f, "optimizer", c->optimizer, 0);
-	fprintf(f, "  \"weight_decay\": %.10g,\n", c->weight_decay);
-	fprintf(f,
-	    "  \"batch\": %u,\n  \"per_worker_batch\": %u,\n  \"lr\": %.10g,\n"
-	    "  \"seed\": %llu,\n  \"epochs\": %.4f,\n  \"steps\": %llu,\n"
-	    "  \"steps_per_epoch\": %llu,\n  \"staleness_bound\": %u,\n"
-	    "  \"backup_workers\": %u,\n  \"wall_s\": %.3f,\n",
-	    c->batch, c->batch / c->workers, c->lr,
-	    (unsigned long long)c->seed, (double)j->steps / j->spe,
-	    (unsigned long long)j->steps, (unsigned long long)j->spe,
-	    c->staleness, c->backup_workers, wall);
-	fprintf(f,
-	    "  \"mean_staleness\": %.4f,\n  \"max_staleness\": %llu,\n"
-	    "  \"dropped_gradients\": %llu,\n  \"idle_fraction\": %.4f,\n"
-	    "  \"diverged\": %s,\n  \"worker_restarts\": %u,\n"
-	    "  \"workers_lost\": %u,\n  \"server_restarts\": %u,\n"
-	    "  \"steps_redone\": %llu,\n  \"time_lost_s\": %.3f,\n",
-	    mean_st, (unsigned long long)st.stale_max,
-	    (unsigned long long)st.dropped, idle, diverged ? "true" : "false",
-	    j->worker_restarts, j->workers_lost, j->server_restarts,
-	    (unsigned long long)j->steps_redone, j->time_lost);
-	if (j->resumed_from >= 0)
-		fprintf(f, "  \"resumed_from\": %lld,\n",
-		    (long long)j->resumed_from);
-	else
-		fprintf(f, "  \"resumed_from\": null,\n");
-	fprintf(f, "  \"samples\": %.0f,\n", samples);
-	if (have)
-		fprintf(f,
-		    "  \"train_s\": %.3f,\n  \"samples_per_s\": %.1f,\n"
-		    "  \"final_version\": %.0f,\n  \"final_train_loss\": %.6f,\n"
-		    "  \"final_train_acc\": %.4f,\n  \"final_test_loss\": %.6f,\n"
-		    "  \"final_test_acc\": %.4f\n}\n",
-		    train_s, rate, v[0], v[3], v[4], v[5], v[6]);
-	else
-		fprintf(f,
-		    "  \"train_s\": null,\n  \"samples_per_s\": null,\n"
-		    "  \"final_version\": null,\n  \"final_train_loss\": null,\n"
-		    "  \"final_train_acc\": null,\n  \"final_test_loss\": null,\n"
-		    "  \"final_test_acc\": null\n}\n");
-	fclose(f);
-	if (!have) {
-		printf("%s: %s job DIVERGED (see worker logs); summary: %s\n",
-		    c->out, pt_mode_name(c->mode), path);
-		return 0;
-	}
-	char from[64] = "";
-	if (j->resumed_from >= 0)
-		snprintf(from, sizeof(from), ", resumed from version %lld",
-		    (long long)j->resumed_from);
-	printf("%s: %s, %u servers, %u workers, %s on %s\n"
-	       "  %llu steps (%.2f epochs%s) in %.1fs, %.0f samples/s\n"
-	       "  final train loss %.4f, test loss %.4f, test accuracy %.4f\n"
-	       "  staleness mean %.2f max %llu, dropped gradients %llu, "
-	       "idle fraction %.2f\n"
-	       "  summary: %s\n",
-	    c->out, pt_mode_name(c->mode), c->servers, c->workers, c->model,
-	    c->data, (unsigned long long)j->steps, (double)j->steps / j->spe,
-	    from, wall, rate, v[3], v[5], v[6],
-	    mean_st, (unsigned long long)st.stale_max,
-	    (unsigned long long)st.dropped, idle, path);
-	return 0;
 }
 
 // run_find_resume picks the newest checkpoint version in dir that every
@@ -873,6 +648,56 @@ static int64_t run_find_resume(const pt_config *c, const char *dir,
 	return best;
 }
 
+// run_old_output tells whether name is a file a pstrain job writes.
+static int run_old_output(const char *name)
+{
+	static const char *const exact[] = {"summary.json", "final.csv",
+	    "eval.csv", "staleness.csv"};
+	static const char *const pat[][2] = {{"worker-", ".csv"},
+	    {"worker-", ".log"}, {"server-", ".json"}, {"server-", ".log"},
+	    {".server-", ".ready"}};
+	size_t n = strlen(name);
+	for (size_t i = 0; i < sizeof(exact) / sizeof(exact[0]); i++)
+		if (strcmp(name, exact[i]) == 0)
+			return 1;
+	for (size_t i = 0; i < sizeof(pat) / sizeof(pat[0]); i++) {
+		size_t a = strlen(pat[i][0]), b = strlen(pat[i][1]);
+		if (n > a + b && strncmp(name, pat[i][0], a) == 0 &&
+		    strcmp(name + n - b, pat[i][1]) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+// run_check_out refuses an --out folder that holds a previous job's
+// files, unless --force (which removes them, and only them, first) or
+// --resume (which goes on with them).
+static int run_check_out(const pt_config *c)
+{
+	DIR *d = opendir(c->out);
+	struct dirent *e;
+	char path[PT_PATH_MAX + 300], first[256] = "";
+	uint32_t n = 0;
+	if (d == NULL)
+		return 0; // created next
+	while ((e = readdir(d)) != NULL) {
+		if (!run_old_output(e->d_name))
+			continue;
+		if (n++ == 0)
+			snprintf(first, sizeof(first), "%s", e->d_name);
+		if (c->force && c->resume[0] == '\0') {
+			snprintf(path, sizeof(path), "%s/%s", c->out, e->d_name);
+			unlink(path);
+		}
+	}
+	closedir(d);
+	if (n == 0 || c->force || c->resume[0] != '\0')
+		return 0;
+	return pti_err_set(PT_EINVAL, "--out %s holds a previous run (%s and "
+	    "%u more files); give another folder, or --force to replace it",
+	    c->out, first, n - 1);
+}
+
 static int run_prepare(run_job *j)
 {
 	pt_config *c = &j->c;
@@ -884,13 +709,15 @@ static int run_prepare(run_job *j)
 		return rv;
 	// Load the data once here so that a bad file is reported before any
 	// process starts.
-	if ((rv = pt_data_load(&d, c->data, c->seed)) != 0)
+	if ((rv = pt_config_load_data(c, &d)) != 0)
 		return rv;
 	j->n_train = d.train.n;
+	j->n_val = d.val.n;
 	rv = pt_layout_init(l, c->model, d.train.dim, d.train.classes);
 	pt_data_fini(&d);
 	if (rv != 0)
 		return rv;
+	j->classes = l->width[l->n_layers];
 	j->spe = j->n_train / c->batch;
 	if (j->spe == 0)
 		return pti_err_set(PT_EINVAL,
@@ -917,6 +744,8 @@ static int run_prepare(run_job *j)
 	if (c->checkpoint_dir[0] != '\0' && pti_mkdir_p(c->checkpoint_dir) != 0)
 		return pti_err_set(PT_EIO, "--checkpoint-dir %s: %s",
 		    c->checkpoint_dir, strerror(errno));
+	if ((rv = run_check_out(c)) != 0)
+		return rv;
 	if (pti_mkdir_p(c->out) != 0)
 		return pti_err_set(PT_EIO, "--out %s: %s", c->out,
 		    strerror(errno));
@@ -976,6 +805,39 @@ static int run_rollback(run_job *j)
 	return 0;
 }
 
+// run_write_summary hands what the launcher knows to summary.c.
+static int run_write_summary(const run_job *j, int diverged)
+{
+	pti_run_facts r = {&j->c, j->cmdline, j->steps, j->spe, j->n_train,
+	    j->n_val, j->classes, j->worker_restarts, j->workers_lost,
+	    j->server_restarts, j->steps_redone, j->time_lost,
+	    j->resumed_from, j->csv_from, j->eval_from, j->t0,
+	    now_s() - j->t0, diverged};
+	return pti_summary_write(&r);
+}
+
+// run_cmdline writes "pstrain run ARGS" into out (size n), quoting each
+// argument that a shell would split or expand.
+static void run_cmdline(char *out, size_t n, int argc, char **argv)
+{
+	size_t used = (size_t)snprintf(out, n, "pstrain run");
+	for (int i = 0; i < argc && used < n; i++) {
+		const char *a = argv[i];
+		int plain = a[0] != '\0' &&
+			    strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN"
+				      "OPQRSTUVWXYZ0123456789-_=.,:/+%@") ==
+				strlen(a);
+		used += (size_t)snprintf(out + used, n - used, " %s", plain
+								     ? a
+								     : "'");
+		for (const char *p = a; !plain && *p && used < n; p++)
+			used += (size_t)snprintf(out + used, n - used,
+			    *p == '\'' ? "'\\''" : "%c", *p);
+		if (!plain && used < n)
+			used += (size_t)snprintf(out + used, n - used, "'");
+	}
+}
+
 int pti_cmd_run(int argc, char **argv)
 {
 	static run_job j; // large: keep it off the stack
@@ -994,6 +856,7 @@ int pti_cmd_run(int argc, char **argv)
 		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(rv));
 		return 2;
 	}
+	run_cmdline(j.cmdline, sizeof(j.cmdline), argc, argv);
 	j.tty = isatty(2);
 	j.t0 = now_s();
 	j.resumed_from = j.c.resume[0] != '\0' ? j.c.resume_version : -1;
@@ -1002,6 +865,13 @@ int pti_cmd_run(int argc, char **argv)
 		struct stat sb;
 		snprintf(path, sizeof(path), "%s/worker-%u.csv", j.c.out, r);
 		j.csv_from[r] = j.resumed_from > 0 && stat(path, &sb) == 0 ?
+		    (long)sb.st_size : 0;
+	}
+	{
+		char path[PT_PATH_MAX + 32];
+		struct stat sb;
+		snprintf(path, sizeof(path), "%s/eval.csv", j.c.out);
+		j.eval_from = j.resumed_from > 0 && stat(path, &sb) == 0 ?
 		    (long)sb.st_size : 0;
 	}
 	signal(SIGINT, run_on_signal);
@@ -1029,7 +899,7 @@ int pti_cmd_run(int argc, char **argv)
 	run_cleanup(&j);
 	// A diverged job is a result, not a crash: it still gets a summary,
 	// and exit status 3 says what happened.
-	if ((rv == 0 || rv == 3) && run_summary(&j, now_s() - j.t0, rv == 3))
+	if ((rv == 0 || rv == 3) && run_write_summary(&j, rv == 3) != 0)
 		rv = 1;
 	return rv;
 }

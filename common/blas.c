@@ -4,6 +4,7 @@
 #include "blas.h"
 
 #include <cblas.h>
+#include <stdio.h>
 
 #include "err.h"
 
@@ -45,4 +46,11 @@ int pti_blas_threads(int n)
 		    n);
 	openblas_set_num_threads(n);
 	return 0;
+}
+
+int pti_blas_info(char *core, size_t n)
+{
+	const char *name = openblas_get_corename();
+	snprintf(core, n, "%s", name ? name : "unknown");
+	return openblas_get_num_threads();
 }

@@ -7,6 +7,7 @@
 #ifndef PT_COMMON_BLAS_H
 #define PT_COMMON_BLAS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 // pti_blas_sgemm computes c = alpha * op(a) op(b) + beta * c, where op(a)
@@ -29,5 +30,11 @@ void pti_blas_sgemm_ref(int trans_a, int trans_b, uint32_t m, uint32_t n,
 // pti_blas_threads sets how many threads OpenBLAS uses for each call from
 // now on (process-wide). Returns 0, or PT_EINVAL when n < 1.
 int pti_blas_threads(int n);
+
+// pti_blas_info copies the name of the kernel OpenBLAS chose for this
+// CPU (e.g. "Haswell") into core (size n) and returns the threads it
+// uses per call. Results of one job differ between kernels in the last
+// bits, which is why a run records it.
+int pti_blas_info(char *core, size_t n);
 
 #endif // PT_COMMON_BLAS_H

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data.h"
 #include "err.h"
 #include "proto.h"
 
@@ -387,10 +388,14 @@ static int entry_format(const pt_config *c, const config_entry *e,
 	case T_U64:
 		return snprintf(buf, n, "%llu",
 		    (unsigned long long)*(const uint64_t *)(const void *)p);
-	default:
-		// %.17g round-trips a double exactly.
-		return snprintf(buf, n, "%.17g",
-		    *(const double *)(const void *)p);
+	default: {
+		// The shortest of %.15g and %.17g that reads back exactly.
+		double d = *(const double *)(const void *)p;
+		int len = snprintf(buf, n, "%.15g", d);
+		if (strtod(buf, NULL) != d)
+			len = snprintf(buf, n, "%.17g", d);
+		return len;
+	}
 	}
 }
 
@@ -632,4 +637,20 @@ void pti_json_string(FILE *f, const char *s)
 		else
 			fputc(*p, f);
 	fputc('"', f);
+}
+
+int pt_config_load_data(const pt_config *c, pt_data *d)
+{
+	pt_data got;
+	uint32_t n_val;
+	int rv = pt_data_load(&got, c->data, c->seed);
+	if (rv != 0)
+		return rv;
+	if ((rv = pt_config_validation(c, got.train.n, &n_val)) != 0 ||
+	    (rv = pt_data_holdout(&got, n_val)) != 0) {
+		pt_data_fini(&got);
+		return rv;
+	}
+	*d = got;
+	return 0;
 }

@@ -127,6 +127,14 @@ int pt_config_check(const pt_config *c, uint32_t cmd);
 int pt_config_validation(const pt_config *c, uint32_t n_train,
     uint32_t *n_val);
 
+// pt_config_load_data loads --data with --seed and holds --validation
+// examples out of its training set (pt_data_holdout): what every process
+// of a job trains and evaluates on. Returns pt_data_load's codes or
+// PT_EINVAL for a --validation that does not fit; on success the caller
+// frees *d with pt_data_fini, on failure *d is untouched.
+struct pt_data;
+int pt_config_load_data(const pt_config *c, struct pt_data *d);
+
 // pt_config_json writes every flag that cmd takes, with its effective
 // value in c, as one JSON object keyed by flag name (numbers as numbers,
 // switches as true/false, the rest as strings); indent prefixes every

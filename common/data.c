@@ -508,9 +508,53 @@ void pt_data_fini(pt_data *d)
 {
 	free(d->train.x);
 	free(d->train.y);
+	free(d->val.x);
+	free(d->val.y);
 	free(d->test.x);
 	free(d->test.y);
 	memset(d, 0, sizeof(*d));
+}
+
+int pt_data_holdout(pt_data *d, uint32_t n_val)
+{
+	pt_dataset *tr = &d->train;
+	if (n_val == 0)
+		return 0;
+	if (n_val >= tr->n || d->val.n != 0)
+		return pti_err_set(PT_EINVAL, "cannot hold out %u of %u "
+		    "training examples", n_val, tr->n);
+	uint32_t n_tr = tr->n - n_val, *perm = malloc(tr->n * sizeof(*perm));
+	uint8_t *is_val = calloc(tr->n, 1);
+	pt_dataset v = {n_val, tr->dim, tr->classes,
+	    malloc((size_t)n_val * tr->dim), malloc(n_val)};
+	pt_dataset t = {n_tr, tr->dim, tr->classes,
+	    malloc((size_t)n_tr * tr->dim), malloc(n_tr)};
+	if (!perm || !is_val || !v.x || !v.y || !t.x || !t.y) {
+		free(perm), free(is_val);
+		free(v.x), free(v.y), free(t.x), free(t.y);
+		return pti_err_set(PT_ENOMEM, "validation split");
+	}
+	// A fixed stream, not the job seed: every seed of a comparison
+	// holds out the same examples, so their validation scores compare.
+	pti_data_perm(perm, tr->n, PT_DATA_HOLDOUT_SEED, 0);
+	for (uint32_t i = 0; i < n_val; i++)
+		is_val[perm[i]] = 1;
+	// Both parts keep the original order of the examples.
+	uint32_t iv = 0, it = 0;
+	for (uint32_t i = 0; i < tr->n; i++) {
+		pt_dataset *to = is_val[i] ? &v : &t;
+		uint32_t at = is_val[i] ? iv++ : it++;
+		memcpy(to->x + (size_t)at * tr->dim, tr->x + (size_t)i * tr->dim,
+		    tr->dim);
+		to->y[at] = tr->y[i];
+	}
+	free(perm);
+	free(is_val);
+	free(tr->x);
+	free(tr->y);
+	d->train = t;
+	d->val = v;
+	return 0;
 }
 
 void pti_data_perm(uint32_t *out, uint32_t n, uint64_t seed,

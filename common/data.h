@@ -28,7 +28,11 @@ typedef struct pt_dataset {
 
 typedef struct pt_data {
 	pt_dataset train, test;
+	pt_dataset val; // held out of the training set; n = 0 when none
 } pt_data;
+
+// The stream that picks validation examples: fixed, not the job seed.
+#define PT_DATA_HOLDOUT_SEED 0x76616c69646174ULL
 
 // pt_data_load fills *out with the data that spec names:
 //   "fashion-mnist"      the files of the Debian package
@@ -60,6 +64,13 @@ int pt_data_dims(const char *spec, uint32_t *dim, uint32_t *classes);
 // pt_data_fini frees what pt_data_load gave and zeroes *d. It copes with a
 // zeroed or half-built struct and may be called twice.
 void pt_data_fini(pt_data *d);
+
+// pt_data_holdout moves n_val examples of d->train, picked by a fixed
+// seeded permutation (the same for every job seed), into d->val; both
+// keep the examples' original order. n_val 0 does nothing. Returns 0,
+// PT_EINVAL when n_val is not below the training set's size or d already
+// has a validation set, PT_ENOMEM (d is then unchanged).
+int pt_data_holdout(pt_data *d, uint32_t n_val);
 
 // pti_idx_read_images reads an IDX image file (magic 0x00000803, then
 // big-endian u32 n, rows, cols, then n*rows*cols bytes), gzipped or plain.

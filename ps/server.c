@@ -510,6 +510,10 @@ static int push_take(ps_server *s, const pti_hdr *h, const void *pay,
 		// Bytes may be unaligned in the message body: copy, then apply.
 		memcpy(s->acc, pay, *n * sizeof(float));
 		*lr = server_lr(s, (h->has & PTI_H_STEP) ? h->step : 0);
+		// Sync applies lr x the mean of W gradients per step; one
+		// gradient at lr / W moves the parameters as far per example.
+		if (c->matched_lr)
+			*lr /= (double)c->workers;
 		if (c->staleness_lr && *stale > 1)
 			*lr /= (double)*stale;
 		pti_optim_apply(&s->opt, s->params + *off,
@@ -1029,7 +1033,7 @@ static int server_init(ps_server *s, const pt_config *c)
 	if (c->warmup_epochs > 0) {
 		// The warm-up is given in epochs: count the training set once.
 		pt_data d;
-		if ((rv = pt_data_load(&d, c->data, c->seed)) != 0)
+		if ((rv = pt_config_load_data(c, &d)) != 0)
 			return rv;
 		s->warmup = c->warmup_epochs * (double)(d.train.n / c->batch);
 		pt_data_fini(&d);

@@ -650,6 +650,64 @@ static void test_data_fini_zeroed(void)
 	pt_data_fini(&d);
 }
 
+// test_data_holdout: the split keeps every example exactly once, in its
+// original order on both sides, and picks the same examples whatever the
+// job seed (synthetic:N with another seed has other bytes, so compare
+// which original indices went where through a tagged copy).
+static void test_data_holdout(void)
+{
+	pt_data d, e;
+	PT_TEST_OK(pt_data_load(&d, "synthetic:500", 3));
+	// Tag each example by its index in the first feature byte pair.
+	for (uint32_t i = 0; i < d.train.n; i++) {
+		d.train.x[(size_t)i * d.train.dim] = (uint8_t)(i & 0xff);
+		d.train.x[(size_t)i * d.train.dim + 1] = (uint8_t)(i >> 8);
+	}
+	PT_TEST_OK(pt_data_load(&e, "synthetic:500", 99));
+	for (uint32_t i = 0; i < e.train.n; i++) {
+		e.train.x[(size_t)i * e.train.dim] = (uint8_t)(i & 0xff);
+		e.train.x[(size_t)i * e.train.dim + 1] = (uint8_t)(i >> 8);
+	}
+	PT_TEST_OK(pt_data_holdout(&d, 50));
+	PT_TEST_OK(pt_data_holdout(&e, 50));
+	PT_TEST_TRUE(d.train.n == 450 && d.val.n == 50);
+	PT_TEST_TRUE(d.val.dim == d.train.dim && d.val.classes == 10);
+	uint8_t seen[500] = {0};
+	int ordered = 1;
+	const pt_dataset *parts[2] = {&d.train, &d.val};
+	for (int k = 0; k < 2; k++) {
+		int prev = -1;
+		for (uint32_t i = 0; i < parts[k]->n; i++) {
+			const uint8_t *x = parts[k]->x + (size_t)i * parts[k]->dim;
+			int tag = x[0] | x[1] << 8;
+			ordered &= tag > prev;
+			prev = tag;
+			if (tag < 500)
+				seen[tag]++;
+		}
+	}
+	int once = 1;
+	for (int i = 0; i < 500; i++)
+		once &= seen[i] == 1;
+	PT_TEST_TRUE(once);
+	PT_TEST_TRUE(ordered);
+	// The seeds give other bytes, but the same examples are held out.
+	for (uint32_t i = 0; i < 50; i++)
+		PT_TEST_TRUE(d.val.x[(size_t)i * d.val.dim] ==
+			e.val.x[(size_t)i * e.val.dim] &&
+		    d.val.x[(size_t)i * d.val.dim + 1] ==
+			e.val.x[(size_t)i * e.val.dim + 1]);
+	PT_TEST_ERR(pt_data_holdout(&d, 5), PT_EINVAL); // already split
+	pt_data_fini(&d);
+	pt_data_fini(&e);
+	PT_TEST_OK(pt_data_load(&d, "synthetic:20", 3));
+	PT_TEST_ERR(pt_data_holdout(&d, 20), PT_EINVAL);
+	PT_TEST_TRUE(d.train.n == 20 && d.val.n == 0);
+	PT_TEST_OK(pt_data_holdout(&d, 0));
+	PT_TEST_TRUE(d.train.n == 20 && d.val.n == 0);
+	pt_data_fini(&d);
+}
+
 static const pt_test_case cases[] = {
 	{"test_data_fashion_loads", test_data_fashion_loads},
 	{"test_data_dims", test_data_dims},
@@ -672,6 +730,7 @@ static const pt_test_case cases[] = {
 	{"test_data_perm", test_data_perm},
 	{"test_data_gather", test_data_gather},
 	{"test_data_fini_zeroed", test_data_fini_zeroed},
+	{"test_data_holdout", test_data_holdout},
 	{NULL, NULL},
 };
 

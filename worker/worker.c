@@ -25,7 +25,14 @@
 
 #define EVAL_CHUNK 500u // examples per forward pass when evaluating
 #define WORKER_REJOIN_MAX 50 // rejoins in a row without a step done
-#define EVAL_HEADER "step,wall_s,test_loss,test_acc,worker_step"
+// eval.csv: the periodic evaluations are on the validation set when
+// there is one, else on the test set, and the header says which.
+#define EVAL_HEADER_VAL "step,wall_s,val_loss,val_acc,worker_step,eval_s"
+#define EVAL_HEADER_TEST "step,wall_s,test_loss,test_acc,worker_step,eval_s"
+#define FINAL_HEADER                                                        \
+	"version,steps,train_s,train_loss,train_acc,test_loss,test_acc,"     \
+	"val_loss,val_acc,best_val_acc,best_val_step,best_val_version,"      \
+	"best_val_test_loss,best_val_test_acc"
 
 static double now_s(void)
 {
@@ -68,6 +75,10 @@ typedef struct worker {
 	float *x;             // (max(b, EVAL_CHUNK), dim)
 	uint8_t *y;
 	uint32_t *perm, *idx;
+	float *best;          // (n_params) best-validation parameters, or NULL
+	double best_acc;      // their validation accuracy; -1: none yet
+	uint64_t best_step;   // worker steps done when they were evaluated
+	int64_t best_ver;     // their version
 	FILE *csv, *eval;
 	uint32_t b, spe; // per-worker batch, steps per epoch
 	uint64_t steps;
@@ -91,6 +102,11 @@ static FILE *worker_open_csv(const pt_config *c, const char *name,
 	return f;
 }
 
+static const char *worker_eval_header(const worker *w)
+{
+	return w->data.val.n > 0 ? EVAL_HEADER_VAL : EVAL_HEADER_TEST;
+}
+
 // worker_open_logs opens this worker's CSVs once it knows where it starts.
 static int worker_open_logs(worker *w, int append)
 {
@@ -99,12 +115,11 @@ static int worker_open_logs(worker *w, int append)
 	snprintf(name, sizeof(name), "worker-%u.csv", c->rank);
 	w->csv = worker_open_csv(c, name,
 	    "step,epoch,wall_s,loss,grad_norm,step_ms,compute_ms,comm_ms,"
-	    "staleness,lr,delay_ms", append);
+	    "staleness,lr,delay_ms,version", append);
 	if (w->csv == NULL)
 		return PT_EIO;
-	if (c->rank == 0 &&
-	    (w->eval = worker_open_csv(c, "eval.csv", EVAL_HEADER,
-		 append)) == NULL)
+	if (c->rank == 0 && (w->eval = worker_open_csv(c, "eval.csv",
+				 worker_eval_header(w), append)) == NULL)
 		return PT_EIO;
 	return 0;
 }
@@ -124,6 +139,7 @@ static void worker_fini(worker *w)
 	free(w->y);
 	free(w->perm);
 	free(w->idx);
+	free(w->best);
 }
 
 static int worker_init(worker *w, const pt_config *c)
@@ -132,7 +148,8 @@ static int worker_init(worker *w, const pt_config *c)
 	memset(w, 0, sizeof(*w));
 	w->c = c;
 	w->t0 = c->t0 > 0 ? c->t0 : now_s();
-	if ((rv = pt_data_load(&w->data, c->data, c->seed)) != 0 ||
+	w->best_acc = -1;
+	if ((rv = pt_config_load_data(c, &w->data)) != 0 ||
 	    (rv = pt_layout_init(&w->layout, c->model, w->data.train.dim,
 		 w->data.train.classes)) != 0)
 		return rv;
@@ -165,17 +182,41 @@ static int worker_init(worker *w, const pt_config *c)
 	return 0;
 }
 
+static int worker_eval(worker *w, const float *params,
+    const pt_dataset *d, double *loss, double *acc)
+{
+	return pt_worker_evaluate(w->model, params, d,
+	    EVAL_CHUNK > w->b ? EVAL_CHUNK : w->b, w->x, w->y, w->idx, loss,
+	    acc);
+}
+
+// worker_eval_row evaluates the current parameters on the validation set
+// (the test set when there is none), appends the row to eval.csv, and
+// keeps the parameters when they are the best on validation so far. The
+// row's wall_s is when the evaluation began, eval_s how long it took, so
+// that training time can leave evaluation out.
 static int worker_eval_row(worker *w, int64_t ver, uint64_t wstep)
 {
-	double loss, acc;
-	int rv = pt_worker_evaluate(w->model, w->params, &w->data.test,
-	    EVAL_CHUNK > w->b ? EVAL_CHUNK : w->b, w->x, w->y, w->idx, &loss,
-	    &acc);
+	const pt_dataset *d = w->data.val.n > 0 ? &w->data.val : &w->data.test;
+	double loss, acc, t = now_s();
+	int rv = worker_eval(w, w->params, d, &loss, &acc);
 	if (rv != 0)
 		return rv;
-	fprintf(w->eval, "%lld,%.3f,%.6f,%.4f,%llu\n", (long long)ver,
-	    now_s() - w->t0, loss, acc, (unsigned long long)wstep);
+	if (w->eval == NULL && (w->eval = worker_open_csv(w->c, "eval.csv",
+				    worker_eval_header(w), 1)) == NULL)
+		return PT_EIO;
+	fprintf(w->eval, "%lld,%.3f,%.6f,%.4f,%llu,%.4f\n", (long long)ver,
+	    t - w->t0, loss, acc, (unsigned long long)wstep, now_s() - t);
 	fflush(w->eval);
+	if (w->data.val.n > 0 && acc > w->best_acc) {
+		size_t bytes = w->layout.n_params * sizeof(float);
+		if (w->best == NULL && (w->best = malloc(bytes)) == NULL)
+			return pti_err_set(PT_ENOMEM, "best parameters");
+		memcpy(w->best, w->params, bytes);
+		w->best_acc = acc;
+		w->best_step = wstep;
+		w->best_ver = ver;
+	}
 	return 0;
 }
 
@@ -278,26 +319,35 @@ static int worker_finish(worker *w, double train_s, uint64_t *t)
 		    "finishes the job\n", c->rank);
 	if ((rv = pt_client_pull(w->client, w->params, -1, &info)) != 0)
 		return rv;
-	double tr_loss, tr_acc, te_loss, te_acc;
-	uint32_t rows = EVAL_CHUNK > w->b ? EVAL_CHUNK : w->b;
-	if ((rv = pt_worker_evaluate(w->model, w->params, &w->data.train,
-		 rows, w->x, w->y, w->idx, &tr_loss, &tr_acc)) != 0 ||
-	    (rv = pt_worker_evaluate(w->model, w->params, &w->data.test, rows,
-		 w->x, w->y, w->idx, &te_loss, &te_acc)) != 0)
+	// The last eval.csv row: the final parameters on the validation set
+	// (they may be the best), then the test set, once, for the final
+	// and for the best-validation parameters.
+	if ((rv = worker_eval_row(w, info.ver_min, w->steps)) != 0)
 		return rv;
-	if (w->eval == NULL &&
-	    (w->eval = worker_open_csv(c, "eval.csv", EVAL_HEADER, 1)) == NULL)
-		return PT_EIO;
-	fprintf(w->eval, "%lld,%.3f,%.6f,%.4f,%llu\n", (long long)info.ver_min,
-	    now_s() - w->t0, te_loss, te_acc, (unsigned long long)w->steps);
-	fflush(w->eval);
-	FILE *f = worker_open_csv(c, "final.csv",
-	    "version,steps,train_s,train_loss,train_acc,test_loss,test_acc", 0);
+	double tr_loss, tr_acc, te_loss, te_acc, va_loss = NAN, va_acc = NAN;
+	double bt_loss = NAN, bt_acc = NAN;
+	if ((rv = worker_eval(w, w->params, &w->data.train, &tr_loss,
+		 &tr_acc)) != 0 ||
+	    (rv = worker_eval(w, w->params, &w->data.test, &te_loss,
+		 &te_acc)) != 0)
+		return rv;
+	if (w->data.val.n > 0 &&
+	    ((rv = worker_eval(w, w->params, &w->data.val, &va_loss,
+		  &va_acc)) != 0 ||
+		(rv = worker_eval(w, w->best, &w->data.test, &bt_loss,
+		     &bt_acc)) != 0))
+		return rv;
+	FILE *f = worker_open_csv(c, "final.csv", FINAL_HEADER, 0);
 	if (f == NULL)
 		return PT_EIO;
-	fprintf(f, "%lld,%llu,%.3f,%.6f,%.4f,%.6f,%.4f\n",
+	// A finishing worker that took over from a lost worker 0 saw only
+	// the final parameters: its best is theirs.
+	fprintf(f, "%lld,%llu,%.3f,%.6f,%.4f,%.6f,%.4f,%.6f,%.4f,%.4f,%llu,"
+		   "%lld,%.6f,%.4f\n",
 	    (long long)info.ver_min, (unsigned long long)w->steps, train_s,
-	    tr_loss, tr_acc, te_loss, te_acc);
+	    tr_loss, tr_acc, te_loss, te_acc, va_loss, va_acc,
+	    w->best ? w->best_acc : NAN, (unsigned long long)w->best_step,
+	    (long long)w->best_ver, bt_loss, bt_acc);
 	fclose(f);
 	if (c->save_model[0] != '\0' &&
 	    (rv = pt_modelfile_save(c->save_model, &w->layout, w->params)) != 0)
@@ -351,7 +401,10 @@ static int worker_loop(worker *w)
 {
 	const pt_config *c = w->c;
 	const pt_dataset *tr = &w->data.train;
-	uint64_t eval_every = c->eval_every ? c->eval_every : w->spe;
+	uint64_t eval_every = c->eval_every ? c->eval_every
+			      : w->spe / c->evals_per_epoch > 0
+				  ? w->spe / c->evals_per_epoch
+				  : 1;
 	uint32_t epoch_have = UINT32_MAX;
 	pt_client_step info;
 	double t_start = now_s(), t_log = t_start, first_loss = -1;
@@ -413,11 +466,12 @@ static int worker_loop(worker *w)
 		rejoins = 0;
 		double t_d = now_s();
 		fprintf(w->csv,
-		    "%llu,%u,%.3f,%.6f,%.6f,%.3f,%.3f,%.3f,%lld,%.6g,%.3f\n",
+		    "%llu,%u,%.3f,%.6f,%.6f,%.3f,%.3f,%.3f,%lld,%.6g,%.3f,"
+		    "%lld\n",
 		    (unsigned long long)(t + 1), epoch, t_d - w->t0, loss,
 		    sqrt(norm), (t_d - t_a) * 1e3, (t_c - t_b) * 1e3,
 		    (t_d - t_c) * 1e3, (long long)info.stale_max, info.lr,
-		    delay);
+		    delay, (long long)info.ver_min);
 		fflush(w->csv);
 		if (first_loss < 0)
 			first_loss = loss;

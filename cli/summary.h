@@ -1,0 +1,66 @@
+// cli/summary.h - what `pstrain run` leaves beside a job's own files once
+// every process has stopped: DIR/summary.json (results, outcome, every
+// option's effective value and the run record of the machine) and
+// DIR/staleness.csv, gathered from the processes' files. Not the
+// launcher's process handling, which stays in cli/run.c.
+#ifndef PT_CLI_SUMMARY_H
+#define PT_CLI_SUMMARY_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "config.h"
+
+// The share of chance-level loss ln(classes) below which a job's final
+// training loss must fall for it not to count as collapsed.
+#define PTI_COLLAPSE_SHARE 0.95
+
+// What the launcher knows of a job that its processes' files do not say.
+typedef struct pti_run_facts {
+	const pt_config *c;
+	const char *cmdline; // as typed, shell-quoted
+	uint64_t steps, spe; // global steps, steps per epoch
+	uint64_t n_train, n_val;
+	uint32_t classes;
+	uint32_t worker_restarts, workers_lost, server_restarts;
+	uint64_t steps_redone;
+	double time_lost;     // seconds
+	int64_t resumed_from; // -1 for a fresh job
+	const long *csv_from; // (workers) where this job's rows begin
+	long eval_from;       // where this job's rows of eval.csv begin
+	double t0, wall;      // start (seconds since 1970) and length
+	int diverged;
+} pti_run_facts;
+
+// The finishing worker's final.csv row (NaN where it has no value).
+typedef struct pti_final {
+	double version, steps, train_s, train_loss, train_acc, test_loss,
+	    test_acc, val_loss, val_acc, best_val_acc, best_val_step,
+	    best_val_version, best_val_test_loss, best_val_test_acc;
+} pti_final;
+
+// pti_final_read reads DIR/final.csv into *out. Returns 0, or -1 when it
+// is missing or malformed (*out is then untouched).
+int pti_final_read(const char *dir, pti_final *out);
+
+// pti_outcome names how a job ended: "diverged" (the workers stopped it),
+// "damaged" (a worker lost or restarted, a server restarted), "collapsed"
+// (its final training loss is still above PTI_COLLAPSE_SHARE x
+// ln(classes)), else "ok"; in that order of precedence. fin may be NULL
+// (no final.csv).
+const char *pti_outcome(const pti_run_facts *r, const pti_final *fin);
+
+// pti_record_write writes the run record as one JSON object: command
+// line, pstrain version, host, CPU model and cores, OpenBLAS core and
+// threads (and OPENBLAS_CORETYPE if set), nng version, start time. indent
+// prefixes every line after the first.
+void pti_record_write(FILE *f, const char *cmdline, double t0,
+    const char *indent);
+
+// pti_summary_write gathers the servers' and workers' files of the job
+// in r->c->out, writes staleness.csv and summary.json and prints the
+// result to stdout. Returns 0, or -1 after saying on stderr what is
+// missing or could not be written.
+int pti_summary_write(const pti_run_facts *r);
+
+#endif // PT_CLI_SUMMARY_H

@@ -1,0 +1,160 @@
+#!/bin/sh
+# tests/record_test.sh - what makes a run's numbers trustworthy, on real
+# jobs: the run record holds every option and the machine, outcomes
+# (collapsed) are named, a previous run is not overwritten without
+# --force, the validation split is held out and selects the best
+# parameters, --matched-lr divides the lr by W, and samples/s leaves
+# evaluation time out. Prints "ok NAME" / "FAIL NAME: why" per case.
+cd "$(dirname "$0")/.." || exit 2
+P=${PSTRAIN:-bin/pstrain}
+T=$(mktemp -d "${TMPDIR:-/tmp}/pt-record-XXXXXX")
+trap 'rm -rf "$T"' EXIT
+D="--data synthetic:1200 --model mlp:32 --seed 7 --lr 0.2 --servers 1"
+
+. tests/lib.sh
+
+# job NAME DIR ARGS...: run a job into DIR; a failed case when it fails.
+job() {
+	n=$1 d=$2
+	shift 2
+	# shellcheck disable=SC2086
+	$P run $D --out "$d" "$@" >"$d.log" 2>&1 ||
+		{ no "$n" "the job failed" "$d.log"; return 1; }
+}
+
+test_record_every_option() {
+	# Every flag of `pstrain run --help` is in summary.json's config
+	# with its effective value, and the record names the machine.
+	n=test_record_every_option
+	d="$T/rec"
+	job $n "$d" --workers 2 --batch 32 --steps 100 --straggler 1:1 \
+		--delay exp:0.2 --warmup-epochs 0.5 || return
+	s="$d/summary.json"
+	for f in $($P run --help | sed -n 's/^  --\([a-z-]*\).*/\1/p'); do
+		grep -q "^    \"$f\": " "$s" ||
+			{ no $n "config lacks --$f" "$s"; return; }
+	done
+	for k in command_line version hostname cpu_model cores \
+		openblas_core openblas_threads openblas_coretype_env \
+		nng_version start_time; do
+		grep -q "^    \"$k\": " "$s" ||
+			{ no $n "record lacks $k" "$s"; return; }
+	done
+	v=$($P --version | sed 's/^pstrain //')
+	if grep -q "\"version\": \"$v\"" "$s" &&
+		grep -q '"straggler": "1:1"' "$s" &&
+		grep -q '"warmup-epochs": 0.5,' "$s" &&
+		grep -q '"command_line": "pstrain run .*--delay exp:0.2' "$s" &&
+		! grep -q '"openblas_core": ""' "$s" &&
+		[ "$(jstr outcome "$s")" = ok ]; then
+		ok $n
+	else
+		no $n "record values wrong" "$s"
+	fi
+}
+
+test_record_collapsed() {
+	# A job that never learns (lr 1e-7) ends with its training loss at
+	# chance level: outcome collapsed, not ok, and still exit 0.
+	n=test_record_collapsed
+	d="$T/col"
+	job $n "$d" --workers 2 --batch 32 --steps 30 --lr 1e-7 || return
+	how=$(jstr outcome "$d/summary.json")
+	[ "$how" = collapsed ] && grep -q ": collapsed" "$d.log" && ok $n ||
+		no $n "outcome '$how'" "$d/summary.json"
+}
+
+test_record_refuses_overwrite() {
+	# A second job into the same folder is refused and changes nothing;
+	# with --force it replaces the old files, stale ones included.
+	n=test_record_refuses_overwrite
+	d="$T/ow"
+	job $n "$d" --workers 2 --batch 32 --steps 10 || return
+	cp "$d/summary.json" "$T/ow.before"
+	touch "$d/worker-5.csv"
+	$P run $D --workers 2 --batch 32 --steps 12 --out "$d" >"$T/ow2.log" 2>&1
+	rc=$?
+	[ "$rc" = 2 ] && grep -q -- "--out $d holds a previous run" "$T/ow2.log" &&
+		cmp -s "$d/summary.json" "$T/ow.before" ||
+		{ no $n "second run: exit $rc" "$T/ow2.log"; return; }
+	$P run $D --workers 2 --batch 32 --steps 12 --out "$d" --force \
+		>"$T/ow3.log" 2>&1 || { no $n "--force failed" "$T/ow3.log"; return; }
+	[ "$(json steps "$d/summary.json")" = 12 ] && [ ! -e "$d/worker-5.csv" ] &&
+		ok $n || no $n "--force did not replace the run" "$T/ow3.log"
+}
+
+test_record_validation_split() {
+	# --validation 10% of 1200: 120 held out, 1080 trained on (16 steps
+	# of 64 per epoch); evaluations are on validation, the best of them
+	# is what summary.json reports, and the test set is evaluated once
+	# at the end for the final and the best parameters.
+	n=test_record_validation_split
+	d="$T/val"
+	job $n "$d" --workers 2 --batch 64 --epochs 3 --validation 10% \
+		--evals-per-epoch 4 || return
+	s="$d/summary.json"
+	h=$(head -n 1 "$d/eval.csv")
+	best=$(awk -F, 'NR > 1 && $4 > b { b = $4 } END { printf "%g", b }' \
+		"$d/eval.csv")
+	rows=$(($(wc -l <"$d/eval.csv") - 1))
+	if [ "$(json validation_examples "$s")" = 120 ] &&
+		[ "$(json train_examples "$s")" = 1080 ] &&
+		[ "$(json steps_per_epoch "$s")" = 16 ] &&
+		[ "$h" = "step,wall_s,val_loss,val_acc,worker_step,eval_s" ] &&
+		[ "$rows" = 12 ] &&
+		[ "$(json best_val_acc "$s")" = "$best" ] &&
+		[ -n "$(json best_val_test_acc "$s")" ] &&
+		[ "$(json best_val_test_acc "$s")" != null ]; then
+		ok $n
+	else
+		no $n "validation fields, eval.csv ($h, $rows rows, best $best)" "$s"
+	fi
+	$P run $D --workers 2 --batch 64 --steps 5 --validation 1200 \
+		--out "$T/val2" >"$T/val2.log" 2>&1
+	[ $? = 2 ] && grep -q "validation 1200 holds out" "$T/val2.log" ||
+		no "${n}_refused" "--validation 1200 accepted" "$T/val2.log"
+}
+
+test_record_matched_lr() {
+	# async, W = 4, --lr 0.2 --matched-lr: every gradient applied at 0.05.
+	n=test_record_matched_lr
+	d="$T/mlr"
+	job $n "$d" --mode async --workers 4 --batch 64 --steps 10 \
+		--matched-lr || return
+	lrs=$(cut -d, -f10 "$d/worker-3.csv" | sed 1d | sort -u)
+	[ "$lrs" = 0.05 ] && ok $n || no $n "lr column: $lrs" "$d/worker-3.csv"
+	$P run $D --mode sync --workers 2 --batch 32 --steps 5 --matched-lr \
+		--out "$T/mlr2" >"$T/mlr2.log" 2>&1
+	[ $? = 2 ] && grep -q "matched-lr need" "$T/mlr2.log" ||
+		no "${n}_sync" "sync accepted --matched-lr" "$T/mlr2.log"
+}
+
+test_record_train_time_excludes_eval() {
+	# Evaluate on 10,000 validation examples after every step: train_s
+	# is the span of the workers' steps less the evaluations inside it,
+	# which here are most of that span.
+	n=test_record_train_time_excludes_eval
+	d="$T/ev"
+	$P run --data synthetic:20000 --model mlp:32 --seed 7 --servers 1 \
+		--workers 2 --batch 32 --steps 30 --validation 50% \
+		--eval-every 1 --out "$d" >"$d.log" 2>&1 ||
+		{ no $n "the job failed" "$d.log"; return; }
+	s="$d/summary.json"
+	span=$(cat "$d"/worker-*.csv | awk -F, '$1 ~ /^[0-9]/ {
+		b = $3 - $6 / 1000; if (lo == "" || b < lo) lo = b
+		if ($3 > hi) hi = $3 } END { printf "%.6f", hi - lo }')
+	evin=$(awk -F, 'NR > 1 { if (p != "") s += p; p = $6 }
+		END { printf "%.6f", s }' "$d/eval.csv")
+	awk -v t="$(json train_s "$s")" -v e="$(json eval_s "$s")" \
+		-v span="$span" -v ev="$evin" 'BEGIN {
+		exit !(ev > span / 2 && (t - (span - ev)) ^ 2 < 0.003 ^ 2 &&
+			e >= ev) }' && ok $n ||
+		no $n "train_s $(json train_s "$s"), span $span, evals $evin" "$s"
+}
+
+test_record_every_option
+test_record_collapsed
+test_record_refuses_overwrite
+test_record_validation_split
+test_record_matched_lr
+test_record_train_time_excludes_eval
