@@ -1,0 +1,20 @@
+#!/bin/sh
+# (a) Zhang et al. 2016, "Staleness-aware async-SGD": sync against async at
+# the same --lr, async with the lr matched per example (--matched-lr: each
+# gradient at lr / W, so async moves the parameters as far per example
+# as sync), and async with lr / staleness; W = 4, 8 and 16 workers, 5
+# seeds each. lr 0.5 is large on purpose: the seed claim is that a
+# hand-rolled async parameter server with a large fixed lr fails where
+# sync converges. 3 epochs: enough for sync to pass 0.8 and for async to
+# have collapsed or not.
+#   sh examples/a_async_vs_sync.sh [OUT] [more compare flags, e.g. --force]
+cd "$(dirname "$0")/.." && make -s bin/pstrain >/dev/null || exit 1
+out=${1:-runs/examples/a}
+[ $# -gt 0 ] && shift
+for w in 4 8 16; do
+	bin/pstrain compare \
+		--modes sync,async,async:matched-lr,async:staleness-lr \
+		--servers 2 --workers $w --model mlp:128 --data fashion-mnist \
+		--batch 256 --lr 0.5 --epochs 3 --seeds 5 --target-acc 0.8 \
+		--out "$out/w$w" "$@" || exit 1
+done

@@ -1,0 +1,16 @@
+#!/bin/sh
+# (e) The claim pstrain started from: a hand-rolled async parameter
+# server can oscillate or fail to converge where sync with the linear
+# lr rule (lr = 0.1 x B/256 with a one-epoch warm-up) converges
+# smoothly. 8 workers, global batch 1024 (128 per worker), lr 0.4 after
+# scaling: sync; async as hand-rolled (each worker's gradient at the
+# full 0.4); and async with the lr matched per example (0.4 / 8), the
+# control that separates staleness from step size. 5 epochs, 5 seeds.
+#   sh examples/e_seed_claim.sh [OUT] [more compare flags]
+cd "$(dirname "$0")/.." && make -s bin/pstrain >/dev/null || exit 1
+out=${1:-runs/examples/e}
+[ $# -gt 0 ] && shift
+exec bin/pstrain compare --modes sync,async,async:matched-lr \
+	--servers 2 --workers 8 --model mlp:128 --data fashion-mnist \
+	--batch 1024 --lr 0.1 --lr-scaling linear --warmup-epochs 1 \
+	--epochs 5 --seeds 5 --target-acc 0.8 --out "$out" "$@"
