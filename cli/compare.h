@@ -1,8 +1,7 @@
 // cli/compare.h - what `pstrain compare`'s two halves share: cli/compare.c
 // (modes, seeds, running the jobs, reading their files, the report) and
 // cli/plot.c (the CSV reader, curves across seeds, the gnuplot script).
-// Internal to the
-// pstrain binary; nothing here is thread-safe.
+// Internal to the pstrain binary; nothing here is thread-safe.
 #ifndef PT_CLI_COMPARE_H
 #define PT_CLI_COMPARE_H
 
