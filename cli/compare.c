@@ -852,11 +852,13 @@ static int report_write(const cmp_set *s, int argc, char **argv)
 	fprintf(f, "\n\nCommand line:\n\n    pstrain compare");
 	for (int i = 0; i < argc; i++)
 		fprintf(f, " %s", argv[i]);
-	fprintf(f, "\n\nEvery job ran `pstrain run` with these flags, then "
+	fprintf(f, "\n\nEvery job ran `pstrain run` with these flags (and "
+	    "`--validation %s`,\n`--evals-per-epoch %u` unless given), then "
 	    "`--mode`, `--staleness`,\n`--backup-workers`, its mode's "
-	    "modifiers, `--seed S`, `--out LABEL/seed-S` and\n`--save-model "
-	    "LABEL/seed-S/model.bin` (in %s), seed by seed: every mode for "
-	    "the\nfirst seed, then every mode for the next.\n\n", c->out);
+	    "modifiers, `--seed S`, `--out LABEL/seed-S`\nand `--save-model "
+	    "LABEL/seed-S/model.bin`, seed by seed: every mode for the\n"
+	    "first seed, then every mode for the next. Folders are relative "
+	    "to\n%s.\n\n", c->validation, c->evals_per_epoch, c->out);
 	report_record(f, s);
 	fprintf(f, "## Results: mean ± sd over seeds\n\n");
 	report_note(f, s);
