@@ -1,9 +1,12 @@
-// cli/compare.c - `pstrain compare`: one `pstrain run` per mode (sync,
-// async, ssp:S, sync:backup=B) with otherwise identical flags, one after
-// the other, then DIR/report.md (a table of the modes side by side) and
-// DIR/loss.png and DIR/accuracy.png drawn by gnuplot from DIR/plots/.
+// cli/compare.c - `pstrain compare`: `pstrain run` once per mode and seed
+// (sync, async, ssp:S with modifiers; seeds 1..N or a list) with
+// otherwise identical flags, seed-major so that slow drift of the machine
+// spreads over the modes; then DIR/report.md, mean ± sd, min and max over
+// seeds per mode (common/stats.c), and plots (cli/plot.c). It reads the
+// jobs' files (docs/OUTPUTS.md) and never the jobs' memory, so
+// --report-only can re-make everything from a folder.
+#include <dirent.h>
 #include <errno.h>
-#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,22 +17,43 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "compare.h"
 #include "config.h"
 #include "err.h"
 #include "proto.h"
+#include "stats.h"
 
-#define CMP_MODES_MAX 32
-#define CMP_SMOOTH 20 // steps in the moving average of the loss
+static const char *outcome_names[PTI_OUT_N] = {"ok", "diverged",
+    "collapsed", "damaged", "missing"};
 
-typedef struct cmp_mode {
-	char token[64]; // as given: "ssp:4"
-	char label[64]; // a file name: "ssp-4"
-	int mode;       // pt_mode
-	uint32_t staleness, backup;
-	char extra[12][48]; // further "--flag value" words from modifiers
-	int n_extra;
-	int diverged;
-} cmp_mode;
+// The report's columns: the name in the table header ("_A" becomes the
+// target), the summary.json key it comes from (NULL: computed from
+// eval.csv) and the decimals shown.
+static const struct cmp_col {
+	const char *name, *key;
+	int prec;
+} cmp_cols[PTI_COLS] = {
+    [PTI_COL_FINAL_TEST] = {"final_test_acc", "final_test_acc", 4},
+    [PTI_COL_BEST_VAL] = {"best_val_acc", "best_val_acc", 4},
+    [PTI_COL_BEST_VAL_TEST] = {"best_val_test_acc", "best_val_test_acc", 4},
+    [PTI_COL_STEPS_TO] = {"steps_to_A", NULL, 1},
+    [PTI_COL_WALL_TO] = {"wall_s_to_A", NULL, 3},
+    [PTI_COL_SAMPLES] = {"samples_per_s", "samples_per_s", 1},
+    [PTI_COL_EVAL_S] = {"eval_s", "eval_s", 3},
+    [PTI_COL_MEAN_ST] = {"mean_staleness", "mean_staleness", 3},
+    [PTI_COL_MAX_ST] = {"max_staleness_seen", "max_staleness_seen", 1},
+    [PTI_COL_IDLE] = {"idle_fraction", "idle_fraction", 4},
+    [PTI_COL_DROPPED] = {"dropped_gradients", "dropped_gradients", 1},
+    [PTI_COL_LOST] = {"workers_lost", "workers_lost", 1},
+};
+
+// Record keys whose disagreement between jobs makes their numbers
+// incomparable (another machine, BLAS kernel or build).
+static const char *record_must_agree[] = {"openblas_core", "cpu_model",
+    "version"};
+
+// ---------------------------------------------------------------------
+// Signals: Ctrl-C goes to the running job, then ends the comparison.
 
 static volatile sig_atomic_t cmp_signalled;
 static volatile pid_t cmp_child;
@@ -40,6 +64,9 @@ static void cmp_on_signal(int sig)
 	if (cmp_child > 0)
 		kill(cmp_child, sig);
 }
+
+// ---------------------------------------------------------------------
+// --modes and --seeds
 
 // whole reads a whole number from all of s.
 static int whole(const char *s, uint32_t *v)
@@ -56,7 +83,7 @@ static int whole(const char *s, uint32_t *v)
 }
 
 // mode_extra adds one "--flag value" pair (value may be NULL).
-static int mode_extra(cmp_mode *m, const char *flag, const char *value)
+static int mode_extra(pti_cmp_mode *m, const char *flag, const char *value)
 {
 	if (m->n_extra + 2 > 12)
 		return -1;
@@ -67,16 +94,34 @@ static int mode_extra(cmp_mode *m, const char *flag, const char *value)
 	return 0;
 }
 
+// mode_switch handles the modifiers that are a bare run switch valid for
+// async and ssp only (staleness-lr, matched-lr): 1 when part was one.
+static int mode_switch(pti_cmp_mode *m, const char *part, const char *eq,
+    int *bad)
+{
+	static const char *names[] = {"staleness-lr", "matched-lr"};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		char flag[64];
+		if (strcmp(part, names[i]) != 0)
+			continue;
+		snprintf(flag, sizeof(flag), "--%s", names[i]);
+		*bad = eq != NULL || m->mode == PT_MODE_SYNC ||
+		    mode_extra(m, flag, NULL) != 0;
+		return 1;
+	}
+	return 0;
+}
+
 // mode_parse reads MODE[:S][:MODIFIER...]: MODE is sync, async or ssp
-// (whose S comes next); modifiers are backup=B (sync), staleness-lr
-// (async, ssp), batch=B, lr-scaling=linear, warmup=E, lr=LR and
-// optimizer=sgd|momentum|nesterov|adagrad|adam (momentum and nesterov
-// with 0.9), each the run flag of that name for this job alone. An
-// optimizer without lr= (and no --lr given) gets its usual lr.
-static int mode_parse(const char *tok, cmp_mode *m, int lr_given)
+// (whose S comes next); modifiers are backup=B (sync), staleness-lr and
+// matched-lr (async, ssp), batch=B, lr-scaling=linear, warmup=E, lr=LR
+// and optimizer=sgd|momentum|nesterov|adagrad|adam (momentum and
+// nesterov with 0.9), each the run flag of that name for this job alone.
+// An optimizer without lr= (and no --lr given) gets its usual lr.
+static int mode_parse(const char *tok, pti_cmp_mode *m, int lr_given)
 {
 	char buf[64], *part, *save = NULL;
-	int opt = 0, lr = lr_given;
+	int opt = 0, lr = lr_given, bad = 0;
 	memset(m, 0, sizeof(*m));
 	if (strlen(tok) >= sizeof(m->token))
 		return -1;
@@ -104,9 +149,8 @@ static int mode_parse(const char *tok, cmp_mode *m, int lr_given)
 		if (strcmp(part, "backup") == 0 && eq && m->mode == PT_MODE_SYNC &&
 		    whole(eq, &m->backup) == 0)
 			continue;
-		if (strcmp(part, "staleness-lr") == 0 && eq == NULL &&
-		    m->mode != PT_MODE_SYNC) {
-			if (mode_extra(m, "--staleness-lr", NULL) != 0)
+		if (mode_switch(m, part, eq, &bad)) {
+			if (bad)
 				return -1;
 			continue;
 		}
@@ -151,7 +195,7 @@ static int mode_parse(const char *tok, cmp_mode *m, int lr_given)
 }
 
 // modes_parse splits --modes into ms; 0, or prints why and returns -1.
-static int modes_parse(const char *list, cmp_mode *ms, int *n,
+static int modes_parse(const char *list, pti_cmp_mode *ms, int *n,
     int lr_given)
 {
 	char buf[PT_PATH_MAX];
@@ -161,16 +205,16 @@ static int modes_parse(const char *list, cmp_mode *ms, int *n,
 		next = strchr(tok, ',');
 		if (next)
 			*next++ = '\0';
-		if (*n == CMP_MODES_MAX) {
+		if (*n == PTI_CMP_MODES_MAX) {
 			fprintf(stderr, "pstrain compare: --modes: at most %d "
-			    "modes\n", CMP_MODES_MAX);
+			    "modes\n", PTI_CMP_MODES_MAX);
 			return -1;
 		}
 		if (mode_parse(tok, &ms[*n], lr_given) != 0) {
 			fprintf(stderr, "pstrain compare: --modes: bad mode "
 			    "'%s' (expected sync, async or ssp:S, then "
-			    "optional :backup=B, :staleness-lr, :batch=B, "
-			    ":lr-scaling=linear, :warmup=E, :lr=LR, "
+			    "optional :backup=B, :staleness-lr, :matched-lr, "
+			    ":batch=B, :lr-scaling=linear, :warmup=E, :lr=LR, "
 			    ":optimizer=sgd|momentum|nesterov|adagrad|adam)\n",
 			    tok);
 			return -1;
@@ -186,49 +230,98 @@ static int modes_parse(const char *list, cmp_mode *ms, int *n,
 	return 0;
 }
 
-// cmp_run runs `pstrain run` for one mode; returns its exit status, 128+N
-// when it died of signal N, or -1 when it could not start.
-static int cmp_run(const pt_config *c, const cmp_mode *m)
+// seeds_parse reads --seeds: "" gives --seed alone, "N" seeds 1..N,
+// "S,S,..." those (distinct). 0, or prints why and returns -1.
+static int seeds_parse(const pt_config *c, uint64_t *seeds, int *n)
 {
-	char **argv = calloc(2 * (size_t)pt_config_count() + 16,
-	    sizeof(char *));
-	char out[PT_PATH_MAX + 80], save[PT_PATH_MAX + 96], num[32];
-	int argc = 0, rv, status;
-
-	if (argv == NULL) {
-		fprintf(stderr, "pstrain compare: out of memory\n");
-		return -1;
+	char buf[PT_PATH_MAX], *p = buf;
+	*n = 0;
+	if (c->seeds[0] == '\0') {
+		seeds[(*n)++] = c->seed;
+		return 0;
 	}
+	snprintf(buf, sizeof(buf), "%s", c->seeds);
+	int list = strchr(buf, ',') != NULL;
+	for (char *next; p != NULL; p = next) {
+		char *end;
+		if ((next = strchr(p, ',')) != NULL)
+			*next++ = '\0';
+		errno = 0;
+		unsigned long long v = strtoull(p, &end, 10);
+		if (*p < '0' || *p > '9' || *end != '\0' || errno != 0 ||
+		    *n == PTI_CMP_SEEDS_MAX || (!list && (v < 1 ||
+		    v > PTI_CMP_SEEDS_MAX)))
+			goto bad;
+		for (int i = 0; i < *n; i++)
+			if (seeds[i] == v)
+				goto bad;
+		seeds[(*n)++] = v;
+	}
+	if (!list) { // "N": seeds 1..N
+		uint64_t count = seeds[0];
+		for (*n = 0; (uint64_t)*n < count; (*n)++)
+			seeds[*n] = (uint64_t)*n + 1;
+	}
+	return 0;
+bad:
+	fprintf(stderr, "pstrain compare: --seeds: bad value '%s' (expected "
+	    "N, 1 to %d, for seeds 1..N, or a list S,S,... of at most %d "
+	    "distinct seeds)\n", c->seeds, PTI_CMP_SEEDS_MAX,
+	    PTI_CMP_SEEDS_MAX);
+	return -1;
+}
+
+// ---------------------------------------------------------------------
+// Running one job
+
+// job_argv builds `pstrain run` for job j: every run flag of c, then this
+// job's mode, modifiers, seed and folder, which override the same flags
+// given earlier. NULL when out of memory (printed).
+static char **job_argv(const pt_config *c, const pti_cmp_job *j)
+{
+	const pti_cmp_mode *m = j->m;
+	char **argv = calloc(2 * (size_t)pt_config_count() + 40,
+	    sizeof(char *));
+	char save[PT_PATH_MAX + 112], stale[16], backup[16], seed[24];
+	int argc = 0, rv;
+	if (argv == NULL)
+		goto oom;
 	argv[argc++] = strdup("pstrain");
 	argv[argc++] = strdup("run");
 	if ((rv = pt_config_to_argv(c, PT_CMD_RUN, PT_CMD_RUN, argv, &argc)) !=
-	    0) {
-		fprintf(stderr, "pstrain compare: %s\n", pt_errmsg(rv));
-		return -1;
-	}
-	snprintf(out, sizeof(out), "%s/%s", c->out, m->label);
-	snprintf(save, sizeof(save), "%s/model.bin", out);
-	argv[argc++] = strdup("--mode");
-	argv[argc++] = strdup(pt_mode_name(m->mode));
-	argv[argc++] = strdup("--staleness");
-	snprintf(num, sizeof(num), "%u", m->staleness);
-	argv[argc++] = strdup(num);
-	argv[argc++] = strdup("--backup-workers");
-	snprintf(num, sizeof(num), "%u", m->backup);
-	argv[argc++] = strdup(num);
+	    0)
+		goto oom;
+	snprintf(save, sizeof(save), "%s/model.bin", j->dir);
+	snprintf(stale, sizeof(stale), "%u", m->staleness);
+	snprintf(backup, sizeof(backup), "%u", m->backup);
+	snprintf(seed, sizeof(seed), "%llu", (unsigned long long)j->seed);
+	const char *tail[] = {"--mode", pt_mode_name(m->mode), "--staleness",
+	    stale, "--backup-workers", backup, "--seed", seed, "--out",
+	    j->dir, "--save-model", save};
+	for (size_t i = 0; i < sizeof(tail) / sizeof(tail[0]); i++)
+		argv[argc++] = strdup(tail[i]);
 	for (int i = 0; i < m->n_extra; i++)
 		argv[argc++] = strdup(m->extra[i]);
-	argv[argc++] = strdup("--out");
-	argv[argc++] = strdup(out);
-	argv[argc++] = strdup("--save-model");
-	argv[argc++] = strdup(save);
-	argv[argc] = NULL;
 	for (int i = 0; i < argc; i++)
-		if (argv[i] == NULL) {
-			fprintf(stderr, "pstrain compare: out of memory\n");
-			return -1;
-		}
-	printf("pstrain compare: mode %s, output in %s\n", m->token, out);
+		if (argv[i] == NULL)
+			goto oom;
+	return argv;
+oom:
+	fprintf(stderr, "pstrain compare: out of memory\n");
+	for (int i = 0; argv != NULL && i < argc; i++)
+		free(argv[i]);
+	free(argv);
+	return NULL;
+}
+
+// job_run runs job j; returns its exit status, 128+N when it died of
+// signal N, or -1 when it could not start.
+static int job_run(const pt_config *c, const pti_cmp_job *j)
+{
+	char **argv = job_argv(c, j);
+	int status;
+	if (argv == NULL)
+		return -1;
 	fflush(stdout);
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -237,7 +330,7 @@ static int cmp_run(const pt_config *c, const cmp_mode *m)
 		    strerror(errno));
 		_exit(127);
 	}
-	for (int i = 0; i < argc; i++)
+	for (int i = 0; argv[i] != NULL; i++)
 		free(argv[i]);
 	free(argv);
 	if (pid < 0) {
@@ -257,308 +350,493 @@ static int cmp_run(const pt_config *c, const cmp_mode *m)
 				 : 128 + WTERMSIG(status);
 }
 
-// json_get copies the value of "key" from a flat JSON file (one
-// `"key": value` per line) into buf, quotes stripped; "n/a" when the file
-// or key is missing or the value is null.
-static void json_get(const char *path, const char *key, char *buf, size_t n)
+// ---------------------------------------------------------------------
+// Reading a job's files
+
+// slurp reads a whole file into a NUL-terminated string; NULL if it
+// cannot (missing, or out of memory).
+static char *slurp(const char *path)
 {
-	char line[1024], want[128];
-	snprintf(buf, n, "n/a");
-	snprintf(want, sizeof(want), "\"%s\":", key);
 	FILE *f = fopen(path, "r");
+	char *s = NULL;
+	size_t len = 0;
 	if (f == NULL)
-		return;
-	while (fgets(line, sizeof(line), f) != NULL) {
-		char *p = line + strspn(line, " \t");
-		if (strncmp(p, want, strlen(want)) != 0)
-			continue;
-		p += strlen(want);
-		p += strspn(p, " \t");
-		size_t len = strcspn(p, "\r\n");
-		while (len > 0 && (p[len - 1] == ',' || p[len - 1] == ' '))
-			len--;
-		if (len >= 2 && p[0] == '"' && p[len - 1] == '"') {
-			p++;
-			len -= 2;
-		}
-		if (len > 0 && !(len == 4 && strncmp(p, "null", 4) == 0))
-			snprintf(buf, n, "%.*s", (int)len, p);
-		break;
+		return NULL;
+	FILE *m = open_memstream(&s, &len);
+	if (m != NULL) {
+		char buf[4096];
+		size_t got;
+		while ((got = fread(buf, 1, sizeof(buf), f)) > 0)
+			fwrite(buf, 1, got, m);
+		fclose(m);
 	}
 	fclose(f);
+	return s;
 }
 
-typedef struct cmp_csv {
-	double *v;     // n_rows x n_cols, row-major
-	int have[8];   // per wanted column: found in the header
-	size_t n_rows; // rows read
-	int n_cols;
-} cmp_csv;
-
-// csv_read reads the columns named in want (found by header name) from a
-// CSV with a header line. A missing file gives no rows; a missing column
-// has have[i] == 0 and reads as NAN. Returns -1 only when out of memory.
-static int csv_read(const char *path, const char **want, int n_want,
-    cmp_csv *t)
+// json_line parses one `"key": value,` line of len bytes: key and value
+// copied out, quotes, escapes (\" and \\) and the comma gone. Returns 1
+// for a value, 0 for null, -1 when the line is not of that form.
+static int json_line(const char *line, size_t len, char *key, size_t nk,
+    char *val, size_t nv)
 {
-	char *line = NULL;
-	size_t cap = 0, room = 0;
-	int idx[64], n_idx = 0;
-	memset(t, 0, sizeof(*t));
-	t->n_cols = n_want;
-	FILE *f = fopen(path, "r");
-	if (f == NULL)
+	const char *p = line + strspn(line, " "), *end = line + len, *q;
+	if (p >= end || *p != '"' || (q = memchr(p + 1, '"', end - p - 1)) ==
+	    NULL || q + 1 >= end || q[1] != ':')
+		return -1;
+	snprintf(key, nk, "%.*s", (int)(q - p - 1), p + 1);
+	p = q + 2;
+	p += strspn(p, " ");
+	while (end > p && (end[-1] == ',' || end[-1] == ' ' || end[-1] == '\r'))
+		end--;
+	if (end - p == 4 && strncmp(p, "null", 4) == 0)
 		return 0;
-	if (getline(&line, &cap, f) < 0)
-		goto out;
-	line[strcspn(line, "\r\n")] = '\0';
-	for (char *tok = strtok(line, ","); tok && n_idx < 64;
-	    tok = strtok(NULL, ",")) {
-		idx[n_idx] = -1;
-		for (int k = 0; k < n_want; k++)
-			if (strcmp(tok, want[k]) == 0) {
-				idx[n_idx] = k;
-				t->have[k] = 1;
-			}
-		n_idx++;
+	size_t k = 0;
+	int quoted = end - p >= 2 && *p == '"' && end[-1] == '"';
+	if (quoted) {
+		p++;
+		end--;
 	}
-	while (getline(&line, &cap, f) > 0) {
-		if (strchr(line, '\n') == NULL)
-			break; // a row still being written
-		if (t->n_rows == room) {
-			room = room ? 2 * room : 256;
-			double *v = realloc(t->v, room * n_want * sizeof(double));
-			if (v == NULL) {
-				free(line);
-				fclose(f);
-				return -1;
-			}
-			t->v = v;
-		}
-		double *row = t->v + t->n_rows * n_want;
-		for (int k = 0; k < n_want; k++)
-			row[k] = NAN;
-		char *p = line;
-		for (int col = 0; col < n_idx && *p; col++) {
-			char *end;
-			double x = strtod(p, &end);
-			if (idx[col] >= 0 && end != p)
-				row[idx[col]] = x;
-			p += strcspn(p, ",");
-			if (*p == ',')
-				p++;
-		}
-		t->n_rows++;
+	for (; p < end && k + 1 < nv; p++) {
+		if (quoted && *p == '\\' && p + 1 < end)
+			p++;
+		val[k++] = *p;
 	}
-out:
-	free(line);
-	fclose(f);
-	return 0;
+	val[k] = '\0';
+	return 1;
 }
 
-typedef struct cmp_result {
-	char final_acc[32], samples[32], mean_st[32], max_st[32], idle[32],
-	    dropped[32], diverged[32];
-	char best[32], steps_to[32], wall_to[32];
-	size_t n_loss, n_acc; // points written to the plot data files
-} cmp_result;
-
-// cmp_collect reads one mode's outputs, writes its plot data files and
-// fills r.
-static int cmp_collect(const pt_config *c, const char *plots,
-    const cmp_mode *m, cmp_result *r)
+// json_get finds key in summary.json's text: a top-level key (obj NULL)
+// on a line indented exactly two spaces, a key of the nested object obj
+// on one indented four spaces inside it. The indent matters: the nested
+// "config" repeats top-level names. Returns 0 with the value in val, -1
+// when missing or null.
+static int json_get(const char *text, const char *obj, const char *key,
+    char *val, size_t nv)
 {
-	char dir[PT_PATH_MAX + 80], path[PT_PATH_MAX + 160];
-	static const char *ev_cols[] = {"step", "worker_step", "wall_s",
-	    "test_acc"};
-	static const char *w_cols[] = {"step", "wall_s", "loss"};
-	cmp_csv ev, w;
-	int rv = 0;
-
-	memset(r, 0, sizeof(*r));
-	snprintf(dir, sizeof(dir), "%s/%s", c->out, m->label);
-	snprintf(path, sizeof(path), "%s/summary.json", dir);
-	json_get(path, "final_test_acc", r->final_acc, sizeof(r->final_acc));
-	json_get(path, "samples_per_s", r->samples, sizeof(r->samples));
-	json_get(path, "mean_staleness", r->mean_st, sizeof(r->mean_st));
-	json_get(path, "max_staleness", r->max_st, sizeof(r->max_st));
-	json_get(path, "idle_fraction", r->idle, sizeof(r->idle));
-	json_get(path, "dropped_gradients", r->dropped, sizeof(r->dropped));
-	json_get(path, "diverged", r->diverged, sizeof(r->diverged));
-	if (m->diverged && strcmp(r->diverged, "n/a") == 0)
-		snprintf(r->diverged, sizeof(r->diverged), "true");
-
-	snprintf(path, sizeof(path), "%s/eval.csv", dir);
-	if (csv_read(path, ev_cols, 4, &ev) != 0)
+	char want[160], k[128];
+	size_t indent = obj != NULL ? 4 : 2;
+	const char *p;
+	if (text == NULL)
 		return -1;
-	snprintf(path, sizeof(path), "%s/worker-0.csv", dir);
-	if (csv_read(path, w_cols, 3, &w) != 0) {
-		free(ev.v);
+	snprintf(want, sizeof(want), "\n  \"%s\": {", obj != NULL ? obj : "");
+	p = obj != NULL ? strstr(text, want) : text;
+	if (p == NULL)
 		return -1;
+	p = strchr(p + 1, '\n'); // past "{" or `"obj": {`
+	while (p != NULL && *++p != '\0') {
+		const char *eol = strchr(p, '\n');
+		size_t len = eol != NULL ? (size_t)(eol - p) : strlen(p);
+		size_t sp = strspn(p, " ");
+		if (sp < indent && sp < len)
+			break; // the object closes
+		if (sp == indent) {
+			int r = json_line(p, len, k, sizeof(k), val, nv);
+			if (r >= 0 && strcmp(k, key) == 0)
+				return r == 1 ? 0 : -1;
+		}
+		p = eol;
 	}
-	snprintf(r->best, sizeof(r->best), "n/a");
-	snprintf(r->steps_to, sizeof(r->steps_to), "never");
-	snprintf(r->wall_to, sizeof(r->wall_to), "never");
-	double best = -1;
-	int reached = 0;
-	snprintf(path, sizeof(path), "%s/acc-%s.dat", plots, m->label);
-	FILE *f = fopen(path, "w");
-	if (f == NULL)
-		goto fail;
-	fprintf(f, "# %s: worker-0 step, wall_s, test_acc (eval.csv)\n",
-	    m->token);
+	return -1;
+}
+
+// json_num is a top-level number of text; NaN when missing or null.
+static double json_num(const char *text, const char *key)
+{
+	char val[64], *end;
+	if (json_get(text, NULL, key, val, sizeof(val)) != 0)
+		return NAN;
+	double x = strtod(val, &end);
+	return end != val && *end == '\0' ? x : NAN;
+}
+
+// job_outcome reads "outcome"; a job written before outcomes existed
+// counts as diverged when it says so or exited 3 (status; -1 unknown).
+static int job_outcome(const pti_cmp_job *j, int status)
+{
+	char val[32];
+	if (j->json == NULL)
+		return PTI_OUT_MISSING;
+	if (json_get(j->json, NULL, "outcome", val, sizeof(val)) == 0) {
+		for (int k = 0; k < PTI_OUT_N; k++)
+			if (strcmp(val, outcome_names[k]) == 0)
+				return k;
+		return PTI_OUT_MISSING; // an outcome we do not know
+	}
+	if (status == 3 || (json_get(j->json, NULL, "diverged", val,
+	    sizeof(val)) == 0 && strcmp(val, "true") == 0))
+		return PTI_OUT_DIVERGED;
+	return PTI_OUT_OK;
+}
+
+// job_eval reads eval.csv: steps and wall time to the first evaluation
+// at or above target, and with no validation split (no val_acc column)
+// the best test accuracy, which then stands for both selection columns.
+static int job_eval(pti_cmp_job *j, double target)
+{
+	static const char *want[] = {"step", "wall_s", "val_acc", "test_acc"};
+	char path[PT_PATH_MAX + 128];
+	pti_csv ev;
+	snprintf(path, sizeof(path), "%s/eval.csv", j->dir);
+	if (pti_csv_read(path, want, 4, &ev) != 0)
+		return -1;
+	j->sel_test = !ev.have[2];
+	int acc = j->sel_test ? 3 : 2;
+	double best = NAN;
 	for (size_t i = 0; i < ev.n_rows; i++) {
 		const double *row = ev.v + i * 4;
-		double step = ev.have[1] && !isnan(row[1]) ? row[1] : row[0];
-		if (isnan(row[3]))
+		if (isnan(row[acc]))
 			continue;
-		fprintf(f, "%.0f %.3f %.6g\n", step, row[2], row[3]);
-		r->n_acc++;
-		if (row[3] > best)
-			best = row[3];
-		if (!reached && row[3] >= c->target_acc) {
-			reached = 1;
-			snprintf(r->steps_to, sizeof(r->steps_to), "%.0f", step);
-			snprintf(r->wall_to, sizeof(r->wall_to), "%.2f", row[2]);
+		if (isnan(best) || row[acc] > best)
+			best = row[acc];
+		if (isnan(j->col[PTI_COL_STEPS_TO]) && row[acc] >= target) {
+			j->col[PTI_COL_STEPS_TO] = row[0];
+			j->col[PTI_COL_WALL_TO] = row[1];
 		}
 	}
-	fclose(f);
-	if (best >= 0)
-		snprintf(r->best, sizeof(r->best), "%.4f", best);
-
-	snprintf(path, sizeof(path), "%s/loss-%s.dat", plots, m->label);
-	if ((f = fopen(path, "w")) == NULL)
-		goto fail;
-	fprintf(f, "# %s: worker-0 step, wall_s, loss (mean of the last %d "
-	    "steps, worker-0.csv)\n", m->token, CMP_SMOOTH);
-	double sum = 0;
-	for (size_t i = 0; i < w.n_rows; i++) {
-		const double *row = w.v + i * 3;
-		sum += row[2];
-		if (i >= CMP_SMOOTH)
-			sum -= w.v[(i - CMP_SMOOTH) * 3 + 2];
-		size_t k = i + 1 < CMP_SMOOTH ? i + 1 : CMP_SMOOTH;
-		double mean = sum / (double)k;
-		if (!isfinite(mean))
-			continue;
-		fprintf(f, "%.0f %.3f %.6g\n", row[0], row[1], mean);
-		r->n_loss++;
-	}
-	fclose(f);
-out:
+	if (j->sel_test)
+		j->col[PTI_COL_BEST_VAL] = j->col[PTI_COL_BEST_VAL_TEST] = best;
 	free(ev.v);
-	free(w.v);
-	return rv;
-fail:
-	fprintf(stderr, "pstrain compare: %s: %s\n", path, strerror(errno));
-	rv = -1;
-	goto out;
-}
-
-static void cmp_table(FILE *f, const cmp_mode *ms, const cmp_result *rs,
-    int n, double target)
-{
-	fprintf(f, "| mode | final_test_acc | best_test_acc | "
-		   "steps_to_%.4g | wall_s_to_%.4g | samples_per_s | "
-		   "mean_staleness | max_staleness | idle_fraction | "
-		   "dropped_gradients | diverged |\n",
-	    target, target);
-	fprintf(f, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
-		   "---: | ---: | --- |\n");
-	for (int i = 0; i < n; i++) {
-		const cmp_result *r = &rs[i];
-		fprintf(f, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s "
-			   "| %s |\n",
-		    ms[i].label, r->final_acc, r->best, r->steps_to,
-		    r->wall_to, r->samples, r->mean_st, r->max_st, r->idle,
-		    r->dropped, r->diverged);
-	}
-}
-
-// panel writes one gnuplot plot command: column x against column y of
-// each mode's file, skipping modes with no points.
-static void panel(FILE *f, const char *plots, const char *kind,
-    const cmp_mode *ms, const cmp_result *rs, int n, int x, int loss)
-{
-	int first = 1;
-	for (int i = 0; i < n; i++) {
-		if ((loss ? rs[i].n_loss : rs[i].n_acc) == 0)
-			continue;
-		fprintf(f, "%s'%s/%s-%s.dat' using %d:%d with %s lw 2 title "
-			   "'%s'", first ? "plot " : ", \\\n     ", plots,
-		    kind, ms[i].label, x, 3,
-		    loss ? "lines" : "linespoints", ms[i].token);
-		first = 0;
-	}
-	if (first) // no mode has data: an empty frame
-		fprintf(f, "set label 1 'no data' at graph 0.5,0.5 center\n"
-			   "plot [0:1] [0:1] -1 notitle\nunset label 1");
-	fprintf(f, "\n");
-}
-
-static int cmp_plot(const char *out, const cmp_mode *ms,
-    const cmp_result *rs, int n)
-{
-	char abs_out[PATH_MAX], plots[PATH_MAX + 8], gp[PATH_MAX + 16];
-	if (realpath(out, abs_out) == NULL)
-		snprintf(abs_out, sizeof(abs_out), "%s", out);
-	snprintf(plots, sizeof(plots), "%s/plots", abs_out);
-	snprintf(gp, sizeof(gp), "%s/plot.gp", plots);
-	FILE *f = fopen(gp, "w");
-	if (f == NULL) {
-		fprintf(stderr, "pstrain compare: %s: %s\n", gp,
-		    strerror(errno));
-		return -1;
-	}
-	fprintf(f, "# written by pstrain compare; re-plot with: gnuplot %s\n"
-		   "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
-		   "    set terminal pngcairo size 1400,500 noenhanced\n"
-		   "} else {\n"
-		   "    set terminal png size 1400,500 noenhanced\n"
-		   "}\n"
-		   "set grid\nset key top right\n\n", gp);
-	const char *what[2][3] = {{"loss", "loss", "training loss of worker "
-	    "0 (mean of the last 20 steps)"}, {"accuracy", "acc",
-	    "test accuracy"}};
-	for (int k = 0; k < 2; k++) {
-		fprintf(f, "set output '%s/%s.png'\n"
-			   "set multiplot layout 1,2 title '%s'\n"
-			   "set xlabel 'worker-0 step'\nset ylabel '%s'\n",
-		    abs_out, what[k][0], what[k][2], what[k][0]);
-		if (k == 1)
-			fprintf(f, "set key bottom right\n");
-		panel(f, plots, what[k][1], ms, rs, n, 1, k == 0);
-		fprintf(f, "set xlabel 'wall time (s)'\n");
-		panel(f, plots, what[k][1], ms, rs, n, 2, k == 0);
-		fprintf(f, "unset multiplot\nset output\n\n");
-	}
-	fclose(f);
-
-	pid_t pid = fork();
-	if (pid == 0) {
-		execlp("gnuplot", "gnuplot", gp, (char *)NULL);
-		_exit(127);
-	}
-	int status = 0;
-	if (pid < 0 || waitpid(pid, &status, 0) != pid) {
-		fprintf(stderr, "pstrain compare: cannot run gnuplot\n");
-		return -1;
-	}
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
-		fprintf(stderr, "pstrain compare: gnuplot not found: install "
-		    "gnuplot-nox (the plot script is %s)\n", gp);
-		return -1;
-	}
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		fprintf(stderr, "pstrain compare: gnuplot %s failed\n", gp);
-		return -1;
-	}
 	return 0;
 }
 
-static int cmp_report(const pt_config *c, int argc, char **argv,
-    const cmp_mode *ms, const cmp_result *rs, int n)
+// job_read loads job j's summary.json and eval.csv into j; status is the
+// run's exit status, -1 when unknown (--report-only). -1 when out of
+// memory.
+static int job_read(pti_cmp_job *j, int status, double target)
 {
+	char path[PT_PATH_MAX + 128];
+	free(j->json);
+	snprintf(path, sizeof(path), "%s/summary.json", j->dir);
+	j->json = slurp(path);
+	j->outcome = job_outcome(j, status);
+	j->pwb = json_num(j->json, "per_worker_batch");
+	for (int k = 0; k < PTI_COLS; k++)
+		j->col[k] = cmp_cols[k].key != NULL
+				? json_num(j->json, cmp_cols[k].key)
+				: NAN;
+	if (j->outcome == PTI_OUT_MISSING)
+		return 0;
+	return job_eval(j, target);
+}
+
+// job_damaged says loudly why job j is damaged and what to do.
+static void job_damaged(const pti_cmp_job *j, int going_on)
+{
+	fprintf(stderr, "\npstrain compare: ******** DAMAGED JOB ********\n"
+	    "pstrain compare: mode %s, seed %llu (%s): workers_lost %.0f, "
+	    "worker_restarts %.0f, server_restarts %.0f\n",
+	    j->m->token, (unsigned long long)j->seed, j->dir,
+	    j->col[PTI_COL_LOST], json_num(j->json, "worker_restarts"),
+	    json_num(j->json, "server_restarts"));
+	fprintf(stderr, going_on
+	    ? "pstrain compare: --allow-failures: going on; it counts in "
+	      "the report as damaged\n\n"
+	    : "pstrain compare: its numbers are not those of an undisturbed "
+	      "job: stopping (--allow-failures goes on)\n\n");
+}
+
+// previous tells whether dir already holds a comparison: report.md, or
+// any LABEL/seed-S/summary.json.
+static int previous(const char *dir)
+{
+	char path[PT_PATH_MAX + 600];
+	struct stat st;
+	int found = 0;
+	snprintf(path, sizeof(path), "%s/report.md", dir);
+	if (stat(path, &st) == 0)
+		return 1;
+	DIR *d = opendir(dir);
+	for (struct dirent *e; d != NULL && !found && (e = readdir(d));) {
+		DIR *sub;
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if ((sub = opendir(path)) == NULL)
+			continue;
+		for (struct dirent *s; !found && (s = readdir(sub));) {
+			if (strncmp(s->d_name, "seed-", 5) != 0)
+				continue;
+			snprintf(path, sizeof(path), "%s/%s/%s/summary.json",
+			    dir, e->d_name, s->d_name);
+			found = stat(path, &st) == 0;
+		}
+		closedir(sub);
+	}
+	if (d != NULL)
+		closedir(d);
+	return found;
+}
+
+// ---------------------------------------------------------------------
+// The report
+
+// The whole comparison: modes, seeds and their jobs.
+typedef struct cmp_set {
+	const pt_config *c;
+	pti_cmp_mode ms[PTI_CMP_MODES_MAX];
+	int n_modes;
+	uint64_t seeds[PTI_CMP_SEEDS_MAX];
+	int n_seeds;
+	pti_cmp_job *jobs; // jobs[mode * n_seeds + seed index]
+	int sel_test;      // some job had no validation split
+} cmp_set;
+
+static int to_target(int k)
+{
+	return k == PTI_COL_STEPS_TO || k == PTI_COL_WALL_TO;
+}
+
+// col_head prints column k's name, "_A" spelled as the target.
+static void col_head(FILE *f, int k, double target)
+{
+	const char *name = cmp_cols[k].name;
+	if (to_target(k))
+		fprintf(f, " %.*s%.4g |", (int)strlen(name) - 1, name, target);
+	else
+		fprintf(f, " %s |", name);
+}
+
+// table_head prints the header of a table: lead (e.g. "mode | n"), every
+// report column, then tail (may be "").
+static void table_head(FILE *f, const char *lead, int n_lead,
+    const char *tail, double target)
+{
+	fprintf(f, "| %s |", lead);
+	for (int k = 0; k < PTI_COLS; k++)
+		col_head(f, k, target);
+	fprintf(f, "%s%s\n|", tail[0] ? " " : "", tail);
+	for (int i = 0; i < n_lead; i++)
+		fprintf(f, " --- |");
+	for (int k = 0; k < PTI_COLS; k++)
+		fprintf(f, " ---: |");
+	fprintf(f, "%s\n", tail[0] ? " --- |" : "");
+}
+
+// mode_stats summarises column k over mode i's jobs that have a
+// summary; *present is how many do.
+static void mode_stats(const cmp_set *s, int i, int k, pti_stats *st,
+    uint32_t *present)
+{
+	double x[PTI_CMP_SEEDS_MAX];
+	uint32_t n = 0;
+	for (int r = 0; r < s->n_seeds; r++) {
+		const pti_cmp_job *j = &s->jobs[i * s->n_seeds + r];
+		if (j->outcome != PTI_OUT_MISSING)
+			x[n++] = j->col[k];
+	}
+	pti_stats_of(st, x, n);
+	*present = n;
+}
+
+// cell_mean: "mean ± sd" ("—" for the sd of one value), then how many
+// reached the target, or how many had no value.
+static void cell_mean(char *buf, size_t n, const pti_stats *st,
+    uint32_t present, int k)
+{
+	int prec = cmp_cols[k].prec, used = 0;
+	if (st->n == 0)
+		used = snprintf(buf, n, to_target(k) ? "never" : "n/a");
+	else if (st->n < 2)
+		used = snprintf(buf, n, "%.*f ± —", prec, st->mean);
+	else
+		used = snprintf(buf, n, "%.*f ± %.*f", prec, st->mean, prec,
+		    st->sd);
+	if (to_target(k))
+		snprintf(buf + used, n - used, " (%u/%u reached)", st->n,
+		    present);
+	else if (st->n < present)
+		snprintf(buf + used, n - used, " (%u null)", present - st->n);
+}
+
+static void cell_range(char *buf, size_t n, const pti_stats *st, int k)
+{
+	int prec = cmp_cols[k].prec;
+	if (st->n == 0)
+		snprintf(buf, n, to_target(k) ? "never" : "n/a");
+	else
+		snprintf(buf, n, "[%.*f, %.*f]", prec, st->min, prec, st->max);
+}
+
+// outcomes_cell counts mode i's outcomes: "ok 4, collapsed 1".
+static void outcomes_cell(char *buf, size_t n, const cmp_set *s, int i)
+{
+	int count[PTI_OUT_N] = {0}, used = 0;
+	buf[0] = '\0';
+	for (int r = 0; r < s->n_seeds; r++)
+		count[s->jobs[i * s->n_seeds + r].outcome]++;
+	for (int k = 0; k < PTI_OUT_N; k++)
+		if (count[k] > 0 && (size_t)used < n)
+			used += snprintf(buf + used, n - used, "%s%s %d",
+			    used ? ", " : "", outcome_names[k], count[k]);
+}
+
+// table_modes prints one row per mode: mean ± sd (range 0) or
+// [min, max] (range 1) of every column over the seeds.
+static void table_modes(FILE *f, const cmp_set *s, int range)
+{
+	char cell[96];
+	table_head(f, range ? "mode" : "mode | n | outcomes", range ? 1 : 3,
+	    "", s->c->target_acc);
+	for (int i = 0; i < s->n_modes; i++) {
+		pti_stats st;
+		uint32_t present;
+		mode_stats(s, i, 0, &st, &present);
+		fprintf(f, "| %s |", s->ms[i].label);
+		if (!range) {
+			outcomes_cell(cell, sizeof(cell), s, i);
+			fprintf(f, " %u | %s |", present, cell);
+		}
+		for (int k = 0; k < PTI_COLS; k++) {
+			mode_stats(s, i, k, &st, &present);
+			if (range)
+				cell_range(cell, sizeof(cell), &st, k);
+			else
+				cell_mean(cell, sizeof(cell), &st, present, k);
+			fprintf(f, " %s |", cell);
+		}
+		fprintf(f, "\n");
+	}
+}
+
+// table_jobs prints the appendix: one row per (mode, seed).
+static void table_jobs(FILE *f, const cmp_set *s)
+{
+	table_head(f, "mode | seed | outcome", 3, "folder |",
+	    s->c->target_acc);
+	for (int i = 0; i < s->n_modes; i++)
+		for (int r = 0; r < s->n_seeds; r++) {
+			const pti_cmp_job *j = &s->jobs[i * s->n_seeds + r];
+			fprintf(f, "| %s | %llu | %s |", s->ms[i].label,
+			    (unsigned long long)j->seed,
+			    outcome_names[j->outcome]);
+			for (int k = 0; k < PTI_COLS; k++)
+				if (isnan(j->col[k]))
+					fprintf(f, " %s |", to_target(k) &&
+					    j->outcome != PTI_OUT_MISSING
+					    ? "never" : "n/a");
+				else
+					fprintf(f, " %.*f |", cmp_cols[k].prec,
+					    j->col[k]);
+			fprintf(f, " %s/seed-%llu |\n", s->ms[i].label,
+			    (unsigned long long)j->seed);
+		}
+}
+
+// first_job is the first job with a summary in run order (seed-major).
+static const pti_cmp_job *first_job(const cmp_set *s)
+{
+	for (int r = 0; r < s->n_seeds; r++)
+		for (int i = 0; i < s->n_modes; i++)
+			if (s->jobs[i * s->n_seeds + r].json != NULL)
+				return &s->jobs[i * s->n_seeds + r];
+	return NULL;
+}
+
+// record_check prints a loud line to f for each record_must_agree key on
+// which a job differs from the first; returns how many keys differ.
+static int record_check(FILE *f, const cmp_set *s, const char *prefix)
+{
+	const pti_cmp_job *a = first_job(s);
+	int bad = 0;
+	if (a == NULL)
+		return 0;
+	for (size_t k = 0; k < sizeof(record_must_agree) /
+	    sizeof(record_must_agree[0]); k++) {
+		const char *key = record_must_agree[k];
+		char va[256] = "(none)", vb[256];
+		json_get(a->json, "record", key, va, sizeof(va));
+		for (int i = 0; i < s->n_modes * s->n_seeds; i++) {
+			const pti_cmp_job *b = &s->jobs[i];
+			snprintf(vb, sizeof(vb), "(none)");
+			if (b->json == NULL)
+				continue;
+			json_get(b->json, "record", key, vb, sizeof(vb));
+			if (strcmp(va, vb) == 0)
+				continue;
+			fprintf(f, "%sWARNING: the jobs disagree on %s: '%s' "
+			    "(%s seed %llu) but '%s' (%s seed %llu); their "
+			    "numbers may not be comparable\n", prefix, key, va,
+			    a->m->label, (unsigned long long)a->seed, vb,
+			    b->m->label, (unsigned long long)b->seed);
+			bad++;
+			break;
+		}
+	}
+	return bad;
+}
+
+// report_record lists the run record of the first job, then any
+// disagreement between jobs.
+static void report_record(FILE *f, const cmp_set *s)
+{
+	const pti_cmp_job *a = first_job(s);
+	char want[] = "\n  \"record\": {", key[128], val[512];
+	const char *p = a != NULL ? strstr(a->json, want) : NULL;
+	fprintf(f, "## Machine\n\n");
+	if (p == NULL) {
+		fprintf(f, "No job has a run record (\"record\" in "
+		    "summary.json).\n\n");
+		return;
+	}
+	fprintf(f, "The run record of %s/seed-%llu/summary.json:\n\n"
+	    "| record | value |\n| --- | --- |\n", a->m->label,
+	    (unsigned long long)a->seed);
+	// the lines after `"record": {` up to its closing brace
+	for (p = strchr(p + 1, '\n'); p != NULL && *++p != '\0';
+	    p = strchr(p, '\n')) {
+		size_t len = strcspn(p, "\n");
+		if (strspn(p, " ") < 4)
+			break;
+		int r = json_line(p, len, key, sizeof(key), val, sizeof(val));
+		if (r >= 0)
+			fprintf(f, "| %s | %s |\n", key, r ? val : "null");
+	}
+	fprintf(f, "\n");
+	if (record_check(f, s, "**") > 0)
+		fprintf(f, "\n");
+}
+
+// report_note says where selection happened (validation or test set).
+static void report_note(FILE *f, const cmp_set *s)
+{
+	if (s->sel_test)
+		fprintf(f, "**Selection was on the TEST set**: some jobs had "
+		    "no validation split (--validation 0), so for them "
+		    "best_val_acc is the best test accuracy of any "
+		    "evaluation, best_val_test_acc that same number, and "
+		    "steps and wall time to A use test accuracy. Such "
+		    "numbers are optimistic: they were chosen by looking at "
+		    "the test set.\n");
+	else
+		fprintf(f, "Selection (best_val_acc, steps and wall time to "
+		    "A) used the validation split held out of the training "
+		    "set; the test set was evaluated only for final_test_acc "
+		    "and best_val_test_acc.\n");
+}
+
+static const char *report_defs =
+    "n is the number of seeds whose job left a summary.json; outcomes "
+    "counts them by summary.json \"outcome\" (missing: no "
+    "summary.json). Each cell is the mean ± the sample standard "
+    "deviation (n - 1 denominator; — when one value) over those seeds; "
+    "a null or missing value is left out and counted as \"(k null)\". "
+    "final_test_acc: the final parameters on the test set. "
+    "best_val_acc: the best validation accuracy of any evaluation "
+    "(eval.csv); best_val_test_acc: test accuracy of those best-"
+    "validation parameters. A is --target-acc; steps_to_A is the "
+    "`step` (updates applied, the parameters' version) and wall_s_to_A "
+    "the `wall_s` of the first eval.csv row with validation accuracy "
+    ">= A, averaged over the seeds that reached A (\"k/n reached\"). "
+    "Evaluations happen --evals-per-epoch times per epoch (or every "
+    "--eval-every steps), so these are only as fine as that. "
+    "samples_per_s, eval_s, mean_staleness, max_staleness_seen, "
+    "idle_fraction, dropped_gradients and workers_lost are summary.json's "
+    "(docs/OUTPUTS.md).\n";
+
+static int report_write(const cmp_set *s, int argc, char **argv)
+{
+	const pt_config *c = s->c;
 	char path[PT_PATH_MAX + 32];
 	snprintf(path, sizeof(path), "%s/report.md", c->out);
 	FILE *f = fopen(path, "w");
@@ -567,20 +845,38 @@ static int cmp_report(const pt_config *c, int argc, char **argv,
 		    strerror(errno));
 		return -1;
 	}
-	fprintf(f, "# pstrain compare: %s\n\nCommand line:\n\n    pstrain "
-		   "compare", c->modes);
+	fprintf(f, "# pstrain compare: %s, seeds", c->modes);
+	for (int r = 0; r < s->n_seeds; r++)
+		fprintf(f, "%s%llu", r ? "," : " ",
+		    (unsigned long long)s->seeds[r]);
+	fprintf(f, "\n\nCommand line:\n\n    pstrain compare");
 	for (int i = 0; i < argc; i++)
 		fprintf(f, " %s", argv[i]);
-	fprintf(f, "\n\nEvery mode ran `pstrain run` with these flags, then "
-		   "`--mode`, `--staleness`,\n`--backup-workers`, `--out "
-		   "%s/LABEL` and `--save-model %s/LABEL/model.bin`.\n"
-		   "Steps and wall time to target are where eval.csv first "
-		   "reached test accuracy %.4g\n(steps of worker 0).\n\n",
-	    c->out, c->out, c->target_acc);
-	cmp_table(f, ms, rs, n, c->target_acc);
-	fprintf(f, "\nPlots: loss.png (training loss of worker 0, smoothed) "
-		   "and accuracy.png (test accuracy), each against steps "
-		   "and against wall time; data and script in plots/.\n");
+	fprintf(f, "\n\nEvery job ran `pstrain run` with these flags (and "
+	    "`--validation %s`,\n`--evals-per-epoch %u` unless given), then "
+	    "`--mode`, `--staleness`,\n`--backup-workers`, its mode's "
+	    "modifiers, `--seed S`, `--out LABEL/seed-S`\nand `--save-model "
+	    "LABEL/seed-S/model.bin`, seed by seed: every mode for the\n"
+	    "first seed, then every mode for the next. Folders are relative "
+	    "to\n%s.\n\n", c->validation, c->evals_per_epoch, c->out);
+	report_record(f, s);
+	fprintf(f, "## Results: mean ± sd over seeds\n\n");
+	report_note(f, s);
+	fprintf(f, "\n");
+	table_modes(f, s, 0);
+	fprintf(f, "\n%s\n## Min and max over seeds\n\n", report_defs);
+	table_modes(f, s, 1);
+	fprintf(f, "\n## Every job\n\n");
+	table_jobs(f, s);
+	fprintf(f, "\n## Plots\n\nEach as .png and .svg (data and script in "
+	    "plots/; re-plot with `gnuplot plots/plot.gp` from this "
+	    "folder): loss-examples, loss-updates, loss-wall and loss (the "
+	    "three side by side): training loss of worker 0, mean of %d "
+	    "steps; accuracy-examples, accuracy-updates, accuracy-wall and "
+	    "accuracy: %s accuracy; grad-norm; step-time; staleness. Curves "
+	    "are the mean over seeds with a band of ± one sd.\n",
+	    PTI_CMP_SMOOTH,
+	    s->sel_test ? "test" : "validation");
 	if (fclose(f) != 0) {
 		fprintf(stderr, "pstrain compare: %s: write failed\n", path);
 		return -1;
@@ -588,69 +884,193 @@ static int cmp_report(const pt_config *c, int argc, char **argv,
 	return 0;
 }
 
-int pti_cmd_compare(int argc, char **argv)
+// ---------------------------------------------------------------------
+// The command
+
+// set_init fills s from c: modes, seeds, a job per (mode, seed). The
+// exit status on failure (2: a bad flag), else -1.
+static int set_init(cmp_set *s, const pt_config *c)
 {
-	static pt_config c;
-	static cmp_mode ms[CMP_MODES_MAX];
-	static cmp_result rs[CMP_MODES_MAX];
-	char plots[PT_PATH_MAX + 16];
-	int n, rv = pti_cli_config(&c, PT_CMD_COMPARE, "compare",
-	    "Run one `pstrain run` job per mode of --modes, one after the "
-	    "other, with every\nother flag the same, then write DIR/report.md "
-	    "(one table row per mode) and\nDIR/loss.png and DIR/accuracy.png "
-	    "(gnuplot). Mode M's job goes to DIR/LABEL,\nLABEL being M with "
-	    "':' and '=' turned into '-' (docs/COMPARE.md).\n\nexample:\n"
-	    "  pstrain compare --modes sync,async,ssp:4,sync:backup=1 "
-	    "--workers 4 \\\n      --model mlp:128 --epochs 5 --target-acc "
-	    "0.8 --out runs/cmp", argc, argv);
-	if (rv >= 0)
-		return rv;
-	if (modes_parse(c.modes, ms, &n, pt_config_given(&c, "lr")) != 0)
+	s->c = c;
+	if (modes_parse(c->modes, s->ms, &s->n_modes,
+	    pt_config_given(c, "lr")) != 0 ||
+	    seeds_parse(c, s->seeds, &s->n_seeds) != 0)
 		return 2;
-	snprintf(plots, sizeof(plots), "%s/plots", c.out);
-	if (pti_mkdir_p(plots) != 0) {
-		fprintf(stderr, "pstrain compare: %s: %s\n", plots,
-		    strerror(errno));
+	s->jobs = calloc((size_t)s->n_modes * s->n_seeds, sizeof(*s->jobs));
+	if (s->jobs == NULL) {
+		fprintf(stderr, "pstrain compare: out of memory\n");
 		return 1;
 	}
+	for (int i = 0; i < s->n_modes; i++)
+		for (int r = 0; r < s->n_seeds; r++) {
+			pti_cmp_job *j = &s->jobs[i * s->n_seeds + r];
+			j->m = &s->ms[i];
+			j->seed = s->seeds[r];
+			j->outcome = PTI_OUT_MISSING;
+			snprintf(j->dir, sizeof(j->dir), "%s/%s/seed-%llu",
+			    c->out, s->ms[i].label,
+			    (unsigned long long)s->seeds[r]);
+		}
+	return -1;
+}
+
+static void set_fini(cmp_set *s)
+{
+	for (int i = 0; s->jobs != NULL && i < s->n_modes * s->n_seeds; i++)
+		free(s->jobs[i].json);
+	free(s->jobs);
+}
+
+// set_run runs every job, seed-major. 0, or the exit status.
+static int set_run(cmp_set *s)
+{
+	const pt_config *c = s->c;
+	int total = s->n_modes * s->n_seeds, done = 0;
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = cmp_on_signal;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-	for (int i = 0; i < n; i++) {
-		rv = cmp_run(&c, &ms[i]);
-		if (cmp_signalled) {
-			fprintf(stderr, "\npstrain compare: stopped on signal "
-			    "%d during mode %s\n", (int)cmp_signalled,
-			    ms[i].token);
-			return 130;
+	for (int r = 0; r < s->n_seeds; r++)
+		for (int i = 0; i < s->n_modes; i++) {
+			pti_cmp_job *j = &s->jobs[i * s->n_seeds + r];
+			printf("pstrain compare: run %d of %d: mode %s, seed "
+			    "%llu, output in %s\n", ++done, total, j->m->token,
+			    (unsigned long long)j->seed, j->dir);
+			int rv = job_run(c, j);
+			if (cmp_signalled) {
+				fprintf(stderr, "\npstrain compare: stopped on "
+				    "signal %d during mode %s, seed %llu\n",
+				    (int)cmp_signalled, j->m->token,
+				    (unsigned long long)j->seed);
+				return 130;
+			}
+			if (job_read(j, rv, c->target_acc) != 0) {
+				fprintf(stderr, "pstrain compare: out of "
+				    "memory\n");
+				return 1;
+			}
+			if (j->outcome == PTI_OUT_DAMAGED) {
+				job_damaged(j, c->allow_failures);
+				if (!c->allow_failures)
+					return 1;
+			} else if (rv == 3) {
+				fprintf(stderr, "pstrain compare: mode %s, seed "
+				    "%llu diverged; going on\n", j->m->token,
+				    (unsigned long long)j->seed);
+			} else if (rv != 0) {
+				fprintf(stderr, "pstrain compare: mode %s, seed "
+				    "%llu failed (%s %d); its output is in %s\n",
+				    j->m->token, (unsigned long long)j->seed,
+				    rv > 128 ? "signal" : "exit status",
+				    rv > 128 ? rv - 128 : rv, j->dir);
+				return 1;
+			}
 		}
-		if (rv == 3) {
-			fprintf(stderr, "pstrain compare: mode %s diverged; "
-			    "going on\n", ms[i].token);
-			ms[i].diverged = 1;
-		} else if (rv != 0) {
-			fprintf(stderr, "pstrain compare: mode %s failed (%s "
-			    "%d); its output is in %s/%s\n", ms[i].token,
-			    rv > 128 ? "signal" : "exit status",
-			    rv > 128 ? rv - 128 : rv, c.out, ms[i].label);
-			return 1;
+	return 0;
+}
+
+// set_read reads every job already in DIR (--report-only). 0, or the
+// exit status.
+static int set_read(cmp_set *s)
+{
+	int found = 0;
+	for (int r = 0; r < s->n_seeds; r++)
+		for (int i = 0; i < s->n_modes; i++) {
+			pti_cmp_job *j = &s->jobs[i * s->n_seeds + r];
+			if (job_read(j, -1, s->c->target_acc) != 0) {
+				fprintf(stderr, "pstrain compare: out of "
+				    "memory\n");
+				return 1;
+			}
+			found += j->outcome != PTI_OUT_MISSING;
+			if (j->outcome == PTI_OUT_MISSING)
+				fprintf(stderr, "pstrain compare: no %s/summary."
+				    "json: counted as missing\n", j->dir);
+			if (j->outcome == PTI_OUT_DAMAGED) {
+				job_damaged(j, s->c->allow_failures);
+				if (!s->c->allow_failures)
+					return 1;
+			}
 		}
-	}
-	for (int i = 0; i < n; i++)
-		if (cmp_collect(&c, plots, &ms[i], &rs[i]) != 0)
-			return 1;
-	if (cmp_report(&c, argc, argv, ms, rs, n) != 0)
+	if (found == 0) {
+		fprintf(stderr, "pstrain compare: --report-only: no job of "
+		    "--modes %s and these seeds in %s\n", s->c->modes,
+		    s->c->out);
 		return 1;
+	}
+	return 0;
+}
+
+int pti_cmd_compare(int argc, char **argv)
+{
+	static pt_config c;
+	static cmp_set s;
+	char plots[PT_PATH_MAX + 16];
+	int rv = pti_cli_config(&c, PT_CMD_COMPARE, "compare",
+	    "Run `pstrain run` once per mode of --modes and seed of --seeds, "
+	    "seed by seed,\nwith every other flag the same, then write "
+	    "DIR/report.md (mean ± sd, min\nand max over seeds per mode, "
+	    "and every job) and plots (gnuplot). The job of\nmode M and "
+	    "seed S goes to DIR/LABEL/seed-S, LABEL being M with ':' and "
+	    "'='\nturned into '-'. --validation defaults to 10% and "
+	    "--evals-per-epoch to 10 here.\nA diverged job is a result; a "
+	    "damaged one stops the comparison unless\n--allow-failures. "
+	    "DIR must not hold a comparison already unless --force;\n"
+	    "--report-only re-makes report and plots from DIR "
+	    "(docs/COMPARE.md).\n\nexample:\n"
+	    "  pstrain compare --modes sync,async,ssp:4,sync:backup=1 "
+	    "--seeds 5 \\\n      --workers 4 --model mlp:128 --epochs 5 "
+	    "--target-acc 0.8 --out runs/cmp", argc, argv);
+	if (rv >= 0)
+		return rv;
+	// Selection on a validation split, evaluated often enough to time
+	// the target, unless the command line says otherwise.
+	if (!pt_config_given(&c, "validation"))
+		snprintf(c.validation, sizeof(c.validation), "10%%");
+	if (!pt_config_given(&c, "evals-per-epoch") &&
+	    !pt_config_given(&c, "eval-every"))
+		c.evals_per_epoch = 10;
+	if ((rv = set_init(&s, &c)) >= 0)
+		goto out;
+	rv = 2;
+	if (!c.report_only && !c.force && previous(c.out)) {
+		fprintf(stderr, "pstrain compare: %s already holds a "
+		    "comparison (report.md or LABEL/seed-S/summary.json); "
+		    "give --force to overwrite it, or another --out\n",
+		    c.out);
+		goto out;
+	}
+	rv = 1;
+	snprintf(plots, sizeof(plots), "%s/plots", c.out);
+	if (pti_mkdir_p(plots) != 0) {
+		fprintf(stderr, "pstrain compare: %s: %s\n", plots,
+		    strerror(errno));
+		goto out;
+	}
+	if ((rv = c.report_only ? set_read(&s) : set_run(&s)) != 0)
+		goto out;
+	rv = 1;
+	for (int i = 0; i < s.n_modes * s.n_seeds; i++)
+		s.sel_test |= s.jobs[i].outcome != PTI_OUT_MISSING &&
+		    s.jobs[i].sel_test;
+	if (report_write(&s, argc, argv) != 0)
+		goto out;
 	printf("\n");
-	cmp_table(stdout, ms, rs, n, c.target_acc);
+	record_check(stderr, &s, "pstrain compare: ");
+	report_note(stdout, &s);
+	printf("\n");
+	table_modes(stdout, &s, 0);
 	printf("\nreport: %s/report.md\n", c.out);
 	fflush(stdout);
-	if (cmp_plot(c.out, ms, rs, n) != 0)
-		return 1;
-	printf("plots: %s/loss.png %s/accuracy.png (script %s/plot.gp)\n",
-	    c.out, c.out, plots);
-	return 0;
+	if (pti_cmp_plot(c.out, s.ms, s.n_modes, s.jobs, s.n_seeds,
+	    s.sel_test) != 0)
+		goto out;
+	printf("plots: %s/*.png and *.svg (script %s/plot.gp)\n", c.out,
+	    plots);
+	rv = 0;
+out:
+	set_fini(&s);
+	return rv;
 }

@@ -1,22 +1,21 @@
 #!/bin/sh
-# tests/compare_test.sh - `pstrain compare`: a sync,async comparison
-# writes a report row per mode and two PNG plots with one curve per mode,
-# is deterministic for sync, and rejects bad mode tokens. Prints
+# tests/compare_test.sh - `pstrain compare`. On a folder of jobs crafted
+# by hand (two modes x three seeds), --report-only must give the mean ±
+# sd, min, max, outcome counts and k-of-n-reached worked out below, stop
+# on a damaged job, say when selection was on the test set, and draw
+# every plot as PNG and SVG from a script with relative paths. Real small
+# jobs: a 2-seed comparison, refusal to overwrite without --force,
+# modifiers, determinism of sync, bad --modes and --seeds. Prints
 # "ok NAME" / "FAIL NAME: why" per case.
 cd "$(dirname "$0")/.." || exit 2
 P=${PSTRAIN:-bin/pstrain}
+P=$(cd "$(dirname "$P")" && pwd)/$(basename "$P") # we cd for gnuplot
 T=$(mktemp -d "${TMPDIR:-/tmp}/pt-compare-XXXXXX")
 trap 'rm -rf "$T"' EXIT
-D="--data synthetic:1200 --model mlp:32 --batch 32 --steps 60 --seed 7 \
+D="--data synthetic:1200 --model mlp:32 --batch 32 --steps 60 \
 --lr 0.2 --servers 1 --workers 2 --target-acc 0.3"
 
 . tests/lib.sh
-
-# row LABEL FILE: the report.md table row of mode LABEL
-row() { grep "^| $1 |" "$2"; }
-
-# accs LABEL FILE: the final_test_acc and best_test_acc cells of LABEL
-accs() { awk -F'|' -v m=" $1 " '$2 == m { print $3, $4 }' "$2"; }
 
 # png FILE: the first 8 bytes are the PNG signature
 png() {
@@ -24,90 +23,312 @@ png() {
 		89504e470d0a1a0a ]
 }
 
+# has FILE TEXT: FILE holds TEXT as a fixed string
+has() { grep -qF -- "$2" "$1"; }
+
+# ---------------------------------------------------------------------
+# A crafted comparison: C/LABEL/seed-S with summary.json (two-space
+# top-level keys; nested "config" repeating names with other values, and
+# "record"), eval.csv, worker-0.csv, worker-1.csv and staleness.csv.
+C=$T/crafted
+
+# job LABEL SEED CORE KEY=VALUE...: summary.json of one job; every
+# report key not given is null.
+job() {
+	d=$C/$1/seed-$2
+	mkdir -p "$d"
+	core=$3
+	shift 3
+	{
+		echo "{"
+		for k in final_test_acc best_val_acc best_val_test_acc \
+			samples_per_s eval_s mean_staleness max_staleness_seen \
+			idle_fraction dropped_gradients workers_lost \
+			worker_restarts server_restarts; do
+			v=null
+			for kv in "$@"; do
+				[ "${kv%%=*}" = "$k" ] && v=${kv#*=}
+			done
+			echo "  \"$k\": $v,"
+		done
+		for kv in "$@"; do
+			case $kv in outcome=*) echo "  \"outcome\": \"${kv#*=}\",";;
+			esac
+		done
+		echo '  "per_worker_batch": 16,'
+		echo '  "config": {'
+		echo '    "final_test_acc": 0.1,'
+		echo '    "workers_lost": 9'
+		echo '  },'
+		echo '  "record": {'
+		echo '    "version": "1.0",'
+		echo '    "cpu_model": "Test CPU @ 2GHz",'
+		echo "    \"openblas_core\": \"$core\""
+		echo '  }'
+		echo '}'
+	} >"$d/summary.json"
+	# the same 30 steps for both workers: 4 ms compute, 5 ms comm of 10
+	for r in 0 1; do
+		awk 'BEGIN { print "step,epoch,wall_s,loss,grad_norm,step_ms," \
+			"compute_ms,comm_ms,staleness,lr,delay_ms,version"
+			for (i = 1; i <= 30; i++)
+				printf "%d,0,%.2f,%.3f,1.0,10,4,5,0,0.1,0,%d\n",
+				    i, i * 0.1, 2.3 - i * 0.02, 2 * i }' \
+			>"$d/worker-$r.csv"
+	done
+	printf 'staleness,count\n0,40\n1,15\n3,5\n' >"$d/staleness.csv"
+}
+
+# evals LABEL SEED STEP:WALL:ACC...: eval.csv of one job
+evals() {
+	f=$C/$1/seed-$2/eval.csv
+	shift 2
+	echo "step,wall_s,val_loss,val_acc,worker_step,eval_s" >"$f"
+	for r in "$@"; do
+		echo "$r" | awk -F: '{ printf "%s,%s,1.0,%s,%s,0.01\n", $1, $2,
+			$3, $1 }' >>"$f"
+	done
+}
+
+craft() {
+	# sync: final 0.80 0.82 0.84 (mean 0.82, sd 0.02); best_val 0.85
+	# 0.86 0.87 (0.86, 0.01); best_val_test 0.81 null 0.83 (0.82,
+	# sqrt(0.0002) = 0.0141, 1 null); samples/s 1000 1100 1200 (1100,
+	# 100); idle 0.1 0.2 0.3 (0.2, 0.1). Target 0.75 reached by seed 1
+	# at step 30 / 3.0 s and seed 2 at 20 / 2.5 s: steps 25 ± 7.1,
+	# wall 2.750 ± 0.354, 2/3 reached.
+	job sync 1 Haswell outcome=ok final_test_acc=0.80 best_val_acc=0.85 \
+		best_val_test_acc=0.81 samples_per_s=1000 eval_s=0.5 \
+		mean_staleness=0 max_staleness_seen=0 idle_fraction=0.1 \
+		dropped_gradients=0 workers_lost=0
+	job sync 2 Haswell outcome=ok final_test_acc=0.82 best_val_acc=0.86 \
+		samples_per_s=1100 eval_s=0.5 mean_staleness=0 \
+		max_staleness_seen=0 idle_fraction=0.2 dropped_gradients=0 \
+		workers_lost=0
+	job sync 3 Haswell outcome=collapsed final_test_acc=0.84 \
+		best_val_acc=0.87 best_val_test_acc=0.83 samples_per_s=1200 \
+		eval_s=0.5 mean_staleness=0 max_staleness_seen=0 \
+		idle_fraction=0.3 dropped_gradients=0 workers_lost=0
+	evals sync 1 10:1.0:0.5 20:2.0:0.7 30:3.0:0.8
+	evals sync 2 10:1.5:0.6 20:2.5:0.76 30:3.5:0.8
+	evals sync 3 10:1.2:0.5 20:2.2:0.6 30:3.2:0.7
+	# async: seed 2 diverged (finals null); final 0.70 null 0.74 (0.72,
+	# sqrt(0.0008) = 0.0283, 1 null); max staleness 3 5 4 (4.0, 1.0);
+	# only seed 1 reaches 0.75 (step 40): 40.0 ± — (1/3 reached). Seed
+	# 3 has a different openblas_core and one evaluation fewer.
+	job async 1 Haswell outcome=ok final_test_acc=0.70 max_staleness_seen=3 \
+		workers_lost=0
+	job async 2 Haswell outcome=diverged max_staleness_seen=5 \
+		workers_lost=0
+	job async 3 SkylakeX outcome=ok final_test_acc=0.74 \
+		max_staleness_seen=4 workers_lost=0
+	evals async 1 20:2.0:0.5 40:4.0:0.76 60:6.0:0.78
+	evals async 2 20:2.0:0.4 40:4.0:0.1 60:6.0:0.1
+	evals async 3 20:2.0:0.5 40:4.0:0.6
+}
+
+# compare_only DIR [FLAG...]: --report-only over both modes, seeds 1..3
+compare_only() {
+	d=$1
+	shift
+	$P compare --report-only --modes sync,async --seeds 3 \
+		--target-acc 0.75 --out "$d" "$@"
+}
+
+test_compare_aggregates() {
+	n=test_compare_aggregates
+	craft
+	compare_only "$C" >"$T/c.log" 2>&1 ||
+		{ no $n "compare --report-only failed" "$T/c.log"; return; }
+	R=$C/report.md
+	for want in \
+		"| sync | 3 | ok 2, collapsed 1 | 0.8200 ± 0.0200 | 0.8600 ± 0.0100 | 0.8200 ± 0.0141 (1 null) | 25.0 ± 7.1 (2/3 reached) | 2.750 ± 0.354 (2/3 reached) | 1100.0 ± 100.0 | 0.500 ± 0.000 | 0.000 ± 0.000 | 0.0 ± 0.0 | 0.2000 ± 0.1000 | 0.0 ± 0.0 | 0.0 ± 0.0 |" \
+		"| async | 3 | ok 2, diverged 1 | 0.7200 ± 0.0283 (1 null) | n/a (3 null) | n/a (3 null) | 40.0 ± — (1/3 reached) | 4.000 ± — (1/3 reached) | n/a (3 null) |" \
+		"| 4.0 ± 1.0 |" \
+		"| sync | [0.8000, 0.8400] | [0.8500, 0.8700] | [0.8100, 0.8300] | [20.0, 30.0] | [2.500, 3.000] | [1000.0, 1200.0] |" \
+		"| async | [0.7000, 0.7400] |" \
+		"| async | 2 | diverged | n/a |" \
+		"| sync | 3 | collapsed | 0.8400 | 0.8700 | 0.8300 | never | never |" \
+		"WARNING: the jobs disagree on openblas_core" \
+		"| cpu_model | Test CPU @ 2GHz |"; do
+		has "$R" "$want" || { no $n "report.md lacks: $want" "$R"; return; }
+	done
+	has "$T/c.log" "| sync | 3 | ok 2, collapsed 1 | 0.8200 ± 0.0200 |" ||
+		{ no $n "table not printed to stdout" "$T/c.log"; return; }
+	has "$R" "Selection was on the TEST set" &&
+		{ no $n "claims test-set selection with val_acc" "$R"; return; }
+	ok $n
+}
+
+test_compare_test_selection() {
+	# --validation 0 jobs (eval.csv test_acc): best_val_acc is the best
+	# test accuracy, and the report says so.
+	n=test_compare_test_selection
+	cp -r "$C" "$T/tsel" && rm -f "$T/tsel/report.md"
+	for f in "$T"/tsel/*/seed-*/eval.csv; do
+		sed -i '1s/val_/test_/g' "$f"
+	done
+	compare_only "$T/tsel" >"$T/tsel.log" 2>&1 ||
+		{ no $n "compare --report-only failed" "$T/tsel.log"; return; }
+	# async best test acc: 0.78, 0.4, 0.6: mean 0.5933; deviations
+	# 0.1867, -0.1933, 0.0067: sd sqrt(0.07227 / 2) = 0.1901
+	if has "$T/tsel/report.md" "Selection was on the TEST set" &&
+		has "$T/tsel/report.md" "| async | 3 | ok 2, diverged 1 | 0.7200 ± 0.0283 (1 null) | 0.5933 ± 0.1901 | 0.5933 ± 0.1901 |"; then
+		ok $n
+	else
+		no $n "no test-set note or wrong best cells" "$T/tsel/report.md"
+	fi
+}
+
+test_compare_damaged() {
+	# A damaged job stops the comparison, naming mode, seed and folder,
+	# unless --allow-failures (then it is counted).
+	n=test_compare_damaged
+	cp -r "$C" "$T/dmg"
+	sed -i 's/"outcome": "ok"/"outcome": "damaged"/; s/"worker_restarts": null/"worker_restarts": 2/' \
+		"$T/dmg/async/seed-3/summary.json"
+	compare_only "$T/dmg" >"$T/dmg.log" 2>&1
+	rc=$?
+	[ $rc -eq 1 ] || { no $n "exit $rc, not 1" "$T/dmg.log"; return; }
+	has "$T/dmg.log" "DAMAGED" && has "$T/dmg.log" "mode async, seed 3" &&
+		has "$T/dmg.log" "$T/dmg/async/seed-3" &&
+		has "$T/dmg.log" "worker_restarts 2" ||
+		{ no $n "message does not say which job and why" "$T/dmg.log"
+		return; }
+	compare_only "$T/dmg" --allow-failures >"$T/dmg2.log" 2>&1 ||
+		{ no $n "--allow-failures did not go on" "$T/dmg2.log"; return; }
+	has "$T/dmg/report.md" "| async | 3 | ok 1, diverged 1, damaged 1 |" ||
+		{ no $n "damaged not counted" "$T/dmg/report.md"; return; }
+	ok $n
+}
+
+test_compare_plots() {
+	n=test_compare_plots
+	for g in loss-examples loss-updates loss-wall accuracy-examples \
+		accuracy-updates accuracy-wall loss accuracy grad-norm \
+		step-time staleness; do
+		png "$C/$g.png" || { no $n "$g.png is not a PNG"; return; }
+		grep -q '<svg' "$C/$g.svg" 2>/dev/null ||
+			{ no $n "$g.svg is not SVG"; return; }
+	done
+	grep -q "'/" "$C/plots/plot.gp" &&
+		{ no $n "plot.gp holds an absolute path"; return; }
+	has "$C/plots/async-eval.dat" "different numbers of rows" ||
+		{ no $n "async-eval.dat does not say seeds differ"; return; }
+	mv "$C" "$T/moved" && rm -f "$T"/moved/*.png "$T"/moved/*.svg
+	(cd "$T/moved" && gnuplot plots/plot.gp) >"$T/moved.log" 2>&1 &&
+		png "$T/moved/loss.png" && grep -q '<svg' "$T/moved/staleness.svg" ||
+		{ no $n "re-plotting a moved copy failed" "$T/moved.log"; return; }
+	ok $n
+}
+
+# ---------------------------------------------------------------------
+# Real small jobs (60 steps each).
+
+test_compare_two_seeds() {
+	n=test_compare_two_seeds
+	# shellcheck disable=SC2086
+	$P compare --modes sync,async --seeds 2 $D --out "$T/a" \
+		>"$T/a.log" 2>&1 || { no $n "compare failed" "$T/a.log"; return; }
+	for m in sync async; do
+		has "$T/a/report.md" "| $m | 2 |" ||
+			{ no $n "no row with n = 2 for $m" "$T/a/report.md"
+			return; }
+		[ -s "$T/a/$m/seed-2/summary.json" ] ||
+			{ no $n "no $m/seed-2/summary.json"; return; }
+	done
+	has "$T/a.log" "run 4 of 4: mode async, seed 2" ||
+		{ no $n "not run seed-major" "$T/a.log"; return; }
+	png "$T/a/accuracy.png" || { no $n "accuracy.png is not a PNG"; return; }
+	ok $n
+}
+
+test_compare_force() {
+	n=test_compare_force
+	# shellcheck disable=SC2086
+	$P compare --modes sync,async --seeds 2 $D --out "$T/a" \
+		>"$T/f.log" 2>&1
+	rc=$?
+	[ $rc -eq 2 ] || { no $n "exit $rc over a comparison, not 2" "$T/f.log"
+		return; }
+	has "$T/f.log" "$T/a" && has "$T/f.log" "--force" ||
+		{ no $n "message does not name the folder and --force" "$T/f.log"
+		return; }
+	# shellcheck disable=SC2086
+	$P compare --modes sync --seeds 2 $D --out "$T/a" --force \
+		>"$T/f.log" 2>&1 || { no $n "--force failed" "$T/f.log"; return; }
+	ok $n
+}
+
+# accs FILE SEED: final_test_acc and best_val_acc of sync's job SEED
+accs() {
+	awk -F'|' -v s=" $2 " '$2 == " sync " && $3 == s &&
+		$4 ~ /^ [a-z]+ $/ { print $5, $6 }' "$1"
+}
+
+test_compare_deterministic() {
+	n=test_compare_deterministic
+	# shellcheck disable=SC2086
+	$P compare --modes sync --seeds 2 $D --out "$T/b" >"$T/b.log" 2>&1 ||
+		{ no $n "second compare failed" "$T/b.log"; return; }
+	x=$(accs "$T/a/report.md" 2)
+	y=$(accs "$T/b/report.md" 2)
+	if [ -n "$x" ] && [ "$x" = "$y" ]; then
+		ok $n
+	else
+		no $n "sync seed 2 accuracy cells differ: '$x' vs '$y'"
+	fi
+}
+
 test_compare_optimizer_modifier() {
 	# Without --lr, :optimizer=adam runs that job at Adam's usual lr
 	# and the others at SGD's; :lr= sets a job's lr outright.
 	n=test_compare_optimizer_modifier
+	# shellcheck disable=SC2046
 	$P compare --modes sync,sync:optimizer=adam,sync:optimizer=adam:lr=0.01 \
 		$(echo "$D" | sed 's/--lr 0.2//') --out "$T/o" >"$T/o.log" 2>&1 ||
 		{ no $n "compare failed" "$T/o.log"; return; }
-	a=$(json lr "$T/o/sync-optimizer-adam/summary.json")
-	b=$(json lr "$T/o/sync-optimizer-adam-lr-0.01/summary.json")
-	s=$(json lr "$T/o/sync/summary.json")
+	a=$(json lr "$T/o/sync-optimizer-adam/seed-1/summary.json")
+	b=$(json lr "$T/o/sync-optimizer-adam-lr-0.01/seed-1/summary.json")
+	s=$(json lr "$T/o/sync/seed-1/summary.json")
 	if [ "$a" = 0.001 ] && [ "$b" = 0.01 ] && [ "$s" = 0.1 ] &&
-		grep -q '"optimizer": "adam"' "$T/o/sync-optimizer-adam/summary.json"; then
+		[ "$(jstr optimizer "$T/o/sync-optimizer-adam/seed-1/summary.json")" = adam ]; then
 		ok $n
 	else
 		no $n "lr '$a', '$b' and '$s'" "$T/o.log"
 	fi
 }
 
-test_compare_report_rows() {
-	n=test_compare_report_rows
-	# shellcheck disable=SC2086
-	$P compare --modes sync,async $D --out "$T/a" >"$T/a.log" 2>&1 ||
-		{ no $n "compare failed" "$T/a.log"; return; }
-	for m in sync async; do
-		row $m "$T/a/report.md" >/dev/null ||
-			{ no $n "no row for $m in report.md" "$T/a/report.md"
-			return; }
-	done
-	grep -q "^| sync |" "$T/a.log" ||
-		{ no $n "table not printed to stdout" "$T/a.log"; return; }
-	ok $n
-}
-
-test_compare_plots() {
-	n=test_compare_plots
-	for f in loss accuracy; do
-		png "$T/a/$f.png" || { no $n "$f.png is not a PNG"; return; }
-	done
-	for k in loss acc; do
-		c=$(ls "$T/a/plots/$k"-*.dat 2>/dev/null | wc -l)
-		[ "$c" -eq 2 ] ||
-			{ no $n "$c $k data files, not one per mode"; return; }
-		for m in sync async; do
-			[ -s "$T/a/plots/$k-$m.dat" ] ||
-				{ no $n "plots/$k-$m.dat missing or empty"
-				return; }
-		done
-	done
-	[ -f "$T/a/plots/plot.gp" ] || { no $n "plots/plot.gp missing"; return; }
-	ok $n
-}
-
-test_compare_deterministic() {
-	n=test_compare_deterministic
-	# shellcheck disable=SC2086
-	$P compare --modes sync,async $D --out "$T/b" >"$T/b.log" 2>&1 ||
-		{ no $n "second compare failed" "$T/b.log"; return; }
-	x=$(accs sync "$T/a/report.md")
-	y=$(accs sync "$T/b/report.md")
-	if [ -n "$x" ] && [ "$x" = "$y" ]; then
-		ok $n
-	else
-		no $n "sync accuracy cells differ: '$x' vs '$y'"
-	fi
-}
-
-test_compare_bad_mode() {
-	n=test_compare_bad_mode
-	for m in ssp:x bogus; do
+test_compare_bad_flags() {
+	n=test_compare_bad_flags
+	for m in ssp:x bogus sync:matched-lr; do
 		if $P compare --modes "sync,$m" $D --out "$T/bad" \
 			>"$T/bad.log" 2>&1; then
 			no $n "--modes sync,$m succeeded"
 			return
 		fi
-		grep -q "'$m'" "$T/bad.log" ||
+		has "$T/bad.log" "'$m'" ||
 			{ no $n "message does not name '$m'" "$T/bad.log"
 			return; }
+	done
+	for s in 0 x 1,1 2,,3; do
+		# shellcheck disable=SC2086
+		$P compare --modes sync --seeds "$s" $D --out "$T/bad" \
+			>"$T/bad.log" 2>&1
+		rc=$?
+		[ $rc -eq 2 ] && has "$T/bad.log" "--seeds" ||
+			{ no $n "--seeds $s: exit $rc" "$T/bad.log"; return; }
 	done
 	[ -d "$T/bad/sync" ] && { no $n "ran a job before rejecting"; return; }
 	ok $n
 }
 
-test_compare_report_rows
-test_compare_optimizer_modifier
+test_compare_aggregates
+test_compare_test_selection
+test_compare_damaged
 test_compare_plots
+test_compare_two_seeds
+test_compare_force
 test_compare_deterministic
-test_compare_bad_mode
+test_compare_optimizer_modifier
+test_compare_bad_flags

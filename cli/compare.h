@@ -1,0 +1,91 @@
+// cli/compare.h - what `pstrain compare`'s two halves share: cli/compare.c
+// (modes, seeds, running the jobs, reading their files, the report) and
+// cli/plot.c (the CSV reader, curves across seeds, the gnuplot script).
+// Internal to the pstrain binary; nothing here is thread-safe.
+#ifndef PT_CLI_COMPARE_H
+#define PT_CLI_COMPARE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+#define PTI_CMP_MODES_MAX 32
+#define PTI_CMP_SEEDS_MAX 64
+#define PTI_CSV_COLS 16
+#define PTI_CMP_SMOOTH 20 // steps in the moving average of loss curves
+
+// One token of --modes.
+typedef struct pti_cmp_mode {
+	char token[64]; // as given: "ssp:4"
+	char label[64]; // a file name: "ssp-4"
+	int mode;       // pt_mode
+	uint32_t staleness, backup;
+	char extra[12][64]; // further "--flag value" words from modifiers
+	int n_extra;
+} pti_cmp_mode;
+
+// What became of one job (summary.json "outcome"; MISSING: no summary).
+enum {
+	PTI_OUT_OK,
+	PTI_OUT_DIVERGED,
+	PTI_OUT_COLLAPSED,
+	PTI_OUT_DAMAGED,
+	PTI_OUT_MISSING,
+	PTI_OUT_N,
+};
+
+// The report's numeric columns, in table order (cli/compare.c names them).
+enum {
+	PTI_COL_FINAL_TEST,
+	PTI_COL_BEST_VAL,
+	PTI_COL_BEST_VAL_TEST,
+	PTI_COL_STEPS_TO,
+	PTI_COL_WALL_TO,
+	PTI_COL_SAMPLES,
+	PTI_COL_EVAL_S,
+	PTI_COL_MEAN_ST,
+	PTI_COL_MAX_ST,
+	PTI_COL_IDLE,
+	PTI_COL_DROPPED,
+	PTI_COL_LOST,
+	PTI_COLS,
+};
+
+// One (mode, seed) job: its folder and what compare read from it.
+typedef struct pti_cmp_job {
+	const pti_cmp_mode *m;
+	uint64_t seed;
+	char dir[PT_PATH_MAX + 96]; // DIR/LABEL/seed-S
+	char *json;                 // summary.json's text; NULL if missing
+	int outcome;                // PTI_OUT_*
+	int sel_test;        // eval.csv has no val_acc: selection on test
+	double pwb;          // per_worker_batch; NaN when unknown
+	double col[PTI_COLS]; // NaN: null or missing
+} pti_cmp_job;
+
+typedef struct pti_csv {
+	double *v;                // n_rows x n_cols, row-major
+	int have[PTI_CSV_COLS];   // per wanted column: found in the header
+	size_t n_rows;
+	int n_cols;
+} pti_csv;
+
+// pti_csv_read reads the columns named in want (at most PTI_CSV_COLS,
+// found by header name) of a CSV file with a header line into t, which
+// the caller frees with free(t->v). A missing file gives no rows, a
+// missing column has have[i] == 0 and reads as NAN, as does a cell that
+// is not a number. Returns 0, or -1 only when out of memory.
+int pti_csv_read(const char *path, const char **want, int n_want,
+    pti_csv *t);
+
+// pti_cmp_plot writes DIR/plots/*.dat and DIR/plots/plot.gp from the
+// jobs (jobs[mode * n_seeds + seed], MISSING ones skipped), then runs
+// gnuplot with DIR as its working directory, so every path in the script
+// is relative and DIR can be moved. sel_test: accuracy curves are test
+// accuracy. Returns 0, or -1 after printing why (gnuplot missing: how to
+// install it).
+int pti_cmp_plot(const char *dir, const pti_cmp_mode *ms, int n_modes,
+    const pti_cmp_job *jobs, int n_seeds, int sel_test);
+
+#endif // PT_CLI_COMPARE_H

@@ -1,0 +1,700 @@
+// cli/plot.c - the plots of `pstrain compare`: per mode, curves averaged
+// over seeds point by point (common/stats.c) with a band of ± one sd,
+// step time per worker and the staleness histogram, written as data
+// files and one gnuplot script in DIR/plots/ with paths relative to DIR,
+// then drawn as PNG and SVG by gnuplot run from DIR. Reads the jobs'
+// CSV files (docs/OUTPUTS.md); knows nothing of how they were run.
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "compare.h"
+#include "stats.h"
+
+#define PLOT_WORKERS_MAX 256
+#define PLOT_STALE_MAX 100000 // staleness buckets kept (beyond: dropped)
+#define PLOT_EVAL_COLS 4      // examples, updates, wall_s, accuracy
+#define PLOT_W0_COLS 5        // ... then loss and grad_norm (smoothed)
+
+// One seed's curve: columns side by side, the x columns first.
+typedef struct curve {
+	double *col[PLOT_W0_COLS];
+	size_t n;
+} curve;
+
+// Per mode: how many points each data file got, and step times.
+typedef struct plot_mode {
+	size_t n_eval, n_w0, n_stale;
+	size_t stale_max; // the highest staleness seen
+	int n_workers;
+} plot_mode;
+
+typedef struct plot_set {
+	const pti_cmp_mode *ms;
+	int n_modes, sel_test;
+	plot_mode pm[PTI_CMP_MODES_MAX];
+} plot_set;
+
+// ---------------------------------------------------------------------
+// Reading one job
+
+int pti_csv_read(const char *path, const char **want, int n_want,
+    pti_csv *t)
+{
+	char *line = NULL;
+	size_t cap = 0, room = 0;
+	int idx[64], n_idx = 0;
+	memset(t, 0, sizeof(*t));
+	t->n_cols = n_want;
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return 0;
+	if (getline(&line, &cap, f) < 0)
+		goto out;
+	line[strcspn(line, "\r\n")] = '\0';
+	for (char *tok = strtok(line, ","); tok && n_idx < 64;
+	    tok = strtok(NULL, ",")) {
+		idx[n_idx] = -1;
+		for (int k = 0; k < n_want; k++)
+			if (strcmp(tok, want[k]) == 0) {
+				idx[n_idx] = k;
+				t->have[k] = 1;
+			}
+		n_idx++;
+	}
+	while (getline(&line, &cap, f) > 0) {
+		if (strchr(line, '\n') == NULL)
+			break; // a row still being written
+		if (t->n_rows == room) {
+			room = room ? 2 * room : 256;
+			double *v = realloc(t->v, room * n_want * sizeof(double));
+			if (v == NULL) {
+				free(line);
+				fclose(f);
+				return -1;
+			}
+			t->v = v;
+		}
+		double *row = t->v + t->n_rows * n_want;
+		for (int k = 0; k < n_want; k++)
+			row[k] = NAN;
+		char *p = line;
+		for (int col = 0; col < n_idx && *p; col++) {
+			char *end;
+			double x = strtod(p, &end);
+			if (idx[col] >= 0 && end != p)
+				row[idx[col]] = x;
+			p += strcspn(p, ",");
+			if (*p == ',')
+				p++;
+		}
+		t->n_rows++;
+	}
+out:
+	free(line);
+	fclose(f);
+	return 0;
+}
+
+static void curve_free(curve *cv)
+{
+	for (int k = 0; k < PLOT_W0_COLS; k++)
+		free(cv->col[k]);
+	memset(cv, 0, sizeof(*cv));
+}
+
+// curve_alloc gives cv n_cols columns of n points; -1 out of memory.
+static int curve_alloc(curve *cv, int n_cols, size_t n)
+{
+	memset(cv, 0, sizeof(*cv));
+	cv->n = n;
+	for (int k = 0; k < n_cols; k++)
+		if ((cv->col[k] = calloc(n ? n : 1, sizeof(double))) == NULL) {
+			curve_free(cv);
+			return -1;
+		}
+	return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+// examples is how many examples all workers had processed by wall time
+// t: the worker rows (walls, sorted) with wall_s <= t, times the
+// per-worker batch.
+static double examples(const double *walls, size_t n, double t, double pwb)
+{
+	size_t lo = 0, hi = n;
+	if (isnan(t))
+		return NAN;
+	while (lo < hi) { // first index with walls[i] > t
+		size_t mid = lo + (hi - lo) / 2;
+		if (walls[mid] <= t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (double)lo * pwb;
+}
+
+// StepSum: per worker, sums over rows of step_ms, compute_ms, comm_ms.
+typedef struct step_sum {
+	double ms[3];
+	double rows;
+} step_sum;
+
+// job_workers reads every worker-R.csv of dir: their wall_s values,
+// sorted, into *walls, and step times added to sums. Returns the number
+// of workers found, or -1 when out of memory.
+static int job_workers(const char *dir, double **walls, size_t *n_walls,
+    step_sum *sums)
+{
+	static const char *want[] = {"wall_s", "step_ms", "compute_ms",
+	    "comm_ms"};
+	char path[PT_PATH_MAX + 160];
+	int r;
+	*walls = NULL;
+	*n_walls = 0;
+	for (r = 0; r < PLOT_WORKERS_MAX; r++) {
+		pti_csv t;
+		snprintf(path, sizeof(path), "%s/worker-%d.csv", dir, r);
+		if (access(path, R_OK) != 0)
+			break;
+		if (pti_csv_read(path, want, 4, &t) != 0)
+			return -1;
+		double *w = realloc(*walls, (*n_walls + t.n_rows + 1) *
+		    sizeof(double));
+		if (w == NULL) {
+			free(t.v);
+			return -1;
+		}
+		*walls = w;
+		for (size_t i = 0; i < t.n_rows; i++) {
+			const double *row = t.v + i * 4;
+			if (!isnan(row[0]))
+				w[(*n_walls)++] = row[0];
+			if (isnan(row[1]))
+				continue;
+			for (int k = 0; k < 3; k++)
+				sums[r].ms[k] += isnan(row[k + 1]) ? 0 : row[k + 1];
+			sums[r].rows++;
+		}
+		free(t.v);
+	}
+	if (*n_walls > 0)
+		qsort(*walls, *n_walls, sizeof(double), cmp_double);
+	return r;
+}
+
+// job_eval_curve: eval.csv as examples, updates (`step`), wall_s and
+// accuracy (val_acc, else test_acc).
+static int job_eval_curve(const char *dir, const double *walls,
+    size_t n_walls, double pwb, curve *cv)
+{
+	static const char *want[] = {"step", "wall_s", "val_acc", "test_acc"};
+	char path[PT_PATH_MAX + 160];
+	pti_csv t;
+	snprintf(path, sizeof(path), "%s/eval.csv", dir);
+	if (pti_csv_read(path, want, 4, &t) != 0 ||
+	    curve_alloc(cv, PLOT_EVAL_COLS, t.n_rows) != 0) {
+		free(t.v);
+		return -1;
+	}
+	int acc = t.have[2] ? 2 : 3;
+	for (size_t i = 0; i < t.n_rows; i++) {
+		const double *row = t.v + i * 4;
+		cv->col[0][i] = examples(walls, n_walls, row[1], pwb);
+		cv->col[1][i] = row[0];
+		cv->col[2][i] = row[1];
+		cv->col[3][i] = row[acc];
+	}
+	free(t.v);
+	return 0;
+}
+
+// job_w0_curve: worker-0.csv as examples, updates (`version`; `step` in
+// files from before the version column), wall_s, and loss and grad_norm
+// each smoothed over PTI_CMP_SMOOTH steps.
+static int job_w0_curve(const char *dir, const double *walls,
+    size_t n_walls, double pwb, curve *cv)
+{
+	static const char *want[] = {"version", "step", "wall_s", "loss",
+	    "grad_norm"};
+	char path[PT_PATH_MAX + 160];
+	pti_csv t;
+	double *raw = NULL;
+	snprintf(path, sizeof(path), "%s/worker-0.csv", dir);
+	if (pti_csv_read(path, want, 5, &t) != 0 ||
+	    curve_alloc(cv, PLOT_W0_COLS, t.n_rows) != 0 ||
+	    (raw = malloc((t.n_rows + 1) * sizeof(double))) == NULL) {
+		free(t.v);
+		curve_free(cv);
+		return -1;
+	}
+	int upd = t.have[0] ? 0 : 1;
+	for (size_t i = 0; i < t.n_rows; i++) {
+		const double *row = t.v + i * 5;
+		cv->col[0][i] = examples(walls, n_walls, row[2], pwb);
+		cv->col[1][i] = row[upd];
+		cv->col[2][i] = row[2];
+	}
+	for (int k = 3; k < 5; k++) {
+		for (size_t i = 0; i < t.n_rows; i++)
+			raw[i] = t.v[i * 5 + k];
+		pti_stats_smooth(cv->col[k], raw, t.n_rows, PTI_CMP_SMOOTH);
+	}
+	free(raw);
+	free(t.v);
+	return 0;
+}
+
+// job_staleness adds staleness.csv's counts into hist[0..*n) (grown).
+static int job_staleness(const char *dir, double **hist, size_t *n)
+{
+	static const char *want[] = {"staleness", "count"};
+	char path[PT_PATH_MAX + 160];
+	pti_csv t;
+	snprintf(path, sizeof(path), "%s/staleness.csv", dir);
+	if (pti_csv_read(path, want, 2, &t) != 0)
+		return -1;
+	for (size_t i = 0; i < t.n_rows; i++) {
+		double s = t.v[i * 2], count = t.v[i * 2 + 1];
+		if (isnan(s) || isnan(count) || s < 0 || s >= PLOT_STALE_MAX)
+			continue;
+		size_t k = (size_t)s;
+		if (k >= *n) {
+			double *h = realloc(*hist, (k + 1) * sizeof(double));
+			if (h == NULL) {
+				free(t.v);
+				return -1;
+			}
+			for (size_t z = *n; z <= k; z++)
+				h[z] = 0;
+			*hist = h;
+			*n = k + 1;
+		}
+		(*hist)[k] += count;
+	}
+	free(t.v);
+	return 0;
+}
+
+// ---------------------------------------------------------------------
+// Data files
+
+// curves_write writes the mean over seeds of each column of cvs, point
+// by point, to path: "index n x... y_mean y_sd ..." with the first n_x
+// columns as means only. An sd that does not exist (one seed) is written
+// as 0 so that the band is empty there.
+static int curves_write(const char *path, const char *what,
+    const pti_cmp_job *jobs, const curve *cvs, int n_seeds, int n_x,
+    int n_cols, const char *names)
+{
+	const double *ys[PTI_CMP_SEEDS_MAX];
+	size_t lens[PTI_CMP_SEEDS_MAX], n_points = 0, shortest = SIZE_MAX;
+	pti_stats *st[PLOT_W0_COLS] = {0};
+	int rv = -1, used = 0;
+	FILE *f = fopen(path, "w");
+	if (f == NULL)
+		return -1;
+	fprintf(f, "# %s, mean over seeds by row index (evaluations and "
+	    "steps happen at the same\n# worker-0 steps for every seed); "
+	    "rows per seed:", what);
+	for (int s = 0; s < n_seeds; s++) {
+		lens[s] = cvs[s].n;
+		n_points = lens[s] > n_points ? lens[s] : n_points;
+		if (jobs[s].outcome != PTI_OUT_MISSING) {
+			shortest = lens[s] < shortest ? lens[s] : shortest;
+			fprintf(f, " seed %llu: %zu", (unsigned long long)
+			    jobs[s].seed, lens[s]);
+			used++;
+		}
+	}
+	fprintf(f, "\n");
+	if (used > 0 && shortest < n_points)
+		fprintf(f, "# The seeds have different numbers of rows: past "
+		    "row %zu only the seeds that\n# have the row count "
+		    "(column n).\n", shortest);
+	fprintf(f, "# sd is the sample sd over seeds, 0 where one seed "
+	    "has the row.\n# index n %s\n", names);
+	for (int k = 0; k < n_cols; k++) {
+		if ((st[k] = calloc(n_points + 1, sizeof(pti_stats))) == NULL)
+			goto out;
+		for (int s = 0; s < n_seeds; s++)
+			ys[s] = cvs[s].col[k];
+		pti_stats_curve(st[k], ys, lens, (uint32_t)n_seeds, n_points);
+	}
+	for (size_t i = 0; i < n_points; i++) {
+		int n = 0;
+		for (int s = 0; s < n_seeds; s++)
+			n += lens[s] > i;
+		fprintf(f, "%zu %d", i + 1, n);
+		for (int k = 0; k < n_cols; k++) {
+			fprintf(f, " %.6g", st[k][i].mean);
+			if (k >= n_x)
+				fprintf(f, " %.6g", isnan(st[k][i].sd) ? 0.0
+				    : st[k][i].sd);
+		}
+		fprintf(f, "\n");
+	}
+	rv = 0;
+out:
+	for (int k = 0; k < n_cols; k++)
+		free(st[k]);
+	if (fclose(f) != 0)
+		rv = -1;
+	return rv;
+}
+
+// mode_data reads mode i's jobs and writes plots/LABEL-eval.dat,
+// plots/LABEL-worker0.dat, plots/LABEL-staleness.dat and mode i's block
+// of step-time.dat (open in steps).
+static int mode_data(plot_set *p, const char *dir, int i,
+    const pti_cmp_job *jobs, int n_seeds, FILE *steps)
+{
+	static step_sum sums[PLOT_WORKERS_MAX];
+	curve ev[PTI_CMP_SEEDS_MAX], w0[PTI_CMP_SEEDS_MAX];
+	char path[PT_PATH_MAX + 160];
+	const char *label = p->ms[i].label;
+	double *walls = NULL, *hist = NULL;
+	size_t n_walls, n_hist = 0;
+	int rv = -1, seeds = 0;
+	plot_mode *pm = &p->pm[i];
+
+	memset(sums, 0, sizeof(sums));
+	memset(ev, 0, sizeof(ev));
+	memset(w0, 0, sizeof(w0));
+	for (int s = 0; s < n_seeds; s++) {
+		const pti_cmp_job *j = &jobs[s];
+		int w;
+		if (j->outcome == PTI_OUT_MISSING)
+			continue;
+		if ((w = job_workers(j->dir, &walls, &n_walls, sums)) < 0 ||
+		    job_eval_curve(j->dir, walls, n_walls, j->pwb, &ev[s]) ||
+		    job_w0_curve(j->dir, walls, n_walls, j->pwb, &w0[s]) ||
+		    job_staleness(j->dir, &hist, &n_hist))
+			goto out;
+		pm->n_workers = w > pm->n_workers ? w : pm->n_workers;
+		free(walls);
+		walls = NULL;
+		seeds++;
+	}
+	snprintf(path, sizeof(path), "%s/plots/%s-eval.dat", dir, label);
+	if (curves_write(path, p->ms[i].token, jobs, ev, n_seeds, 3,
+	    PLOT_EVAL_COLS, "examples updates wall_s acc acc_sd") != 0)
+		goto out;
+	snprintf(path, sizeof(path), "%s/plots/%s-worker0.dat", dir, label);
+	if (curves_write(path, p->ms[i].token, jobs, w0, n_seeds, 3,
+	    PLOT_W0_COLS, "examples updates wall_s loss loss_sd grad_norm "
+	    "grad_norm_sd (loss and grad_norm smoothed first)") != 0)
+		goto out;
+	for (int s = 0; s < n_seeds; s++) {
+		pm->n_eval = ev[s].n > pm->n_eval ? ev[s].n : pm->n_eval;
+		pm->n_w0 = w0[s].n > pm->n_w0 ? w0[s].n : pm->n_w0;
+	}
+	snprintf(path, sizeof(path), "%s/plots/%s-staleness.dat", dir, label);
+	FILE *f = fopen(path, "w");
+	if (f == NULL)
+		goto out;
+	fprintf(f, "# %s: staleness, count (staleness.csv summed over %d "
+	    "seeds)\n", p->ms[i].token, seeds);
+	for (size_t k = 0; k < n_hist; k++)
+		if (hist[k] > 0) {
+			fprintf(f, "%zu %.0f\n", k, hist[k]);
+			pm->n_stale++;
+			pm->stale_max = k;
+		}
+	fclose(f);
+	// One block per mode (gnuplot's `index`), one row per worker.
+	fprintf(steps, "%s# %s\n", i ? "\n\n" : "", p->ms[i].token);
+	for (int r = 0; r < pm->n_workers; r++) {
+		double d = sums[r].rows > 0 ? sums[r].rows : 1;
+		double other = (sums[r].ms[0] - sums[r].ms[1] -
+		    sums[r].ms[2]) / d;
+		fprintf(steps, "w%d %.4f %.4f %.4f\n", r, sums[r].ms[1] / d,
+		    sums[r].ms[2] / d, other > 0 ? other : 0);
+	}
+	if (pm->n_workers == 0) // an empty block would merge with the next
+		fprintf(steps, "- 0 0 0\n");
+	rv = 0;
+out:
+	for (int s = 0; s < n_seeds; s++) {
+		curve_free(&ev[s]);
+		curve_free(&w0[s]);
+	}
+	free(walls);
+	free(hist);
+	return rv;
+}
+
+// ---------------------------------------------------------------------
+// The gnuplot script
+
+enum { X_EXAMPLES, X_UPDATES, X_WALL, N_X };
+enum { Y_LOSS, Y_ACC, Y_GRAD };
+enum { FIG_CURVE, FIG_PANELS, FIG_STEPS, FIG_STALE };
+
+static const char *x_labels[N_X] = {"examples processed (all workers)",
+    "updates applied (parameter version)", "wall time (s)"};
+
+// A curve's y: data file suffix, mean column (sd next to it), axis label
+// (NULL: accuracy, whose label depends on the split) and key position.
+static const struct plot_y {
+	const char *file;
+	int col;
+	const char *label, *key;
+} plot_ys[] = {
+    [Y_LOSS] = {"worker0", 6, "training loss of worker 0 (mean of 20 "
+	"steps)", "top right"},
+    [Y_ACC] = {"eval", 6, NULL, "bottom right"},
+    [Y_GRAD] = {"worker0", 8, "gradient norm of worker 0 (mean of 20 "
+	"steps)", "top right"},
+};
+
+// Each figure is written as NAME.png and NAME.svg in DIR.
+static const struct figure {
+	const char *name;
+	int kind, y, x, width, height;
+} figures[] = {
+    {"loss-examples", FIG_CURVE, Y_LOSS, X_EXAMPLES, 900, 600},
+    {"loss-updates", FIG_CURVE, Y_LOSS, X_UPDATES, 900, 600},
+    {"loss-wall", FIG_CURVE, Y_LOSS, X_WALL, 900, 600},
+    {"accuracy-examples", FIG_CURVE, Y_ACC, X_EXAMPLES, 900, 600},
+    {"accuracy-updates", FIG_CURVE, Y_ACC, X_UPDATES, 900, 600},
+    {"accuracy-wall", FIG_CURVE, Y_ACC, X_WALL, 900, 600},
+    {"loss", FIG_PANELS, Y_LOSS, 0, 1800, 550},
+    {"accuracy", FIG_PANELS, Y_ACC, 0, 1800, 550},
+    {"grad-norm", FIG_CURVE, Y_GRAD, X_EXAMPLES, 900, 600},
+    {"step-time", FIG_STEPS, 0, 0, 1000, 600},
+    {"staleness", FIG_STALE, 0, 0, 900, 600},
+};
+
+// Mode k's line: colour, dash type and point type all differ between
+// neighbouring modes, so curves stay apart in grey print too.
+static const char *colours[] = {"#1f77b4", "#d62728", "#2ca02c",
+    "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"};
+static const int points[] = {7, 5, 9, 11, 13, 4, 6, 8, 10, 12};
+
+static void gp_styles(FILE *f, int n_modes)
+{
+	for (int k = 0; k < n_modes; k++)
+		fprintf(f, "set style line %d lc rgb '%s' dt %d pt %d ps 1.2 "
+		    "lw 2\n", k + 1, colours[k % 8], 1 + k % 5,
+		    points[k % 10]);
+}
+
+// gp_none ends a plot command that had no curve: an empty frame.
+static void gp_none(FILE *f)
+{
+	fprintf(f, "unset logscale\nset label 1 'no data' at graph 0.5,0.5 "
+	    "center\nplot [0:1] [0:1] -1 notitle\nunset label 1\n");
+}
+
+static const char *y_label(const plot_set *p, int y)
+{
+	if (plot_ys[y].label != NULL)
+		return plot_ys[y].label;
+	return p->sel_test ? "test accuracy (no validation split)"
+			   : "validation accuracy";
+}
+
+// gp_curves writes one plot: per mode with points, its band (mean ± sd)
+// and its mean line, y against x.
+static void gp_curves(FILE *f, const plot_set *p, int y, int x)
+{
+	const struct plot_y *py = &plot_ys[y];
+	int first = 1;
+	fprintf(f, "set xlabel '%s'\nset ylabel '%s'\nset key %s\n",
+	    x_labels[x], y_label(p, y), py->key);
+	for (int i = 0; i < p->n_modes; i++) {
+		size_t n = y == Y_ACC ? p->pm[i].n_eval : p->pm[i].n_w0;
+		if (n == 0)
+			continue;
+		fprintf(f, "%s'plots/%s-%s.dat' using %d:($%d-$%d):($%d+$%d) "
+		    "with filledcurves fs transparent solid 0.2 noborder ls %d "
+		    "notitle, \\\n     '' using %d:%d with linespoints ls %d "
+		    "pi %zu title '%s'", first ? "plot " : ", \\\n     ",
+		    p->ms[i].label, py->file, 3 + x, py->col, py->col + 1,
+		    py->col, py->col + 1, i + 1, 3 + x, py->col, i + 1,
+		    n / 12 > 1 ? n / 12 : 1, p->ms[i].token);
+		first = 0;
+	}
+	if (first)
+		gp_none(f);
+	else
+		fprintf(f, "\n");
+}
+
+// gp_steps writes the step-time chart: per mode (a group) a bar per
+// worker, stacked compute, communication and the rest of the step.
+static void gp_steps(FILE *f, const plot_set *p)
+{
+	static const char *parts[3][3] = {{"#4c72b0", "solid 0.85",
+	    "compute"}, {"#dd8452", "pattern 4", "communication (push, "
+	    "pull, waiting)"}, {"#8c8c8c", "pattern 2", "other"}};
+	fprintf(f, "set style data histograms\nset style histogram "
+	    "rowstacked title offset 0,-1\nset boxwidth 0.8\nset xlabel "
+	    "' ' offset 0,-1\nset ylabel 'mean step time per worker (ms)'\n"
+	    "set key below\nset grid noxtics\nplot ");
+	for (int i = 0; i < p->n_modes; i++) {
+		fprintf(f, "%snewhistogram '%s'", i ? ", \\\n     " : "",
+		    p->ms[i].token);
+		for (int k = 0; k < 3; k++)
+			fprintf(f, ", \\\n     '%s' index %d using %d%s lc rgb "
+			    "'%s' fs %s border -1 %s%s%s", k == 0 && i == 0
+			    ? "plots/step-time.dat" : "", i, k + 2, k == 0
+			    ? ":xtic(1)" : "", parts[k][0], parts[k][1], i
+			    ? "notitle" : "title '", i ? "" : parts[k][2], i
+			    ? "" : "'");
+	}
+	fprintf(f, "\n");
+}
+
+// gp_stale writes the staleness histogram, one line per mode, log y.
+static void gp_stale(FILE *f, const plot_set *p)
+{
+	int first = 1;
+	fprintf(f, "set logscale y\nset xlabel 'staleness (updates applied "
+	    "between the pull and the push of a gradient)'\nset ylabel 'gradients "
+	    "(summed over seeds)'\nset key top right\n");
+	size_t most = 0;
+	for (int i = 0; i < p->n_modes; i++)
+		most = p->pm[i].stale_max > most ? p->pm[i].stale_max : most;
+	if (most <= 20) // else gnuplot's own tics: whole numbers anyway
+		fprintf(f, "set xtics 1\n");
+	for (int i = 0; i < p->n_modes; i++) {
+		if (p->pm[i].n_stale == 0)
+			continue;
+		fprintf(f, "%s'plots/%s-staleness.dat' using 1:2 with "
+		    "linespoints ls %d title '%s'", first ? "plot " :
+		    ", \\\n     ", p->ms[i].label, i + 1, p->ms[i].token);
+		first = 0;
+	}
+	if (first)
+		gp_none(f);
+	else
+		fprintf(f, "\n");
+}
+
+// gp_figure writes figure g once per output format.
+static void gp_figure(FILE *f, const plot_set *p, const struct figure *g)
+{
+	static const char *formats[] = {"png", "svg"};
+	for (int t = 0; t < 2; t++) {
+		fprintf(f, "\nreset\n");
+		if (t == 0)
+			fprintf(f, "eval('set terminal '.png_term.' size %d,%d "
+			    "noenhanced')\n", g->width, g->height);
+		else
+			fprintf(f, "set terminal svg size %d,%d noenhanced\n",
+			    g->width, g->height);
+		fprintf(f, "set output '%s.%s'\nset grid\n", g->name,
+		    formats[t]);
+		gp_styles(f, p->n_modes);
+		switch (g->kind) {
+		case FIG_CURVE:
+			fprintf(f, "set title '%s, mean ± sd over seeds'\n",
+			    y_label(p, g->y));
+			gp_curves(f, p, g->y, g->x);
+			break;
+		case FIG_PANELS:
+			fprintf(f, "set multiplot layout 1,3 title '%s, mean "
+			    "± sd over seeds'\n", y_label(p, g->y));
+			for (int x = 0; x < N_X; x++)
+				gp_curves(f, p, g->y, x);
+			fprintf(f, "unset multiplot\n");
+			break;
+		case FIG_STEPS:
+			fprintf(f, "set title 'step time per worker, mean "
+			    "over steps of every seed'\n");
+			gp_steps(f, p);
+			break;
+		case FIG_STALE:
+			fprintf(f, "set title 'staleness of applied "
+			    "gradients'\n");
+			gp_stale(f, p);
+			break;
+		}
+		fprintf(f, "set output\n");
+	}
+}
+
+// gp_run runs gnuplot on plots/plot.gp from dir.
+static int gp_run(const char *dir)
+{
+	int status = 0;
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		if (chdir(dir) != 0)
+			_exit(126);
+		execlp("gnuplot", "gnuplot", "plots/plot.gp", (char *)NULL);
+		_exit(127);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid) {
+		fprintf(stderr, "pstrain compare: cannot run gnuplot\n");
+		return -1;
+	}
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
+		fprintf(stderr, "pstrain compare: gnuplot not found: install "
+		    "it (e.g. apt-get install gnuplot-nox), then re-plot with "
+		    "`cd %s && gnuplot plots/plot.gp`\n", dir);
+		return -1;
+	}
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		fprintf(stderr, "pstrain compare: gnuplot plots/plot.gp failed "
+		    "(run from %s)\n", dir);
+		return -1;
+	}
+	return 0;
+}
+
+int pti_cmp_plot(const char *dir, const pti_cmp_mode *ms, int n_modes,
+    const pti_cmp_job *jobs, int n_seeds, int sel_test)
+{
+	static plot_set p;
+	char path[PT_PATH_MAX + 64];
+	memset(&p, 0, sizeof(p));
+	p.ms = ms;
+	p.n_modes = n_modes;
+	p.sel_test = sel_test;
+	snprintf(path, sizeof(path), "%s/plots/step-time.dat", dir);
+	FILE *steps = fopen(path, "w");
+	if (steps == NULL)
+		goto fail;
+	fprintf(steps, "# worker, compute_ms, comm_ms, rest of step_ms: "
+	    "means over the steps of every seed\n# (worker-R.csv), one "
+	    "block per mode\n");
+	for (int i = 0; i < n_modes; i++)
+		if (mode_data(&p, dir, i, jobs + (size_t)i * n_seeds, n_seeds,
+		    steps) != 0) {
+			fclose(steps);
+			goto fail;
+		}
+	if (fclose(steps) != 0)
+		goto fail;
+	snprintf(path, sizeof(path), "%s/plots/plot.gp", dir);
+	FILE *f = fopen(path, "w");
+	if (f == NULL)
+		goto fail;
+	fprintf(f, "# written by pstrain compare. Every path is relative to "
+	    "the comparison's\n# folder: re-plot with `cd DIR && gnuplot "
+	    "plots/plot.gp`.\npng_term = strstrt(GPVAL_TERMINALS, "
+	    "'pngcairo') > 0 ? 'pngcairo' : 'png'\n");
+	for (size_t g = 0; g < sizeof(figures) / sizeof(figures[0]); g++)
+		gp_figure(f, &p, &figures[g]);
+	if (fclose(f) != 0)
+		goto fail;
+	return gp_run(dir);
+fail:
+	fprintf(stderr, "pstrain compare: %s: %s\n", path,
+	    errno ? strerror(errno) : "out of memory");
+	return -1;
+}

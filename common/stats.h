@@ -1,0 +1,37 @@
+// common/stats.h - summary statistics over a handful of runs (seeds):
+// mean, sample standard deviation, min and max, skipping NaN (a value
+// that was null or missing), per value list or per point index of
+// several curves of unequal length. Pure functions, no allocation, safe
+// from any thread.
+#ifndef PT_COMMON_STATS_H
+#define PT_COMMON_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct pti_stats {
+	uint32_t n;    // values that were not NaN
+	double mean;   // NaN when n == 0
+	double sd;     // sample sd (n - 1 denominator); NaN when n < 2
+	double min;    // NaN when n == 0
+	double max;    // NaN when n == 0
+} pti_stats;
+
+// pti_stats_of summarises x[0..n), ignoring NaN entries, into *out.
+void pti_stats_of(pti_stats *out, const double *x, uint32_t n);
+
+// pti_stats_curve summarises n_series curves point by point: out[i]
+// covers ys[s][i] for every series s with lens[s] > i (NaN ignored), so
+// out[i].n says how many series have point i. The caller owns out, which
+// has room for n_points entries (usually the longest of lens). Only
+// the first 256 series count.
+void pti_stats_curve(pti_stats *out, const double *const *ys,
+    const size_t *lens, uint32_t n_series, size_t n_points);
+
+// pti_stats_smooth writes to out[i] the mean of the non-NaN values among
+// x[i - window + 1 .. i] (fewer at the start), NaN when there are none.
+// out and x may not overlap; window 0 counts as 1.
+void pti_stats_smooth(double *out, const double *x, size_t n,
+    size_t window);
+
+#endif // PT_COMMON_STATS_H
