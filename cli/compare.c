@@ -36,7 +36,8 @@ static const struct cmp_col {
     [PTI_COL_FINAL_TEST] = {"final_test_acc", "final_test_acc", 4},
     [PTI_COL_BEST_VAL] = {"best_val_acc", "best_val_acc", 4},
     [PTI_COL_BEST_VAL_TEST] = {"best_val_test_acc", "best_val_test_acc", 4},
-    [PTI_COL_STEPS_TO] = {"steps_to_A", NULL, 1},
+    [PTI_COL_UPDATES_TO] = {"updates_to_A", NULL, 1},
+    [PTI_COL_EXAMPLES_TO] = {"examples_to_A", NULL, 0},
     [PTI_COL_WALL_TO] = {"wall_s_to_A", NULL, 3},
     [PTI_COL_SAMPLES] = {"samples_per_s", "samples_per_s", 1},
     [PTI_COL_EVAL_S] = {"eval_s", "eval_s", 3},
@@ -469,34 +470,46 @@ static int job_outcome(const pti_cmp_job *j, int status)
 	return PTI_OUT_OK;
 }
 
-// job_eval reads eval.csv: steps and wall time to the first evaluation
-// at or above target, and with no validation split (no val_acc column)
-// the best test accuracy, which then stands for both selection columns.
+// job_eval reads eval.csv: updates, examples and training time to the
+// first evaluation at or above target, and with no validation split (no
+// val_acc column) the best test accuracy, which then stands for both
+// selection columns.
 static int job_eval(pti_cmp_job *j, double target)
 {
-	static const char *want[] = {"step", "wall_s", "val_acc", "test_acc"};
+	static const char *want[] = {"step", "wall_s", "val_acc", "test_acc",
+	    "eval_s"};
 	char path[PT_PATH_MAX + 128];
 	pti_csv ev;
 	snprintf(path, sizeof(path), "%s/eval.csv", j->dir);
-	if (pti_csv_read(path, want, 4, &ev) != 0)
+	if (pti_csv_read(path, want, 5, &ev) != 0)
 		return -1;
 	j->sel_test = !ev.have[2];
 	int acc = j->sel_test ? 3 : 2;
-	double best = NAN;
+	double best = NAN, evals = 0, wall_at = NAN;
 	for (size_t i = 0; i < ev.n_rows; i++) {
-		const double *row = ev.v + i * 4;
+		const double *row = ev.v + i * 5;
 		if (isnan(row[acc]))
 			continue;
 		if (isnan(best) || row[acc] > best)
 			best = row[acc];
-		if (isnan(j->col[PTI_COL_STEPS_TO]) && row[acc] >= target) {
-			j->col[PTI_COL_STEPS_TO] = row[0];
-			j->col[PTI_COL_WALL_TO] = row[1];
+		if (isnan(j->col[PTI_COL_UPDATES_TO]) && row[acc] >= target) {
+			j->col[PTI_COL_UPDATES_TO] = row[0];
+			wall_at = row[1];
+			// Training time: the evaluations before this one
+			// held worker 0 (in sync, every worker) up.
+			j->col[PTI_COL_WALL_TO] = row[1] - evals;
 		}
+		evals += isnan(row[4]) ? 0 : row[4];
 	}
 	if (j->sel_test)
 		j->col[PTI_COL_BEST_VAL] = j->col[PTI_COL_BEST_VAL_TEST] = best;
 	free(ev.v);
+	// Examples rather than updates compare modes fairly: an async
+	// update carries B/W examples, a sync step B.
+	if (!isnan(wall_at) && !isnan(j->pwb) &&
+	    pti_job_examples_at(j->dir, j->pwb, &wall_at,
+		&j->col[PTI_COL_EXAMPLES_TO], 1) != 0)
+		return -1;
 	return 0;
 }
 
@@ -584,7 +597,8 @@ typedef struct cmp_set {
 
 static int to_target(int k)
 {
-	return k == PTI_COL_STEPS_TO || k == PTI_COL_WALL_TO;
+	return k == PTI_COL_UPDATES_TO || k == PTI_COL_EXAMPLES_TO ||
+	       k == PTI_COL_WALL_TO;
 }
 
 // col_head prints column k's name, "_A" spelled as the target.
@@ -789,7 +803,8 @@ static void report_record(FILE *f, const cmp_set *s)
 		if (strspn(p, " ") < 4)
 			break;
 		int r = json_line(p, len, key, sizeof(key), val, sizeof(val));
-		if (r >= 0)
+		// Each job's own command line stays in its summary.json.
+		if (r >= 0 && strcmp(key, "command_line") != 0)
 			fprintf(f, "| %s | %s |\n", key, r ? val : "null");
 	}
 	fprintf(f, "\n");
@@ -809,7 +824,8 @@ static void report_note(FILE *f, const cmp_set *s)
 		    "numbers are optimistic: they were chosen by looking at "
 		    "the test set.\n");
 	else
-		fprintf(f, "Selection (best_val_acc, steps and wall time to "
+		fprintf(f, "Selection (best_val_acc, updates, examples and "
+		    "wall time to "
 		    "A) used the validation split held out of the training "
 		    "set; the test set was evaluated only for final_test_acc "
 		    "and best_val_test_acc.\n");
@@ -824,10 +840,14 @@ static const char *report_defs =
     "final_test_acc: the final parameters on the test set. "
     "best_val_acc: the best validation accuracy of any evaluation "
     "(eval.csv); best_val_test_acc: test accuracy of those best-"
-    "validation parameters. A is --target-acc; steps_to_A is the "
-    "`step` (updates applied, the parameters' version) and wall_s_to_A "
-    "the `wall_s` of the first eval.csv row with validation accuracy "
-    ">= A, averaged over the seeds that reached A (\"k/n reached\"). "
+    "validation parameters. A is --target-acc. At the first eval.csv "
+    "row with validation accuracy >= A: updates_to_A is its `step` "
+    "(updates applied, the parameters' version: a sync step is one "
+    "update of B examples, an async update one of B/W); examples_to_A "
+    "the examples all workers had computed gradients on by then (their "
+    "worker-R.csv rows up to its wall_s, x B/W); wall_s_to_A its "
+    "`wall_s` less the evaluations before it. Each is averaged over the "
+    "seeds that reached A (\"k/n reached\"). "
     "Evaluations happen --evals-per-epoch times per epoch (or every "
     "--eval-every steps), so these are only as fine as that. "
     "samples_per_s, eval_s, mean_staleness, max_staleness_seen, "

@@ -40,7 +40,8 @@ enum {
 	PTI_COL_FINAL_TEST,
 	PTI_COL_BEST_VAL,
 	PTI_COL_BEST_VAL_TEST,
-	PTI_COL_STEPS_TO,
+	PTI_COL_UPDATES_TO,
+	PTI_COL_EXAMPLES_TO,
 	PTI_COL_WALL_TO,
 	PTI_COL_SAMPLES,
 	PTI_COL_EVAL_S,
@@ -78,6 +79,14 @@ typedef struct pti_csv {
 // is not a number. Returns 0, or -1 only when out of memory.
 int pti_csv_read(const char *path, const char **want, int n_want,
     pti_csv *t);
+
+// pti_job_examples_at writes into at[i], for each of the n wall times
+// t[i] (seconds since the job started), how many examples all workers of
+// the job in dir had computed gradients on by then: their worker-R.csv
+// rows with wall_s <= t[i], times pwb (the per-worker batch). Returns 0,
+// or -1 when out of memory.
+int pti_job_examples_at(const char *dir, double pwb, const double *t,
+    double *at, size_t n);
 
 // pti_cmp_plot writes DIR/plots/*.dat and DIR/plots/plot.gp from the
 // jobs (jobs[mode * n_seeds + seed], MISSING ones skipped), then runs

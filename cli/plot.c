@@ -193,6 +193,20 @@ static int job_workers(const char *dir, double **walls, size_t *n_walls,
 	return r;
 }
 
+int pti_job_examples_at(const char *dir, double pwb, const double *t,
+    double *at, size_t n)
+{
+	static step_sum sums[PLOT_WORKERS_MAX];
+	double *walls;
+	size_t n_walls;
+	if (job_workers(dir, &walls, &n_walls, sums) < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		at[i] = examples(walls, n_walls, t[i], pwb);
+	free(walls);
+	return 0;
+}
+
 // job_eval_curve: eval.csv as examples, updates (`step`), wall_s and
 // accuracy (val_acc, else test_acc).
 static int job_eval_curve(const char *dir, const double *walls,

@@ -95,8 +95,10 @@ craft() {
 	# 0.86 0.87 (0.86, 0.01); best_val_test 0.81 null 0.83 (0.82,
 	# sqrt(0.0002) = 0.0141, 1 null); samples/s 1000 1100 1200 (1100,
 	# 100); idle 0.1 0.2 0.3 (0.2, 0.1). Target 0.75 reached by seed 1
-	# at step 30 / 3.0 s and seed 2 at 20 / 2.5 s: steps 25 ± 7.1,
-	# wall 2.750 ± 0.354, 2/3 reached.
+	# at step 30 / 3.0 s and seed 2 at 20 / 2.5 s: updates 25 ± 7.1;
+	# examples (both workers' rows up to then x 16) 960 and 800: 880 ±
+	# 113; training time (less 0.01 s per earlier evaluation) 2.98 and
+	# 2.49: 2.735 ± 0.346; 2/3 reached.
 	job sync 1 Haswell outcome=ok final_test_acc=0.80 best_val_acc=0.85 \
 		best_val_test_acc=0.81 samples_per_s=1000 eval_s=0.5 \
 		mean_staleness=0 max_staleness_seen=0 idle_fraction=0.1 \
@@ -114,7 +116,8 @@ craft() {
 	evals sync 3 10:1.2:0.5 20:2.2:0.6 30:3.2:0.7
 	# async: seed 2 diverged (finals null); final 0.70 null 0.74 (0.72,
 	# sqrt(0.0008) = 0.0283, 1 null); max staleness 3 5 4 (4.0, 1.0);
-	# only seed 1 reaches 0.75 (step 40): 40.0 ± — (1/3 reached). Seed
+	# only seed 1 reaches 0.75 (step 40, 960 examples, 3.99 s): 40.0 ±
+	# — (1/3 reached). Seed
 	# 3 has a different openblas_core and one evaluation fewer.
 	job async 1 Haswell outcome=ok final_test_acc=0.70 max_staleness_seen=3 \
 		workers_lost=0
@@ -142,13 +145,13 @@ test_compare_aggregates() {
 		{ no $n "compare --report-only failed" "$T/c.log"; return; }
 	R=$C/report.md
 	for want in \
-		"| sync | 3 | ok 2, collapsed 1 | 0.8200 ± 0.0200 | 0.8600 ± 0.0100 | 0.8200 ± 0.0141 (1 null) | 25.0 ± 7.1 (2/3 reached) | 2.750 ± 0.354 (2/3 reached) | 1100.0 ± 100.0 | 0.500 ± 0.000 | 0.000 ± 0.000 | 0.0 ± 0.0 | 0.2000 ± 0.1000 | 0.0 ± 0.0 | 0.0 ± 0.0 |" \
-		"| async | 3 | ok 2, diverged 1 | 0.7200 ± 0.0283 (1 null) | n/a (3 null) | n/a (3 null) | 40.0 ± — (1/3 reached) | 4.000 ± — (1/3 reached) | n/a (3 null) |" \
+		"| sync | 3 | ok 2, collapsed 1 | 0.8200 ± 0.0200 | 0.8600 ± 0.0100 | 0.8200 ± 0.0141 (1 null) | 25.0 ± 7.1 (2/3 reached) | 880 ± 113 (2/3 reached) | 2.735 ± 0.346 (2/3 reached) | 1100.0 ± 100.0 | 0.500 ± 0.000 | 0.000 ± 0.000 | 0.0 ± 0.0 | 0.2000 ± 0.1000 | 0.0 ± 0.0 | 0.0 ± 0.0 |" \
+		"| async | 3 | ok 2, diverged 1 | 0.7200 ± 0.0283 (1 null) | n/a (3 null) | n/a (3 null) | 40.0 ± — (1/3 reached) | 960 ± — (1/3 reached) | 3.990 ± — (1/3 reached) | n/a (3 null) |" \
 		"| 4.0 ± 1.0 |" \
-		"| sync | [0.8000, 0.8400] | [0.8500, 0.8700] | [0.8100, 0.8300] | [20.0, 30.0] | [2.500, 3.000] | [1000.0, 1200.0] |" \
+		"| sync | [0.8000, 0.8400] | [0.8500, 0.8700] | [0.8100, 0.8300] | [20.0, 30.0] | [800, 960] | [2.490, 2.980] | [1000.0, 1200.0] |" \
 		"| async | [0.7000, 0.7400] |" \
 		"| async | 2 | diverged | n/a |" \
-		"| sync | 3 | collapsed | 0.8400 | 0.8700 | 0.8300 | never | never |" \
+		"| sync | 3 | collapsed | 0.8400 | 0.8700 | 0.8300 | never | never | never |" \
 		"WARNING: the jobs disagree on openblas_core" \
 		"| cpu_model | Test CPU @ 2GHz |"; do
 		has "$R" "$want" || { no $n "report.md lacks: $want" "$R"; return; }
@@ -323,9 +326,44 @@ test_compare_bad_flags() {
 	ok $n
 }
 
+test_compare_damaged_job() {
+	# A job that loses a worker is damaged: compare stops, names it and
+	# exits 1; with --allow-failures it goes on and counts it.
+	n=test_compare_damaged_job
+	for allow in "" --allow-failures; do
+		d="$T/dmgjob$allow"
+		# shellcheck disable=SC2086
+		$P compare --modes sync,async --seeds 1 --servers 1 --workers 3 \
+			--data synthetic:1200 --model mlp:32 --batch 48 --lr 0.2 \
+			--steps 300 --delay uniform:3:3 --target-acc 0.3 $allow \
+			--out "$d" >"$d.log" 2>&1 &
+		pid=$!
+		i=0
+		until [ -f "$d/sync/seed-1/worker-2.csv" ] &&
+			[ "$(wc -l <"$d/sync/seed-1/worker-2.csv")" -ge 3 ]; do
+			i=$((i + 1))
+			[ $i -gt 600 ] && break
+			sleep 0.05
+		done
+		pkill -9 -f -- "^pstrain worker .* --out $d/sync/seed-1 .*--rank 2( |$)"
+		wait $pid
+		rc=$?
+		if [ -z "$allow" ]; then
+			[ "$rc" = 1 ] && grep -q "damaged" "$d.log" &&
+				[ ! -e "$d/async/seed-1/summary.json" ] ||
+				{ no $n "without --allow-failures: exit $rc" "$d.log"; return; }
+		else
+			[ "$rc" = 0 ] && grep -q "damaged 1" "$d/report.md" ||
+				{ no $n "with --allow-failures: exit $rc" "$d.log"; return; }
+		fi
+	done
+	ok $n
+}
+
 test_compare_aggregates
 test_compare_test_selection
 test_compare_damaged
+test_compare_damaged_job
 test_compare_plots
 test_compare_two_seeds
 test_compare_force
