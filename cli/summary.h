@@ -13,7 +13,7 @@
 
 // The share of chance-level loss ln(classes) below which a job's final
 // training loss must fall for it not to count as collapsed.
-#define PTI_COLLAPSE_SHARE 0.95
+#define PTI_COLLAPSE_SHARE 0.90
 
 // What the launcher knows of a job that its processes' files do not say.
 typedef struct pti_run_facts {

@@ -6,7 +6,10 @@
 # seeds each. lr 0.5 is large on purpose: the seed claim is that a
 # hand-rolled async parameter server with a large fixed lr fails where
 # sync converges. 3 epochs: enough for sync to pass 0.8 and for async to
-# have collapsed or not.
+# have collapsed or not. Then the control for async with matched lr,
+# whose updates carry B/W examples at lr / W: plain SGD with batch B/W at
+# lr / W (one worker, sync: the same SGD as any number of workers), so
+# that what async gains or loses beyond small-batch SGD shows.
 #   sh examples/a_async_vs_sync.sh [OUT] [more compare flags, e.g. --force]
 cd "$(dirname "$0")/.." && make -s bin/pstrain >/dev/null || exit 1
 out=${1:-runs/examples/a}
@@ -18,3 +21,7 @@ for w in 4 8 16; do
 		--batch 256 --lr 0.5 --epochs 3 --seeds 5 --target-acc 0.8 \
 		--out "$out/w$w" "$@" || exit 1
 done
+bin/pstrain compare \
+	--modes sync:batch=64:lr=0.125,sync:batch=32:lr=0.0625,sync:batch=16:lr=0.03125 \
+	--servers 1 --workers 1 --model mlp:128 --data fashion-mnist \
+	--epochs 3 --seeds 5 --target-acc 0.8 --out "$out/small-batch" "$@"
