@@ -87,6 +87,7 @@ struct ps_server {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	int stop;
+	int shutting; // a shutdown was asked: the job is over
 };
 
 static volatile sig_atomic_t server_signalled;
@@ -611,6 +612,10 @@ static nng_msg *op_shutdown(ps_server *s, ps_ctx *x, const pti_hdr *h,
 {
 	(void)pay, (void)wake;
 	x->stop_after = 1;
+	// From now on a worker that leaves is not one whose place the next
+	// worker must take: the finishing worker may exit as soon as it has
+	// this reply, before this server has stopped.
+	s->shutting = 1;
 	return reply_ok(s, h->op);
 }
 
@@ -706,7 +711,7 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 			continue;
 		if (!s->done[r])
 			worker_lost(s, r, "disconnected", &wake);
-		else if (!s->gone[r] && !s->stop) {
+		else if (!s->gone[r] && !s->stop && !s->shutting) {
 			s->gone[r] = 1;
 			fprintf(stderr, "server %u: worker %u disconnected "
 			    "after it was done\n", s->cfg->rank, r);
@@ -732,6 +737,17 @@ static void check_timeouts(ps_server *s, ps_ctx **wake)
 	}
 }
 
+// stop_delay sleeps between the shutdown reply and the stop when the
+// test hook PSTRAIN_TEST_STOP_DELAY_MS asks for it: the finishing worker
+// has its reply and exits while this server still serves the others.
+static void stop_delay(void)
+{
+	const char *e = getenv("PSTRAIN_TEST_STOP_DELAY_MS");
+	unsigned ms;
+	if (e != NULL && sscanf(e, "%u", &ms) == 1)
+		usleep((useconds_t)ms * 1000);
+}
+
 static void ctx_cb(void *arg)
 {
 	ps_ctx *x = arg;
@@ -742,6 +758,7 @@ static void ctx_cb(void *arg)
 		if (rv != 0)
 			nng_msg_free(nng_aio_get_msg(x->aio));
 		if (x->stop_after) {
+			stop_delay();
 			server_stop(s);
 			return;
 		}

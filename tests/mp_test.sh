@@ -289,11 +289,31 @@ test_mp_worker0_dies_when_done() {
 	fi
 }
 
+test_mp_one_finisher() {
+	# The finishing worker exits once the servers have answered its
+	# shutdown; servers that take a while to stop (here 500 ms, a test
+	# hook) must not see that as worker 0 lost and let worker 1 finish
+	# the job a second time over its final.csv.
+	n=test_mp_one_finisher
+	d="$T/fin1"
+	PSTRAIN_TEST_STOP_DELAY_MS=500 $P run --mode sync --servers 2 \
+		--workers 3 $D --batch 48 --steps 30 --validation 10% \
+		--out "$d" >"$d.log" 2>&1 || { no $n "the job failed" "$d.log"; return; }
+	finals=$(awk -F, -v s=30 '$5 == s' "$d/eval.csv" | wc -l)
+	if [ "$finals" = 1 ] && ! grep -q "finishes the job" "$d"/worker-*.log &&
+		! grep -q "disconnected after it was done" "$d"/server-*.log; then
+		ok $n
+	else
+		no $n "$finals final evaluations" "$d/eval.csv"
+	fi
+}
+
 test_mp_dead_worker_sync_goes_on() {
 	# kill -9 a worker mid-way through a sync job: the servers see its
 	# connection close, later steps close with the other two, the job
 	# finishes and says what it lost.
 	n=test_mp_dead_worker_sync_goes_on
+test_mp_one_finisher
 	kill_during "$T/kill1" 1 --steps 300 --delay uniform:3:3
 	went_on_without $n "$T/kill1" $? 300 "worker 1 disconnected" \
 		"$T/kill1/server-0.log"
