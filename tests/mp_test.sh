@@ -313,7 +313,6 @@ test_mp_dead_worker_sync_goes_on() {
 	# connection close, later steps close with the other two, the job
 	# finishes and says what it lost.
 	n=test_mp_dead_worker_sync_goes_on
-test_mp_one_finisher
 	kill_during "$T/kill1" 1 --steps 300 --delay uniform:3:3
 	went_on_without $n "$T/kill1" $? 300 "worker 1 disconnected" \
 		"$T/kill1/server-0.log"
@@ -481,6 +480,7 @@ test_mp_hung_server_times_out
 test_mp_dead_worker0_job_finishes
 test_mp_worker0_dies_when_done
 test_mp_dead_worker_sync_goes_on
+test_mp_one_finisher
 test_mp_restarted_worker_rejoins
 test_mp_hung_worker_timeout
 test_mp_hung_worker_never_wakes

@@ -408,12 +408,12 @@ int pt_client_hello(pt_client *c, const pt_layout *l, int mode,
 		c->links[i].hi = h->hi;
 		c->links[i].ver = h->ver;
 		int64_t go = (h->has & PTI_H_STEP) ? h->step : 0;
-		if (rv == 0 && mode == PT_MODE_SYNC && i > 0 && go != at)
-			rv = pti_err_set(PT_ESTATE,
-			    "servers disagree on the version: server 0 is at "
-			    "%lld, server %u at %lld", (long long)at, i,
-			    (long long)go);
-		if (go > at)
+		// Sync: go on from the lowest open step. A server that has
+		// closed it already drops this worker's push for it; one that
+		// has not may be waiting for exactly that push, since the
+		// hello made this worker live there again, so waiting for the
+		// servers to agree could wait forever.
+		if (i == 0 || (mode == PT_MODE_SYNC ? go < at : go > at))
 			at = go;
 	}
 	client_release(c);

@@ -45,9 +45,10 @@ int pt_client_wait(pt_client *c, const char *who, double timeout_s);
 // pt_client_hello joins every server and checks that each holds the shard
 // that l and the server count say, in `mode` with `workers` workers.
 // `step` is the worker's next step (0 at the start); *start receives
-// where it goes on: in sync mode the servers' common version (PT_ESTATE
-// naming both when two servers disagree, as while they restart), else
-// the furthest any server has seen this worker get. PT_EINVAL with a
+// where it goes on: in sync mode the lowest open step among the servers
+// (they differ while a step closes on one before another: a server that
+// closed it drops the push), else the furthest any server has seen this
+// worker get. PT_EINVAL with a
 // detail naming the server that disagrees about the job.
 int pt_client_hello(pt_client *c, const pt_layout *l, int mode,
     uint32_t workers, int64_t step, int64_t *start);
