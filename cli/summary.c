@@ -55,7 +55,7 @@ int pti_final_read(const char *dir, pti_final *out)
 // A job's staleness, waiting and evaluation time, gathered from the
 // servers' and workers' files after every process has stopped.
 typedef struct sum_stats {
-	uint64_t updates, stale_sum, stale_max, dropped;
+	uint64_t updates, stale_sum, stale_max, dropped, nonfinite;
 	uint64_t hist[PT_STALE_BUCKETS];
 	uint64_t rows; // gradients the workers computed in this job
 	double comm_ms, step_ms;
@@ -88,7 +88,9 @@ static void gather_servers(const pt_config *c, sum_stats *st)
 		size_t n = fread(text, 1, sizeof(text) - 1, f);
 		fclose(f);
 		text[n] = '\0';
-		double u = 0, ss = 0, sm = 0, dr = 0;
+		double u = 0, ss = 0, sm = 0, dr = 0, nf = 0;
+		find_num(text, "nonfinite_gradients", &nf);
+		st->nonfinite += (uint64_t)nf;
 		find_num(text, "updates", &u);
 		find_num(text, "staleness_sum", &ss);
 		find_num(text, "staleness_max", &sm);
@@ -362,6 +364,7 @@ int pti_summary_write(const pti_run_facts *r)
 	num(f, "mean_staleness", mean_st, 6);
 	num(f, "max_staleness_seen", (double)st.stale_max, 20);
 	num(f, "dropped_gradients", (double)st.dropped, 20);
+	num(f, "nonfinite_gradients", (double)st.nonfinite, 20);
 	num(f, "idle_fraction", idle, 4);
 	num(f, "worker_restarts", r->worker_restarts, 10);
 	num(f, "workers_lost", r->workers_lost, 10);

@@ -10,6 +10,7 @@
 #include "server.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -30,6 +31,10 @@
 #include "proto.h"
 
 #define SERVER_LOG_ERRORS 20 // rejected requests logged in full, at most
+// The largest step or version a push may carry: far beyond any job (a
+// million steps a second for 30 years), far below where step + 1 or a
+// difference of two steps could overflow.
+#define PS_STEP_MAX ((int64_t)1 << 50)
 
 typedef struct ps_server ps_server;
 
@@ -78,6 +83,7 @@ struct ps_server {
 	double warmup;     // warm-up length in steps; 0: none
 	// counters
 	uint64_t updates, rejected, dropped, stale_sum, stale_max;
+	uint64_t nonfinite; // pushes refused for a NaN or infinite value
 	uint64_t hist[PT_STALE_BUCKETS];
 
 	nng_socket sock;
@@ -441,6 +447,32 @@ static nng_msg *op_pull(ps_server *s, ps_ctx *x, const pti_hdr *h,
 // for the open step (sync). *lr and *stale get what was applied; *dropped
 // is set when a policy dropped it (counted, not an error). Returns 0 or an
 // error with a detail.
+// push_finite refuses a gradient with a NaN or infinite value: one would
+// make every parameter it touches non-finite for good. The refusals are
+// counted, and logged (the first ten, then every thousandth).
+static int push_finite(ps_server *s, const pti_hdr *h, const void *pay,
+    uint64_t n)
+{
+	const unsigned char *b = pay;
+	for (uint64_t i = 0; i < n; i++) {
+		float v;
+		memcpy(&v, b + i * sizeof(float), sizeof(float)); // unaligned
+		if (isfinite(v))
+			continue;
+		s->nonfinite++;
+		if (s->nonfinite <= 10 || s->nonfinite % 1000 == 0)
+			fprintf(stderr, "server %u: refused a push of worker %u "
+			    "with a non-finite value (%g at offset %llu); %llu "
+			    "so far\n", s->cfg->rank, h->rank, (double)v,
+			    (unsigned long long)(h->off + i),
+			    (unsigned long long)s->nonfinite);
+		return pti_err_set(PT_EINVAL, "worker %u pushed a non-finite "
+		    "gradient value at offset %llu", h->rank,
+		    (unsigned long long)(h->off + i));
+	}
+	return 0;
+}
+
 static int push_take(ps_server *s, const pti_hdr *h, const void *pay,
     uint64_t *off, uint64_t *n, double *lr, int64_t *stale, int *dropped,
     ps_ctx **wake)
@@ -453,6 +485,16 @@ static int push_take(ps_server *s, const pti_hdr *h, const void *pay,
 	if (!(h->has & PTI_H_RANGE) || pay == NULL)
 		return pti_err_set(PT_EPROTO, "a push needs off, n and values");
 	if ((rv = shard_range(s, h, off, n)) != 0)
+		return rv;
+	// Steps and versions from the wire are bounded before any
+	// arithmetic on them (step + 1, step - clock) can overflow.
+	if (((h->has & PTI_H_STEP) && (h->step < 0 || h->step > PS_STEP_MAX)) ||
+	    ((h->has & PTI_H_VER) && (h->ver < 0 || h->ver > PS_STEP_MAX)))
+		return pti_err_set(PT_ERANGE, "worker %u pushed step %lld "
+		    "version %lld: outside [0, %lld]", h->rank,
+		    (long long)h->step, (long long)h->ver,
+		    (long long)PS_STEP_MAX);
+	if ((rv = push_finite(s, h, pay, *n)) != 0)
 		return rv;
 	if (c->mode == PT_MODE_SYNC) {
 		if ((h->has & PTI_H_STEP) && h->step >= 0 &&
@@ -498,7 +540,10 @@ static int push_take(ps_server *s, const pti_hdr *h, const void *pay,
 	int fresh = (h->has & PTI_H_STEP) && h->step >= s->clock[h->rank];
 	if (fresh && h->step - s->min_clock > s->max_lead)
 		s->max_lead = h->step - s->min_clock;
-	if (c->mode == PT_MODE_SSP && !fresh)
+	// A step this worker pushed already is a replay (or a worker
+	// confused about where it is): applying it again would count one
+	// gradient twice.
+	if (!fresh)
 		return pti_err_set(PT_ESTATE,
 		    "worker %u pushed step %lld, its next step is %lld",
 		    h->rank, (long long)h->step,
@@ -819,13 +864,14 @@ static void server_write_stats(const ps_server *s)
 	fprintf(f,
 	    "{\n  \"rank\": %u,\n  \"mode\": \"%s\",\n  \"lo\": %llu,\n"
 	    "  \"hi\": %llu,\n  \"version\": %lld,\n  \"updates\": %llu,\n"
-	    "  \"rejected_requests\": %llu,\n  \"dropped_gradients\": %llu,\n"
+	    "  \"rejected_requests\": %llu,\n  \"nonfinite_gradients\": "
+	    "%llu,\n  \"dropped_gradients\": %llu,\n"
 	    "  \"staleness_sum\": %llu,\n  \"staleness_max\": %llu,\n"
 	    "  \"max_lead\": %lld,\n  \"staleness_hist\": [",
 	    c->rank, pt_mode_name(c->mode), (unsigned long long)s->lo,
 	    (unsigned long long)s->hi, (long long)s->version,
 	    (unsigned long long)s->updates, (unsigned long long)s->rejected,
-	    (unsigned long long)s->dropped, (unsigned long long)s->stale_sum,
+	    (unsigned long long)s->nonfinite, (unsigned long long)s->dropped, (unsigned long long)s->stale_sum,
 	    (unsigned long long)s->stale_max, (long long)s->max_lead);
 	for (int i = 0; i < PT_STALE_BUCKETS; i++)
 		fprintf(f, "%s%llu", i ? ", " : "",

@@ -26,6 +26,7 @@ typedef struct srv {
 	nng_socket sock;
 	pt_layout l;
 	pt_range shard;
+	int64_t step; // push_from's next step (each async push a new one)
 } srv;
 
 static const char *srv_extra; // one more server flag, or NULL
@@ -67,6 +68,8 @@ static void srv_start(srv *s, const char *mode, int workers, int servers,
 	PT_TEST_TRUE(access(ready, F_OK) == 0);
 	PT_TEST_OK(nng_req0_open(&s->sock));
 	nng_socket_set_ms(s->sock, NNG_OPT_RECVTIMEO, 5000);
+	// A server that died must fail the case, not hang it.
+	nng_socket_set_ms(s->sock, NNG_OPT_SENDTIMEO, 5000);
 	PT_TEST_OK(nng_dial(s->sock, s->url, NULL, 0));
 	PT_TEST_OK(pt_layout_init(&s->l, SPEC, 64, 10));
 	s->shard = pt_layout_shard(&s->l, (uint32_t)rank, (uint32_t)servers);
@@ -271,15 +274,24 @@ static void test_server_async_applies_each(void)
 	pti_hdr h, r;
 	nng_msg *m;
 	pti_hdr_init(&h, PT_OP_PUSHPULL, PT_ROLE_WORKER, 1);
-	h.has |= PTI_H_VER;
+	h.has |= PTI_H_VER | PTI_H_STEP;
 	h.ver = 0;
+	h.step = 0;
 	pti_msg_encode(&m, &h, g, n);
 	PT_TEST_TRUE(rpc(&s, m, &r, got) == 0);
 	PT_TEST_TRUE(r.staleness == 0 && r.ver == 1);
-	pti_msg_encode(&m, &h, g, n); // again from version 0: staleness 1
+	h.step = 1; // the next step, still from version 0: staleness 1
+	pti_msg_encode(&m, &h, g, n);
 	PT_TEST_TRUE(rpc(&s, m, &r, got) == 0);
 	PT_TEST_TRUE(r.staleness == 1 && r.ver == 2);
 	PT_TEST_NEAR(got[3], p0[3] - 2 * LR, 1e-6);
+	// The same push again is a replay: refused, nothing applied.
+	uint64_t before = rejected(&s);
+	pti_msg_encode(&m, &h, g, n);
+	PT_TEST_TRUE(rpc(&s, m, &r, NULL) == PT_ESTATE);
+	PT_TEST_TRUE(rejected(&s) == before + 1);
+	PT_TEST_TRUE(pull(&s, p0) == 0);
+	PT_TEST_TRUE(memcmp(p0, got, n * 4) == 0);
 	free(p0), free(g), free(got);
 	srv_stop(&s);
 }
@@ -292,8 +304,9 @@ static int push_from(srv *s, int64_t ver, const float *g, float *vals,
 	pti_hdr h;
 	nng_msg *m;
 	pti_hdr_init(&h, PT_OP_PUSHPULL, PT_ROLE_WORKER, 0);
-	h.has |= PTI_H_VER;
+	h.has |= PTI_H_VER | PTI_H_STEP;
 	h.ver = ver;
+	h.step = s->step++;
 	pti_msg_encode(&m, &h, g, s->l.n_params);
 	return rpc(s, m, r, vals);
 }
@@ -567,8 +580,51 @@ static void test_server_shutdown_op(void)
 	srv_stop(&s);
 }
 
+// test_server_wire_values: an async push claiming step or version
+// INT64_MAX, or a negative one, is refused (no overflow in step + 1: the
+// sanitizer build aborts on one); a push holding a NaN or an infinity is
+// refused in sync and in async and leaves every value as it was; the
+// server then applies a good push as usual.
+static void test_server_wire_values(void)
+{
+	const char *modes[] = {"async", "sync"};
+	for (int k = 0; k < 2; k++) {
+		srv s;
+		srv_start(&s, modes[k], 1, 1, 0);
+		uint64_t n = s.l.n_params;
+		float *p0 = malloc(n * 4), *g = calloc(n, 4), *got = malloc(n * 4);
+		PT_TEST_TRUE(pull(&s, p0) == 0 && hello(&s, 0) == 0);
+		int64_t bad_steps[] = {INT64_MAX, INT64_MAX - 1, -1, INT64_MIN};
+		for (int i = 0; i < 4; i++) {
+			pti_hdr h, r;
+			nng_msg *m;
+			pti_hdr_init(&h, PT_OP_PUSHPULL, PT_ROLE_WORKER, 0);
+			h.has |= PTI_H_VER | PTI_H_STEP;
+			h.step = bad_steps[i];
+			h.ver = i == 1 ? bad_steps[i] : 0;
+			pti_msg_encode(&m, &h, g, n);
+			PT_TEST_TRUE(rpc(&s, m, &r, NULL) != 0);
+		}
+		float bad[] = {NAN, INFINITY, -INFINITY};
+		for (int i = 0; i < 3; i++) {
+			g[n / 2] = bad[i];
+			PT_TEST_TRUE(push(&s, PT_OP_PUSHPULL, 0, 0, g, 0, n,
+					 NULL) == PT_EINVAL);
+		}
+		PT_TEST_TRUE(pull(&s, got) == 0);
+		PT_TEST_TRUE(memcmp(got, p0, n * 4) == 0);
+		PT_TEST_TRUE(rejected(&s) == 7);
+		g[n / 2] = 1.0f;
+		PT_TEST_TRUE(push(&s, PT_OP_PUSHPULL, 0, 0, g, 0, n, got) == 0);
+		PT_TEST_NEAR(got[n / 2], p0[n / 2] - LR, 1e-6);
+		free(p0), free(g), free(got);
+		srv_stop(&s);
+	}
+}
+
 static const pt_test_case cases[] = {
     {"test_server_initial_values", test_server_initial_values},
+    {"test_server_wire_values", test_server_wire_values},
     {"test_server_sync_sgd_mean", test_server_sync_sgd_mean},
     {"test_server_async_applies_each", test_server_async_applies_each},
     {"test_server_refuses_bad_requests", test_server_refuses_bad_requests},

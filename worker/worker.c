@@ -447,6 +447,19 @@ static int worker_loop(worker *w)
 		double norm = 0;
 		for (uint64_t i = 0; i < w->layout.n_params; i++)
 			norm += (double)w->grad[i] * w->grad[i];
+		if (first_loss < 0)
+			first_loss = loss;
+		// Far above its start: ten times the first step's loss, and
+		// at least twice chance level (a resumed job starts low). A
+		// non-finite gradient is never pushed: servers refuse it.
+		double limit = fmax(10 * first_loss,
+		    2 * log((double)w->data.train.classes));
+		if (!isfinite(loss) || !isfinite(norm) || loss > limit)
+			return pti_err_set(PT_EDIVERGED,
+			    "worker %u: loss %g, gradient norm %g at step %llu "
+			    "(it started at %g): training diverged", c->rank,
+			    loss, sqrt(norm), (unsigned long long)(t + 1),
+			    first_loss);
 		double t_c = now_s();
 		rv = pt_client_pushpull(w->client, w->params, w->grad,
 		    (int64_t)t, &info);
@@ -473,17 +486,6 @@ static int worker_loop(worker *w)
 		    (t_d - t_c) * 1e3, (long long)info.stale_max, info.lr,
 		    delay, (long long)info.ver_min);
 		fflush(w->csv);
-		if (first_loss < 0)
-			first_loss = loss;
-		// Far above its start: ten times the first step's loss, and
-		// at least twice chance level (a resumed job starts low).
-		double limit = fmax(10 * first_loss,
-		    2 * log((double)w->data.train.classes));
-		if (!isfinite(loss) || loss > limit)
-			return pti_err_set(PT_EDIVERGED,
-			    "worker %u: loss %g at step %llu (it started at "
-			    "%g): training diverged", c->rank, loss,
-			    (unsigned long long)(t + 1), first_loss);
 		if (t_d - t_log >= 10.0) {
 			fprintf(stderr, "worker %u: step %llu/%llu loss %.4f\n",
 			    c->rank, (unsigned long long)(t + 1),
