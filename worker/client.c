@@ -13,6 +13,10 @@
 #include "config.h"
 #include "err.h"
 
+// Pipes one link follows at once: one, or two while a server that came
+// back is connected before the old connection's removal is told.
+#define LINK_PIPES 4
+
 enum { LINK_IDLE, LINK_SEND, LINK_RECV };
 
 typedef struct client_link {
@@ -23,7 +27,8 @@ typedef struct client_link {
 	nng_aio *aio;
 	int state;
 	int rv;
-	int up;   // connected pipes (0 or 1)
+	int up;   // connected pipes: how many ids pipes[] holds
+	uint32_t pipes[LINK_PIPES]; // their nng pipe ids
 	int lost; // the connection closed while a request was under way
 	nng_msg *reply;
 	uint64_t lo, hi; // its shard, from hello
@@ -56,18 +61,25 @@ static void link_finish(client_link *k, int rv)
 
 // link_pipe_cb follows the connection to one server. When it closes with
 // a request under way, that request can no longer be answered: cancel it
-// now rather than wait out the timeout.
+// now rather than wait out the timeout. Pipes are told apart by id: a
+// pipe that closes before it was ever added (a dial that met a server
+// going down) must not count against the one that is up, or the link
+// would wait for a server that is there.
 static void link_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
 	client_link *k = arg;
 	pt_client *c = k->c;
-	int cancel = 0;
-	(void)p;
+	uint32_t id = (uint32_t)nng_pipe_id(p);
+	int cancel = 0, at = -1;
 	pthread_mutex_lock(&c->mu);
+	for (int i = 0; i < k->up; i++)
+		if (k->pipes[i] == id)
+			at = i;
 	if (ev == NNG_PIPE_EV_ADD_POST) {
-		k->up++;
-	} else {
-		k->up = k->up > 0 ? k->up - 1 : 0;
+		if (at < 0 && k->up < LINK_PIPES)
+			k->pipes[k->up++] = id;
+	} else if (at >= 0) {
+		k->pipes[at] = k->pipes[--k->up];
 		cancel = k->state != LINK_IDLE;
 		k->lost |= cancel;
 	}
