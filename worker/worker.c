@@ -194,8 +194,10 @@ static int worker_eval(worker *w, const float *params,
 // (the test set when there is none), appends the row to eval.csv, and
 // keeps the parameters when they are the best on validation so far. The
 // row's wall_s is when the evaluation began, eval_s how long it took, so
-// that training time can leave evaluation out.
-static int worker_eval_row(worker *w, int64_t ver, uint64_t wstep)
+// that training time can leave evaluation out. *loss and *acc get the
+// result.
+static int worker_eval_row(worker *w, int64_t ver, uint64_t wstep,
+    double *loss_out, double *acc_out)
 {
 	const pt_dataset *d = w->data.val.n > 0 ? &w->data.val : &w->data.test;
 	double loss, acc, t = now_s();
@@ -217,6 +219,8 @@ static int worker_eval_row(worker *w, int64_t ver, uint64_t wstep)
 		w->best_step = wstep;
 		w->best_ver = ver;
 	}
+	*loss_out = loss;
+	*acc_out = acc;
 	return 0;
 }
 
@@ -320,23 +324,29 @@ static int worker_finish(worker *w, double train_s, uint64_t *t)
 	if ((rv = pt_client_pull(w->client, w->params, -1, &info)) != 0)
 		return rv;
 	// The last eval.csv row: the final parameters on the validation set
-	// (they may be the best), then the test set, once, for the final
-	// and for the best-validation parameters.
-	if ((rv = worker_eval_row(w, info.ver_min, w->steps)) != 0)
+	// (they may be the best; the test set when there is none), then the
+	// test set, once, for the final and for the best-validation
+	// parameters.
+	double row_loss, row_acc, tr_loss, tr_acc, te_loss, te_acc;
+	double va_loss = NAN, va_acc = NAN, bt_loss = NAN, bt_acc = NAN;
+	int val = w->data.val.n > 0;
+	if ((rv = worker_eval_row(w, info.ver_min, w->steps, &row_loss,
+		 &row_acc)) != 0 ||
+	    (rv = worker_eval(w, w->params, &w->data.train, &tr_loss,
+		 &tr_acc)) != 0)
 		return rv;
-	double tr_loss, tr_acc, te_loss, te_acc, va_loss = NAN, va_acc = NAN;
-	double bt_loss = NAN, bt_acc = NAN;
-	if ((rv = worker_eval(w, w->params, &w->data.train, &tr_loss,
-		 &tr_acc)) != 0 ||
-	    (rv = worker_eval(w, w->params, &w->data.test, &te_loss,
-		 &te_acc)) != 0)
+	if (!val) {
+		te_loss = row_loss;
+		te_acc = row_acc;
+	} else if ((rv = worker_eval(w, w->params, &w->data.test, &te_loss,
+			&te_acc)) != 0 ||
+	    (rv = worker_eval(w, w->best, &w->data.test, &bt_loss,
+		 &bt_acc)) != 0) {
 		return rv;
-	if (w->data.val.n > 0 &&
-	    ((rv = worker_eval(w, w->params, &w->data.val, &va_loss,
-		  &va_acc)) != 0 ||
-		(rv = worker_eval(w, w->best, &w->data.test, &bt_loss,
-		     &bt_acc)) != 0))
-		return rv;
+	} else {
+		va_loss = row_loss;
+		va_acc = row_acc;
+	}
 	FILE *f = worker_open_csv(c, "final.csv", FINAL_HEADER, 0);
 	if (f == NULL)
 		return PT_EIO;
@@ -492,9 +502,11 @@ static int worker_loop(worker *w)
 			    (unsigned long long)w->steps, loss);
 			t_log = t_d;
 		}
+		double ev_loss, ev_acc;
 		if (c->rank == 0 && (t + 1) % eval_every == 0 &&
 		    t + 1 < w->steps &&
-		    (rv = worker_eval_row(w, info.ver_min, t + 1)) != 0)
+		    (rv = worker_eval_row(w, info.ver_min, t + 1, &ev_loss,
+			 &ev_acc)) != 0)
 			return rv;
 		// In sync mode the servers' version is the next step; with
 		// backup workers a late worker skips to it.
