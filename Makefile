@@ -11,7 +11,7 @@ CPPFLAGS = -Icommon -Ips -Iworker -Icli -Itests -Ibuild -D_GNU_SOURCE \
 	$(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -Wall -Wextra -Werror -MMD -MP -pthread
-LDLIBS = -lnng $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lz -lm -pthread
+LDLIBS = -lnng -lmbedcrypto $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lz -lm -pthread
 SAN = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 LIB_SRC = $(wildcard common/*.c ps/*.c worker/*.c) $(filter-out cli/main.c,$(wildcard cli/*.c))

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "cli.h"
 #include "config.h"
 #include "data.h"
@@ -49,12 +50,14 @@ int pti_cmd_server(int argc, char **argv)
 	int rv = pti_cli_config(&c, PT_CMD_SERVER, "server",
 	    "Serve one shard of the model's parameters. Every server and "
 	    "worker of a job\nmust be given the same --mode, --servers, "
-	    "--workers, --model, --data and\n--seed. It stops on a shutdown "
-	    "request (sent by the finishing worker when training\nends) or on "
-	    "SIGINT or SIGTERM, and writes DIR/server-R.json when --out is "
-	    "set.\nA server restarted after a failure takes --resume-version V "
-	    "(its checkpoint in\n--checkpoint-dir) and --gone-workers (workers "
-	    "that had left); its workers\nreconnect.",
+	    "--workers, --model, --data and\n--seed. It serves only processes "
+	    "that prove the job secret (--secret-file,\nor PSTRAIN_SECRET). "
+	    "It stops on a shutdown request (sent by the finishing\nworker "
+	    "when training ends) or on SIGINT or SIGTERM, and writes "
+	    "DIR/server-R.json\nwhen --out is set. A server restarted after a "
+	    "failure takes --resume-version V\n(its checkpoint in "
+	    "--checkpoint-dir) and --gone-workers (workers that had left);\n"
+	    "its workers reconnect.",
 	    argc, argv);
 	if (rv >= 0)
 		return rv;
@@ -77,7 +80,8 @@ int pti_cmd_worker(int argc, char **argv)
 	    "lost (worker 0 unless it died) writes final.csv, saves\n"
 	    "--save-model and shuts the servers down. A worker whose server "
 	    "goes away waits\nfor it (at most --rpc-timeout seconds) and "
-	    "reconnects. --out is required.",
+	    "reconnects. --out is required. The job secret comes from "
+	    "--secret-file or\nPSTRAIN_SECRET.",
 	    argc, argv);
 	if (rv >= 0)
 		return rv;
@@ -89,6 +93,28 @@ int pti_cmd_worker(int argc, char **argv)
 		fprintf(stderr, "pstrain worker %u: %s\n", c.rank,
 		    pt_errmsg(rv));
 		return rv == PT_EDIVERGED ? 3 : 1;
+	}
+	return 0;
+}
+
+int pti_cmd_secret(int argc, char **argv)
+{
+	pt_secret k;
+	int rv;
+	if (argc != 1 || argv[0][0] == '-') {
+		FILE *f = argc == 1 && strcmp(argv[0], "--help") == 0 ? stdout
+								   : stderr;
+		fprintf(f, "usage: pstrain secret FILE\n\nWrite a new random "
+			   "job secret to FILE (created with mode 0600; an "
+			   "existing\nfile is not overwritten), for servers and "
+			   "workers started by hand with\n--secret-file FILE. "
+			   "'pstrain run' makes its own.\n");
+		return f == stdout ? 0 : 2;
+	}
+	if ((rv = pt_secret_make(&k)) != 0 ||
+	    (rv = pt_secret_save(&k, argv[0])) != 0) {
+		fprintf(stderr, "pstrain secret: %s\n", pt_errmsg(rv));
+		return 1;
 	}
 	return 0;
 }

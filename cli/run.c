@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "auth.h"
 #include "config.h"
 #include "data.h"
 #include "err.h"
@@ -856,6 +857,17 @@ int pti_cmd_run(int argc, char **argv)
 		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(rv));
 		return 2;
 	}
+	// A new secret for every job, handed to its processes in the
+	// environment (not on a command line, where ps shows it): only they
+	// can act on this job's servers.
+	pt_secret key;
+	char hex[2 * PT_SECRET_MAX + 1];
+	if ((rv = pt_secret_make(&key)) != 0) {
+		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(rv));
+		return 1;
+	}
+	pt_secret_hex(&key, hex, sizeof(hex));
+	setenv(PT_SECRET_ENV, hex, 1);
 	run_cmdline(j.cmdline, sizeof(j.cmdline), argc, argv);
 	j.tty = isatty(2);
 	j.t0 = now_s();

@@ -56,6 +56,7 @@ int pti_final_read(const char *dir, pti_final *out)
 // servers' and workers' files after every process has stopped.
 typedef struct sum_stats {
 	uint64_t updates, stale_sum, stale_max, dropped, nonfinite;
+	uint64_t unauth, auth_failed, conn_closed; // refused strangers
 	uint64_t hist[PT_STALE_BUCKETS];
 	uint64_t rows; // gradients the workers computed in this job
 	double comm_ms, step_ms;
@@ -91,6 +92,13 @@ static void gather_servers(const pt_config *c, sum_stats *st)
 		double u = 0, ss = 0, sm = 0, dr = 0, nf = 0;
 		find_num(text, "nonfinite_gradients", &nf);
 		st->nonfinite += (uint64_t)nf;
+		double ua = 0, af = 0, cc = 0;
+		find_num(text, "unauthenticated_requests", &ua);
+		find_num(text, "auth_failures", &af);
+		find_num(text, "connections_closed", &cc);
+		st->unauth += (uint64_t)ua;
+		st->auth_failed += (uint64_t)af;
+		st->conn_closed += (uint64_t)cc;
 		find_num(text, "updates", &u);
 		find_num(text, "staleness_sum", &ss);
 		find_num(text, "staleness_max", &sm);
@@ -365,6 +373,9 @@ int pti_summary_write(const pti_run_facts *r)
 	num(f, "max_staleness_seen", (double)st.stale_max, 20);
 	num(f, "dropped_gradients", (double)st.dropped, 20);
 	num(f, "nonfinite_gradients", (double)st.nonfinite, 20);
+	num(f, "unauthenticated_requests", (double)st.unauth, 20);
+	num(f, "auth_failures", (double)st.auth_failed, 20);
+	num(f, "connections_closed", (double)st.conn_closed, 20);
 	num(f, "idle_fraction", idle, 4);
 	num(f, "worker_restarts", r->worker_restarts, 10);
 	num(f, "workers_lost", r->workers_lost, 10);

@@ -84,6 +84,13 @@ static const config_entry config_table[] = {
 	"--connect"),
     E("ready-file", T_STR, ready_file, "", 0, 0, SRV, "FILE",
 	"write the bound address to FILE once listening"),
+    E("auth-timeout", T_F64, auth_timeout, "10", 0.1, 3600, RUN | SRV, "S",
+	"seconds a connection may stay without proving the job secret "
+	"before the server closes it (with any message it left unfinished)"),
+    E("secret-file", T_STR, secret_file, "", 0, 0, SRV | WRK, "FILE",
+	"the job secret (hex, mode 0600; make one with 'pstrain secret "
+	"FILE'); without it, the PSTRAIN_SECRET environment variable, which "
+	"'pstrain run' sets for its processes"),
     E("t0", T_F64, t0, "0", 0, 1e12, SRV | WRK, "T",
 	"job start time (seconds since 1970) for wall_s columns; 0: now"),
     E("model-file", T_STR, model_file, "", 0, 0, EVL, "FILE",

@@ -47,6 +47,8 @@ typedef struct pt_config {
 	char connect[PT_URLS_MAX]; // comma-separated server URLs, by rank
 	char cluster[PT_PATH_MAX];
 	char ready_file[PT_PATH_MAX];
+	char secret_file[PT_PATH_MAX];
+	double auth_timeout; // seconds to prove the secret after connecting
 	double t0; // job start, seconds since the epoch; 0: process start
 	char model_file[PT_PATH_MAX];
 	// consistency and staleness policies (servers)

@@ -20,6 +20,7 @@ static const char *const err_names[PT_NERR] = {
 	[PT_ETRANSPORT] = "transport error",
 	[PT_EDIVERGED] = "training diverged",
 	[PT_ECLOSED] = "connection closed",
+	[PT_EAUTH] = "not authenticated",
 };
 
 const char *pt_strerror(int code)

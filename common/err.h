@@ -19,6 +19,8 @@ enum {
 	PT_ETRANSPORT, // nng reported an error
 	PT_EDIVERGED,  // training produced a non-finite loss
 	PT_ECLOSED,    // peer or socket closed
+	PT_EAUTH,      // the peer has not proven the job secret, or acts
+		       // beyond the role it proved
 	PT_NERR
 };
 

@@ -18,6 +18,7 @@ static const char *const op_names[PT_OP_MAX] = {
 	[PT_OP_DONE] = "done",
 	[PT_OP_STATS] = "stats",
 	[PT_OP_SHUTDOWN] = "shutdown",
+	[PT_OP_CHALLENGE] = "challenge",
 };
 
 const char *pti_op_name(uint32_t op)
@@ -170,7 +171,7 @@ static uint32_t hdr_count(const pti_hdr *h)
 	    {PTI_H_STEP, 1}, {PTI_H_VER, 1}, {PTI_H_VAR, 1},
 	    {PTI_H_RANGE, 2}, {PTI_H_STATUS, 2}, {PTI_H_LAYOUT, 2},
 	    {PTI_H_SHARD, 6}, {PTI_H_STALE, 1}, {PTI_H_STATS, 10},
-	    {PTI_H_LR, 1},
+	    {PTI_H_LR, 1}, {PTI_H_NONCE, 1}, {PTI_H_MAC, 1},
 	};
 	uint32_t n = 4; // pv, op, role, rank
 	for (size_t i = 0; i < sizeof(extra) / sizeof(extra[0]); i++)
@@ -232,6 +233,16 @@ int pti_msg_encode(nng_msg **out, const pti_hdr *h, const float *payload,
 	if (hh.has & PTI_H_LR) {
 		pack_key(&pk, "lr");
 		msgpack_pack_double(&pk, hh.lr);
+	}
+	if (hh.has & PTI_H_NONCE) {
+		pack_key(&pk, "nonce");
+		msgpack_pack_bin(&pk, PT_NONCE_LEN);
+		msgpack_pack_bin_body(&pk, hh.nonce, PT_NONCE_LEN);
+	}
+	if (hh.has & PTI_H_MAC) {
+		pack_key(&pk, "mac");
+		msgpack_pack_bin(&pk, PT_MAC_LEN);
+		msgpack_pack_bin_body(&pk, hh.mac, PT_MAC_LEN);
 	}
 	if (hh.has & PTI_H_STATS) {
 		pack_u(&pk, "updates", hh.updates);
@@ -356,6 +367,17 @@ static int hdr_set(pti_hdr *h, const msgpack_object *k,
 							    : PT_MSG_MAX - 1;
 		memcpy(h->msg, v->via.str.ptr, n);
 		h->msg[n] = '\0';
+		return 0;
+	}
+	if (key_is(k, "nonce") || key_is(k, "mac")) {
+		int nonce = key_is(k, "nonce");
+		uint32_t want = nonce ? PT_NONCE_LEN : PT_MAC_LEN;
+		if (v->type != MSGPACK_OBJECT_BIN || v->via.bin.size != want)
+			return pti_err_set(PT_EPROTO,
+			    "header: \"%s\" must be %u bytes of bin",
+			    nonce ? "nonce" : "mac", want);
+		memcpy(nonce ? h->nonce : h->mac, v->via.bin.ptr, want);
+		h->has |= nonce ? PTI_H_NONCE : PTI_H_MAC;
 		return 0;
 	}
 	if (key_is(k, "lr")) {

@@ -19,7 +19,9 @@
 
 #include <nng/nng.h>
 
-#define PT_PROTO_VERSION 1
+#include "auth.h"
+
+#define PT_PROTO_VERSION 2 // 2: challenge, and hello proves the job secret
 #define PT_HDR_MAX 4096     // bytes of msgpack header, at most
 #define PT_MSG_MAX 200      // bytes of an error text
 #define PT_STALE_BUCKETS 64 // staleness histogram: 0..62, and 63 = ">= 63"
@@ -32,6 +34,7 @@ enum pt_op {
 	PT_OP_DONE = 5,     // a worker has finished its steps
 	PT_OP_STATS = 6,    // counters; reply: stats fields
 	PT_OP_SHUTDOWN = 7, // stop the server after replying
+	PT_OP_CHALLENGE = 8, // reply: a nonce for this connection's hello
 	PT_OP_MAX
 };
 
@@ -51,6 +54,8 @@ enum {
 	PTI_H_STALE = 1u << 7,  // staleness of the applied update
 	PTI_H_STATS = 1u << 8,  // the counters and histogram
 	PTI_H_LR = 1u << 9,     // learning rate applied to the push
+	PTI_H_NONCE = 1u << 10, // the server's challenge
+	PTI_H_MAC = 1u << 11,   // the hello's proof of the job secret
 };
 
 typedef struct pti_hdr {
@@ -71,6 +76,8 @@ typedef struct pti_hdr {
 	uint32_t mode, n_workers, n_servers, server_rank;
 	int64_t staleness;
 	double lr;
+	uint8_t nonce[PT_NONCE_LEN];
+	uint8_t mac[PT_MAC_LEN];
 	// stats
 	uint64_t updates, rejected, dropped, stale_sum, stale_max;
 	uint32_t n_hello, n_done, n_lost;

@@ -31,6 +31,12 @@
 #include "proto.h"
 
 #define SERVER_LOG_ERRORS 20 // rejected requests logged in full, at most
+// Connections that have not proven the job secret: at most this many at
+// once (a new one beyond it closes the oldest), each for at most this
+// long (--auth-timeout). A worker proves it within a round trip of connecting; what stays
+// longer is a stranger, or a message that is never finished.
+#define PS_UNAUTH_MAX 64
+#define PS_CONTROL_MAX 8 // authenticated control connections at once
 // The largest step or version a push may carry: far beyond any job (a
 // million steps a second for 30 years), far below where step + 1 or a
 // difference of two steps could overflow.
@@ -39,6 +45,21 @@
 typedef struct ps_server ps_server;
 
 enum { CTX_RECV, CTX_SEND, CTX_WAIT };
+
+// ps_peer: one connection (nng pipe) and what it has proven. A request is
+// served only on a connection authenticated for the role and rank it
+// claims; the binding is made by hello and undone when the connection
+// closes or another one proves the same rank.
+typedef struct ps_peer {
+	uint32_t pipe;       // nng pipe id; 0: a free slot
+	int authed;
+	uint32_t role, rank; // what it proved
+	int challenged;
+	uint8_t nonce[PT_NONCE_LEN];
+	double since;        // when it connected
+	uint64_t requests;   // complete requests received
+	char name[80];       // the peer's address, for logs
+} ps_peer;
 
 typedef struct ps_ctx {
 	ps_server *s;
@@ -49,6 +70,7 @@ typedef struct ps_ctx {
 	// while parked on the wait list:
 	int64_t wait_ver; // sync: the version; ssp: the slowest worker's clock
 	uint64_t r_off, r_n; // reply range, relative to the shard
+	uint32_t r_pipe;     // the connection it came on
 	uint32_t r_op;
 	double r_lr;      // learning rate applied to the parked push
 	int64_t r_stale;  // its staleness
@@ -84,6 +106,15 @@ struct ps_server {
 	// counters
 	uint64_t updates, rejected, dropped, stale_sum, stale_max;
 	uint64_t nonfinite; // pushes refused for a NaN or infinite value
+	uint64_t unauth;    // requests refused: not authenticated (or beyond
+			    // the role the connection proved)
+	uint64_t auth_failed; // hellos whose proof of the secret was wrong
+	uint64_t conn_closed; // connections closed unauthenticated: too many,
+			      // idle, or a message over the size limit
+	pt_secret secret;
+	ps_peer *peers;
+	uint32_t n_peers;     // slots
+	size_t recv_max;      // bytes: the largest legal message of this job
 	uint64_t hist[PT_STALE_BUCKETS];
 
 	nng_socket sock;
@@ -355,16 +386,228 @@ static void park(ps_server *s, ps_ctx *x, uint32_t op, int64_t ver,
 	s->waiting = x;
 }
 
+// ---------------------------------------------------------------- peers
+
+// server_close_pipe closes a connection by id; never with the lock held
+// (its removal runs pipe_cb, which takes it).
+static void server_close_pipe(uint32_t id)
+{
+	nng_pipe p = NNG_PIPE_INITIALIZER;
+	p.id = id;
+	nng_pipe_close(p);
+}
+
+// note_due: log the first ten of a kind of refusal, then every thousandth,
+// so that a flood cannot fill the disk through the log.
+static int note_due(uint64_t count)
+{
+	return count <= 10 || count % 1000 == 0;
+}
+
+static ps_peer *peer_find(ps_server *s, uint32_t pipe)
+{
+	for (uint32_t i = 0; i < s->n_peers; i++)
+		if (s->peers[i].pipe == pipe && pipe != 0)
+			return &s->peers[i];
+	return NULL;
+}
+
+static void peer_name(nng_pipe p, char *buf, size_t size)
+{
+	nng_sockaddr sa;
+	uint64_t pid;
+	snprintf(buf, size, "an unknown peer");
+	if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_PID, &pid) == 0) {
+		snprintf(buf, size, "local process %llu",
+		    (unsigned long long)pid);
+		return;
+	}
+	if (nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) != 0)
+		return;
+	if (sa.s_family == NNG_AF_INET) {
+		char ip[INET_ADDRSTRLEN];
+		inet_ntop(AF_INET, &sa.s_in.sa_addr, ip, sizeof(ip));
+		snprintf(buf, size, "%s:%u", ip, ntohs(sa.s_in.sa_port));
+	} else if (sa.s_family == NNG_AF_INET6) {
+		char ip[INET6_ADDRSTRLEN];
+		inet_ntop(AF_INET6, sa.s_in6.sa_addr, ip, sizeof(ip));
+		snprintf(buf, size, "[%s]:%u", ip, ntohs(sa.s_in6.sa_port));
+	}
+}
+
+// peer_add takes a slot for a new connection. When the unauthenticated
+// ones are at their limit, the oldest of them gives way: its id goes to
+// *evict for the caller to close once unlocked. Returns NULL when every
+// slot holds an authenticated connection (the new one is then refused).
+static ps_peer *peer_add(ps_server *s, uint32_t pipe, uint32_t *evict)
+{
+	ps_peer *free_slot = NULL, *oldest = NULL;
+	uint32_t unauth = 0;
+	*evict = 0;
+	for (uint32_t i = 0; i < s->n_peers; i++) {
+		ps_peer *p = &s->peers[i];
+		if (p->pipe == 0) {
+			if (free_slot == NULL)
+				free_slot = p;
+			continue;
+		}
+		if (p->authed)
+			continue;
+		unauth++;
+		if (oldest == NULL || p->since < oldest->since)
+			oldest = p;
+	}
+	if (oldest != NULL && (unauth >= PS_UNAUTH_MAX || free_slot == NULL)) {
+		*evict = oldest->pipe;
+		s->conn_closed++;
+		if (note_due(s->conn_closed))
+			fprintf(stderr, "server %u: closing the connection of "
+			    "%s: %d connections have not authenticated (%llu "
+			    "closed so far)\n", s->cfg->rank, oldest->name,
+			    PS_UNAUTH_MAX, (unsigned long long)s->conn_closed);
+		oldest->pipe = 0; // its removal finds no slot: nothing to do
+		if (free_slot == NULL)
+			free_slot = oldest;
+	}
+	if (free_slot == NULL)
+		return NULL;
+	memset(free_slot, 0, sizeof(*free_slot));
+	free_slot->pipe = pipe;
+	free_slot->since = pti_clock_s();
+	return free_slot;
+}
+
+// release_parked takes every request parked by connection `pipe` off the
+// wait list: nobody will read its reply. The contexts go to *wake with no
+// message, which re-arms them.
+static void release_parked(ps_server *s, uint32_t pipe, ps_ctx **wake)
+{
+	ps_ctx **pp = &s->waiting;
+	while (*pp != NULL) {
+		ps_ctx *x = *pp;
+		if (x->r_pipe != pipe) {
+			pp = &x->next;
+			continue;
+		}
+		*pp = x->next;
+		nng_aio_set_msg(x->aio, NULL);
+		x->next = *wake;
+		*wake = x;
+	}
+}
+
+// refuse_unauth answers a request from a connection that has not proven
+// the secret for what it asks: counted, logged with the peer (rate
+// limited), and nothing else changes.
+static nng_msg *refuse_unauth(ps_server *s, const pti_hdr *h,
+    const ps_peer *p, const char *why)
+{
+	pti_hdr r;
+	s->unauth++;
+	s->rejected++;
+	if (note_due(s->unauth))
+		fprintf(stderr, "server %u: refused %s from %s: %s (%llu "
+		    "refused so far)\n", s->cfg->rank, pti_op_name(h->op),
+		    p ? p->name : "an unknown peer", why,
+		    (unsigned long long)s->unauth);
+	pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->cfg->rank);
+	r.status = PT_EAUTH;
+	snprintf(r.msg, sizeof(r.msg), "server %u: %s: %s", s->cfg->rank,
+	    pti_op_name(h->op), why);
+	return reply_encode(s, &r, NULL, 0);
+}
+
 // ---------------------------------------------------------------- ops
 
 typedef nng_msg *(*op_fn)(ps_server *, ps_ctx *, const pti_hdr *,
     const void *, ps_ctx **);
 
+// op_challenge gives the connection a fresh nonce, good for one hello.
+static nng_msg *op_challenge(ps_server *s, ps_ctx *x, const pti_hdr *h,
+    const void *pay, ps_ctx **wake)
+{
+	(void)pay, (void)wake;
+	ps_peer *p = peer_find(s, x->r_pipe);
+	if (p == NULL)
+		return refuse_unauth(s, h, NULL, "a connection this server "
+		    "does not follow");
+	int rv = pti_random(p->nonce, PT_NONCE_LEN);
+	if (rv != 0)
+		return reply_error(s, h, rv, pt_errmsg(rv));
+	p->challenged = 1;
+	pti_hdr r;
+	pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->cfg->rank);
+	r.has |= PTI_H_NONCE;
+	memcpy(r.nonce, p->nonce, PT_NONCE_LEN);
+	return reply_encode(s, &r, NULL, 0);
+}
+
+static const char *role_name(uint32_t role)
+{
+	return role == PT_ROLE_WORKER ? "worker" : role == PT_ROLE_CONTROL
+							? "control client"
+							: "peer";
+}
+
+// hello_prove checks the hello's proof of the secret against the nonce
+// this connection was given (once: a nonce is good for one hello). NULL,
+// or the refusal to send.
+static nng_msg *hello_prove(ps_server *s, ps_peer *p, const pti_hdr *h)
+{
+	uint8_t mac[PT_MAC_LEN];
+	if (p == NULL || !p->challenged || !(h->has & PTI_H_MAC))
+		return refuse_unauth(s, h, p, "a hello must answer this "
+		    "connection's challenge with a proof of the job secret");
+	uint64_t lh = h->role == PT_ROLE_WORKER ? h->layout_hash : 0;
+	pti_auth_mac(&s->secret, p->nonce, h->role, h->rank, s->cfg->rank, lh,
+	    mac);
+	p->challenged = 0;
+	if (!pti_auth_equal(mac, h->mac, PT_MAC_LEN)) {
+		s->auth_failed++;
+		return refuse_unauth(s, h, p, "wrong proof of the job secret "
+		    "(another job's secret, or none)");
+	}
+	return NULL;
+}
+
+// hello_bind binds the proven role and rank to the connection. A worker's
+// rank moves from any connection that held it before; what that one had
+// parked is released. NULL, or the refusal to send.
+static nng_msg *hello_bind(ps_server *s, ps_peer *p, const pti_hdr *h,
+    ps_ctx **wake)
+{
+	uint32_t controls = 0;
+	for (uint32_t i = 0; i < s->n_peers; i++) {
+		ps_peer *q = &s->peers[i];
+		if (q == p || q->pipe == 0 || !q->authed)
+			continue;
+		controls += q->role == PT_ROLE_CONTROL;
+		if (h->role == PT_ROLE_WORKER && q->role == PT_ROLE_WORKER &&
+		    q->rank == h->rank) {
+			q->authed = 0;
+			release_parked(s, q->pipe, wake);
+		}
+	}
+	if (h->role == PT_ROLE_CONTROL && controls >= PS_CONTROL_MAX)
+		return refuse_unauth(s, h, p, "too many control connections");
+	p->authed = 1;
+	p->role = h->role;
+	p->rank = h->rank;
+	return NULL;
+}
+
 static nng_msg *op_hello(ps_server *s, ps_ctx *x, const pti_hdr *h,
     const void *pay, ps_ctx **wake)
 {
-	(void)x, (void)pay;
+	(void)pay;
 	char why[160];
+	ps_peer *p = peer_find(s, x->r_pipe);
+	nng_msg *no = hello_prove(s, p, h);
+	if (no != NULL)
+		return no;
+	if (h->role == PT_ROLE_CONTROL)
+		return (no = hello_bind(s, p, h, wake)) ? no
+							: reply_ok(s, h->op);
 	if (!(h->has & PTI_H_LAYOUT) ||
 	    h->layout_hash != pt_layout_hash(&s->layout) ||
 	    h->n_params != s->layout.n_params) {
@@ -374,10 +617,13 @@ static nng_msg *op_hello(ps_server *s, ps_ctx *x, const pti_hdr *h,
 		    (unsigned long long)s->layout.n_params);
 		return reply_error(s, h, PT_EINVAL, why);
 	}
+	if ((no = hello_bind(s, p, h, wake)) != NULL)
+		return no;
 	if (!s->hello[h->rank]) {
 		s->hello[h->rank] = 1;
 		s->n_hello++;
 	}
+	s->pipe_of[h->rank] = x->r_pipe;
 	// A worker back after it had said done and gone may finish the job
 	// again, unless every worker is done: the next one may be finishing
 	// it already, and two must not.
@@ -430,7 +676,9 @@ static nng_msg *op_pull(ps_server *s, ps_ctx *x, const pti_hdr *h,
 		return reply_error(s, h, rv, pt_errmsg(rv));
 	if (s->cfg->mode == PT_MODE_SYNC && (h->has & PTI_H_VER) &&
 	    h->ver > s->version) {
-		if (h->ver > s->version + 1) {
+		// Only workers wait: one request each at a time, so that what
+		// is parked stays below the contexts kept for them.
+		if (h->ver > s->version + 1 || h->role != PT_ROLE_WORKER) {
 			snprintf(why, sizeof(why),
 			    "version %lld asked for, server is at %lld: "
 			    "only the next one can be waited for",
@@ -656,6 +904,16 @@ static nng_msg *op_shutdown(ps_server *s, ps_ctx *x, const pti_hdr *h,
     const void *pay, ps_ctx **wake)
 {
 	(void)pay, (void)wake;
+	ps_peer *p = peer_find(s, x->r_pipe);
+	// A worker may end the job only as its finisher: once it and every
+	// other worker has said done (or was lost).
+	if (h->role == PT_ROLE_WORKER &&
+	    (!s->done[h->rank] || s->n_done + s->n_lost < s->cfg->workers))
+		return refuse_unauth(s, h, p, "a worker may stop the servers "
+		    "only once every worker is done");
+	fprintf(stderr, "server %u: shutdown asked by %s %u (%s)\n",
+	    s->cfg->rank, role_name(h->role), h->rank,
+	    p ? p->name : "an unknown peer");
 	x->stop_after = 1;
 	// From now on a worker that leaves is not one whose place the next
 	// worker must take: the finishing worker may exit as soon as it has
@@ -677,6 +935,7 @@ static const struct {
 	[PT_OP_DONE] = {op_done, OP_WORKER},
 	[PT_OP_STATS] = {op_stats, 0},
 	[PT_OP_SHUTDOWN] = {op_shutdown, 0},
+	[PT_OP_CHALLENGE] = {op_challenge, 0},
 };
 
 // handle runs one request under the lock. NULL means parked.
@@ -685,6 +944,10 @@ static nng_msg *handle(ps_server *s, ps_ctx *x, nng_msg *m, ps_ctx **wake)
 	pti_hdr h;
 	const void *pay;
 	char why[160];
+	x->r_pipe = (uint32_t)nng_pipe_id(nng_msg_get_pipe(m));
+	ps_peer *p = peer_find(s, x->r_pipe);
+	if (p != NULL)
+		p->requests++;
 	int rv = pti_msg_decode(&h, &pay, m);
 	if (rv != 0)
 		return reply_error(s, &h, rv, pt_errmsg(rv));
@@ -692,27 +955,37 @@ static nng_msg *handle(ps_server *s, ps_ctx *x, nng_msg *m, ps_ctx **wake)
 		snprintf(why, sizeof(why), "unknown op %u", h.op);
 		return reply_error(s, &h, PT_EPROTO, why);
 	}
-	if (h.op == PT_OP_HELLO || (op_table[h.op].flags & OP_WORKER)) {
-		if (h.role != PT_ROLE_WORKER || h.rank >= s->cfg->workers) {
-			snprintf(why, sizeof(why),
-			    "only workers 0..%u may send it (got role %u rank "
-			    "%u)", s->cfg->workers - 1, h.role, h.rank);
-			return reply_error(s, &h, PT_EPROTO, why);
-		}
-		if (h.op != PT_OP_HELLO && !s->hello[h.rank]) {
-			snprintf(why, sizeof(why),
-			    "worker %u has not said hello", h.rank);
-			return reply_error(s, &h, PT_ESTATE, why);
-		}
-		if (h.op != PT_OP_HELLO && s->lost[h.rank]) {
-			snprintf(why, sizeof(why),
-			    "worker %u was given up for dead; say hello again",
-			    h.rank);
-			return reply_error(s, &h, PT_ESTATE, why);
-		}
-		s->pipe_of[h.rank] = (uint32_t)nng_pipe_id(nng_msg_get_pipe(m));
-		s->seen[h.rank] = pti_clock_s();
+	if (h.op == PT_OP_CHALLENGE)
+		return op_challenge(s, x, &h, pay, wake);
+	int worker_op = h.op == PT_OP_HELLO ? h.role != PT_ROLE_CONTROL
+					    : (op_table[h.op].flags & OP_WORKER);
+	if (worker_op && (h.role != PT_ROLE_WORKER ||
+			     h.rank >= s->cfg->workers)) {
+		snprintf(why, sizeof(why),
+		    "only workers 0..%u may send it (got role %u rank %u)",
+		    s->cfg->workers - 1, h.role, h.rank);
+		return reply_error(s, &h, PT_EPROTO, why);
 	}
+	if (h.op == PT_OP_HELLO)
+		return op_hello(s, x, &h, pay, wake);
+	// Everything else only on a connection that proved the secret, and
+	// only as what it proved.
+	if (p == NULL || !p->authed)
+		return refuse_unauth(s, &h, p, "this connection has not proven "
+		    "the job secret (say hello first)");
+	if (h.role != p->role || h.rank != p->rank) {
+		snprintf(why, sizeof(why), "this connection proved %s %u, "
+		    "not %s %u", role_name(p->role), p->rank,
+		    role_name(h.role), h.rank);
+		return refuse_unauth(s, &h, p, why);
+	}
+	if (worker_op && s->lost[h.rank]) {
+		snprintf(why, sizeof(why),
+		    "worker %u was given up for dead; say hello again", h.rank);
+		return reply_error(s, &h, PT_ESTATE, why);
+	}
+	if (h.role == PT_ROLE_WORKER)
+		s->seen[h.rank] = pti_clock_s();
 	return op_table[h.op].fn(s, x, &h, pay, wake);
 }
 
@@ -748,9 +1021,39 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
 	ps_server *s = arg;
 	ps_ctx *wake = NULL;
-	(void)ev;
-	uint32_t id = (uint32_t)nng_pipe_id(p);
+	uint32_t id = (uint32_t)nng_pipe_id(p), evict = 0;
+	char name[sizeof(((ps_peer *)0)->name)];
+	if (ev == NNG_PIPE_EV_ADD_PRE) {
+		peer_name(p, name, sizeof(name));
+		pthread_mutex_lock(&s->mu);
+		ps_peer *q = peer_add(s, id, &evict);
+		if (q != NULL)
+			snprintf(q->name, sizeof(q->name), "%s", name);
+		pthread_mutex_unlock(&s->mu);
+		if (q == NULL)
+			nng_pipe_close(p); // before it is added: never seen
+		if (evict != 0)
+			server_close_pipe(evict);
+		return;
+	}
 	pthread_mutex_lock(&s->mu);
+	ps_peer *q = peer_find(s, id);
+	if (q != NULL) {
+		// One that never finished a request was refused by the size
+		// limit, gave up, or was a stranger: say which connection.
+		if (!q->authed && q->requests == 0) {
+			s->conn_closed++;
+			if (note_due(s->conn_closed))
+				fprintf(stderr, "server %u: %s closed its "
+				    "connection after %.1fs without a complete "
+				    "request (a message over the limit of %zu "
+				    "bytes is refused this way)\n",
+				    s->cfg->rank, q->name,
+				    pti_clock_s() - q->since, s->recv_max);
+		}
+		q->pipe = 0;
+	}
+	release_parked(s, id, &wake);
 	for (uint32_t r = 0; r < s->cfg->workers; r++) {
 		if (s->pipe_of[r] != id)
 			continue;
@@ -764,6 +1067,33 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 	}
 	pthread_mutex_unlock(&s->mu);
 	send_woken(wake);
+}
+
+// check_unauth closes connections that have not proven the secret within
+// --auth-timeout seconds: whatever they hold (a half-sent message) goes with
+// them. Called without the lock.
+static void check_unauth(ps_server *s)
+{
+	uint32_t close_ids[PS_UNAUTH_MAX + 16], n = 0;
+	double now = pti_clock_s();
+	pthread_mutex_lock(&s->mu);
+	for (uint32_t i = 0; i < s->n_peers && n < PS_UNAUTH_MAX + 16; i++) {
+		ps_peer *q = &s->peers[i];
+		if (q->pipe == 0 || q->authed || now - q->since < s->cfg->auth_timeout)
+			continue;
+		s->conn_closed++;
+		if (note_due(s->conn_closed))
+			fprintf(stderr, "server %u: closing the connection of %s: "
+			    "not authenticated after %.0fs (%llu requests, %s)\n",
+			    s->cfg->rank, q->name, now - q->since,
+			    (unsigned long long)q->requests, q->requests ?
+			    "all refused" : "none complete");
+		close_ids[n++] = q->pipe;
+		q->pipe = 0;
+	}
+	pthread_mutex_unlock(&s->mu);
+	for (uint32_t i = 0; i < n; i++)
+		server_close_pipe(close_ids[i]);
 }
 
 // check_timeouts: a worker silent past --worker-timeout while the open
@@ -864,13 +1194,17 @@ static void server_write_stats(const ps_server *s)
 	fprintf(f,
 	    "{\n  \"rank\": %u,\n  \"mode\": \"%s\",\n  \"lo\": %llu,\n"
 	    "  \"hi\": %llu,\n  \"version\": %lld,\n  \"updates\": %llu,\n"
-	    "  \"rejected_requests\": %llu,\n  \"nonfinite_gradients\": "
-	    "%llu,\n  \"dropped_gradients\": %llu,\n"
+	    "  \"rejected_requests\": %llu,\n  \"unauthenticated_requests\": "
+	    "%llu,\n  \"auth_failures\": %llu,\n  \"connections_closed\": "
+	    "%llu,\n  \"nonfinite_gradients\": %llu,\n"
+	    "  \"dropped_gradients\": %llu,\n"
 	    "  \"staleness_sum\": %llu,\n  \"staleness_max\": %llu,\n"
 	    "  \"max_lead\": %lld,\n  \"staleness_hist\": [",
 	    c->rank, pt_mode_name(c->mode), (unsigned long long)s->lo,
 	    (unsigned long long)s->hi, (long long)s->version,
 	    (unsigned long long)s->updates, (unsigned long long)s->rejected,
+	    (unsigned long long)s->unauth, (unsigned long long)s->auth_failed,
+	    (unsigned long long)s->conn_closed,
 	    (unsigned long long)s->nonfinite, (unsigned long long)s->dropped, (unsigned long long)s->stale_sum,
 	    (unsigned long long)s->stale_max, (long long)s->max_lead);
 	for (int i = 0; i < PT_STALE_BUCKETS; i++)
@@ -980,6 +1314,7 @@ static void server_fini(ps_server *s)
 	free(s->gone);
 	free(s->pipe_of);
 	free(s->seen);
+	free(s->peers);
 	free(s->state1);
 	free(s->state2);
 	pthread_mutex_destroy(&s->mu);
@@ -1017,6 +1352,8 @@ static int server_init(ps_server *s, const pt_config *c)
 
 	memset(s, 0, sizeof(*s));
 	s->cfg = c;
+	if ((rv = pt_secret_load(&s->secret, c->secret_file)) != 0)
+		return rv;
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
 	if ((rv = pt_data_dims(c->data, &dim, &classes)) != 0 ||
@@ -1043,8 +1380,11 @@ static int server_init(ps_server *s, const pt_config *c)
 	s->gone = calloc(c->workers, 1);
 	s->pipe_of = calloc(c->workers, sizeof(uint32_t));
 	s->seen = calloc(c->workers, sizeof(double));
+	s->n_peers = c->workers + PS_CONTROL_MAX + PS_UNAUTH_MAX;
+	s->peers = calloc(s->n_peers, sizeof(ps_peer));
 	if (!s->params || !s->acc || !s->have || !s->hello || !s->done ||
 	    !s->clock || !s->lost || !s->gone || !s->pipe_of || !s->seen ||
+	    !s->peers ||
 	    (c->mode == PT_MODE_SYNC && !s->grads))
 		return pti_err_set(PT_ENOMEM, "server %u: shard of %llu floats",
 		    c->rank, (unsigned long long)s->n);
@@ -1117,9 +1457,10 @@ int pt_server_run(const pt_config *c)
 		    nng_strerror(rv));
 		goto out;
 	}
-	// Bound what one peer can make us buffer: a header and a shard.
-	nng_socket_set_size(s.sock, NNG_OPT_RECVMAXSZ,
-	    4 + PT_HDR_MAX + 4 + (size_t)s.n * sizeof(float));
+	// Bound what one peer can make us buffer: the largest legal message
+	// of this job is a header and a shard.
+	s.recv_max = 4 + PT_HDR_MAX + 4 + (size_t)s.n * sizeof(float);
+	nng_socket_set_size(s.sock, NNG_OPT_RECVMAXSZ, s.recv_max);
 	s.n_ctx = c->workers + 8;
 	s.ctxs = calloc(s.n_ctx, sizeof(ps_ctx));
 	if (s.ctxs == NULL) {
@@ -1142,6 +1483,7 @@ int pt_server_run(const pt_config *c)
 		    c->rank, c->listen, nng_strerror(rv));
 		goto close;
 	}
+	nng_pipe_notify(s.sock, NNG_PIPE_EV_ADD_PRE, pipe_cb, &s);
 	nng_pipe_notify(s.sock, NNG_PIPE_EV_REM_POST, pipe_cb, &s);
 	for (uint32_t i = 0; i < s.n_ctx; i++)
 		ctx_recv(&s.ctxs[i]);
@@ -1154,6 +1496,9 @@ int pt_server_run(const pt_config *c)
 	while (!s.stop && !server_signalled) {
 		pti_cond_wait_ms(&s.cv, &s.mu, 200);
 		ps_ctx *wake = NULL;
+		pthread_mutex_unlock(&s.mu);
+		check_unauth(&s);
+		pthread_mutex_lock(&s.mu);
 		check_timeouts(&s, &wake);
 		if (wake != NULL) {
 			pthread_mutex_unlock(&s.mu);

@@ -218,7 +218,8 @@ test_ck_standalone_reconnect() {
 	n=test_ck_standalone_reconnect
 	c="$T/sa"
 	mkdir -p "$c"
-	f="--servers 1 --workers 2 --data synthetic:1200 --model mlp:32 --seed 7 --batch 32 --out $c"
+	$P secret "$c/secret"
+	f="--servers 1 --workers 2 --data synthetic:1200 --model mlp:32 --seed 7 --batch 32 --out $c --secret-file $c/secret"
 	srv="$P server $f --lr 0.2 --listen ipc://$c/s0 --checkpoint-dir $c/ck --checkpoint-every 20"
 	$srv >"$c/s0.log" 2>&1 &
 	$P worker $f --rank 1 --connect "ipc://$c/s0" --steps 300 \

@@ -421,6 +421,8 @@ test_mp_valgrind_clean() {
 	mkdir -p "$T/vg"
 	vg="valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=9"
 	flags="--servers 1 --workers 1 --data synthetic:1200 --model mlp:32 --seed 7 --batch 32 --out $T/vg"
+	$P secret "$T/vg/secret"
+	flags="$flags --secret-file $T/vg/secret"
 	OPENBLAS_NUM_THREADS=1 $vg $P server $flags --lr 0.2 \
 		--listen "ipc://$T/vg/s0" >"$T/vg/server.log" 2>&1 &
 	spid=$!
@@ -442,7 +444,8 @@ test_mp_cluster_file() {
 	mkdir -p "$c"
 	printf '# two servers, two workers\nserver ipc://%s/s0\nserver ipc://%s/s1\nworker a\nworker b\n' \
 		"$c" "$c" >"$c/cluster.txt"
-	f="--cluster $c/cluster.txt --data synthetic:1200 --model mlp:32 --seed 7 --batch 32 --out $c"
+	$P secret "$c/secret"
+	f="--cluster $c/cluster.txt --data synthetic:1200 --model mlp:32 --seed 7 --batch 32 --out $c --secret-file $c/secret"
 	$P server $f --rank 0 --lr 0.2 >"$c/s0.log" 2>&1 &
 	s0=$!
 	$P server $f --rank 1 --lr 0.2 >"$c/s1.log" 2>&1 &
@@ -466,6 +469,43 @@ test_mp_cluster_file() {
 	fi
 }
 
+test_mp_secret_required() {
+	# Hand-started processes prove the job secret: a worker with another
+	# job's secret is refused (and the server serves on), one with none
+	# or with a secret file others can read does not start.
+	n=test_mp_secret_required
+	c="$T/sec"
+	mkdir -p "$c"
+	$P secret "$c/a" && $P secret "$c/b" && cp "$c/a" "$c/open" &&
+		chmod 644 "$c/open"
+	$P secret "$c/a" 2>"$c/again.log"; again=$?
+	mode=$(stat -c %a "$c/a")
+	f="--data synthetic:1200 --model mlp:32 --seed 7 --batch 32 --out $c"
+	$P server $f --secret-file "$c/a" --listen "ipc://$c/s0" \
+		>"$c/s0.log" 2>&1 &
+	s0=$!
+	$P worker $f --secret-file "$c/b" --connect "ipc://$c/s0" --steps 5 \
+		--rpc-timeout 5 >"$c/wb.log" 2>&1; rb=$?
+	env -u PSTRAIN_SECRET $P worker $f --connect "ipc://$c/s0" --steps 5 \
+		>"$c/wn.log" 2>&1; rn=$?
+	$P worker $f --secret-file "$c/open" --connect "ipc://$c/s0" \
+		--steps 5 >"$c/wo.log" 2>&1; ro=$?
+	$P worker $f --secret-file "$c/a" --connect "ipc://$c/s0" --steps 5 \
+		>"$c/wa.log" 2>&1; ra=$?
+	wait $s0; rs=$?
+	if [ "$mode" = 600 ] && [ "$again" != 0 ] && [ "$rb" != 0 ] &&
+		grep -q "wrong proof of the job secret" "$c/wb.log" &&
+		grep -q "wrong proof of the job secret" "$c/s0.log" &&
+		[ "$rn" != 0 ] && grep -q "no job secret" "$c/wn.log" &&
+		[ "$ro" != 0 ] && grep -q "readable by others" "$c/wo.log" &&
+		[ "$ra" = 0 ] && [ "$rs" = 0 ]; then
+		ok $n
+	else
+		no $n "mode $mode, again $again, exits $rb $rn $ro $ra, server $rs" "$c/s0.log"
+	fi
+}
+
+test_mp_secret_required
 test_mp_sync_w2_equals_w1
 test_mp_per_worker_batch
 test_mp_sync_deterministic

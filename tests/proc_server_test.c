@@ -19,17 +19,93 @@
 #define DATA "synthetic:100" // 64 features, 10 classes
 #define SEED 5
 #define LR 0.5
+#define SRV_CONNS 8 // worker connections a case may open
+// The job secret of every server these cases start (set in main).
+#define SECRET "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 
+// Each server is spoken to over several connections, as a job would: a
+// stranger's (`sock`, which proves nothing), a control client's that has
+// proven the secret, and one per worker rank once it says hello. rpc
+// picks the connection from the request's own role and rank.
 typedef struct srv {
 	pid_t pid;
 	char dir[64], url[128];
-	nng_socket sock;
+	nng_socket sock, ctl;
+	nng_socket w[SRV_CONNS];
+	int w_open[SRV_CONNS];
 	pt_layout l;
 	pt_range shard;
+	uint32_t rank;
 	int64_t step; // push_from's next step (each async push a new one)
 } srv;
 
+static nng_socket srv_dial(srv *s)
+{
+	nng_socket k;
+	PT_TEST_OK(nng_req0_open(&k));
+	nng_socket_set_ms(k, NNG_OPT_RECVTIMEO, 5000);
+	nng_socket_set_ms(k, NNG_OPT_SENDTIMEO, 5000);
+	PT_TEST_OK(nng_dial(k, s->url, NULL, 0));
+	return k;
+}
+
+// rpc_on sends m (taken) on k and decodes the reply into h; values (if
+// any) are copied to vals. Returns the reply's status, or -1 on
+// transport failure.
+static int rpc_on(nng_socket k, nng_msg *m, pti_hdr *h, float *vals)
+{
+	nng_msg *r;
+	const void *pay;
+	if (nng_sendmsg(k, m, 0) != 0) {
+		nng_msg_free(m);
+		return -1;
+	}
+	if (nng_recvmsg(k, &r, 0) != 0)
+		return -1;
+	int rv = pti_msg_decode(h, &pay, r);
+	if (rv == 0 && vals != NULL && pay != NULL)
+		memcpy(vals, pay, h->n * sizeof(float));
+	nng_msg_free(r);
+	return rv != 0 ? -1 : (int)h->status;
+}
+
+// prove asks k's challenge and says hello as role/rank with a proof of
+// the secret (of a wrong one when `wrong`); the worker's layout hash and
+// step are sent when lhash is not 0. The reply goes to *r when given.
+static int prove_as(srv *s, nng_socket k, uint32_t role, uint32_t rank,
+    uint64_t lhash, int64_t step, pti_hdr *r, int wrong)
+{
+	pti_hdr h, rr;
+	nng_msg *m;
+	pt_secret key;
+	PT_TEST_OK(pt_secret_load(&key, NULL));
+	key.key[0] ^= (uint8_t)wrong;
+	pti_hdr_init(&h, PT_OP_CHALLENGE, role, rank);
+	pti_msg_encode(&m, &h, NULL, 0);
+	int rv = rpc_on(k, m, &rr, NULL);
+	if (rv != 0)
+		return rv;
+	pti_hdr_init(&h, PT_OP_HELLO, role, rank);
+	if (lhash != 0) {
+		h.has |= PTI_H_LAYOUT | PTI_H_STEP;
+		h.layout_hash = lhash;
+		h.n_params = s->l.n_params;
+		h.step = step;
+	}
+	h.has |= PTI_H_MAC;
+	pti_auth_mac(&key, rr.nonce, role, rank, s->rank, lhash, h.mac);
+	pti_msg_encode(&m, &h, NULL, 0);
+	return rpc_on(k, m, r != NULL ? r : &rr, NULL);
+}
+
+static int prove(srv *s, nng_socket k, uint32_t role, uint32_t rank,
+    uint64_t lhash, int64_t step, pti_hdr *r)
+{
+	return prove_as(s, k, role, rank, lhash, step, r, 0);
+}
+
 static const char *srv_extra; // one more server flag, or NULL
+static const char *self_exe;  // this program, for park_main
 
 static const char *bin(void)
 {
@@ -73,6 +149,9 @@ static void srv_start(srv *s, const char *mode, int workers, int servers,
 	PT_TEST_OK(nng_dial(s->sock, s->url, NULL, 0));
 	PT_TEST_OK(pt_layout_init(&s->l, SPEC, 64, 10));
 	s->shard = pt_layout_shard(&s->l, (uint32_t)rank, (uint32_t)servers);
+	s->rank = (uint32_t)rank;
+	s->ctl = srv_dial(s);
+	PT_TEST_TRUE(prove(s, s->ctl, PT_ROLE_CONTROL, 0, 0, 0, NULL) == 0);
 }
 
 // srv_start_flag starts a one-shard server for `workers` workers with one
@@ -102,6 +181,10 @@ static void srv_stop(srv *s)
 {
 	char path[128];
 	nng_close(s->sock);
+	nng_close(s->ctl);
+	for (int i = 0; i < SRV_CONNS; i++)
+		if (s->w_open[i])
+			nng_close(s->w[i]);
 	if (s->pid > 0 && waitpid(s->pid, NULL, WNOHANG) == 0) {
 		kill(s->pid, SIGTERM);
 		waitpid(s->pid, NULL, 0);
@@ -113,23 +196,32 @@ static void srv_stop(srv *s)
 	rmdir(s->dir);
 }
 
-// rpc sends m (taken) and decodes the reply into h; values (if any) are
-// copied to vals. Returns the reply's status, or -1 on transport failure.
+// rpc sends m (taken) on the connection of the role and rank it claims:
+// a worker's once it said hello, the control client's, else the
+// stranger's.
 static int rpc(srv *s, nng_msg *m, pti_hdr *h, float *vals)
 {
-	nng_msg *r;
+	pti_hdr q;
 	const void *pay;
-	if (nng_sendmsg(s->sock, m, 0) != 0) {
-		nng_msg_free(m);
-		return -1;
+	nng_socket k = s->sock;
+	if (pti_msg_decode(&q, &pay, m) == 0) {
+		if (q.role == PT_ROLE_WORKER && q.rank < SRV_CONNS &&
+		    s->w_open[q.rank])
+			k = s->w[q.rank];
+		else if (q.role == PT_ROLE_CONTROL)
+			k = s->ctl;
 	}
-	if (nng_recvmsg(s->sock, &r, 0) != 0)
-		return -1;
-	int rv = pti_msg_decode(h, &pay, r);
-	if (rv == 0 && vals != NULL && pay != NULL)
-		memcpy(vals, pay, h->n * sizeof(float));
-	nng_msg_free(r);
-	return rv != 0 ? -1 : (int)h->status;
+	return rpc_on(k, m, h, vals);
+}
+
+// worker_conn opens worker rank's own connection.
+static nng_socket worker_conn(srv *s, uint32_t rank)
+{
+	if (!s->w_open[rank]) {
+		s->w[rank] = srv_dial(s);
+		s->w_open[rank] = 1;
+	}
+	return s->w[rank];
 }
 
 static int send_hdr(srv *s, pti_hdr *req, const float *pay, uint64_t n,
@@ -150,32 +242,22 @@ static int send_raw(srv *s, const void *b, size_t n, pti_hdr *h)
 	return rpc(s, m, h, NULL);
 }
 
-static int hello(srv *s, uint32_t rank)
-{
-	pti_hdr h;
-	pti_hdr_init(&h, PT_OP_HELLO, PT_ROLE_WORKER, rank);
-	h.has |= PTI_H_LAYOUT;
-	h.layout_hash = pt_layout_hash(&s->l);
-	h.n_params = s->l.n_params;
-	return send_hdr(s, &h, NULL, 0, NULL);
-}
-
-// hello_step says hello as worker rank at step `step`; the reply's step
-// (where the worker is to go on) goes to *at.
+// hello_step says hello as worker rank at step `step` on its own
+// connection; the reply's step (where the worker is to go on) goes to *at.
 static int hello_step(srv *s, uint32_t rank, int64_t step, int64_t *at)
 {
-	pti_hdr h, r;
-	nng_msg *m;
-	pti_hdr_init(&h, PT_OP_HELLO, PT_ROLE_WORKER, rank);
-	h.has |= PTI_H_LAYOUT | PTI_H_STEP;
-	h.step = step;
-	h.layout_hash = pt_layout_hash(&s->l);
-	h.n_params = s->l.n_params;
-	if (pti_msg_encode(&m, &h, NULL, 0) != 0)
-		return -1;
-	int rv = rpc(s, m, &r, NULL);
+	pti_hdr r;
+	memset(&r, 0, sizeof(r));
+	int rv = prove(s, worker_conn(s, rank), PT_ROLE_WORKER, rank,
+	    pt_layout_hash(&s->l), step, &r);
 	*at = (r.has & PTI_H_STEP) ? r.step : -1;
 	return rv;
+}
+
+static int hello(srv *s, uint32_t rank)
+{
+	int64_t at;
+	return hello_step(s, rank, 0, &at);
 }
 
 static int stats(srv *s, pti_hdr *h)
@@ -190,7 +272,7 @@ static int stats(srv *s, pti_hdr *h)
 static int pull(srv *s, float *vals)
 {
 	pti_hdr h;
-	pti_hdr_init(&h, PT_OP_PULL, PT_ROLE_WORKER, 0);
+	pti_hdr_init(&h, PT_OP_PULL, PT_ROLE_CONTROL, 0);
 	return send_hdr(s, &h, NULL, 0, vals);
 }
 
@@ -430,24 +512,23 @@ static void test_server_refuses_bad_requests(void)
 
 	// wrong protocol version, unknown op
 	pti_hdr_init(&h, PT_OP_PULL, PT_ROLE_WORKER, 0);
-	h.pv = 2;
+	h.pv = 9;
 	PT_TEST_TRUE(send_hdr(&s, &h, NULL, 0, NULL) == PT_EPROTO); expect++;
 	pti_hdr_init(&h, 42, PT_ROLE_WORKER, 0);
 	pti_msg_encode(&m, &h, NULL, 0);
 	PT_TEST_TRUE(rpc(&s, m, &r, NULL) == PT_EPROTO); expect++;
 	PT_TEST_STR_HAS(r.msg, "unknown op 42");
 
-	// out of turn: push before hello; rank out of range
-	PT_TEST_TRUE(push(&s, PT_OP_PUSH, 0, 0, g, lo, n, NULL) == PT_ESTATE); expect++;
+	// out of turn: push before hello (on a connection that has proven
+	// nothing); rank out of range
+	PT_TEST_TRUE(push(&s, PT_OP_PUSH, 0, 0, g, lo, n, NULL) == PT_EAUTH); expect++;
 	PT_TEST_TRUE(push(&s, PT_OP_PUSH, 9, 0, g, lo, n, NULL) == PT_EPROTO); expect++;
-	// another model's hello
-	pti_hdr_init(&h, PT_OP_HELLO, PT_ROLE_WORKER, 0);
-	h.has |= PTI_H_LAYOUT;
-	h.layout_hash = 1234;
-	h.n_params = s.l.n_params;
-	pti_msg_encode(&m, &h, NULL, 0);
-	PT_TEST_TRUE(rpc(&s, m, &r, NULL) == PT_EINVAL); expect++;
+	// another model's hello, with a good proof of the secret: refused,
+	// and the connection is not bound to worker 0
+	PT_TEST_TRUE(prove(&s, worker_conn(&s, 0), PT_ROLE_WORKER, 0, 1234, 0,
+			 &r) == PT_EINVAL); expect++;
 	PT_TEST_STR_HAS(r.msg, "another model");
+	PT_TEST_TRUE(push(&s, PT_OP_PUSH, 0, 0, g, lo, n, NULL) == PT_EAUTH); expect++;
 
 	PT_TEST_TRUE(hello(&s, 0) == 0);
 	// a range outside the shard (server 1 holds the upper half)
@@ -622,7 +703,121 @@ static void test_server_wire_values(void)
 	}
 }
 
+// test_server_parked_released: a worker's sync pull of the next version
+// parks a context; when its connection closes, the context is free
+// again. Forty workers in turn (more than the server's contexts) prove
+// the secret, park a pull and die without a word; the server must still
+// answer, and close the step once both workers push.
+static void test_server_parked_released(void)
+{
+	srv s;
+	pti_hdr st;
+	srv_start(&s, "sync", 2, 1, 0);
+	uint64_t n = s.l.n_params;
+	for (int i = 0; i < 40; i++) {
+		// A process of its own (this program again, see main): nng
+		// cannot be used in a child forked from a threaded parent.
+		pid_t pid = fork();
+		if (pid == 0) {
+			char rank[16];
+			snprintf(rank, sizeof(rank), "%d", i % 2);
+			execl(self_exe, self_exe, "--park", s.url, rank,
+			    (char *)NULL);
+			_exit(127);
+		}
+		int wst;
+		waitpid(pid, &wst, 0);
+		PT_TEST_TRUE(WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
+	}
+	PT_TEST_TRUE(stats(&s, &st) == 0 && st.ver == 0);
+	float *g = calloc(n, 4), *got = malloc(n * 4);
+	PT_TEST_TRUE(hello(&s, 0) == 0 && hello(&s, 1) == 0);
+	PT_TEST_TRUE(push(&s, PT_OP_PUSH, 1, 0, g, 0, n, NULL) == 0);
+	PT_TEST_TRUE(push(&s, PT_OP_PUSHPULL, 0, 0, g, 0, n, got) == 0);
+	PT_TEST_TRUE(stats(&s, &st) == 0 && st.ver == 1);
+	free(g), free(got);
+	srv_stop(&s);
+}
+
+// test_server_roles: a connection acts only as what it proved. Worker 0
+// cannot push as worker 1 or stop the job before every worker is done;
+// a stranger gets neither stats nor shutdown; a control client proven
+// with another secret is refused.
+static void test_server_roles(void)
+{
+	srv s;
+	pti_hdr h, r;
+	srv_start(&s, "async", 2, 1, 0);
+	uint64_t n = s.l.n_params;
+	float *g = calloc(n, 4);
+	PT_TEST_TRUE(hello(&s, 0) == 0);
+	pti_hdr_init(&h, PT_OP_PUSH, PT_ROLE_WORKER, 1);
+	h.has |= PTI_H_STEP | PTI_H_VER;
+	nng_msg *m;
+	pti_msg_encode(&m, &h, g, n);
+	PT_TEST_TRUE(rpc_on(s.w[0], m, &r, NULL) == PT_EAUTH);
+	PT_TEST_STR_HAS(r.msg, "proved worker 0, not worker 1");
+	pti_hdr_init(&h, PT_OP_SHUTDOWN, PT_ROLE_WORKER, 0);
+	pti_msg_encode(&m, &h, NULL, 0);
+	PT_TEST_TRUE(rpc_on(s.w[0], m, &r, NULL) == PT_EAUTH);
+	pti_hdr_init(&h, PT_OP_STATS, PT_ROLE_CONTROL, 0);
+	pti_msg_encode(&m, &h, NULL, 0);
+	PT_TEST_TRUE(rpc_on(s.sock, m, &r, NULL) == PT_EAUTH);
+	pti_hdr_init(&h, PT_OP_SHUTDOWN, PT_ROLE_CONTROL, 0);
+	pti_msg_encode(&m, &h, NULL, 0);
+	PT_TEST_TRUE(rpc_on(s.sock, m, &r, NULL) == PT_EAUTH);
+	PT_TEST_TRUE(prove_as(&s, s.sock, PT_ROLE_CONTROL, 0, 0, 0, &r, 1) ==
+		     PT_EAUTH);
+	PT_TEST_STR_HAS(r.msg, "wrong proof");
+	// the stranger's connection still proves nothing
+	pti_hdr_init(&h, PT_OP_STATS, PT_ROLE_CONTROL, 0);
+	pti_msg_encode(&m, &h, NULL, 0);
+	PT_TEST_TRUE(rpc_on(s.sock, m, &r, NULL) == PT_EAUTH);
+	// worker 1 done, then worker 0 done: now worker 0 may stop it
+	PT_TEST_TRUE(hello(&s, 1) == 0);
+	for (uint32_t w = 0; w < 2; w++) {
+		pti_hdr_init(&h, PT_OP_DONE, PT_ROLE_WORKER, w);
+		PT_TEST_TRUE(send_hdr(&s, &h, NULL, 0, NULL) == 0);
+	}
+	pti_hdr st;
+	PT_TEST_TRUE(stats(&s, &st) == 0 && st.n_done == 2 &&
+		     st.updates == 0);
+	pti_hdr_init(&h, PT_OP_SHUTDOWN, PT_ROLE_WORKER, 0);
+	PT_TEST_TRUE(send_hdr(&s, &h, NULL, 0, NULL) == 0);
+	int es = srv_exit_status(&s);
+	PT_TEST_TRUE(es != -1 && WIFEXITED(es) && WEXITSTATUS(es) == 0);
+	s.pid = 0;
+	free(g);
+	srv_stop(&s);
+}
+
+// park_main: proves the secret as worker RANK, sends a sync pull of the
+// next version (which parks) and exits without closing anything.
+static int park_main(const char *url, uint32_t rank)
+{
+	srv s;
+	memset(&s, 0, sizeof(s));
+	snprintf(s.url, sizeof(s.url), "%s", url);
+	PT_TEST_OK(pt_layout_init(&s.l, SPEC, 64, 10));
+	nng_socket k = srv_dial(&s);
+	nng_msg *m;
+	pti_hdr h;
+	if (prove(&s, k, PT_ROLE_WORKER, rank, pt_layout_hash(&s.l), 0,
+		NULL) != 0)
+		return 1;
+	pti_hdr_init(&h, PT_OP_PULL, PT_ROLE_WORKER, rank);
+	h.has |= PTI_H_VER;
+	h.ver = 1;
+	pti_msg_encode(&m, &h, NULL, 0);
+	if (nng_sendmsg(k, m, 0) != 0)
+		return 1;
+	usleep(20 * 1000); // parked by now
+	_exit(0);          // the kernel closes the connection
+}
+
 static const pt_test_case cases[] = {
+    {"test_server_parked_released", test_server_parked_released},
+    {"test_server_roles", test_server_roles},
     {"test_server_initial_values", test_server_initial_values},
     {"test_server_wire_values", test_server_wire_values},
     {"test_server_sync_sgd_mean", test_server_sync_sgd_mean},
@@ -641,5 +836,9 @@ static const pt_test_case cases[] = {
 int main(int argc, char **argv)
 {
 	signal(SIGPIPE, SIG_IGN);
+	setenv(PT_SECRET_ENV, SECRET, 1); // the servers inherit it
+	self_exe = argv[0];
+	if (argc == 4 && strcmp(argv[1], "--park") == 0)
+		return park_main(argv[2], (uint32_t)atoi(argv[3]));
 	return pt_test_main(argc, argv, cases);
 }

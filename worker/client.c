@@ -41,6 +41,7 @@ typedef struct client_link {
 
 struct pt_client {
 	uint32_t role, rank, n;
+	pt_secret secret;
 	double timeout_s;
 	client_link *links; // (n)
 	pthread_mutex_t mu;
@@ -129,7 +130,7 @@ void pt_client_close(pt_client *c)
 }
 
 int pt_client_open(pt_client **out, const char *urls, uint32_t role,
-    uint32_t rank, double timeout_s)
+    uint32_t rank, double timeout_s, const pt_secret *secret)
 {
 	pt_client *c = calloc(1, sizeof(*c));
 	if (c == NULL)
@@ -138,6 +139,7 @@ int pt_client_open(pt_client **out, const char *urls, uint32_t role,
 	pthread_cond_init(&c->cv, NULL);
 	c->role = role;
 	c->rank = rank;
+	c->secret = *secret;
 	c->timeout_s = timeout_s;
 	uint32_t n = 1;
 	for (const char *p = urls; *p; p++)
@@ -379,6 +381,43 @@ int pt_client_simple(pt_client *c, uint32_t op, pti_hdr *replies)
 	return 0;
 }
 
+// client_prove asks every server for its challenge and fills each hello
+// template's proof of the secret: an HMAC over that server's nonce and
+// who this client says it is.
+static int client_prove(pt_client *c, pti_hdr *hellos)
+{
+	pti_hdr ch[c->n];
+	int rv = pt_client_simple(c, PT_OP_CHALLENGE, ch);
+	if (rv != 0)
+		return rv;
+	for (uint32_t i = 0; i < c->n; i++) {
+		if (!(ch[i].has & PTI_H_NONCE))
+			return pti_err_set(PT_EPROTO, "server %u at %s sent no "
+			    "challenge", i, c->links[i].url);
+		hellos[i].has |= PTI_H_MAC;
+		pti_auth_mac(&c->secret, ch[i].nonce, c->role, c->rank, i,
+		    (hellos[i].has & PTI_H_LAYOUT) ? hellos[i].layout_hash : 0,
+		    hellos[i].mac);
+	}
+	return 0;
+}
+
+int pt_client_login(pt_client *c)
+{
+	nng_msg *msgs[c->n];
+	pti_hdr hdrs[c->n];
+	const void *pays[c->n];
+	int rv;
+	for (uint32_t i = 0; i < c->n; i++)
+		pti_hdr_init(&hdrs[i], PT_OP_HELLO, c->role, c->rank);
+	if ((rv = client_prove(c, hdrs)) != 0 ||
+	    (rv = client_build(c, msgs, hdrs, NULL)) != 0 ||
+	    (rv = client_rpc(c, msgs, hdrs, pays)) != 0)
+		return rv;
+	client_release(c);
+	return 0;
+}
+
 int pt_client_hello(pt_client *c, const pt_layout *l, int mode,
     uint32_t workers, int64_t step, int64_t *start)
 {
@@ -394,7 +433,8 @@ int pt_client_hello(pt_client *c, const pt_layout *l, int mode,
 		hdrs[i].layout_hash = pt_layout_hash(l);
 		hdrs[i].n_params = l->n_params;
 	}
-	if ((rv = client_build(c, msgs, hdrs, NULL)) != 0 ||
+	if ((rv = client_prove(c, hdrs)) != 0 ||
+	    (rv = client_build(c, msgs, hdrs, NULL)) != 0 ||
 	    (rv = client_rpc(c, msgs, hdrs, pays)) != 0)
 		return rv;
 	for (uint32_t i = 0; i < c->n && rv == 0; i++) {

@@ -28,10 +28,11 @@ typedef struct pt_client_step {
 
 // pt_client_open dials every server in urls (comma-separated, in server
 // rank order) as role/rank, with replies awaited at most timeout_s
-// seconds. Dialing goes on in the background until a server is up.
-// On success *out is the caller's, to pt_client_close.
+// seconds, proving the job secret (copied) in each hello. Dialing goes on
+// in the background until a server is up. On success *out is the
+// caller's, to pt_client_close.
 int pt_client_open(pt_client **out, const char *urls, uint32_t role,
-    uint32_t rank, double timeout_s);
+    uint32_t rank, double timeout_s, const pt_secret *secret);
 
 void pt_client_close(pt_client *c);
 
@@ -52,6 +53,11 @@ int pt_client_wait(pt_client *c, const char *who, double timeout_s);
 // detail naming the server that disagrees about the job.
 int pt_client_hello(pt_client *c, const pt_layout *l, int mode,
     uint32_t workers, int64_t step, int64_t *start);
+
+// pt_client_login authenticates a control client (role PT_ROLE_CONTROL)
+// with every server, for stats, pull and shutdown. PT_EAUTH when a
+// server does not take the secret.
+int pt_client_login(pt_client *c);
 
 // pt_client_pull writes every server's shard into params (n_params).
 // want_ver >= 0 waits (sync) for that version; -1 takes the latest.

@@ -172,8 +172,13 @@ static int worker_init(worker *w, const pt_config *c)
 		return pti_err_set(PT_ENOMEM, "worker %u buffers", c->rank);
 	if ((rv = pt_model_alloc(&w->model, &w->layout, rows)) != 0)
 		return rv;
-	if ((rv = pt_client_open(&w->client, c->connect, PT_ROLE_WORKER,
-		 c->rank, c->rpc_timeout)) != 0)
+	pt_secret key;
+	rv = pt_secret_load(&key, c->secret_file);
+	if (rv == 0)
+		rv = pt_client_open(&w->client, c->connect, PT_ROLE_WORKER,
+		    c->rank, c->rpc_timeout, &key);
+	memset(&key, 0, sizeof(key));
+	if (rv != 0)
 		return rv;
 	if (pt_client_servers(w->client) != c->servers)
 		return pti_err_set(PT_EINVAL,
