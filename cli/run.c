@@ -121,7 +121,7 @@ static int run_spawn(run_job *j, int server, uint32_t rank, char **extra,
 		dup2(fd, 2);
 		close(fd);
 		signal(SIGINT, SIG_IGN); // the launcher stops us itself
-		execv("/proc/self/exe", argv);
+		execv(pti_self_exe(), argv);
 		fprintf(stderr, "pstrain: cannot execute itself: %s\n",
 		    strerror(errno));
 		_exit(127);

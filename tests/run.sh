@@ -49,6 +49,7 @@ run research_test sh tests/research_test.sh
 run record_test sh tests/record_test.sh
 run compare_test sh tests/compare_test.sh
 run ckpt_test sh tests/ckpt_test.sh
+run hygiene_test sh tests/hygiene_test.sh
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
