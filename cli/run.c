@@ -816,6 +816,32 @@ static int run_write_summary(const run_job *j, int diverged)
 	return pti_summary_write(&r);
 }
 
+// run_tell_checkpoints says at the end of the job, after the summary,
+// that checkpoint writes failed, if any did (the servers only log each
+// one), and which checkpoint a --resume would now start from.
+static void run_tell_checkpoints(const run_job *j)
+{
+	const pt_config *c = &j->c;
+	uint64_t failed;
+	char last[PT_PATH_MAX + 160];
+	if (c->checkpoint_dir[0] == '\0')
+		return;
+	pti_ckpt_report(c, &failed, last, sizeof(last));
+	if (failed == 0)
+		return;
+	int64_t v = run_find_resume(c, c->checkpoint_dir, &j->layout, 0,
+	    c->servers);
+	fflush(stdout); // after the summary, also when both go to one file
+	fprintf(stderr, "pstrain run: %llu checkpoint write%s failed (%s); ",
+	    (unsigned long long)failed, failed == 1 ? "" : "s", last);
+	if (v >= 0)
+		fprintf(stderr, "the newest good checkpoint is version %lld, in "
+		    "%s\n", (long long)v, c->checkpoint_dir);
+	else
+		fprintf(stderr, "no checkpoint that every server completed is "
+		    "left in %s\n", c->checkpoint_dir);
+}
+
 // run_cmdline writes "pstrain run ARGS" into out (size n), quoting each
 // argument that a shell would split or expand.
 static void run_cmdline(char *out, size_t n, int argc, char **argv)
@@ -901,5 +927,6 @@ int pti_cmd_run(int argc, char **argv)
 	// and exit status 3 says what happened.
 	if ((rv == 0 || rv == 3) && run_write_summary(&j, rv == 3) != 0)
 		rv = 1;
+	run_tell_checkpoints(&j);
 	return rv;
 }

@@ -79,6 +79,8 @@ struct ps_server {
 	uint64_t ckpt_every; // steps (or seconds with ckpt_seconds); 0 never
 	int ckpt_seconds;
 	double ckpt_last;    // when the last checkpoint was written
+	uint64_t ckpt_failures;  // checkpoint writes that failed
+	char ckpt_error[PT_PATH_MAX + 128]; // the last one's error, or ""
 	double lr_base;    // --lr, scaled by --lr-scaling
 	double warmup;     // warm-up length in steps; 0: none
 	// counters
@@ -218,8 +220,9 @@ static pti_ckpt_meta server_ckpt_meta(const ps_server *s)
 }
 
 // server_checkpoint writes the shard when one is due, after an update.
-// It runs under the lock, so that values, state and version agree; a
-// failed write is logged and training goes on.
+// It runs under the lock, so that values, state and version agree. A
+// failed write is logged, counted and its error kept for server-R.json,
+// from which the launcher tells the user at the end; training goes on.
 static void server_checkpoint(ps_server *s)
 {
 	if (s->ckpt_every == 0)
@@ -231,9 +234,13 @@ static void server_checkpoint(ps_server *s)
 	pti_ckpt_meta m = server_ckpt_meta(s);
 	const float *vecs[3] = {s->params, s->state1, s->state2};
 	int rv = pti_ckpt_save(s->cfg->checkpoint_dir, &m, s->clock, vecs);
-	if (rv != 0)
+	if (rv != 0) {
+		s->ckpt_failures++;
+		snprintf(s->ckpt_error, sizeof(s->ckpt_error), "%s",
+		    pt_errmsg(rv));
 		fprintf(stderr, "server %u: checkpoint failed: %s\n",
-		    s->cfg->rank, pt_errmsg(rv));
+		    s->cfg->rank, s->ckpt_error);
+	}
 	s->ckpt_last = t;
 }
 
@@ -876,7 +883,14 @@ static void server_write_stats(const ps_server *s)
 	for (int i = 0; i < PT_STALE_BUCKETS; i++)
 		fprintf(f, "%s%llu", i ? ", " : "",
 		    (unsigned long long)s->hist[i]);
-	fprintf(f, "]\n}\n");
+	fprintf(f, "],\n  \"checkpoint_failures\": %llu,\n"
+	    "  \"checkpoint_last_error\": ",
+	    (unsigned long long)s->ckpt_failures);
+	if (s->ckpt_error[0] != '\0')
+		pti_json_string(f, s->ckpt_error);
+	else
+		fprintf(f, "null");
+	fprintf(f, "\n}\n");
 	fclose(f);
 }
 
