@@ -23,6 +23,7 @@
 #include "checkpoint.h"
 #include "optim.h"
 #include "proto.h"
+#include "sockdir.h"
 #include "summary.h"
 
 #define RUN_MAX_PROCS 1280
@@ -752,13 +753,12 @@ static int run_prepare(run_job *j)
 	if (c->servers + c->workers > RUN_MAX_PROCS)
 		return pti_err_set(PT_EINVAL, "at most %d processes",
 		    RUN_MAX_PROCS);
-	if (c->transport == PT_TRANSPORT_IPC) {
-		const char *tmp = getenv("TMPDIR");
-		snprintf(j->sockdir, sizeof(j->sockdir), "%s/pstrain-XXXXXX",
-		    tmp && *tmp ? tmp : "/tmp");
-		if (mkdtemp(j->sockdir) == NULL)
-			return pti_err_set(PT_EIO, "%s: %s", j->sockdir,
-			    strerror(errno));
+	// The sockets' folder, removed by run_cleanup; one that a launcher
+	// killed with kill -9 left is removed by the next (cli/sockdir.c).
+	if (c->transport == PT_TRANSPORT_IPC &&
+	    (rv = pti_sockdir_make(j->sockdir, sizeof(j->sockdir))) != 0) {
+		j->sockdir[0] = '\0';
+		return rv;
 	}
 	return 0;
 }

@@ -66,4 +66,66 @@ test_hygiene_one_blas_thread() {
 			"$T/th1/server.log"
 }
 
+# alive DIR: processes whose command line names --out DIR
+alive() { pgrep -f -- "--out $1( |$)" | wc -l; }
+
+test_hygiene_sockets_after_kill9() {
+	# kill -9 a launcher and its processes mid-job: its socket folder
+	# stays (nothing could remove it), and the next job removes it. Not
+	# removed: the folder of a live process, one of another owner, an
+	# old-style name, and what a symbolic link named like a stale folder
+	# points to. A private TMPDIR keeps other users' folders out of it.
+	n=test_hygiene_sockets_after_kill9
+	tmp="$T/tmp"
+	d="$T/k9"
+	mkdir -p "$tmp" "$T/victim"
+	: >"$T/victim/s0"
+	ln -s "$T/victim" "$tmp/pstrain-run-99999999-1-aaaaaa"
+	mkdir "$tmp/pstrain-XXold" "$tmp/pstrain-run-99999998-1-bbbbbb"
+	other=yes
+	[ "$(id -u)" = 0 ] && chown 65534 "$tmp/pstrain-run-99999998-1-bbbbbb" ||
+		{ other=no; rmdir "$tmp/pstrain-run-99999998-1-bbbbbb"; }
+	live="$tmp/pstrain-run-$$-$(cut -d' ' -f22 /proc/$$/stat)-cccccc"
+	mkdir "$live"
+	TMPDIR=$tmp $P run --servers 2 --workers 2 $D --batch 32 \
+		--steps 100000 --out "$d" >"$d.log" 2>&1 &
+	pid=$!
+	if ! wait_file "$d/worker-0.csv"; then
+		no $n "the job did not start" "$d.log"
+		kill $pid
+		wait $pid
+		return
+	fi
+	kill -9 $pid
+	pkill -9 -f -- "--out $d( |$)"
+	wait $pid 2>/dev/null
+	i=0
+	while [ "$i" -lt 100 ] && [ "$(alive "$d")" != 0 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	left=$(ls -d "$tmp/pstrain-run-$pid-"* 2>/dev/null | wc -l)
+	TMPDIR=$tmp $P run --servers 1 --workers 1 $D --batch 32 --steps 5 \
+		--out "$T/next" >"$T/next.log" 2>&1
+	rc=$?
+	after=$(ls -d "$tmp/pstrain-run-$pid-"* 2>/dev/null | wc -l)
+	kept=0
+	[ -d "$live" ] && kept=$((kept + 1))
+	[ -d "$tmp/pstrain-XXold" ] && kept=$((kept + 1))
+	[ -f "$T/victim/s0" ] && kept=$((kept + 1))
+	[ $other = no ] || [ -d "$tmp/pstrain-run-99999998-1-bbbbbb" ] &&
+		kept=$((kept + 1))
+	others=$(ls "$tmp" | grep -c '^pstrain-run-')
+	# Left after the next job: the symbolic link, the live folder and
+	# the other owner's (when there is one); not the next job's own.
+	want=$([ $other = yes ] && echo 3 || echo 2)
+	if [ "$left" = 1 ] && [ "$rc" = 0 ] && [ "$after" = 0 ] &&
+		[ "$kept" = 4 ] && [ "$others" = "$want" ]; then
+		ok $n
+	else
+		no $n "killed job's folders: $left before, $after after the next job (exit $rc); $kept of 4 kept; $others pstrain-run- entries (want $want)" "$T/next.log"
+	fi
+}
+
 test_hygiene_one_blas_thread
+test_hygiene_sockets_after_kill9
