@@ -3,6 +3,8 @@
 #   make test     build, then run every test; last line "N passed, N failed"
 #   make demo     build, then run the demonstration job
 #   make asan     unit tests and pstrain under AddressSanitizer and UBSan
+#   make fuzz     libFuzzer over the decoder and the request handler
+#                 (clang), FUZZ_SECONDS (60) each, from tests/fuzz/corpus
 #   make format   clang-format every source file
 #   make clean
 CC ?= cc
@@ -27,7 +29,8 @@ UNIT_BIN = $(UNIT_NAMES:%=build/tests/%)
 AUNIT_BIN = $(UNIT_NAMES:%=build/asan/tests/%)
 PROC_BIN = $(PROC_SRC:tests/%.c=build/tests/%)
 
-.PHONY: all build deps test demo asan clean format bench FORCE
+.PHONY: all build deps test demo asan clean format bench fuzz fuzz-build \
+	fuzz-seeds FORCE
 all: deps
 	@$(MAKE) --no-print-directory build
 
@@ -83,6 +86,48 @@ test: deps
 demo: deps
 	@$(MAKE) --no-print-directory bin/pstrain
 	@sh scripts/demo.sh
+
+# Fuzzing: the library built by clang with ASan, UBSan and libFuzzer's
+# coverage; one harness per entry point (tests/fuzz/fuzz_*.c). New inputs
+# go to build/fuzz/corpus, the kept seeds stay in tests/fuzz/corpus.
+FUZZ_CC = clang
+FUZZ_SECONDS ?= 60
+FUZZ_FLAGS = -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+	-fno-sanitize-recover=undefined
+FOBJ = build/fuzz/obj
+FLIB_OBJ = $(LIB_SRC:%.c=$(FOBJ)/%.o)
+FUZZ_NAMES = decode server
+FUZZ_BIN = $(FUZZ_NAMES:%=build/fuzz/fuzz_%)
+
+$(FOBJ)/%.o: %.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(CPPFLAGS) -Itests/fuzz -std=c11 -Wall -Wextra -Werror \
+		-MMD -MP -pthread $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link \
+		-c -o $@ $<
+
+build/fuzz/fuzz_%: $(FOBJ)/tests/fuzz/fuzz_%.o $(FLIB_OBJ)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
+
+build/fuzz/seeds: $(OBJ)/tests/fuzz/seeds.o $(LIB_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(OBJ)/tests/fuzz/%.o: CPPFLAGS += -Itests/fuzz
+
+fuzz-build: $(FUZZ_BIN)
+
+fuzz: deps
+	@$(MAKE) --no-print-directory fuzz-build
+	@for f in $(FUZZ_NAMES); do \
+		mkdir -p build/fuzz/corpus/$$f; \
+		build/fuzz/fuzz_$$f -max_total_time=$(FUZZ_SECONDS) -close_fd_mask=2 \
+			build/fuzz/corpus/$$f tests/fuzz/corpus/$$f || exit 1; \
+	done
+
+# Rewrites the kept seeds (tests/fuzz/seeds.c says what they are).
+fuzz-seeds: build/fuzz/seeds
+	@mkdir -p tests/fuzz/corpus/decode tests/fuzz/corpus/server
+	build/fuzz/seeds tests/fuzz/corpus
 
 format:
 	clang-format -i $(wildcard */*.c */*.h)

@@ -20,4 +20,10 @@ int pti_cli_config(struct pt_config *c, unsigned cmd, const char *name,
 // Returns 0, or -1 with errno set.
 int pti_mkdir_p(const char *path);
 
+// pti_self_exe returns the path to execute to start this same binary as
+// a child: "/proc/self/exe", or under valgrind (where that is valgrind's
+// tool) the program's own path. Points to a static buffer; call it from
+// one thread, e.g. in the child after fork.
+const char *pti_self_exe(void);
+
 #endif // PT_CLI_CLI_H

@@ -326,7 +326,7 @@ static int job_run(const pt_config *c, const pti_cmp_job *j)
 	fflush(stdout);
 	pid_t pid = fork();
 	if (pid == 0) {
-		execv("/proc/self/exe", argv);
+		execv(pti_self_exe(), argv);
 		fprintf(stderr, "pstrain compare: cannot execute itself: %s\n",
 		    strerror(errno));
 		_exit(127);

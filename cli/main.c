@@ -1,5 +1,6 @@
 // cli/main.c - bin/pstrain: dispatch to a subcommand. Kept thin so that
 // tests link the real code of every subcommand.
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,15 +36,50 @@ static void usage(FILE *f)
 		   "OPENBLAS_NUM_THREADS is set.\n");
 }
 
+// ---------------------------------------------------------------- threads
+// OpenBLAS starts a pool of busy-waiting threads, one per usable core, in
+// its library constructor, before main. Many processes on a few cores
+// crawl that way, so each process gets one thread unless the user set
+// OPENBLAS_NUM_THREADS. Re-executing /proc/self/exe with the variable set
+// broke `valgrind bin/pstrain` (there it names valgrind's tool), and the
+// variable cannot be set early enough in-process: glibc runs an
+// executable's .preinit_array before any library constructor, but libc's
+// own constructor then resets the environment to the one the process was
+// started with. OpenBLAS sizes its pool by the CPUs in the affinity mask,
+// though, so the preinit function below pins the process to one of its
+// CPUs while the libraries load, and main gives the mask back before any
+// other thread exists. Then it sets the variable, for the children.
+
+static cpu_set_t main_cpus; // the affinity mask the process started with
+static int main_pinned;
+
+static void main_pin_one_cpu(int argc, char **argv, char **envp)
+{
+	(void)argc, (void)argv;
+	// getenv does not work yet: libc's constructor has not run.
+	for (char **e = envp; e != NULL && *e != NULL; e++)
+		if (strncmp(*e, "OPENBLAS_NUM_THREADS=", 21) == 0)
+			return;
+	cpu_set_t one;
+	if (sched_getaffinity(0, sizeof(main_cpus), &main_cpus) != 0)
+		return; // over CPU_SETSIZE CPUs: OpenBLAS's default, then
+	CPU_ZERO(&one);
+	for (int i = 0; i < CPU_SETSIZE; i++)
+		if (CPU_ISSET(i, &main_cpus)) {
+			CPU_SET(i, &one);
+			break;
+		}
+	main_pinned = sched_setaffinity(0, sizeof(one), &one) == 0;
+}
+__attribute__((used, section(".preinit_array"))) static void (
+    *const main_preinit)(int, char **, char **) = main_pin_one_cpu;
+
 int main(int argc, char **argv)
 {
-	// OpenBLAS starts its threads when it loads, before main: if the
-	// user did not choose, re-execute with one thread per process.
-	if (getenv("OPENBLAS_NUM_THREADS") == NULL) {
+	if (main_pinned)
+		sched_setaffinity(0, sizeof(main_cpus), &main_cpus);
+	if (getenv("OPENBLAS_NUM_THREADS") == NULL)
 		setenv("OPENBLAS_NUM_THREADS", "1", 1);
-		execv("/proc/self/exe", argv);
-		// Fall through: without /proc we run with OpenBLAS's default.
-	}
 	if (argc == 2 && strcmp(argv[1], "--version") == 0) {
 		printf("pstrain %s\n", PT_VERSION);
 		return 0;
@@ -55,8 +91,9 @@ int main(int argc, char **argv)
 	}
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		if (strcmp(argv[1], commands[i].name) == 0) {
-			// Re-executed through /proc/self/exe, the process
-			// would be called "exe": name it for ps and top.
+			// The launcher starts its children through
+			// /proc/self/exe, so they would be called "exe":
+			// name every process by its command for ps and top.
 			char name[16];
 			snprintf(name, sizeof(name), "pstrain-%s",
 			    commands[i].name);

@@ -24,6 +24,7 @@
 #include "checkpoint.h"
 #include "optim.h"
 #include "proto.h"
+#include "sockdir.h"
 #include "summary.h"
 
 #define RUN_MAX_PROCS 1280
@@ -122,7 +123,7 @@ static int run_spawn(run_job *j, int server, uint32_t rank, char **extra,
 		dup2(fd, 2);
 		close(fd);
 		signal(SIGINT, SIG_IGN); // the launcher stops us itself
-		execv("/proc/self/exe", argv);
+		execv(pti_self_exe(), argv);
 		fprintf(stderr, "pstrain: cannot execute itself: %s\n",
 		    strerror(errno));
 		_exit(127);
@@ -753,13 +754,12 @@ static int run_prepare(run_job *j)
 	if (c->servers + c->workers > RUN_MAX_PROCS)
 		return pti_err_set(PT_EINVAL, "at most %d processes",
 		    RUN_MAX_PROCS);
-	if (c->transport == PT_TRANSPORT_IPC) {
-		const char *tmp = getenv("TMPDIR");
-		snprintf(j->sockdir, sizeof(j->sockdir), "%s/pstrain-XXXXXX",
-		    tmp && *tmp ? tmp : "/tmp");
-		if (mkdtemp(j->sockdir) == NULL)
-			return pti_err_set(PT_EIO, "%s: %s", j->sockdir,
-			    strerror(errno));
+	// The sockets' folder, removed by run_cleanup; one that a launcher
+	// killed with kill -9 left is removed by the next (cli/sockdir.c).
+	if (c->transport == PT_TRANSPORT_IPC &&
+	    (rv = pti_sockdir_make(j->sockdir, sizeof(j->sockdir))) != 0) {
+		j->sockdir[0] = '\0';
+		return rv;
 	}
 	return 0;
 }
@@ -815,6 +815,32 @@ static int run_write_summary(const run_job *j, int diverged)
 	    j->resumed_from, j->csv_from, j->eval_from, j->t0,
 	    now_s() - j->t0, diverged};
 	return pti_summary_write(&r);
+}
+
+// run_tell_checkpoints says at the end of the job, after the summary,
+// that checkpoint writes failed, if any did (the servers only log each
+// one), and which checkpoint a --resume would now start from.
+static void run_tell_checkpoints(const run_job *j)
+{
+	const pt_config *c = &j->c;
+	uint64_t failed;
+	char last[PT_PATH_MAX + 160];
+	if (c->checkpoint_dir[0] == '\0')
+		return;
+	pti_ckpt_report(c, &failed, last, sizeof(last));
+	if (failed == 0)
+		return;
+	int64_t v = run_find_resume(c, c->checkpoint_dir, &j->layout, 0,
+	    c->servers);
+	fflush(stdout); // after the summary, also when both go to one file
+	fprintf(stderr, "pstrain run: %llu checkpoint write%s failed (%s); ",
+	    (unsigned long long)failed, failed == 1 ? "" : "s", last);
+	if (v >= 0)
+		fprintf(stderr, "the newest good checkpoint is version %lld, in "
+		    "%s\n", (long long)v, c->checkpoint_dir);
+	else
+		fprintf(stderr, "no checkpoint that every server completed is "
+		    "left in %s\n", c->checkpoint_dir);
 }
 
 // run_cmdline writes "pstrain run ARGS" into out (size n), quoting each
@@ -913,5 +939,6 @@ int pti_cmd_run(int argc, char **argv)
 	// and exit status 3 says what happened.
 	if ((rv == 0 || rv == 3) && run_write_summary(&j, rv == 3) != 0)
 		rv = 1;
+	run_tell_checkpoints(&j);
 	return rv;
 }

@@ -77,6 +77,56 @@ static int find_num(const char *text, const char *key, double *out)
 	return 0;
 }
 
+// find_str copies `"key": "STRING"` of a flat JSON file's text, unescaped,
+// into out (size n). Returns 0, or -1 when the key is missing or null.
+static int find_str(const char *text, const char *key, char *out, size_t n)
+{
+	char pat[64];
+	size_t k = 0;
+	snprintf(pat, sizeof(pat), "\"%s\": \"", key);
+	const char *p = strstr(text, pat);
+	if (p == NULL || n == 0)
+		return -1;
+	for (p += strlen(pat); *p && *p != '"' && k + 1 < n; p++) {
+		unsigned u;
+		if (*p != '\\') {
+			out[k++] = *p;
+		} else if (p[1] == 'u' && sscanf(p + 2, "%4x", &u) == 1) {
+			out[k++] = u < 0x80 ? (char)u : '?';
+			p += 5;
+		} else if (p[1] != '\0') {
+			p++;
+			out[k++] = *p == 'n' ? '\n' : *p == 't' ? '\t' : *p;
+		}
+	}
+	out[k] = '\0';
+	return 0;
+}
+
+void pti_ckpt_report(const pt_config *c, uint64_t *failures, char *last,
+    size_t n)
+{
+	char path[PT_PATH_MAX + 32], text[16384], err[PT_PATH_MAX + 128];
+	*failures = 0;
+	if (n > 0)
+		last[0] = '\0';
+	for (uint32_t s = 0; s < c->servers; s++) {
+		snprintf(path, sizeof(path), "%s/server-%u.json", c->out, s);
+		FILE *f = fopen(path, "r");
+		if (f == NULL)
+			continue;
+		size_t got = fread(text, 1, sizeof(text) - 1, f);
+		fclose(f);
+		text[got] = '\0';
+		double k = 0;
+		find_num(text, "checkpoint_failures", &k);
+		*failures += (uint64_t)k;
+		if (find_str(text, "checkpoint_last_error", err,
+			sizeof(err)) == 0 && n > 0)
+			snprintf(last, n, "server %u: %s", s, err);
+	}
+}
+
 static void gather_servers(const pt_config *c, sum_stats *st)
 {
 	char path[PT_PATH_MAX + 32], text[8192];
@@ -328,6 +378,9 @@ int pti_summary_write(const pti_run_facts *r)
 	gather_workers(r, &st);
 	gather_evals(r, &st);
 	write_staleness(c->out, &st);
+	uint64_t ck_failures;
+	char ck_error[PT_PATH_MAX + 160];
+	pti_ckpt_report(c, &ck_failures, ck_error, sizeof(ck_error));
 	snprintf(path, sizeof(path), "%s/summary.json", c->out);
 	FILE *f = fopen(path, "w");
 	if (f == NULL) {
@@ -376,6 +429,11 @@ int pti_summary_write(const pti_run_facts *r)
 	num(f, "unauthenticated_requests", (double)st.unauth, 20);
 	num(f, "auth_failures", (double)st.auth_failed, 20);
 	num(f, "connections_closed", (double)st.conn_closed, 20);
+	num(f, "checkpoint_failures", (double)ck_failures, 20);
+	if (ck_error[0] != '\0')
+		str(f, "checkpoint_last_error", ck_error);
+	else
+		fprintf(f, "  \"checkpoint_last_error\": null,\n");
 	num(f, "idle_fraction", idle, 4);
 	num(f, "worker_restarts", r->worker_restarts, 10);
 	num(f, "workers_lost", r->workers_lost, 10);

@@ -57,6 +57,13 @@ const char *pti_outcome(const pti_run_facts *r, const pti_final *fin);
 void pti_record_write(FILE *f, const char *cmdline, double t0,
     const char *indent);
 
+// pti_ckpt_report sums the checkpoint writes that failed over the
+// server-R.json files in c->out into *failures, and copies the error of
+// the highest-ranked server that reported one, as "server R: ERROR", into
+// last (size n; "" when none).
+void pti_ckpt_report(const pt_config *c, uint64_t *failures, char *last,
+    size_t n);
+
 // pti_summary_write gathers the servers' and workers' files of the job
 // in r->c->out, writes staleness.csv and summary.json and prints the
 // result to stdout. Returns 0, or -1 after saying on stderr what is

@@ -122,10 +122,21 @@ int pt_modelfile_save(const char *path, const pt_layout *l,
 		return pti_err_set(PT_ENOMEM, "%s: saving the model", path);
 	memcpy(tmp, path, len);
 	memcpy(tmp + len, ".tmp", 5);
-	modelfile_out o = {fopen(tmp, "wb"), crc32(0, Z_NULL, 0), 0};
+	// Created 0600 from the start, as checkpoints are: the file holds
+	// the model. A leftover path.tmp is removed first, so that O_EXCL
+	// gives a new file of that mode and refuses a planted symbolic link.
+	int fd = -1;
+	if (unlink(tmp) == 0 || errno == ENOENT)
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	modelfile_out o = {fd < 0 ? NULL : fdopen(fd, "wb"),
+	    crc32(0, Z_NULL, 0), 0};
 	if (o.f == NULL) {
 		int rv = pti_err_set(PT_EIO, "%s: cannot create %s: %s", path,
 		    tmp, strerror(errno));
+		if (fd >= 0) {
+			close(fd);
+			unlink(tmp);
+		}
 		free(tmp);
 		return rv;
 	}

@@ -13,8 +13,9 @@
 // pt_modelfile_save writes params (l->n_params floats, borrowed for the
 // call) of layout l to path, atomically: it writes path.tmp, flushes and
 // fsyncs it, then renames it over path, so readers see the old file or
-// the whole new one. Returns 0, PT_EIO (path.tmp removed) or PT_ENOMEM,
-// with a detail naming the file.
+// the whole new one. The file is created readable by its owner only
+// (0600). Returns 0, PT_EIO (path.tmp removed) or PT_ENOMEM, with a
+// detail naming the file.
 int pt_modelfile_save(const char *path, const pt_layout *l,
     const float *params);
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <zlib.h>
@@ -34,27 +35,37 @@ void pti_ckpt_path(char *out, size_t size, const char *dir, uint32_t rank,
 }
 
 // ckpt_prune removes this rank's checkpoints older than the newest
-// PT_CKPT_KEEP, and temporary files that a killed writer left behind.
+// PT_CKPT_KEEP, and temporary files that a killed writer left behind. It
+// runs only after version `newest` was written, synced and renamed, and
+// counts as checkpoints only regular files of the exact name the rename
+// gives: a temporary file, or anything else of a similar name, is no
+// newer checkpoint for whose sake a complete one may go.
 static void ckpt_prune(const char *dir, uint32_t rank, int64_t newest)
 {
 	DIR *d = opendir(dir);
 	struct dirent *e;
+	struct stat sb;
 	char prefix[32], path[4096];
 	snprintf(prefix, sizeof(prefix), "server-%u-v", rank);
+	size_t pl = strlen(prefix);
 	if (d == NULL)
 		return;
 	int64_t versions[64];
 	int n = 0;
 	while ((e = readdir(d)) != NULL && n < 64) {
 		long long v;
-		char tail[8];
-		if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 &&
-		    sscanf(e->d_name + strlen(prefix), "%lld.ckp%1s", &v,
-			tail) == 2 && strcmp(tail, "t") == 0)
+		int used = 0;
+		if (strncmp(e->d_name, prefix, pl) != 0)
+			continue;
+		const char *rest = e->d_name + pl;
+		if (sscanf(rest, "%lld%n", &v, &used) != 1)
+			continue;
+		int is_file = fstatat(dirfd(d), e->d_name, &sb,
+				  AT_SYMLINK_NOFOLLOW) == 0 &&
+			      S_ISREG(sb.st_mode);
+		if (is_file && strcmp(rest + used, ".ckpt") == 0)
 			versions[n++] = v;
-		size_t nl = strlen(e->d_name);
-		if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 &&
-		    nl > 9 && strcmp(e->d_name + nl - 9, ".ckpt.tmp") == 0) {
+		else if (is_file && strcmp(rest + used, ".ckpt.tmp") == 0) {
 			snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
 			unlink(path);
 		}
@@ -100,9 +111,22 @@ int pti_ckpt_save(const char *dir, const pti_ckpt_meta *m,
 	h.n_state = m->n_state, h.n_workers = m->n_workers;
 	pti_ckpt_path(path, sizeof(path), dir, m->rank, m->version);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	FILE *f = fopen(tmp, "wb");
-	if (f == NULL)
+	// Created 0600, never readable by others even for a moment: it holds
+	// the model. A temporary file left by a killed writer is removed
+	// first, so that O_EXCL gives a new file of that mode (and refuses a
+	// symbolic link planted in its place).
+	if (unlink(tmp) != 0 && errno != ENOENT)
 		return pti_err_set(PT_EIO, "%s: %s", tmp, strerror(errno));
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	FILE *f = fd < 0 ? NULL : fdopen(fd, "wb");
+	if (f == NULL) {
+		int e = errno;
+		if (fd >= 0) {
+			close(fd);
+			unlink(tmp);
+		}
+		return pti_err_set(PT_EIO, "%s: %s", tmp, strerror(e));
+	}
 	uLong crc = crc32(0, (const Bytef *)&h, sizeof(h));
 	int ok = fwrite(&h, sizeof(h), 1, f) == 1;
 	size_t cbytes = (size_t)m->n_workers * sizeof(int64_t);
@@ -118,17 +142,28 @@ int pti_ckpt_save(const char *dir, const pti_ckpt_meta *m,
 	uint32_t c32 = (uint32_t)crc;
 	ok = ok && fwrite(&c32, 4, 1, f) == 1 && fflush(f) == 0 &&
 	     fsync(fileno(f)) == 0;
-	ok = fclose(f) == 0 && ok;
-	if (!ok || rename(tmp, path) != 0) {
-		int e = errno;
+	// The first failure's errno (a full disk shows at write or fsync),
+	// before fclose can change it.
+	int e = ok ? 0 : errno;
+	if (fclose(f) != 0 && e == 0)
+		e = errno;
+	if (e == 0 && rename(tmp, path) != 0)
+		e = errno;
+	if (e != 0) {
 		unlink(tmp);
 		return pti_err_set(PT_EIO, "%s: %s", path, strerror(e));
 	}
-	int fd = open(dir, O_RDONLY);
-	if (fd >= 0) {
-		fsync(fd); // make the rename durable; best effort
-		close(fd);
-	}
+	// The rename is durable only once the folder is synced: until then
+	// the older checkpoints are all a crash may leave, so they are
+	// pruned only after it. Some file systems cannot sync a folder
+	// (EINVAL): there the rename is as durable as it gets.
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	e = dfd < 0 || fsync(dfd) != 0 ? errno : 0;
+	if (dfd >= 0)
+		close(dfd);
+	if (e != 0 && e != EINVAL && e != ENOTSUP)
+		return pti_err_set(PT_EIO, "%s: syncing its folder: %s", path,
+		    strerror(e));
 	ckpt_prune(dir, m->rank, m->version);
 	return 0;
 }

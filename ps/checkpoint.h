@@ -27,8 +27,11 @@ void pti_ckpt_path(char *out, size_t size, const char *dir, uint32_t rank,
 // pti_ckpt_save writes m, the m->n_workers clocks and the 1 + m->n_state
 // vectors vecs[i] (each hi - lo floats) to pti_ckpt_path, atomically,
 // then removes this rank's checkpoints older than the newest
-// PT_CKPT_KEEP and any temporary file a killed writer left. PT_EIO
-// naming the file.
+// PT_CKPT_KEEP and any temporary file a killed writer left; the older
+// ones go only once this one is complete (written, fsynced, renamed, its
+// folder fsynced). Files are created readable by their owner only (0600).
+// PT_EIO with a detail naming the file and the system's error; nothing
+// is removed then.
 //
 // Fault injection for tests: with PSTRAIN_TEST_CKPT_STALL=V:MS in the
 // environment, the write of version V stops for MS milliseconds halfway

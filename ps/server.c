@@ -101,6 +101,8 @@ struct ps_server {
 	uint64_t ckpt_every; // steps (or seconds with ckpt_seconds); 0 never
 	int ckpt_seconds;
 	double ckpt_last;    // when the last checkpoint was written
+	uint64_t ckpt_failures;  // checkpoint writes that failed
+	char ckpt_error[PT_PATH_MAX + 128]; // the last one's error, or ""
 	double lr_base;    // --lr, scaled by --lr-scaling
 	double warmup;     // warm-up length in steps; 0: none
 	// counters
@@ -249,8 +251,9 @@ static pti_ckpt_meta server_ckpt_meta(const ps_server *s)
 }
 
 // server_checkpoint writes the shard when one is due, after an update.
-// It runs under the lock, so that values, state and version agree; a
-// failed write is logged and training goes on.
+// It runs under the lock, so that values, state and version agree. A
+// failed write is logged, counted and its error kept for server-R.json,
+// from which the launcher tells the user at the end; training goes on.
 static void server_checkpoint(ps_server *s)
 {
 	if (s->ckpt_every == 0)
@@ -262,9 +265,13 @@ static void server_checkpoint(ps_server *s)
 	pti_ckpt_meta m = server_ckpt_meta(s);
 	const float *vecs[3] = {s->params, s->state1, s->state2};
 	int rv = pti_ckpt_save(s->cfg->checkpoint_dir, &m, s->clock, vecs);
-	if (rv != 0)
+	if (rv != 0) {
+		s->ckpt_failures++;
+		snprintf(s->ckpt_error, sizeof(s->ckpt_error), "%s",
+		    pt_errmsg(rv));
 		fprintf(stderr, "server %u: checkpoint failed: %s\n",
-		    s->cfg->rank, pt_errmsg(rv));
+		    s->cfg->rank, s->ckpt_error);
+	}
 	s->ckpt_last = t;
 }
 
@@ -1017,6 +1024,8 @@ static void send_woken(ps_ctx *wake);
 // pipe_cb: a connection closed. If it was a worker's, that worker is lost;
 // if that worker had said done, it can no longer finish the job, which
 // falls to the next (the workers watch first_live in stats).
+static void pipe_removed(ps_server *s, uint32_t id, ps_ctx **wake);
+
 static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
 	ps_server *s = arg;
@@ -1037,6 +1046,14 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 		return;
 	}
 	pthread_mutex_lock(&s->mu);
+	pipe_removed(s, id, &wake);
+	pthread_mutex_unlock(&s->mu);
+	send_woken(wake);
+}
+
+// pipe_removed: connection id closed. Called with the lock.
+static void pipe_removed(ps_server *s, uint32_t id, ps_ctx **wake)
+{
 	ps_peer *q = peer_find(s, id);
 	if (q != NULL) {
 		// One that never finished a request was refused by the size
@@ -1053,20 +1070,18 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 		}
 		q->pipe = 0;
 	}
-	release_parked(s, id, &wake);
+	release_parked(s, id, wake);
 	for (uint32_t r = 0; r < s->cfg->workers; r++) {
 		if (s->pipe_of[r] != id)
 			continue;
 		if (!s->done[r])
-			worker_lost(s, r, "disconnected", &wake);
+			worker_lost(s, r, "disconnected", wake);
 		else if (!s->gone[r] && !s->stop && !s->shutting) {
 			s->gone[r] = 1;
 			fprintf(stderr, "server %u: worker %u disconnected "
 			    "after it was done\n", s->cfg->rank, r);
 		}
 	}
-	pthread_mutex_unlock(&s->mu);
-	send_woken(wake);
 }
 
 // check_unauth closes connections that have not proven the secret within
@@ -1210,7 +1225,14 @@ static void server_write_stats(const ps_server *s)
 	for (int i = 0; i < PT_STALE_BUCKETS; i++)
 		fprintf(f, "%s%llu", i ? ", " : "",
 		    (unsigned long long)s->hist[i]);
-	fprintf(f, "]\n}\n");
+	fprintf(f, "],\n  \"checkpoint_failures\": %llu,\n"
+	    "  \"checkpoint_last_error\": ",
+	    (unsigned long long)s->ckpt_failures);
+	if (s->ckpt_error[0] != '\0')
+		pti_json_string(f, s->ckpt_error);
+	else
+		fprintf(f, "null");
+	fprintf(f, "\n}\n");
 	fclose(f);
 }
 
@@ -1524,4 +1546,103 @@ close:
 out:
 	server_fini(&s);
 	return rv;
+}
+
+// ---------------------------------------------------------------- local
+
+// A server without sockets, for the fuzzing harness: the same state, the
+// same handler and the same connection bookkeeping, driven by calls.
+struct pti_local_server {
+	ps_server s;
+};
+
+int pti_local_open(pti_local_server **out, const pt_config *c)
+{
+	pti_local_server *ls = calloc(1, sizeof(*ls));
+	int rv;
+	if (ls == NULL)
+		return pti_err_set(PT_ENOMEM, "local server");
+	ps_server *s = &ls->s;
+	if ((rv = server_init(s, c)) != 0)
+		goto fail;
+	s->n_ctx = c->workers + 8;
+	if ((s->ctxs = calloc(s->n_ctx, sizeof(ps_ctx))) == NULL) {
+		rv = pti_err_set(PT_ENOMEM, "local server");
+		goto fail;
+	}
+	for (uint32_t i = 0; i < s->n_ctx; i++) {
+		s->ctxs[i].s = s;
+		if (nng_aio_alloc(&s->ctxs[i].aio, NULL, NULL) != 0) {
+			rv = pti_err_set(PT_ENOMEM, "local server");
+			goto fail;
+		}
+	}
+	*out = ls;
+	return 0;
+fail:
+	server_fini(s);
+	free(ls);
+	return rv;
+}
+
+// local_settle frees what woken or released contexts hold: nobody reads
+// those replies here.
+static void local_settle(ps_ctx *wake)
+{
+	while (wake != NULL) {
+		ps_ctx *w = wake;
+		wake = w->next;
+		nng_msg_free(nng_aio_get_msg(w->aio));
+		nng_aio_set_msg(w->aio, NULL);
+		w->state = CTX_RECV;
+	}
+}
+
+int pti_local_connect(pti_local_server *ls, uint32_t pipe)
+{
+	uint32_t evict;
+	ps_ctx *wake = NULL;
+	ps_peer *q = peer_add(&ls->s, pipe, &evict);
+	if (evict != 0)
+		pipe_removed(&ls->s, evict, &wake);
+	local_settle(wake);
+	if (q != NULL)
+		snprintf(q->name, sizeof(q->name), "local connection %u", pipe);
+	return q != NULL ? 0 : PT_ERANGE;
+}
+
+void pti_local_disconnect(pti_local_server *ls, uint32_t pipe)
+{
+	ps_ctx *wake = NULL;
+	pipe_removed(&ls->s, pipe, &wake);
+	local_settle(wake);
+}
+
+nng_msg *pti_local_request(pti_local_server *ls, uint32_t pipe, nng_msg *m)
+{
+	ps_server *s = &ls->s;
+	ps_ctx *x = NULL, *wake = NULL;
+	for (uint32_t i = 0; i < s->n_ctx && x == NULL; i++)
+		if (s->ctxs[i].state != CTX_WAIT)
+			x = &s->ctxs[i];
+	if (x == NULL)
+		return NULL; // every context parked: nng would queue it
+	nng_pipe p = NNG_PIPE_INITIALIZER;
+	p.id = pipe;
+	nng_msg_set_pipe(m, p);
+	x->stop_after = 0;
+	nng_msg *reply = handle(s, x, m, &wake);
+	local_settle(wake);
+	return reply;
+}
+
+void pti_local_close(pti_local_server *ls)
+{
+	if (ls == NULL)
+		return;
+	for (uint32_t i = 0; ls->s.ctxs && i < ls->s.n_ctx; i++)
+		if (ls->s.ctxs[i].aio != NULL)
+			nng_msg_free(nng_aio_get_msg(ls->s.ctxs[i].aio));
+	server_fini(&ls->s);
+	free(ls);
 }

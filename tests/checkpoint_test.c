@@ -1,10 +1,12 @@
 // tests/checkpoint_test.c - shard checkpoints on the real file system:
 // what is saved comes back bit for bit (values, optimizer state, the
 // workers' clocks), a damaged or mismatched file is refused naming the
-// file and the reason, and old files and leftovers are cleaned up.
+// file and the reason, and old files and leftovers are cleaned up; files
+// are their owner's only, and a failed write removes nothing.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "checkpoint.h"
@@ -128,11 +130,95 @@ static void test_checkpoint_keeps_two_and_clears_leftovers(void)
 	rmdir(dir);
 }
 
+static void test_checkpoint_owner_only(void)
+{
+	// 0600 whatever the umask, and also when a killed writer's
+	// temporary file of the same version, readable by all, is there.
+	char dir[256], path[512], tmp[600];
+	float a[N], b[N], c[N];
+	int64_t clocks[W] = {0};
+	struct stat sb;
+	PT_TEST_OK(pt_test_tmpdir(dir, sizeof(dir), "pt-ckpt"));
+	fill(a, 1), fill(b, 2), fill(c, 3);
+	const float *vecs[3] = {a, b, c};
+	pti_ckpt_meta m = ckpt_meta(10);
+	pti_ckpt_path(path, sizeof(path), dir, 1, 10);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	mode_t old = umask(0);
+	FILE *f = fopen(tmp, "wb");
+	PT_TEST_TRUE(f != NULL && chmod(tmp, 0644) == 0);
+	fclose(f);
+	PT_TEST_OK(pti_ckpt_save(dir, &m, clocks, vecs));
+	umask(old);
+	PT_TEST_TRUE(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600);
+	unlink(path);
+	rmdir(dir);
+}
+
+static void test_checkpoint_failed_write_keeps_older(void)
+{
+	// A checkpoint that cannot be written (a folder stands where its
+	// temporary file, then where the file itself, would go; that stops
+	// root too) fails naming the file and the reason, and removes
+	// nothing. The next good one prunes by complete checkpoints only:
+	// neither the folder nor a leftover .tmp of a higher version counts
+	// as a newer checkpoint.
+	char dir[256], path[512], tmp[600];
+	float a[N], b[N], c[N];
+	int64_t clocks[W] = {0};
+	PT_TEST_OK(pt_test_tmpdir(dir, sizeof(dir), "pt-ckpt"));
+	fill(a, 1), fill(b, 2), fill(c, 3);
+	const float *vecs[3] = {a, b, c};
+	for (int64_t v = 10; v <= 20; v += 10) {
+		pti_ckpt_meta m = ckpt_meta(v);
+		PT_TEST_OK(pti_ckpt_save(dir, &m, clocks, vecs));
+	}
+	pti_ckpt_meta m30 = ckpt_meta(30), m40 = ckpt_meta(40);
+	pti_ckpt_path(path, sizeof(path), dir, 1, 30);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	PT_TEST_TRUE(mkdir(tmp, 0700) == 0);
+	PT_TEST_ERR(pti_ckpt_save(dir, &m30, clocks, vecs), PT_EIO);
+	PT_TEST_STR_HAS(pt_errmsg(PT_EIO), tmp);
+	PT_TEST_STR_HAS(pt_errmsg(PT_EIO), "Is a directory");
+	rmdir(tmp);
+	pti_ckpt_path(path, sizeof(path), dir, 1, 40);
+	PT_TEST_TRUE(mkdir(path, 0700) == 0);
+	PT_TEST_ERR(pti_ckpt_save(dir, &m40, clocks, vecs), PT_EIO);
+	PT_TEST_STR_HAS(pt_errmsg(PT_EIO), path);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	PT_TEST_TRUE(access(tmp, F_OK) != 0); // its temporary file is gone
+	for (int64_t v = 10; v <= 20; v += 10) {
+		pti_ckpt_path(path, sizeof(path), dir, 1, v);
+		PT_TEST_TRUE(access(path, F_OK) == 0);
+	}
+	pti_ckpt_path(path, sizeof(path), dir, 1, 60);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	FILE *f = fopen(tmp, "wb");
+	PT_TEST_TRUE(f != NULL);
+	fclose(f);
+	pti_ckpt_meta m50 = ckpt_meta(50);
+	PT_TEST_OK(pti_ckpt_save(dir, &m50, clocks, vecs));
+	PT_TEST_TRUE(access(tmp, F_OK) != 0);
+	for (int64_t v = 10; v <= 50; v += 10) {
+		pti_ckpt_path(path, sizeof(path), dir, 1, v);
+		if (v == 40) {
+			rmdir(path);
+			continue;
+		}
+		PT_TEST_TRUE((access(path, F_OK) == 0) == (v == 20 || v == 50));
+		unlink(path);
+	}
+	rmdir(dir);
+}
+
 static const pt_test_case cases[] = {
     {"test_checkpoint_round_trip", test_checkpoint_round_trip},
     {"test_checkpoint_refusals", test_checkpoint_refusals},
     {"test_checkpoint_keeps_two_and_clears_leftovers",
 	test_checkpoint_keeps_two_and_clears_leftovers},
+    {"test_checkpoint_owner_only", test_checkpoint_owner_only},
+    {"test_checkpoint_failed_write_keeps_older",
+	test_checkpoint_failed_write_keeps_older},
     {NULL, NULL},
 };
 

@@ -4,7 +4,8 @@
 # bit-identical to one that never stopped; a truncated or mismatched
 # checkpoint is refused by name and an older complete one is used; a
 # server killed mid-job, or mid-checkpoint, is restarted and its workers
-# reconnect; an async job resumes where its workers were.
+# reconnect; an async job resumes where its workers were; failed
+# checkpoint writes reach the user, and checkpoints are private.
 cd "$(dirname "$0")/.." || exit 2
 P=${PSTRAIN:-bin/pstrain}
 DIFF=build/tests/proc_modeldiff
@@ -260,6 +261,41 @@ test_ck_standalone_reconnect() {
 	fi
 }
 
+test_ck_write_failures_reported() {
+	# Checkpoint writes that fail for real: a folder stands where server
+	# 0's temporary files of versions 20 and 30 would go (chmod would
+	# not stop root). The job still ends with status 0, and the failures
+	# reach the user: counted in summary.json with the last error, and
+	# said by the launcher with the newest good checkpoint, which is
+	# there with the one before it. Checkpoints and the saved model are
+	# their owner's only (0600).
+	n=test_ck_write_failures_reported
+	d="$T/wf"
+	mkdir -p "$d/ck/server-0-v20.ckpt.tmp" "$d/ck/server-0-v30.ckpt.tmp"
+	$P run $J --steps 60 --checkpoint-dir "$d/ck" --checkpoint-every 10 \
+		--out "$d/out" --save-model "$d/out/m.bin" >"$d.log" 2>&1
+	rc=$?
+	s="$d/out/summary.json"
+	fails=$(json checkpoint_failures "$s")
+	err=$(jstr checkpoint_last_error "$s")
+	modes=$(stat -c %a "$d"/ck/*.ckpt "$d/out/m.bin" | sort -u | tr '\n' ' ')
+	good=0
+	for f in server-0-v50 server-0-v60 server-1-v50 server-1-v60; do
+		[ -f "$d/ck/$f.ckpt" ] && good=$((good + 1))
+	done
+	if [ "$rc" = 0 ] && [ "$fails" = 2 ] &&
+		[ "$(json checkpoint_failures "$d/out/server-0.json")" = 2 ] &&
+		[ "$(json checkpoint_failures "$d/out/server-1.json")" = 0 ] &&
+		case $err in "server 0: $d/ck/server-0-v30.ckpt.tmp: Is a directory") true ;; *) false ;; esac &&
+		grep -q "^pstrain run: 2 checkpoint writes failed (server 0: $d/ck/server-0-v30.ckpt.tmp: Is a directory); the newest good checkpoint is version 60" "$d.log" &&
+		[ "$good" = 4 ] && [ "$modes" = "600 " ]; then
+		ok $n
+	else
+		no $n "exit $rc, $fails failures ('$err'), $good of 4 good checkpoints, modes $modes" "$d.log"
+	fi
+}
+
+test_ck_write_failures_reported
 test_ck_resume_bit_identical
 test_ck_resume_same_out
 test_ck_dead_server_restarted

@@ -416,25 +416,24 @@ test_mp_sigint_cleans_up() {
 }
 
 test_mp_valgrind_clean() {
+	# As users type it: valgrind on the launcher, without
+	# OPENBLAS_NUM_THREADS, following the servers and workers it starts
+	# (one log file per process: three files say all three ran under
+	# valgrind). Any error or definite leak in any of them fails the job.
 	n=test_mp_valgrind_clean
 	command -v valgrind >/dev/null || { no $n "valgrind is not installed"; return; }
 	mkdir -p "$T/vg"
-	vg="valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=9"
-	flags="--servers 1 --workers 1 --data synthetic:1200 --model mlp:32 --seed 7 --batch 32 --out $T/vg"
-	$P secret "$T/vg/secret"
-	flags="$flags --secret-file $T/vg/secret"
-	OPENBLAS_NUM_THREADS=1 $vg $P server $flags --lr 0.2 \
-		--listen "ipc://$T/vg/s0" >"$T/vg/server.log" 2>&1 &
-	spid=$!
-	OPENBLAS_NUM_THREADS=1 $vg $P worker $flags --steps 5 \
-		--connect "ipc://$T/vg/s0" --save-model "$T/vg/m.bin" \
-		>"$T/vg/worker.log" 2>&1
-	wrc=$?
-	wait $spid
-	src=$?
-	[ "$wrc" = 0 ] && [ "$src" = 0 ] && ok $n ||
-		{ no $n "worker exit $wrc, server exit $src" "$T/vg/worker.log"
-		  tail -n 20 "$T/vg/server.log"; }
+	env -u OPENBLAS_NUM_THREADS valgrind -q --trace-children=yes \
+		--log-file="$T/vg/valgrind.%p" --leak-check=full \
+		--errors-for-leak-kinds=definite,indirect --error-exitcode=9 \
+		$P run --servers 1 --workers 1 $D --batch 32 --steps 5 \
+		--out "$T/vg/o" --save-model "$T/vg/m.bin" >"$T/vg/run.log" 2>&1
+	rc=$?
+	logs=$(ls "$T/vg" | grep -c '^valgrind\.')
+	[ "$rc" = 0 ] && [ "$logs" = 3 ] && [ -f "$T/vg/o/summary.json" ] &&
+		ok $n ||
+		{ no $n "exit $rc, $logs valgrind logs (want 3)" "$T/vg/run.log"
+		  cat "$T"/vg/valgrind.* | tail -n 30; }
 }
 
 test_mp_cluster_file() {

@@ -50,6 +50,8 @@ run record_test sh tests/record_test.sh
 run compare_test sh tests/compare_test.sh
 run ckpt_test sh tests/ckpt_test.sh
 run attack_test sh tests/attack_test.sh
+run hygiene_test sh tests/hygiene_test.sh
+run fuzz_test sh tests/fuzz_test.sh
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,0 +1,36 @@
+// tests/fuzz/fuzz.h - what the fuzzing harnesses and their seed maker
+// share: the server every server input runs against, and the framing of
+// a server input (a sequence of requests on numbered connections).
+//
+// A server input: byte 0 picks the mode (sync, async, ssp); then records
+// of [connection, length low, length high, length bytes of message].
+// Connection 1 is worker 0's and 2 worker 1's (both proven before the
+// input runs), 3 a control client's (proven), 4 a stranger's; 5 closes
+// worker 1's connection and opens a new one for it, unproven.
+#ifndef PT_TESTS_FUZZ_H
+#define PT_TESTS_FUZZ_H
+
+#include <stdint.h>
+
+#include "config.h"
+
+#define FUZZ_SECRET "00112233445566778899aabbccddeeff0011223344556677"
+#define FUZZ_SPEC "mlp:8"
+#define FUZZ_DATA "synthetic:100" // 64 features, 10 classes
+
+// fuzz_config fills c for the server of mode 1..3.
+static inline void fuzz_config(pt_config *c, int mode)
+{
+	pt_config_defaults(c);
+	c->mode = mode;
+	c->workers = 2;
+	c->servers = 1;
+	c->batch = 2;
+	c->lr = 0.5;
+	c->staleness = 1;
+	c->seed = 5;
+	snprintf(c->model, sizeof(c->model), "%s", FUZZ_SPEC);
+	snprintf(c->data, sizeof(c->data), "%s", FUZZ_DATA);
+}
+
+#endif // PT_TESTS_FUZZ_H
