@@ -624,6 +624,9 @@ static nng_msg *op_hello(ps_server *s, ps_ctx *x, const pti_hdr *h,
 		    (unsigned long long)s->layout.n_params);
 		return reply_error(s, h, PT_EINVAL, why);
 	}
+	if ((h->has & PTI_H_STEP) && (h->step < 0 || h->step > PS_STEP_MAX))
+		return reply_error(s, h, PT_ERANGE, "a hello's step must be "
+		    "from 0 to 2^50");
 	if ((no = hello_bind(s, p, h, wake)) != NULL)
 		return no;
 	if (!s->hello[h->rank]) {
