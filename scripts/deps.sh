@@ -3,7 +3,7 @@
 # Does nothing when every package is already installed.
 set -e
 pkgs="libnng-dev libmsgpack-dev libopenblas-dev zlib1g-dev pkg-config \
-dataset-fashion-mnist gnuplot-nox valgrind"
+dataset-fashion-mnist gnuplot-nox valgrind openssl"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
