@@ -49,6 +49,9 @@ run research_test sh tests/research_test.sh
 run record_test sh tests/record_test.sh
 run compare_test sh tests/compare_test.sh
 run ckpt_test sh tests/ckpt_test.sh
+# TLS against both builds too: handshakes and certificates under ASan.
+run tls_test sh tests/tls_test.sh
+run asan-tls_test env PSTRAIN=build/asan/pstrain sh tests/tls_test.sh
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
