@@ -12,6 +12,7 @@
 #include "modelfile.h"
 #include "optim.h"
 #include "server.h"
+#include "transport.h"
 #include "worker.h"
 
 int pti_cli_config(pt_config *c, unsigned cmd, const char *name,
@@ -41,6 +42,11 @@ int pti_cli_config(pt_config *c, unsigned cmd, const char *name,
 	}
 	if (c->lr == 0)
 		c->lr = pti_optim_default_lr(&opt);
+	// Bad TLS files are a bad flag, said before anything starts.
+	if ((rv = pti_transport_tls_load(c)) != 0) {
+		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
+		return 2;
+	}
 	return -1;
 }
 

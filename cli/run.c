@@ -338,8 +338,13 @@ static int run_start(run_job *j)
 	char listen[PT_PATH_MAX + 32], url[PT_PATH_MAX];
 	size_t used = 0;
 	for (uint32_t s = 0; s < c->servers; s++) {
+		// Port 0: each server takes a free port and says which in
+		// its ready file.
 		if (c->transport == PT_TRANSPORT_TCP)
 			snprintf(listen, sizeof(listen), "tcp://127.0.0.1:0");
+		else if (c->transport == PT_TRANSPORT_TLS)
+			snprintf(listen, sizeof(listen),
+			    "tls+tcp://127.0.0.1:0");
 		else
 			snprintf(listen, sizeof(listen), "ipc://%s/s%u",
 			    j->sockdir, s);

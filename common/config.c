@@ -10,6 +10,7 @@
 #include "data.h"
 #include "err.h"
 #include "proto.h"
+#include "transport.h"
 
 enum { T_U32, T_U64, T_I64, T_F64, T_STR, T_MODE, T_TRANSPORT, T_BOOL,
 	T_LIST, T_LRSCALE };
@@ -67,15 +68,26 @@ static const config_entry config_table[] = {
 	"output folder (run: required; created if missing)"),
     E("save-model", T_STR, save_model, "", 0, 0, RUN | WRK, "FILE",
 	"write the final parameters to FILE (docs/FORMATS.md)"),
-    E("transport", T_TRANSPORT, transport, "ipc", 0, 0, RUN, "ipc|tcp",
-	"ipc:// sockets, or tcp:// on 127.0.0.1"),
+    E("transport", T_TRANSPORT, transport, "ipc", 0, 0, RUN, "ipc|tcp|tls",
+	"ipc:// sockets, or tcp:// on 127.0.0.1, or tls+tcp:// on 127.0.0.1 "
+	"(with --tls-cert, --tls-key and --tls-ca)"),
+    E("tls-cert", T_STR, tls_cert, "", 0, 0, RUN | SRV | WRK, "FILE",
+	"tls+tcp://: this process's certificate (PEM), signed by --tls-ca; "
+	"run gives the same one to servers and workers "
+	"(scripts/certs.sh makes them)"),
+    E("tls-key", T_STR, tls_key, "", 0, 0, RUN | SRV | WRK, "FILE",
+	"tls+tcp://: the private key of --tls-cert (PEM, unencrypted)"),
+    E("tls-ca", T_STR, tls_ca, "", 0, 0, RUN | SRV | WRK, "FILE",
+	"tls+tcp://: the CA certificate (PEM) that every peer's certificate "
+	"must be signed by: servers refuse workers without one"),
     E("rpc-timeout", T_F64, rpc_timeout, "600", 0.1, 1e6, RUN | WRK, "S",
 	"seconds a worker waits for a server's reply, or for a server that "
 	"went away to come back, before failing"),
     E("rank", T_U32, rank, "0", 0, 1023, SRV | WRK, "R",
 	"this process's rank among the servers or the workers"),
     E("listen", T_STR, listen, "", 0, 0, SRV, "URL",
-	"address to serve on, e.g. tcp://0.0.0.0:7000 or ipc:///tmp/ps0"),
+	"address to serve on, e.g. tcp://0.0.0.0:7000, ipc:///tmp/ps0 or "
+	"tls+tcp://0.0.0.0:7000 (with --tls-cert, --tls-key, --tls-ca)"),
     E("connect", T_STR, connect, "", 0, 0, WRK, "URL,URL,...",
 	"the servers' addresses, in server rank order"),
     E("cluster", T_STR, cluster, "", 0, 0, SRV | WRK, "FILE",
@@ -251,9 +263,11 @@ static int entry_set(pt_config *c, const config_entry *e, const char *v)
 			*(int *)(void *)p = PT_TRANSPORT_IPC;
 		else if (strcmp(v, "tcp") == 0)
 			*(int *)(void *)p = PT_TRANSPORT_TCP;
+		else if (strcmp(v, "tls") == 0)
+			*(int *)(void *)p = PT_TRANSPORT_TLS;
 		else
 			return pti_err_set(PT_EINVAL,
-			    "--transport: '%s' is not ipc or tcp", v);
+			    "--transport: '%s' is not ipc, tcp or tls", v);
 		return 0;
 	}
 	errno = 0;
@@ -377,10 +391,12 @@ static int entry_format(const pt_config *c, const config_entry *e,
 	case T_MODE:
 		return snprintf(buf, n, "%s",
 		    pt_mode_name(*(const int *)(const void *)p));
-	case T_TRANSPORT:
-		return snprintf(buf, n, "%s",
-		    *(const int *)(const void *)p == PT_TRANSPORT_TCP ? "tcp"
+	case T_TRANSPORT: {
+		int t = *(const int *)(const void *)p;
+		return snprintf(buf, n, "%s", t == PT_TRANSPORT_TCP ? "tcp"
+					      : t == PT_TRANSPORT_TLS ? "tls"
 								      : "ipc");
+	}
 	case T_LRSCALE:
 		return snprintf(buf, n, "%s",
 		    *(const int *)(const void *)p == PT_LR_LINEAR ? "linear"
@@ -564,7 +580,7 @@ int pt_config_check(const pt_config *c, uint32_t cmd)
 	if (cmd == PT_CMD_WORKER && c->connect[0] == '\0')
 		return pti_err_set(PT_EINVAL,
 		    "worker needs --connect URL,... or --cluster FILE");
-	return 0;
+	return pti_transport_check(c, cmd);
 }
 
 int pt_config_validation(const pt_config *c, uint32_t n_train,

@@ -23,7 +23,7 @@ enum {
 	PT_CMD_COMPARE = 1u << 4, // takes every run flag too
 };
 
-enum { PT_TRANSPORT_IPC = 1, PT_TRANSPORT_TCP = 2 };
+enum { PT_TRANSPORT_IPC = 1, PT_TRANSPORT_TCP = 2, PT_TRANSPORT_TLS = 3 };
 enum { PT_LR_NONE = 1, PT_LR_LINEAR = 2 };
 
 typedef struct pt_config {
@@ -41,6 +41,10 @@ typedef struct pt_config {
 	char save_model[PT_PATH_MAX];
 	int transport;
 	double rpc_timeout; // seconds
+	// TLS for tls+tcp:// addresses (common/transport.h): PEM files
+	char tls_cert[PT_PATH_MAX]; // this process's certificate
+	char tls_key[PT_PATH_MAX];  // its private key
+	char tls_ca[PT_PATH_MAX];   // the CA that signs every peer's
 	// per process, set by the launcher or by hand
 	uint32_t rank;
 	char listen[PT_PATH_MAX];

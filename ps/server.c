@@ -29,6 +29,7 @@
 #include "checkpoint.h"
 #include "optim.h"
 #include "proto.h"
+#include "transport.h"
 
 #define SERVER_LOG_ERRORS 20 // rejected requests logged in full, at most
 // Connections that have not proven the job secret: at most this many at
@@ -1245,12 +1246,13 @@ static int server_write_ready(ps_server *s, nng_listener l)
 	char url[PT_PATH_MAX], tmp[PT_PATH_MAX + 8];
 	nng_sockaddr sa;
 	snprintf(url, sizeof(url), "%s", c->listen);
-	if (strncmp(c->listen, "tcp://", 6) == 0 &&
+	const char *tls = pti_transport_is_tls(c->listen) ? "tls+" : "";
+	if (strncmp(c->listen + strlen(tls), "tcp://", 6) == 0 &&
 	    nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa) == 0 &&
 	    sa.s_family == NNG_AF_INET) {
 		char ip[INET_ADDRSTRLEN];
 		inet_ntop(AF_INET, &sa.s_in.sa_addr, ip, sizeof(ip));
-		snprintf(url, sizeof(url), "tcp://%s:%u", ip,
+		snprintf(url, sizeof(url), "%stcp://%s:%u", tls, ip,
 		    ntohs(sa.s_in.sa_port));
 	}
 	fprintf(stderr, "server %u: listening on %s, shard [%llu, %llu) of "
@@ -1502,8 +1504,7 @@ int pt_server_run(const pt_config *c)
 			goto close;
 		}
 	}
-	if ((rv = nng_listener_create(&l, s.sock, c->listen)) != 0 ||
-	    (rv = nng_listener_start(l, 0)) != 0) {
+	if ((rv = pti_transport_listen(&l, s.sock, c->listen)) != 0) {
 		rv = pti_err_set(PT_ETRANSPORT, "server %u: listen on %s: %s",
 		    c->rank, c->listen, nng_strerror(rv));
 		goto close;

@@ -3,7 +3,8 @@
 # Does nothing when every package is already installed.
 set -e
 pkgs="libnng-dev libmsgpack-dev libopenblas-dev zlib1g-dev pkg-config \
-dataset-fashion-mnist gnuplot-nox valgrind libmbedtls-dev clang libclang-rt-dev"
+dataset-fashion-mnist gnuplot-nox valgrind libmbedtls-dev clang libclang-rt-dev \
+openssl"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||

@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "config.h"
 #include "err.h"
+#include "transport.h"
 
 // Pipes one link follows at once: one, or two while a server that came
 // back is connected before the old connection's removal is told.
@@ -189,7 +190,7 @@ int pt_client_open(pt_client **out, const char *urls, uint32_t role,
 			return pti_err_set(PT_ETRANSPORT, "client: %s",
 			    nng_strerror(rv));
 		}
-		if ((rv = nng_dial(k->sock, k->url, NULL,
+		if ((rv = pti_transport_dial(k->sock, k->url,
 			 NNG_FLAG_NONBLOCK)) != 0) {
 			pt_client_close(c);
 			return pti_err_set(PT_ETRANSPORT,

@@ -1,0 +1,259 @@
+// common/transport.c - listeners and dialers with TLS applied to
+// tls+tcp:// addresses (see transport.h). The three PEM files are read
+// once into memory; every endpoint gets a TLS configuration of its own
+// built from them, since a dialer's must name the host it dials.
+#include "transport.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nng/supplemental/tls/tls.h>
+
+#include "config.h"
+#include "err.h"
+
+#define TLS_FILE_MAX (1 << 20) // PEM files are a few kB
+
+// What pti_transport_tls_load read: NUL-terminated PEM text, or NULL.
+static struct {
+	char *cert, *key, *ca;
+} tls_pem;
+
+int pti_transport_is_tls(const char *url)
+{
+	return strncmp(url, "tls+tcp://", 10) == 0 ||
+	       strncmp(url, "tls+tcp4://", 11) == 0 ||
+	       strncmp(url, "tls+tcp6://", 11) == 0;
+}
+
+// ============================================================
+// Flags
+// ============================================================
+
+// check_urls tells whether any of the comma-separated urls is TLS.
+static int check_urls(const char *urls)
+{
+	for (const char *p = urls; *p != '\0';) {
+		if (pti_transport_is_tls(p))
+			return 1;
+		const char *e = strchr(p, ',');
+		if (e == NULL)
+			break;
+		p = e + 1;
+	}
+	return 0;
+}
+
+int pti_transport_check(const pt_config *c, uint32_t cmd)
+{
+	const char *what;
+	int tls;
+	if (cmd == PT_CMD_SERVER) {
+		tls = pti_transport_is_tls(c->listen);
+		what = "--listen tls+tcp://...";
+	} else if (cmd == PT_CMD_WORKER) {
+		tls = check_urls(c->connect);
+		what = "a tls+tcp:// address in --connect";
+	} else if (cmd == PT_CMD_RUN || cmd == PT_CMD_COMPARE) {
+		tls = c->transport == PT_TRANSPORT_TLS;
+		what = "--transport tls";
+	} else {
+		return 0;
+	}
+	const struct {
+		const char *flag, *val;
+	} files[] = {{"--tls-cert", c->tls_cert}, {"--tls-key", c->tls_key},
+	    {"--tls-ca", c->tls_ca}};
+	for (int i = 0; i < 3; i++) {
+		if (tls && files[i].val[0] == '\0')
+			return pti_err_set(PT_EINVAL,
+			    "%s needs %s FILE (with --tls-cert, --tls-key and "
+			    "--tls-ca; scripts/certs.sh makes them)", what,
+			    files[i].flag);
+		// Refused rather than ignored: whoever gives certificates
+		// means the job to use them, and a plain address would
+		// quietly send everything in the clear.
+		if (!tls && files[i].val[0] != '\0')
+			return pti_err_set(PT_EINVAL,
+			    "%s is only for TLS: give %s", files[i].flag,
+			    cmd == PT_CMD_SERVER ? "--listen tls+tcp://HOST:PORT"
+			    : cmd == PT_CMD_WORKER
+				? "tls+tcp:// addresses to --connect"
+				: "--transport tls");
+	}
+	return 0;
+}
+
+// ============================================================
+// Loading the files
+// ============================================================
+
+// tls_read reads path, given as flag, into *out (NUL-terminated).
+static int tls_read(const char *flag, const char *path, char **out)
+{
+	FILE *f = fopen(path, "rb");
+	if (f == NULL)
+		return pti_err_set(PT_EIO, "%s %s: %s", flag, path,
+		    strerror(errno));
+	char *buf = malloc(TLS_FILE_MAX + 1);
+	if (buf == NULL) {
+		fclose(f);
+		return pti_err_set(PT_ENOMEM, "%s %s", flag, path);
+	}
+	size_t n = fread(buf, 1, TLS_FILE_MAX + 1, f);
+	int bad = ferror(f);
+	fclose(f);
+	if (bad || n > TLS_FILE_MAX) {
+		free(buf);
+		return pti_err_set(PT_EIO, "%s %s: %s", flag, path,
+		    bad ? "cannot be read" : "larger than 1 MiB");
+	}
+	buf[n] = '\0';
+	// mbedTLS takes PEM text up to its NUL: a NUL inside would cut it.
+	if (strlen(buf) != n) {
+		free(buf);
+		return pti_err_set(PT_EINVAL, "%s %s: not a PEM file", flag,
+		    path);
+	}
+	*out = buf;
+	return 0;
+}
+
+static void tls_forget(void)
+{
+	free(tls_pem.cert);
+	free(tls_pem.key);
+	free(tls_pem.ca);
+	memset(&tls_pem, 0, sizeof(tls_pem));
+}
+
+// tls_try parses the files into a throw-away configuration, one at a
+// time, so that an error names the file nng's TLS could not read.
+static int tls_try(const pt_config *c)
+{
+	nng_tls_config *cfg;
+	int rv = nng_tls_config_alloc(&cfg, NNG_TLS_MODE_CLIENT);
+	if (rv == NNG_ENOTSUP)
+		return pti_err_set(PT_ETRANSPORT,
+		    "tls+tcp://: this nng library was built without TLS");
+	if (rv != 0)
+		return pti_err_set(PT_ENOMEM, "TLS configuration: %s",
+		    nng_strerror(rv));
+	if (nng_tls_config_ca_chain(cfg, tls_pem.ca, NULL) != 0)
+		rv = pti_err_set(PT_EINVAL, "--tls-ca %s: holds no PEM "
+		    "certificate that nng's TLS can read", c->tls_ca);
+	// The CA list of a scratch configuration parses --tls-cert alone,
+	// before its key is tried with it.
+	else if (nng_tls_config_ca_chain(cfg, tls_pem.cert, NULL) != 0)
+		rv = pti_err_set(PT_EINVAL, "--tls-cert %s: holds no PEM "
+		    "certificate that nng's TLS can read", c->tls_cert);
+	else if (nng_tls_config_own_cert(cfg, tls_pem.cert, tls_pem.key,
+		     NULL) != 0)
+		rv = pti_err_set(PT_EINVAL, "--tls-key %s: holds no PEM "
+		    "private key that nng's TLS can read (unencrypted; the "
+		    "key of --tls-cert %s)", c->tls_key, c->tls_cert);
+	nng_tls_config_free(cfg);
+	return rv;
+}
+
+int pti_transport_tls_load(const pt_config *c)
+{
+	int rv;
+	tls_forget();
+	if (c->tls_cert[0] == '\0')
+		return 0;
+	if ((rv = tls_read("--tls-cert", c->tls_cert, &tls_pem.cert)) != 0 ||
+	    (rv = tls_read("--tls-key", c->tls_key, &tls_pem.key)) != 0 ||
+	    (rv = tls_read("--tls-ca", c->tls_ca, &tls_pem.ca)) != 0 ||
+	    (rv = tls_try(c)) != 0) {
+		tls_forget();
+		return rv;
+	}
+	return 0;
+}
+
+// ============================================================
+// Endpoints
+// ============================================================
+
+// tls_config builds a configuration from the loaded files: the peer must
+// show a certificate signed by the CA, both ways (nng's servers ask for
+// none by default). host: the name the server's certificate must carry,
+// for dialers; NULL for listeners. Returns an nng error code.
+static int tls_config(nng_tls_config **out, nng_tls_mode mode,
+    const char *host)
+{
+	nng_tls_config *cfg;
+	int rv;
+	if (tls_pem.cert == NULL)
+		return NNG_EINVAL;
+	if ((rv = nng_tls_config_alloc(&cfg, mode)) != 0)
+		return rv;
+	if ((rv = nng_tls_config_auth_mode(cfg,
+		 NNG_TLS_AUTH_MODE_REQUIRED)) != 0 ||
+	    (rv = nng_tls_config_ca_chain(cfg, tls_pem.ca, NULL)) != 0 ||
+	    (rv = nng_tls_config_own_cert(cfg, tls_pem.cert, tls_pem.key,
+		 NULL)) != 0 ||
+	    (host != NULL &&
+		(rv = nng_tls_config_server_name(cfg, host)) != 0)) {
+		nng_tls_config_free(cfg);
+		return rv;
+	}
+	*out = cfg;
+	return 0;
+}
+
+int pti_transport_listen(nng_listener *out, nng_socket s, const char *url)
+{
+	nng_listener l;
+	nng_tls_config *cfg = NULL;
+	int rv;
+	if ((rv = nng_listener_create(&l, s, url)) != 0)
+		return rv;
+	if (pti_transport_is_tls(url) &&
+	    ((rv = tls_config(&cfg, NNG_TLS_MODE_SERVER, NULL)) != 0 ||
+		(rv = nng_listener_set_ptr(l, NNG_OPT_TLS_CONFIG, cfg)) != 0))
+		goto fail;
+	// The listener holds the configuration now.
+	if (cfg != NULL)
+		nng_tls_config_free(cfg);
+	cfg = NULL;
+	if ((rv = nng_listener_start(l, 0)) != 0)
+		goto fail;
+	*out = l;
+	return 0;
+fail:
+	if (cfg != NULL)
+		nng_tls_config_free(cfg);
+	nng_listener_close(l);
+	return rv;
+}
+
+int pti_transport_dial(nng_socket s, const char *url, int flags)
+{
+	nng_dialer d;
+	nng_tls_config *cfg = NULL;
+	nng_url *u;
+	int rv;
+	if (!pti_transport_is_tls(url))
+		return nng_dial(s, url, NULL, flags);
+	if ((rv = nng_url_parse(&u, url)) != 0)
+		return rv;
+	rv = tls_config(&cfg, NNG_TLS_MODE_CLIENT, u->u_hostname);
+	nng_url_free(u);
+	if (rv != 0)
+		return rv;
+	if ((rv = nng_dialer_create(&d, s, url)) != 0) {
+		nng_tls_config_free(cfg);
+		return rv;
+	}
+	rv = nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, cfg);
+	nng_tls_config_free(cfg); // the dialer holds its own reference
+	if (rv != 0 || (rv = nng_dialer_start(d, flags)) != 0) {
+		nng_dialer_close(d);
+		return rv;
+	}
+	return 0;
+}

@@ -1,0 +1,52 @@
+// common/transport.h - listeners and dialers for the addresses a job
+// uses: ipc://, tcp:// and tls+tcp://. For tls+tcp:// they apply the
+// process's TLS files (--tls-cert, --tls-key, --tls-ca), loaded once at
+// start-up: servers require a client certificate signed by the CA, and
+// workers check the server's certificate against the CA and the host name
+// they dial. Not for the protocol above the sockets (proto.h).
+#ifndef PT_COMMON_TRANSPORT_H
+#define PT_COMMON_TRANSPORT_H
+
+#include <stdint.h>
+
+#include <nng/nng.h>
+
+struct pt_config;
+
+// pti_transport_is_tls tells whether url is a TLS address (tls+tcp://,
+// tls+tcp4:// or tls+tcp6://).
+int pti_transport_is_tls(const char *url);
+
+// pti_transport_check checks that the TLS flags of c and the addresses of
+// cmd (one PT_CMD_* bit) agree: a TLS address (server --listen, any of a
+// worker's --connect, run's --transport tls) needs all three flags, and
+// the flags need a TLS address. PT_EINVAL with a detail naming the
+// missing or needless flag.
+int pti_transport_check(const struct pt_config *c, uint32_t cmd);
+
+// pti_transport_tls_load reads c's three TLS files and checks that nng's
+// TLS reads them (a certificate, a key that goes with it, a CA), for
+// every later pti_transport_listen and pti_transport_dial of this
+// process; with no --tls-cert it forgets what an earlier call loaded.
+// Call it before any listener or dialer exists: they read what it keeps
+// without a lock. Returns PT_EIO or PT_EINVAL with a detail naming the
+// flag and the file, PT_ETRANSPORT when nng was built without TLS, or
+// PT_ENOMEM.
+int pti_transport_tls_load(const struct pt_config *c);
+
+// pti_transport_listen creates a listener for url on s and starts it, as
+// nng_listener_create and nng_listener_start do, with the loaded TLS
+// files when url is a TLS address. Returns 0 and *out, or an nng error
+// code (NNG_EINVAL for a TLS address with no TLS files loaded), for the
+// caller to report with nng_strerror; on failure nothing is left open.
+int pti_transport_listen(nng_listener *out, nng_socket s, const char *url);
+
+// pti_transport_dial dials url from s, as nng_dial(s, url, NULL, flags)
+// does, with the loaded TLS files when url is a TLS address: the server's
+// certificate must name url's host. With NNG_FLAG_NONBLOCK nng goes on
+// redialing in the background, and a server that refuses our certificate
+// (or whose own the CA did not sign) is never connected. Returns 0 or an
+// nng error code, like pti_transport_listen.
+int pti_transport_dial(nng_socket s, const char *url, int flags);
+
+#endif // PT_COMMON_TRANSPORT_H
