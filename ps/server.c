@@ -506,9 +506,12 @@ static void release_parked(ps_server *s, uint32_t pipe, ps_ctx **wake)
 
 // refuse_unauth answers a request from a connection that has not proven
 // the secret for what it asks: counted, logged with the peer (rate
-// limited), and nothing else changes.
+// limited), and nothing else changes. The code is PT_ESTATE when a hello
+// on this connection would mend it (a worker whose server restarted
+// finds a new connection that has proven nothing, and rejoins), PT_EAUTH
+// when it cannot (a wrong proof, a rank not proven, a role not allowed).
 static nng_msg *refuse_unauth(ps_server *s, const pti_hdr *h,
-    const ps_peer *p, const char *why)
+    const ps_peer *p, int code, const char *why)
 {
 	pti_hdr r;
 	s->unauth++;
@@ -519,7 +522,7 @@ static nng_msg *refuse_unauth(ps_server *s, const pti_hdr *h,
 		    p ? p->name : "an unknown peer", why,
 		    (unsigned long long)s->unauth);
 	pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->cfg->rank);
-	r.status = PT_EAUTH;
+	r.status = (uint32_t)code;
 	snprintf(r.msg, sizeof(r.msg), "server %u: %s: %s", s->cfg->rank,
 	    pti_op_name(h->op), why);
 	return reply_encode(s, &r, NULL, 0);
@@ -537,7 +540,7 @@ static nng_msg *op_challenge(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	(void)pay, (void)wake;
 	ps_peer *p = peer_find(s, x->r_pipe);
 	if (p == NULL)
-		return refuse_unauth(s, h, NULL, "a connection this server "
+		return refuse_unauth(s, h, NULL, PT_ESTATE, "a connection this server "
 		    "does not follow");
 	int rv = pti_random(p->nonce, PT_NONCE_LEN);
 	if (rv != 0)
@@ -564,7 +567,7 @@ static nng_msg *hello_prove(ps_server *s, ps_peer *p, const pti_hdr *h)
 {
 	uint8_t mac[PT_MAC_LEN];
 	if (p == NULL || !p->challenged || !(h->has & PTI_H_MAC))
-		return refuse_unauth(s, h, p, "a hello must answer this "
+		return refuse_unauth(s, h, p, PT_ESTATE, "a hello must answer this "
 		    "connection's challenge with a proof of the job secret");
 	uint64_t lh = h->role == PT_ROLE_WORKER ? h->layout_hash : 0;
 	pti_auth_mac(&s->secret, p->nonce, h->role, h->rank, s->cfg->rank, lh,
@@ -572,7 +575,7 @@ static nng_msg *hello_prove(ps_server *s, ps_peer *p, const pti_hdr *h)
 	p->challenged = 0;
 	if (!pti_auth_equal(mac, h->mac, PT_MAC_LEN)) {
 		s->auth_failed++;
-		return refuse_unauth(s, h, p, "wrong proof of the job secret "
+		return refuse_unauth(s, h, p, PT_EAUTH, "wrong proof of the job secret "
 		    "(another job's secret, or none)");
 	}
 	return NULL;
@@ -597,7 +600,8 @@ static nng_msg *hello_bind(ps_server *s, ps_peer *p, const pti_hdr *h,
 		}
 	}
 	if (h->role == PT_ROLE_CONTROL && controls >= PS_CONTROL_MAX)
-		return refuse_unauth(s, h, p, "too many control connections");
+		return refuse_unauth(s, h, p, PT_EAUTH,
+		    "too many control connections");
 	p->authed = 1;
 	p->role = h->role;
 	p->rank = h->rank;
@@ -920,7 +924,7 @@ static nng_msg *op_shutdown(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	// other worker has said done (or was lost).
 	if (h->role == PT_ROLE_WORKER &&
 	    (!s->done[h->rank] || s->n_done + s->n_lost < s->cfg->workers))
-		return refuse_unauth(s, h, p, "a worker may stop the servers "
+		return refuse_unauth(s, h, p, PT_EAUTH, "a worker may stop the servers "
 		    "only once every worker is done");
 	fprintf(stderr, "server %u: shutdown asked by %s %u (%s)\n",
 	    s->cfg->rank, role_name(h->role), h->rank,
@@ -982,13 +986,13 @@ static nng_msg *handle(ps_server *s, ps_ctx *x, nng_msg *m, ps_ctx **wake)
 	// Everything else only on a connection that proved the secret, and
 	// only as what it proved.
 	if (p == NULL || !p->authed)
-		return refuse_unauth(s, &h, p, "this connection has not proven "
+		return refuse_unauth(s, &h, p, PT_ESTATE, "this connection has not proven "
 		    "the job secret (say hello first)");
 	if (h.role != p->role || h.rank != p->rank) {
 		snprintf(why, sizeof(why), "this connection proved %s %u, "
 		    "not %s %u", role_name(p->role), p->rank,
 		    role_name(h.role), h.rank);
-		return refuse_unauth(s, &h, p, why);
+		return refuse_unauth(s, &h, p, PT_EAUTH, why);
 	}
 	if (worker_op && s->lost[h.rank]) {
 		snprintf(why, sizeof(why),
@@ -1326,9 +1330,13 @@ static void server_close(ps_server *s, int rv)
 static void server_fini(ps_server *s)
 {
 	// server_close has stopped every aio (none exist before it could).
+	// A reply that a callback handed to nng_ctx_send after its aio was
+	// stopped was refused without a callback: it is still ours.
 	for (uint32_t i = 0; s->ctxs != NULL && i < s->n_ctx; i++)
-		if (s->ctxs[i].aio != NULL)
+		if (s->ctxs[i].aio != NULL) {
+			nng_msg_free(nng_aio_get_msg(s->ctxs[i].aio));
 			nng_aio_free(s->ctxs[i].aio);
+		}
 	free(s->ctxs);
 	free(s->params);
 	free(s->acc);
@@ -1644,9 +1652,6 @@ void pti_local_close(pti_local_server *ls)
 {
 	if (ls == NULL)
 		return;
-	for (uint32_t i = 0; ls->s.ctxs && i < ls->s.n_ctx; i++)
-		if (ls->s.ctxs[i].aio != NULL)
-			nng_msg_free(nng_aio_get_msg(ls->s.ctxs[i].aio));
-	server_fini(&ls->s);
+	server_fini(&ls->s); // frees what the contexts still hold
 	free(ls);
 }

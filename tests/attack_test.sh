@@ -16,7 +16,7 @@ trap 'rm -rf "$T"' EXIT
 # A straggling worker 0 keeps the job running while the attack goes on;
 # it changes no value in sync mode. --auth-timeout 2: half-sent messages
 # are closed within the job.
-J="--transport tcp --servers 2 --workers 2 --model mlp:64 --data synthetic:1200 --seed 3 --batch 64 --steps 300 --straggler 0:30 --auth-timeout 2"
+J="--transport tcp --servers 2 --workers 2 --model mlp:64 --data synthetic:1200 --seed 3 --batch 64 --steps 300 --straggler 0:40 --auth-timeout 2"
 
 # urls DIR: the servers' tcp addresses, once both listen (bounded wait)
 urls() {
