@@ -231,14 +231,15 @@ fail:
 	return rv;
 }
 
-int pti_transport_dial(nng_socket s, const char *url, int flags)
+int pti_transport_dial(nng_socket s, const char *url, nng_dialer *out,
+    int flags)
 {
 	nng_dialer d;
 	nng_tls_config *cfg = NULL;
 	nng_url *u;
 	int rv;
 	if (!pti_transport_is_tls(url))
-		return nng_dial(s, url, NULL, flags);
+		return nng_dial(s, url, out, flags);
 	if ((rv = nng_url_parse(&u, url)) != 0)
 		return rv;
 	rv = tls_config(&cfg, NNG_TLS_MODE_CLIENT, u->u_hostname);
@@ -255,5 +256,7 @@ int pti_transport_dial(nng_socket s, const char *url, int flags)
 		nng_dialer_close(d);
 		return rv;
 	}
+	if (out != NULL)
+		*out = d;
 	return 0;
 }

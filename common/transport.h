@@ -41,12 +41,13 @@ int pti_transport_tls_load(const struct pt_config *c);
 // caller to report with nng_strerror; on failure nothing is left open.
 int pti_transport_listen(nng_listener *out, nng_socket s, const char *url);
 
-// pti_transport_dial dials url from s, as nng_dial(s, url, NULL, flags)
-// does, with the loaded TLS files when url is a TLS address: the server's
+// pti_transport_dial dials url from s, as nng_dial(s, url, out, flags)
+// does (out may be NULL), with the loaded TLS files when url is a TLS address: the server's
 // certificate must name url's host. With NNG_FLAG_NONBLOCK nng goes on
 // redialing in the background, and a server that refuses our certificate
 // (or whose own the CA did not sign) is never connected. Returns 0 or an
 // nng error code, like pti_transport_listen.
-int pti_transport_dial(nng_socket s, const char *url, int flags);
+int pti_transport_dial(nng_socket s, const char *url, nng_dialer *out,
+    int flags);
 
 #endif // PT_COMMON_TRANSPORT_H

@@ -108,7 +108,7 @@ static void test_transport_tls_without_files_refused(void)
 	PT_TEST_OK(nng_rep0_open(&s));
 	PT_TEST_ERR(pti_transport_listen(&l, s, "tls+tcp://127.0.0.1:0"),
 	    NNG_EINVAL);
-	PT_TEST_ERR(pti_transport_dial(s, "tls+tcp://127.0.0.1:1",
+	PT_TEST_ERR(pti_transport_dial(s, "tls+tcp://127.0.0.1:1", NULL,
 			NNG_FLAG_NONBLOCK), NNG_EINVAL);
 	// Plain addresses need no files.
 	PT_TEST_OK(pti_transport_listen(&l, s, "tcp://127.0.0.1:0"));

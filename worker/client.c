@@ -34,7 +34,15 @@ typedef struct client_link {
 	nng_msg *reply;
 	uint64_t lo, hi; // its shard, from hello
 	int64_t ver;     // version of the values last received from it
+	nng_dialer dialer;
+	double dialed;   // when its dialer was started
 } client_link;
+
+// A server missing this long gets a new dialer. nng's dialer stops
+// redialing for good when a connection attempt ends in NNG_ECLOSED,
+// which a server killed mid-handshake can cause: the worker would then
+// wait out --rpc-timeout for a server that is back and listening.
+#define CLIENT_REDIAL_S 5.0
 
 // A request unanswered this long is reported, and again as often, so
 // that a server that hangs (rather than dies) is named while workers wait.
@@ -190,7 +198,8 @@ int pt_client_open(pt_client **out, const char *urls, uint32_t role,
 			return pti_err_set(PT_ETRANSPORT, "client: %s",
 			    nng_strerror(rv));
 		}
-		if ((rv = pti_transport_dial(k->sock, k->url,
+		k->dialed = pti_clock_s();
+		if ((rv = pti_transport_dial(k->sock, k->url, &k->dialer,
 			 NNG_FLAG_NONBLOCK)) != 0) {
 			pt_client_close(c);
 			return pti_err_set(PT_ETRANSPORT,
@@ -226,12 +235,39 @@ static uint32_t client_missing(const pt_client *c, char *buf, size_t size)
 	return n;
 }
 
+// client_redial gives every server missing for CLIENT_REDIAL_S since its
+// dialer started a new dialer. Called with the lock, which it drops while
+// dialing: closing a dialer can run link_pipe_cb.
+static void client_redial(pt_client *c)
+{
+	double now = pti_clock_s();
+	for (uint32_t i = 0; i < c->n; i++) {
+		client_link *k = &c->links[i];
+		if (k->up > 0 || now - k->dialed < CLIENT_REDIAL_S)
+			continue;
+		k->dialed = now;
+		nng_dialer old = k->dialer;
+		pthread_mutex_unlock(&c->mu);
+		nng_dialer_close(old);
+		nng_dialer d;
+		int rv = pti_transport_dial(k->sock, k->url, &d,
+		    NNG_FLAG_NONBLOCK);
+		pthread_mutex_lock(&c->mu);
+		if (rv == 0)
+			k->dialer = d;
+		else
+			fprintf(stderr, "client: dialing server %u at %s again: "
+			    "%s\n", i, k->url, nng_strerror(rv));
+	}
+}
+
 int pt_client_wait(pt_client *c, const char *who, double timeout_s)
 {
 	char missing[1024];
 	double start = pti_clock_s(), said = 0;
 	pthread_mutex_lock(&c->mu);
 	while (client_missing(c, missing, sizeof(missing)) > 0) {
+		client_redial(c);
 		double waited = pti_clock_s() - start;
 		if (waited >= timeout_s) {
 			pthread_mutex_unlock(&c->mu);
