@@ -32,10 +32,12 @@
 #include "transport.h"
 
 #define SERVER_LOG_ERRORS 20 // rejected requests logged in full, at most
-// Connections that have not proven the job secret: at most this many at
-// once (a new one beyond it closes the oldest), each for at most this
-// long (--auth-timeout). A worker proves it within a round trip of connecting; what stays
-// longer is a stranger, or a message that is never finished.
+// Connections that have not proven the job secret: at most this many
+// more than the job's workers at once (a new one beyond it closes the
+// oldest: all of a job's workers may be connecting at the same moment),
+// each for at most --auth-timeout seconds. A worker proves the secret
+// within a round trip of connecting; what stays longer is a stranger, or
+// a message that is never finished.
 #define PS_UNAUTH_MAX 64
 #define PS_CONTROL_MAX 8 // authenticated control connections at once
 // The largest step or version a push may carry: far beyond any job (a
@@ -118,6 +120,7 @@ struct ps_server {
 	ps_peer *peers;
 	uint32_t n_peers;     // slots
 	size_t recv_max;      // bytes: the largest legal message of this job
+	uint32_t unauth_max;  // connections not yet authenticated, at most
 	uint64_t hist[PT_STALE_BUCKETS];
 
 	nng_socket sock;
@@ -465,14 +468,14 @@ static ps_peer *peer_add(ps_server *s, uint32_t pipe, uint32_t *evict)
 		if (oldest == NULL || p->since < oldest->since)
 			oldest = p;
 	}
-	if (oldest != NULL && (unauth >= PS_UNAUTH_MAX || free_slot == NULL)) {
+	if (oldest != NULL && (unauth >= s->unauth_max || free_slot == NULL)) {
 		*evict = oldest->pipe;
 		s->conn_closed++;
 		if (note_due(s->conn_closed))
 			fprintf(stderr, "server %u: closing the connection of "
-			    "%s: %d connections have not authenticated (%llu "
+			    "%s: %u connections have not authenticated (%llu "
 			    "closed so far)\n", s->cfg->rank, oldest->name,
-			    PS_UNAUTH_MAX, (unsigned long long)s->conn_closed);
+			    s->unauth_max, (unsigned long long)s->conn_closed);
 		oldest->pipe = 0; // its removal finds no slot: nothing to do
 		if (free_slot == NULL)
 			free_slot = oldest;
@@ -1097,10 +1100,10 @@ static void pipe_removed(ps_server *s, uint32_t id, ps_ctx **wake)
 // them. Called without the lock.
 static void check_unauth(ps_server *s)
 {
-	uint32_t close_ids[PS_UNAUTH_MAX + 16], n = 0;
+	uint32_t close_ids[256], n = 0; // the rest go on the next tick
 	double now = pti_clock_s();
 	pthread_mutex_lock(&s->mu);
-	for (uint32_t i = 0; i < s->n_peers && n < PS_UNAUTH_MAX + 16; i++) {
+	for (uint32_t i = 0; i < s->n_peers && n < 256; i++) {
 		ps_peer *q = &s->peers[i];
 		if (q->pipe == 0 || q->authed || now - q->since < s->cfg->auth_timeout)
 			continue;
@@ -1415,7 +1418,8 @@ static int server_init(ps_server *s, const pt_config *c)
 	s->gone = calloc(c->workers, 1);
 	s->pipe_of = calloc(c->workers, sizeof(uint32_t));
 	s->seen = calloc(c->workers, sizeof(double));
-	s->n_peers = c->workers + PS_CONTROL_MAX + PS_UNAUTH_MAX;
+	s->unauth_max = c->workers + PS_UNAUTH_MAX;
+	s->n_peers = c->workers + PS_CONTROL_MAX + s->unauth_max;
 	s->peers = calloc(s->n_peers, sizeof(ps_peer));
 	if (!s->params || !s->acc || !s->have || !s->hello || !s->done ||
 	    !s->clock || !s->lost || !s->gone || !s->pipe_of || !s->seen ||

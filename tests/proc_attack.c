@@ -27,7 +27,8 @@
 #include "proto.h"
 
 #define FLOOD 40     // connections each flood opens
-#define HELD 120     // connections held open at once (the limit is 64)
+#define HELD 120     // connections held open at once (the limit is 64
+		     // more than the job has workers)
 #define PUSH_N 64    // floats in an impersonated push
 
 static int accepted, refused, ended;
