@@ -1,0 +1,240 @@
+// tests/policy_test.c - the servers' consistency policies, in-process:
+// requests go straight to a server without sockets (pti_local_*), on
+// connections proven as workers 0..W-1, so each rule of sync (with backup
+// workers and lost workers), async (staleness, --max-staleness) and ssp
+// (the staleness bound) is checked step by step without processes.
+#include <stdlib.h>
+#include <string.h>
+
+#include <nng/nng.h>
+
+#include "auth.h"
+#include "config.h"
+#include "layout.h"
+#include "proto.h"
+#include "server.h"
+#include "test.h"
+
+#define SPEC "mlp:4"
+#define DATA "synthetic:100" // 64 features, 10 classes
+#define LR 0.5
+#define MAXW 4
+
+typedef struct job {
+	pt_config c;
+	pt_layout l;
+	pti_local_server *s;
+	uint64_t n;
+	float *g; // a gradient of ones
+} job;
+
+// ask runs h on connection pipe (connection r + 1 is worker r's, MAXW + 1
+// the control client's); the reply's header goes to *r. Returns the
+// reply's status, or -1 when the request was parked (no reply yet).
+static int ask(job *j, uint32_t pipe, const pti_hdr *h, const float *pay,
+    uint64_t n, pti_hdr *r)
+{
+	nng_msg *m, *rep;
+	const void *p;
+	PT_TEST_OK(pti_msg_encode(&m, h, pay, n));
+	rep = pti_local_request(j->s, pipe, m);
+	nng_msg_free(m);
+	if (rep == NULL)
+		return -1;
+	PT_TEST_OK(pti_msg_decode(r, &p, rep));
+	nng_msg_free(rep);
+	return (int)r->status;
+}
+
+static void prove(job *j, uint32_t pipe, uint32_t role, uint32_t rank)
+{
+	pti_hdr h, r;
+	pt_secret key;
+	uint64_t lh = role == PT_ROLE_WORKER ? pt_layout_hash(&j->l) : 0;
+	PT_TEST_OK(pt_secret_load(&key, NULL));
+	pti_hdr_init(&h, PT_OP_CHALLENGE, role, rank);
+	PT_TEST_TRUE(ask(j, pipe, &h, NULL, 0, &r) == 0);
+	pti_hdr_init(&h, PT_OP_HELLO, role, rank);
+	if (lh != 0) {
+		h.has |= PTI_H_LAYOUT;
+		h.layout_hash = lh;
+		h.n_params = j->l.n_params;
+	}
+	h.has |= PTI_H_MAC;
+	pti_auth_mac(&key, r.nonce, role, rank, 0, lh, h.mac);
+	PT_TEST_TRUE(ask(j, pipe, &h, NULL, 0, &r) == 0);
+}
+
+// job_open starts a one-shard server of mode for `workers` workers, with
+// flags (e.g. "--backup-workers=1") applied over the defaults, and proves
+// every worker's connection and the control client's.
+static void job_open(job *j, const char *mode, uint32_t workers,
+    const char *flag)
+{
+	char w[16], lr[16];
+	int help;
+	snprintf(w, sizeof(w), "%u", workers);
+	snprintf(lr, sizeof(lr), "%g", LR);
+	char *argv[] = {"--mode", (char *)mode, "--workers", w, "--batch", w,
+	    "--model", SPEC, "--data", DATA, "--lr", lr, "--seed", "3",
+	    (char *)flag, NULL};
+	int argc = flag ? 15 : 14;
+	memset(j, 0, sizeof(*j));
+	pt_config_defaults(&j->c);
+	PT_TEST_OK(pt_config_parse(&j->c, PT_CMD_SERVER, argc, argv, &help));
+	PT_TEST_OK(pt_layout_init(&j->l, SPEC, 64, 10));
+	PT_TEST_OK(pti_local_open(&j->s, &j->c));
+	j->n = j->l.n_params;
+	j->g = malloc(j->n * sizeof(float));
+	for (uint64_t i = 0; i < j->n; i++)
+		j->g[i] = 1.0f;
+	for (uint32_t r = 0; r <= MAXW; r++)
+		PT_TEST_OK(pti_local_connect(j->s, r + 1));
+	for (uint32_t r = 0; r < workers; r++)
+		prove(j, r + 1, PT_ROLE_WORKER, r);
+	prove(j, MAXW + 1, PT_ROLE_CONTROL, 0);
+}
+
+static void job_close(job *j)
+{
+	pti_local_close(j->s);
+	free(j->g);
+}
+
+// push sends worker r's gradient (ones) for step, computed from ver, as
+// a push or a pushpull.
+static int push(job *j, uint32_t op, uint32_t r, int64_t step, int64_t ver,
+    pti_hdr *rep)
+{
+	pti_hdr h;
+	pti_hdr_init(&h, op, PT_ROLE_WORKER, r);
+	h.has |= PTI_H_STEP | PTI_H_VER | PTI_H_RANGE;
+	h.step = step;
+	h.ver = ver;
+	h.off = 0;
+	return ask(j, r + 1, &h, j->g, j->n, rep);
+}
+
+static pti_hdr stats(job *j)
+{
+	pti_hdr h, r;
+	pti_hdr_init(&h, PT_OP_STATS, PT_ROLE_CONTROL, 0);
+	PT_TEST_TRUE(ask(j, MAXW + 1, &h, NULL, 0, &r) == 0);
+	return r;
+}
+
+// test_policy_sync_waits_for_all: a sync step closes only once every
+// worker has pushed; a pushpull waits for it (parked), and one version
+// comes of W gradients.
+static void test_policy_sync_waits_for_all(void)
+{
+	job j;
+	pti_hdr r;
+	job_open(&j, "sync", 3, NULL);
+	PT_TEST_TRUE(push(&j, PT_OP_PUSHPULL, 0, 0, 0, &r) == -1);
+	PT_TEST_TRUE(push(&j, PT_OP_PUSH, 1, 0, 0, &r) == 0);
+	PT_TEST_TRUE(stats(&j).ver == 0);
+	PT_TEST_TRUE(push(&j, PT_OP_PUSH, 2, 0, 0, &r) == 0);
+	pti_hdr st = stats(&j);
+	PT_TEST_TRUE(st.ver == 1 && st.updates == 1);
+	// the next step is open; a push for the old one is dropped
+	PT_TEST_TRUE(push(&j, PT_OP_PUSH, 1, 0, 0, &r) == 0);
+	PT_TEST_TRUE(stats(&j).dropped == 1);
+	job_close(&j);
+}
+
+// test_policy_sync_backup_workers: with one backup worker a step closes
+// with the first W-1 gradients; the last one is dropped, counted, and
+// changes nothing.
+static void test_policy_sync_backup_workers(void)
+{
+	job j;
+	pti_hdr r;
+	job_open(&j, "sync", 3, "--backup-workers=1");
+	PT_TEST_TRUE(push(&j, PT_OP_PUSH, 2, 0, 0, &r) == 0);
+	PT_TEST_TRUE(push(&j, PT_OP_PUSH, 0, 0, 0, &r) == 0);
+	pti_hdr st = stats(&j);
+	PT_TEST_TRUE(st.ver == 1 && st.dropped == 0);
+	PT_TEST_TRUE(push(&j, PT_OP_PUSH, 1, 0, 0, &r) == 0);
+	st = stats(&j);
+	PT_TEST_TRUE(st.ver == 1 && st.dropped == 1 && st.updates == 1);
+	job_close(&j);
+}
+
+// test_policy_sync_lost_worker: a worker whose connection closes no longer
+// holds the step back: the others close it, and its parked pull is let go.
+static void test_policy_sync_lost_worker(void)
+{
+	job j;
+	pti_hdr r, h;
+	job_open(&j, "sync", 2, NULL);
+	pti_hdr_init(&h, PT_OP_PULL, PT_ROLE_WORKER, 1);
+	h.has |= PTI_H_VER;
+	h.ver = 1;
+	PT_TEST_TRUE(ask(&j, 2, &h, NULL, 0, &r) == -1); // parked
+	PT_TEST_TRUE(push(&j, PT_OP_PUSH, 0, 0, 0, &r) == 0);
+	PT_TEST_TRUE(stats(&j).ver == 0);
+	pti_local_disconnect(j.s, 2);
+	pti_hdr st = stats(&j);
+	PT_TEST_TRUE(st.ver == 1 && st.n_lost == 1);
+	PT_TEST_TRUE(push(&j, PT_OP_PUSHPULL, 0, 1, 1, &r) == 0 && r.ver == 2);
+	job_close(&j);
+}
+
+// test_policy_async_staleness: async applies each gradient as it comes;
+// its staleness is the versions applied since the one it was computed
+// from; --max-staleness drops staler ones (counted, not applied).
+static void test_policy_async_staleness(void)
+{
+	job j;
+	pti_hdr r;
+	job_open(&j, "async", 2, "--max-staleness=1");
+	PT_TEST_TRUE(push(&j, PT_OP_PUSHPULL, 0, 0, 0, &r) == 0);
+	PT_TEST_TRUE(r.ver == 1 && r.staleness == 0);
+	PT_TEST_TRUE(push(&j, PT_OP_PUSHPULL, 1, 0, 0, &r) == 0);
+	PT_TEST_TRUE(r.ver == 2 && r.staleness == 1);
+	PT_TEST_TRUE(push(&j, PT_OP_PUSHPULL, 0, 1, 0, &r) == 0);
+	PT_TEST_TRUE(r.ver == 2); // staleness 2 > 1: dropped
+	pti_hdr st = stats(&j);
+	PT_TEST_TRUE(st.updates == 2 && st.dropped == 1 && st.stale_max == 1);
+	PT_TEST_TRUE(st.hist[0] == 1 && st.hist[1] == 1);
+	job_close(&j);
+}
+
+// test_policy_ssp_bound: with --staleness 1 a worker may start step c+1
+// only once every worker has pushed step c-1: worker 0's pushpull of step
+// 1 waits until worker 1 pushes step 0, and is then answered.
+static void test_policy_ssp_bound(void)
+{
+	job j;
+	pti_hdr r;
+	job_open(&j, "ssp", 2, "--staleness=1");
+	PT_TEST_TRUE(push(&j, PT_OP_PUSHPULL, 0, 0, 0, &r) == 0);
+	PT_TEST_TRUE(push(&j, PT_OP_PUSHPULL, 0, 1, 1, &r) == -1); // waits
+	pti_hdr st = stats(&j);
+	PT_TEST_TRUE(st.updates == 2); // applied; only the reply waits
+	PT_TEST_TRUE(push(&j, PT_OP_PUSHPULL, 1, 0, 0, &r) == 0);
+	PT_TEST_TRUE(r.staleness == 2);
+	// worker 0 could go on now: a pushpull of its step 2 needs worker
+	// 1's step 1, which has not come
+	PT_TEST_TRUE(push(&j, PT_OP_PUSHPULL, 0, 2, 3, &r) == -1);
+	PT_TEST_TRUE(push(&j, PT_OP_PUSH, 1, 1, 3, &r) == 0);
+	PT_TEST_TRUE(stats(&j).updates == 5);
+	job_close(&j);
+}
+
+static const pt_test_case cases[] = {
+    {"test_policy_sync_waits_for_all", test_policy_sync_waits_for_all},
+    {"test_policy_sync_backup_workers", test_policy_sync_backup_workers},
+    {"test_policy_sync_lost_worker", test_policy_sync_lost_worker},
+    {"test_policy_async_staleness", test_policy_async_staleness},
+    {"test_policy_ssp_bound", test_policy_ssp_bound},
+    {NULL, NULL},
+};
+
+int main(int argc, char **argv)
+{
+	// The job secret the cases' servers and connections share.
+	setenv(PT_SECRET_ENV, "0123456789abcdef0123456789abcdef", 1);
+	return pt_test_main(argc, argv, cases);
+}
