@@ -1,5 +1,7 @@
-// ps/server.c - the parameter server: shard state, a static table of
-// request handlers, and the serving loop over nng REP contexts.
+// ps/server.c - the parameter server: shard state, connections and who
+// they proved to be, a static table of request handlers, and the serving
+// loop over nng REP contexts. The consistency rules (what a gradient does,
+// when a reply may go) are ps/policy.c's, one ops table per mode.
 //
 // Each of a fixed number of nng contexts receives one request at a time.
 // Its callback decodes the request and runs the op's handler under the
@@ -29,6 +31,7 @@
 #include "checkpoint.h"
 #include "optim.h"
 #include "proto.h"
+#include "server_impl.h"
 #include "transport.h"
 
 #define SERVER_LOG_ERRORS 20 // rejected requests logged in full, at most
@@ -40,98 +43,6 @@
 // a message that is never finished.
 #define PS_UNAUTH_MAX 64
 #define PS_CONTROL_MAX 8 // authenticated control connections at once
-// The largest step or version a push may carry: far beyond any job (a
-// million steps a second for 30 years), far below where step + 1 or a
-// difference of two steps could overflow.
-#define PS_STEP_MAX ((int64_t)1 << 50)
-
-typedef struct ps_server ps_server;
-
-enum { CTX_RECV, CTX_SEND, CTX_WAIT };
-
-// ps_peer: one connection (nng pipe) and what it has proven. A request is
-// served only on a connection authenticated for the role and rank it
-// claims; the binding is made by hello and undone when the connection
-// closes or another one proves the same rank.
-typedef struct ps_peer {
-	uint32_t pipe;       // nng pipe id; 0: a free slot
-	int authed;
-	uint32_t role, rank; // what it proved
-	int challenged;
-	uint8_t nonce[PT_NONCE_LEN];
-	double since;        // when it connected
-	uint64_t requests;   // complete requests received
-	char name[80];       // the peer's address, for logs
-} ps_peer;
-
-typedef struct ps_ctx {
-	ps_server *s;
-	nng_ctx ctx;
-	nng_aio *aio;
-	int state;
-	int stop_after; // signal the main thread once this reply is sent
-	// while parked on the wait list:
-	int64_t wait_ver; // sync: the version; ssp: the slowest worker's clock
-	uint64_t r_off, r_n; // reply range, relative to the shard
-	uint32_t r_pipe;     // the connection it came on
-	uint32_t r_op;
-	double r_lr;      // learning rate applied to the parked push
-	int64_t r_stale;  // its staleness
-	struct ps_ctx *next; // wait list, then wake list
-} ps_ctx;
-
-struct ps_server {
-	const pt_config *cfg;
-	pt_layout layout;
-	uint64_t lo, hi, n; // shard [lo, hi) of the flat vector, n = hi - lo
-	float *params;      // (n)
-	float *acc;         // (n) sum of a sync step's gradients
-	float *grads;       // (workers, n) sync: gradients of the open step
-	uint8_t *have;      // (workers) sync: gradient in for the open step
-	uint8_t *hello, *done; // (workers)
-	uint8_t *lost;      // (workers) said hello, then died or went silent
-	uint8_t *gone;      // (workers) said done, then closed before shutdown
-	uint32_t *pipe_of;  // (workers) nng pipe id of each worker's last request
-	double *seen;       // (workers) when each worker was last heard from
-	uint32_t n_have, n_hello, n_done, n_lost;
-	int64_t version;
-	int64_t *clock;    // (workers) ssp: steps each worker has pushed
-	int64_t min_clock; // ssp: the slowest worker's clock
-	int64_t max_lead;  // async, ssp: the most steps a push was ahead of
-			   // the slowest worker's clock
-	pti_optim opt;
-	float *state1, *state2; // (n) the optimizer's state, or NULL
-	uint64_t ckpt_every; // steps (or seconds with ckpt_seconds); 0 never
-	int ckpt_seconds;
-	double ckpt_last;    // when the last checkpoint was written
-	uint64_t ckpt_failures;  // checkpoint writes that failed
-	char ckpt_error[PT_PATH_MAX + 128]; // the last one's error, or ""
-	double lr_base;    // --lr, scaled by --lr-scaling
-	double warmup;     // warm-up length in steps; 0: none
-	// counters
-	uint64_t updates, rejected, dropped, stale_sum, stale_max;
-	uint64_t nonfinite; // pushes refused for a NaN or infinite value
-	uint64_t unauth;    // requests refused: not authenticated (or beyond
-			    // the role the connection proved)
-	uint64_t auth_failed; // hellos whose proof of the secret was wrong
-	uint64_t conn_closed; // connections closed unauthenticated: too many,
-			      // idle, or a message over the size limit
-	pt_secret secret;
-	ps_peer *peers;
-	uint32_t n_peers;     // slots
-	size_t recv_max;      // bytes: the largest legal message of this job
-	uint32_t unauth_max;  // connections not yet authenticated, at most
-	uint64_t hist[PT_STALE_BUCKETS];
-
-	nng_socket sock;
-	ps_ctx *ctxs;
-	uint32_t n_ctx;
-	ps_ctx *waiting;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int stop;
-	int shutting; // a shutdown was asked: the job is over
-};
 
 static volatile sig_atomic_t server_signalled;
 
@@ -190,7 +101,7 @@ static nng_msg *reply_values(ps_server *s, uint32_t op, uint64_t off,
 // server_lr is the learning rate for a gradient of global step `step`:
 // --lr, times B/256 with --lr-scaling linear, ramped linearly from 0 over
 // the warm-up steps.
-static double server_lr(const ps_server *s, int64_t step)
+double pti_server_lr(const ps_server *s, int64_t step)
 {
 	if (s->warmup > 0 && (double)(step + 1) < s->warmup)
 		return s->lr_base * (double)(step + 1) / s->warmup;
@@ -288,57 +199,17 @@ static void stale_record(ps_server *s, int64_t st)
 	s->hist[u < PT_STALE_BUCKETS - 1 ? u : PT_STALE_BUCKETS - 1]++;
 }
 
-static void sync_close(ps_server *s, ps_ctx **wake);
-static void wake_ready(ps_server *s, ps_ctx **wake);
-
-// sync_maybe_close closes the open step once the gradients of every live
-// worker but the backups are in: workers that died no longer count.
-static void sync_maybe_close(ps_server *s, ps_ctx **wake)
+void pti_server_applied(ps_server *s, int64_t stale)
 {
-	const pt_config *c = s->cfg;
-	uint32_t need = c->workers - c->backup_workers;
-	need = need > s->n_lost ? need - s->n_lost : 1;
-	if (c->mode == PT_MODE_SYNC && s->n_have > 0 && s->n_have >= need)
-		sync_close(s, wake);
+	stale_record(s, stale);
+	s->version++;
+	s->updates++;
+	server_checkpoint(s);
 }
 
-// ssp_min_clock recomputes the slowest clock over the workers that have
-// not been lost, and answers the requests that waited for it.
-static void ssp_min_clock(ps_server *s, ps_ctx **wake)
+void pti_server_wake(ps_server *s, ps_ctx **wake)
 {
-	int64_t min = INT64_MAX;
-	for (uint32_t r = 0; r < s->cfg->workers; r++)
-		if (!s->lost[r] && s->clock[r] < min)
-			min = s->clock[r];
-	if (min == INT64_MAX)
-		return;
-	s->min_clock = min;
-	if (s->cfg->mode == PT_MODE_SSP)
-		wake_ready(s, wake);
-}
-
-// worker_lost: worker r died or went silent. The job goes on without it:
-// sync steps close with the others, ssp stops waiting for its clock.
-static void worker_lost(ps_server *s, uint32_t r, const char *why,
-    ps_ctx **wake)
-{
-	if (!s->hello[r] || s->lost[r] || s->done[r])
-		return;
-	s->lost[r] = 1;
-	s->n_lost++;
-	fprintf(stderr, "server %u: worker %u %s at version %lld; going on "
-	    "with %u workers\n", s->cfg->rank, r, why, (long long)s->version,
-	    s->cfg->workers - s->n_lost);
-	sync_maybe_close(s, wake);
-	ssp_min_clock(s, wake);
-}
-
-// wake_ready moves every parked request that can now be answered to
-// *wake, with its reply built. Sync waits on the version, ssp on the
-// slowest worker's clock.
-static void wake_ready(ps_server *s, ps_ctx **wake)
-{
-	int64_t key = s->cfg->mode == PT_MODE_SSP ? s->min_clock : s->version;
+	int64_t key = s->policy->key(s);
 	ps_ctx **pp = &s->waiting;
 	while (*pp != NULL) {
 		ps_ctx *x = *pp;
@@ -354,33 +225,19 @@ static void wake_ready(ps_server *s, ps_ctx **wake)
 	}
 }
 
-// sync_close applies the mean of the open step's gradients, summed in rank
-// order so that the result does not depend on arrival order, then answers
-// the requests that waited for it.
-static void sync_close(ps_server *s, ps_ctx **wake)
+// worker_lost: worker r died or went silent. The job goes on without it:
+// sync steps close with the others, ssp stops waiting for its clock.
+static void worker_lost(ps_server *s, uint32_t r, const char *why,
+    ps_ctx **wake)
 {
-	uint32_t w = s->cfg->workers, first = 1;
-	float *acc = s->acc;
-	for (uint32_t r = 0; r < w; r++) {
-		if (!s->have[r])
-			continue; // a backup worker's gradient still to come
-		const float *g = s->grads + (size_t)r * s->n;
-		if (first)
-			memcpy(acc, g, s->n * sizeof(float));
-		else
-			for (uint64_t i = 0; i < s->n; i++)
-				acc[i] += g[i];
-		first = 0;
-	}
-	pti_optim_apply(&s->opt, s->params, s->state1, s->state2, acc, s->n,
-	    s->n_have, server_lr(s, s->version), s->updates + 1);
-	memset(s->have, 0, w);
-	s->n_have = 0;
-	s->version++;
-	s->updates++;
-	stale_record(s, 0);
-	server_checkpoint(s);
-	wake_ready(s, wake);
+	if (!s->hello[r] || s->lost[r] || s->done[r])
+		return;
+	s->lost[r] = 1;
+	s->n_lost++;
+	fprintf(stderr, "server %u: worker %u %s at version %lld; going on "
+	    "with %u workers\n", s->cfg->rank, r, why, (long long)s->version,
+	    s->cfg->workers - s->n_lost);
+	s->policy->settle(s, wake);
 }
 
 static void park(ps_server *s, ps_ctx *x, uint32_t op, int64_t ver,
@@ -662,7 +519,7 @@ static nng_msg *op_hello(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	// checkpoint) says how far it got: its clock goes on from there.
 	if ((h->has & PTI_H_STEP) && h->step > *clock) {
 		*clock = h->step;
-		ssp_min_clock(s, wake);
+		pti_policy_clocks(s, wake);
 	}
 	pti_hdr r;
 	pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->cfg->rank);
@@ -671,7 +528,7 @@ static nng_msg *op_hello(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	// Where the worker's data position goes on: the open step (sync), or
 	// the steps it has pushed here (async, ssp; from a checkpoint after
 	// a resume).
-	r.step = s->cfg->mode == PT_MODE_SYNC ? s->version : *clock;
+	r.step = s->policy->start(s, h->rank);
 	r.layout_hash = pt_layout_hash(&s->layout);
 	r.n_params = s->layout.n_params;
 	r.lo = s->lo;
@@ -692,7 +549,7 @@ static nng_msg *op_pull(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	int rv = shard_range(s, h, &off, &n);
 	if (rv != 0)
 		return reply_error(s, h, rv, pt_errmsg(rv));
-	if (s->cfg->mode == PT_MODE_SYNC && (h->has & PTI_H_VER) &&
+	if (s->policy->pull_waits && (h->has & PTI_H_VER) &&
 	    h->ver > s->version) {
 		// Only workers wait: one request each at a time, so that what
 		// is parked stays below the contexts kept for them.
@@ -740,14 +597,10 @@ static int push_finite(ps_server *s, const pti_hdr *h, const void *pay,
 }
 
 static int push_take(ps_server *s, const pti_hdr *h, const void *pay,
-    uint64_t *off, uint64_t *n, double *lr, int64_t *stale, int *dropped,
-    ps_ctx **wake)
+    uint64_t *off, uint64_t *n, ps_take *t, ps_ctx **wake)
 {
-	const pt_config *c = s->cfg;
 	int rv;
-	*dropped = 0;
-	*stale = 0;
-	*lr = 0;
+	memset(t, 0, sizeof(*t));
 	if (!(h->has & PTI_H_RANGE) || pay == NULL)
 		return pti_err_set(PT_EPROTO, "a push needs off, n and values");
 	if ((rv = shard_range(s, h, off, n)) != 0)
@@ -762,113 +615,21 @@ static int push_take(ps_server *s, const pti_hdr *h, const void *pay,
 		    (long long)PS_STEP_MAX);
 	if ((rv = push_finite(s, h, pay, *n)) != 0)
 		return rv;
-	if (c->mode == PT_MODE_SYNC) {
-		if ((h->has & PTI_H_STEP) && h->step >= 0 &&
-		    h->step < s->version) {
-			// Its step closed without it (a backup worker's late
-			// gradient, or a rejoining worker one step behind on
-			// this shard): the worker carries on from the new
-			// parameters.
-			s->dropped++;
-			*dropped = 1;
-			return 0;
-		}
-		if (!(h->has & PTI_H_STEP) || h->step != s->version)
-			return pti_err_set(PT_ESTATE,
-			    "worker %u pushed step %lld, the open step is %lld",
-			    h->rank, (long long)h->step,
-			    (long long)s->version);
-		if (s->have[h->rank])
-			return pti_err_set(PT_ESTATE,
-			    "worker %u already pushed step %lld", h->rank,
-			    (long long)h->step);
-		if (*off != 0 || *n != s->n)
-			return pti_err_set(PT_EINVAL,
-			    "a sync push must cover the whole shard [%llu, "
-			    "%llu)", (unsigned long long)s->lo,
-			    (unsigned long long)s->hi);
-		memcpy(s->grads + (size_t)h->rank * s->n, pay,
-		    s->n * sizeof(float));
-		s->have[h->rank] = 1;
-		*lr = server_lr(s, s->version);
-		++s->n_have;
-		sync_maybe_close(s, wake);
-		return 0;
-	}
-	if (!(h->has & PTI_H_VER) || h->ver < 0 || h->ver > s->version)
-		return pti_err_set(PT_ESTATE,
-		    "an %s push needs the version it was computed from "
-		    "(0..%lld)", pt_mode_name(c->mode), (long long)s->version);
-	// How far ahead of the slowest worker this push is: ssp bounds it by
-	// --staleness, async does not. Measured here, where the push lands.
-	// A step past the clock is a worker that skipped ahead (it came
-	// back to a restarted server, or its own restart resumed later on).
-	int fresh = (h->has & PTI_H_STEP) && h->step >= s->clock[h->rank];
-	if (fresh && h->step - s->min_clock > s->max_lead)
-		s->max_lead = h->step - s->min_clock;
-	// A step this worker pushed already is a replay (or a worker
-	// confused about where it is): applying it again would count one
-	// gradient twice.
-	if (!fresh)
-		return pti_err_set(PT_ESTATE,
-		    "worker %u pushed step %lld, its next step is %lld",
-		    h->rank, (long long)h->step,
-		    (long long)s->clock[h->rank]);
-	*stale = s->version - h->ver;
-	if (c->max_staleness >= 0 && *stale > c->max_staleness) {
-		s->dropped++;
-		*dropped = 1;
-	} else {
-		// Bytes may be unaligned in the message body: copy, then apply.
-		memcpy(s->acc, pay, *n * sizeof(float));
-		*lr = server_lr(s, (h->has & PTI_H_STEP) ? h->step : 0);
-		// Sync applies lr x the mean of W gradients per step; one
-		// gradient at lr / W moves the parameters as far per example.
-		if (c->matched_lr)
-			*lr /= (double)c->workers;
-		if (c->staleness_lr && *stale > 1)
-			*lr /= (double)*stale;
-		pti_optim_apply(&s->opt, s->params + *off,
-		    s->state1 ? s->state1 + *off : NULL,
-		    s->state2 ? s->state2 + *off : NULL, s->acc, *n, 1, *lr,
-		    s->updates + 1);
-		stale_record(s, *stale);
-		s->version++;
-		s->updates++;
-		server_checkpoint(s);
-	}
-	if (fresh) {
-		// The clock moves even for a dropped gradient: the step is
-		// done, only its update was refused.
-		int was_min = s->clock[h->rank] == s->min_clock;
-		s->clock[h->rank] = h->step + 1;
-		if (was_min)
-			ssp_min_clock(s, wake);
-	}
-	return 0;
+	return s->policy->take(s, h, pay, *off, *n, t, wake);
 }
 
 static nng_msg *op_push(ps_server *s, ps_ctx *x, const pti_hdr *h,
     const void *pay, ps_ctx **wake)
 {
 	uint64_t off, n;
-	int64_t stale;
-	double lr;
-	int dropped;
-	int rv = push_take(s, h, pay, &off, &n, &lr, &stale, &dropped, wake);
+	ps_take t;
+	int rv = push_take(s, h, pay, &off, &n, &t, wake);
 	if (rv != 0)
 		return reply_error(s, h, rv, pt_errmsg(rv));
-	if (h->op == PT_OP_PUSHPULL && !dropped &&
-	    s->cfg->mode == PT_MODE_SYNC && s->version <= h->step) {
-		park(s, x, h->op, h->step + 1, off, n, lr, stale);
-		return NULL;
-	}
-	// ssp: worker r may start step c+1 only once every worker has
-	// pushed step c - s, that is when the slowest clock reaches c-s+1.
-	int64_t need = h->step + 1 - (int64_t)s->cfg->staleness;
-	if (h->op == PT_OP_PUSHPULL && s->cfg->mode == PT_MODE_SSP &&
-	    s->min_clock < need) {
-		park(s, x, h->op, need, off, n, lr, stale);
+	int64_t after = h->op == PT_OP_PUSHPULL
+			    ? s->policy->reply_after(s, h, &t) : -1;
+	if (after >= 0) {
+		park(s, x, h->op, after, off, n, t.lr, t.stale);
 		return NULL;
 	}
 	if (h->op == PT_OP_PUSH) {
@@ -876,11 +637,11 @@ static nng_msg *op_push(ps_server *s, ps_ctx *x, const pti_hdr *h,
 		pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->cfg->rank);
 		r.has |= PTI_H_VER | PTI_H_STALE | PTI_H_LR;
 		r.ver = s->version;
-		r.staleness = stale;
-		r.lr = lr;
+		r.staleness = t.stale;
+		r.lr = t.lr;
 		return reply_encode(s, &r, NULL, 0);
 	}
-	return reply_values(s, h->op, off, n, lr, stale);
+	return reply_values(s, h->op, off, n, t.lr, t.stale);
 }
 
 static nng_msg *op_done(ps_server *s, ps_ctx *x, const pti_hdr *h,
@@ -1129,9 +890,7 @@ static void check_timeouts(ps_server *s, ps_ctx **wake)
 	const pt_config *c = s->cfg;
 	double now = pti_clock_s();
 	for (uint32_t r = 0; r < c->workers; r++) {
-		int waited_for = c->mode == PT_MODE_SYNC
-				     ? !s->have[r]
-				     : s->clock[r] == s->min_clock;
+		int waited_for = s->policy->waits_for(s, r);
 		if (c->worker_timeout > 0 && s->hello[r] && waited_for &&
 		    now - s->seen[r] > c->worker_timeout)
 			worker_lost(s, r, "went silent", wake);
@@ -1390,6 +1149,8 @@ static int server_init(ps_server *s, const pt_config *c)
 
 	memset(s, 0, sizeof(*s));
 	s->cfg = c;
+	if ((s->policy = pti_policy_of(c->mode)) == NULL)
+		return pti_err_set(PT_EINVAL, "mode %d has no policy", c->mode);
 	if ((rv = pt_secret_load(&s->secret, c->secret_file)) != 0)
 		return rv;
 	pthread_mutex_init(&s->mu, NULL);
@@ -1468,7 +1229,7 @@ static int server_init(ps_server *s, const pt_config *c)
 	if ((rv = server_gone(s)) != 0)
 		return rv;
 	ps_ctx *none = NULL; // nothing is parked yet
-	ssp_min_clock(s, &none);
+	pti_policy_clocks(s, &none);
 	s->lr_base = c->lr;
 	if (c->lr_scaling == PT_LR_LINEAR)
 		s->lr_base *= c->batch / 256.0;

@@ -1,0 +1,225 @@
+// ps/policy.c - the consistency policies: sync (with backup workers),
+// async and ssp, as one ops table each (server_impl.h). What a worker's
+// gradient does to the shard, when a pushpull's reply may go, what parked
+// requests wait for, and which worker a stalled job waits for. Everything
+// else about a request (connections, checks, replies) is server.c's.
+#include <string.h>
+
+#include "err.h"
+#include "server_impl.h"
+
+// ---------------------------------------------------------------- sync
+
+// sync_close applies the mean of the open step's gradients, summed in rank
+// order so that the result does not depend on arrival order, then answers
+// the requests that waited for it.
+static void sync_close(ps_server *s, ps_ctx **wake)
+{
+	uint32_t w = s->cfg->workers, first = 1;
+	float *acc = s->acc;
+	for (uint32_t r = 0; r < w; r++) {
+		if (!s->have[r])
+			continue; // a backup worker's gradient still to come
+		const float *g = s->grads + (size_t)r * s->n;
+		if (first)
+			memcpy(acc, g, s->n * sizeof(float));
+		else
+			for (uint64_t i = 0; i < s->n; i++)
+				acc[i] += g[i];
+		first = 0;
+	}
+	pti_optim_apply(&s->opt, s->params, s->state1, s->state2, acc, s->n,
+	    s->n_have, pti_server_lr(s, s->version), s->updates + 1);
+	memset(s->have, 0, w);
+	s->n_have = 0;
+	pti_server_applied(s, 0);
+	pti_server_wake(s, wake);
+}
+
+// sync_settle closes the open step once the gradients of every live
+// worker but the backups are in: workers that died no longer count.
+static void sync_settle(ps_server *s, ps_ctx **wake)
+{
+	const pt_config *c = s->cfg;
+	uint32_t need = c->workers - c->backup_workers;
+	need = need > s->n_lost ? need - s->n_lost : 1;
+	if (s->n_have > 0 && s->n_have >= need)
+		sync_close(s, wake);
+	pti_policy_clocks(s, wake);
+}
+
+// sync_take files a gradient for the open step, which must cover the
+// whole shard; one for a step that closed without it is dropped.
+static int sync_take(ps_server *s, const pti_hdr *h, const void *pay,
+    uint64_t off, uint64_t n, ps_take *t, ps_ctx **wake)
+{
+	if ((h->has & PTI_H_STEP) && h->step >= 0 && h->step < s->version) {
+		// Its step closed without it (a backup worker's late
+		// gradient, or a rejoining worker one step behind on this
+		// shard): the worker carries on from the new parameters.
+		s->dropped++;
+		t->dropped = 1;
+		return 0;
+	}
+	if (!(h->has & PTI_H_STEP) || h->step != s->version)
+		return pti_err_set(PT_ESTATE,
+		    "worker %u pushed step %lld, the open step is %lld",
+		    h->rank, (long long)h->step, (long long)s->version);
+	if (s->have[h->rank])
+		return pti_err_set(PT_ESTATE,
+		    "worker %u already pushed step %lld", h->rank,
+		    (long long)h->step);
+	if (off != 0 || n != s->n)
+		return pti_err_set(PT_EINVAL,
+		    "a sync push must cover the whole shard [%llu, %llu)",
+		    (unsigned long long)s->lo, (unsigned long long)s->hi);
+	memcpy(s->grads + (size_t)h->rank * s->n, pay, s->n * sizeof(float));
+	s->have[h->rank] = 1;
+	t->lr = pti_server_lr(s, s->version);
+	++s->n_have;
+	sync_settle(s, wake);
+	return 0;
+}
+
+// A pushpull's reply carries the values of the step after its own.
+static int64_t sync_reply_after(const ps_server *s, const pti_hdr *h,
+    const ps_take *t)
+{
+	return !t->dropped && s->version <= h->step ? h->step + 1 : -1;
+}
+
+static int64_t by_version(const ps_server *s)
+{
+	return s->version;
+}
+
+static int sync_waits_for(const ps_server *s, uint32_t r)
+{
+	return !s->have[r];
+}
+
+static int64_t sync_start(const ps_server *s, uint32_t r)
+{
+	(void)r;
+	return s->version; // the open step
+}
+
+// ---------------------------------------------------------------- async, ssp
+
+// clock_take applies a gradient at once (async, ssp), unless it is staler
+// than --max-staleness, and moves the worker's clock.
+static int clock_take(ps_server *s, const pti_hdr *h, const void *pay,
+    uint64_t off, uint64_t n, ps_take *t, ps_ctx **wake)
+{
+	const pt_config *c = s->cfg;
+	if (!(h->has & PTI_H_VER) || h->ver < 0 || h->ver > s->version)
+		return pti_err_set(PT_ESTATE,
+		    "an %s push needs the version it was computed from "
+		    "(0..%lld)", s->policy->name, (long long)s->version);
+	// How far ahead of the slowest worker this push is: ssp bounds it by
+	// --staleness, async does not. Measured here, where the push lands.
+	// A step past the clock is a worker that skipped ahead (it came
+	// back to a restarted server, or its own restart resumed later on).
+	// A step this worker pushed already is a replay (or a worker
+	// confused about where it is): applying it again would count one
+	// gradient twice.
+	if (!(h->has & PTI_H_STEP) || h->step < s->clock[h->rank])
+		return pti_err_set(PT_ESTATE,
+		    "worker %u pushed step %lld, its next step is %lld",
+		    h->rank, (long long)h->step,
+		    (long long)s->clock[h->rank]);
+	if (h->step - s->min_clock > s->max_lead)
+		s->max_lead = h->step - s->min_clock;
+	t->stale = s->version - h->ver;
+	if (c->max_staleness >= 0 && t->stale > c->max_staleness) {
+		s->dropped++;
+		t->dropped = 1;
+	} else {
+		// Bytes may be unaligned in the message body: copy, then apply.
+		memcpy(s->acc, pay, n * sizeof(float));
+		t->lr = pti_server_lr(s, h->step);
+		// Sync applies lr x the mean of W gradients per step; one
+		// gradient at lr / W moves the parameters as far per example.
+		if (c->matched_lr)
+			t->lr /= (double)c->workers;
+		if (c->staleness_lr && t->stale > 1)
+			t->lr /= (double)t->stale;
+		pti_optim_apply(&s->opt, s->params + off,
+		    s->state1 ? s->state1 + off : NULL,
+		    s->state2 ? s->state2 + off : NULL, s->acc, n, 1, t->lr,
+		    s->updates + 1);
+		pti_server_applied(s, t->stale);
+	}
+	// The clock moves even for a dropped gradient: the step is done,
+	// only its update was refused.
+	int was_min = s->clock[h->rank] == s->min_clock;
+	s->clock[h->rank] = h->step + 1;
+	if (was_min)
+		pti_policy_clocks(s, wake);
+	return 0;
+}
+
+static int64_t async_reply_after(const ps_server *s, const pti_hdr *h,
+    const ps_take *t)
+{
+	(void)s, (void)h, (void)t;
+	return -1;
+}
+
+// ssp: worker r may start step c+1 only once every worker has pushed
+// step c - s, that is when the slowest clock reaches c - s + 1.
+static int64_t ssp_reply_after(const ps_server *s, const pti_hdr *h,
+    const ps_take *t)
+{
+	(void)t;
+	int64_t need = h->step + 1 - (int64_t)s->cfg->staleness;
+	return s->min_clock < need ? need : -1;
+}
+
+static int64_t by_clock(const ps_server *s)
+{
+	return s->min_clock;
+}
+
+static int clock_waits_for(const ps_server *s, uint32_t r)
+{
+	return s->clock[r] == s->min_clock;
+}
+
+// Where the worker's data position goes on: the steps it has pushed here
+// (from a checkpoint after a resume).
+static int64_t clock_start(const ps_server *s, uint32_t r)
+{
+	return s->clock[r];
+}
+
+void pti_policy_clocks(ps_server *s, ps_ctx **wake)
+{
+	int64_t min = INT64_MAX;
+	for (uint32_t r = 0; r < s->cfg->workers; r++)
+		if (!s->lost[r] && s->clock[r] < min)
+			min = s->clock[r];
+	if (min == INT64_MAX)
+		return;
+	s->min_clock = min;
+	if (s->policy->key == by_clock)
+		pti_server_wake(s, wake);
+}
+
+// ---------------------------------------------------------------- table
+
+static const ps_policy policies[] = {
+    [PT_MODE_SYNC] = {"sync", sync_take, sync_reply_after, by_version,
+	sync_waits_for, sync_start, sync_settle, 1},
+    [PT_MODE_ASYNC] = {"async", clock_take, async_reply_after, by_version,
+	clock_waits_for, clock_start, pti_policy_clocks, 0},
+    [PT_MODE_SSP] = {"ssp", clock_take, ssp_reply_after, by_clock,
+	clock_waits_for, clock_start, pti_policy_clocks, 0},
+};
+
+const ps_policy *pti_policy_of(int mode)
+{
+	if (mode <= 0 || mode > PT_MODE_SSP)
+		return NULL;
+	return &policies[mode];
+}

@@ -1,0 +1,166 @@
+// ps/server_impl.h - what the server's own files share (server.c:
+// connections, dispatch and the shard's life; policy.c: the consistency
+// rules). Not for anything outside ps/.
+#ifndef PT_PS_SERVER_IMPL_H
+#define PT_PS_SERVER_IMPL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include <nng/nng.h>
+
+#include "auth.h"
+#include "config.h"
+#include "layout.h"
+#include "optim.h"
+#include "proto.h"
+
+// The largest step or version a push may carry: far beyond any job (a
+// million steps a second for 30 years), far below where step + 1 or a
+// difference of two steps could overflow.
+#define PS_STEP_MAX ((int64_t)1 << 50)
+
+typedef struct ps_server ps_server;
+typedef struct ps_ctx ps_ctx;
+typedef struct ps_policy ps_policy;
+
+enum { CTX_RECV, CTX_SEND, CTX_WAIT };
+
+// ps_peer: one connection (nng pipe) and what it has proven. A request is
+// served only on a connection authenticated for the role and rank it
+// claims; the binding is made by hello and undone when the connection
+// closes or another one proves the same rank.
+typedef struct ps_peer {
+	uint32_t pipe;       // nng pipe id; 0: a free slot
+	int authed;
+	uint32_t role, rank; // what it proved
+	int challenged;
+	uint8_t nonce[PT_NONCE_LEN];
+	double since;        // when it connected
+	uint64_t requests;   // complete requests received
+	char name[80];       // the peer's address, for logs
+} ps_peer;
+
+struct ps_ctx {
+	ps_server *s;
+	nng_ctx ctx;
+	nng_aio *aio;
+	int state;
+	int stop_after; // signal the main thread once this reply is sent
+	// while parked on the wait list:
+	int64_t wait_ver; // sync: the version; ssp: the slowest worker's clock
+	uint64_t r_off, r_n; // reply range, relative to the shard
+	uint32_t r_pipe;     // the connection it came on
+	uint32_t r_op;
+	double r_lr;      // learning rate applied to the parked push
+	int64_t r_stale;  // its staleness
+	struct ps_ctx *next; // wait list, then wake list
+};
+
+struct ps_server {
+	const pt_config *cfg;
+	const ps_policy *policy; // the consistency rules of cfg->mode
+	pt_layout layout;
+	uint64_t lo, hi, n; // shard [lo, hi) of the flat vector, n = hi - lo
+	float *params;      // (n)
+	float *acc;         // (n) sum of a sync step's gradients
+	float *grads;       // (workers, n) sync: gradients of the open step
+	uint8_t *have;      // (workers) sync: gradient in for the open step
+	uint8_t *hello, *done; // (workers)
+	uint8_t *lost;      // (workers) said hello, then died or went silent
+	uint8_t *gone;      // (workers) said done, then closed before shutdown
+	uint32_t *pipe_of;  // (workers) nng pipe id of each worker's last request
+	double *seen;       // (workers) when each worker was last heard from
+	uint32_t n_have, n_hello, n_done, n_lost;
+	int64_t version;
+	int64_t *clock;    // (workers) ssp: steps each worker has pushed
+	int64_t min_clock; // ssp: the slowest worker's clock
+	int64_t max_lead;  // async, ssp: the most steps a push was ahead of
+			   // the slowest worker's clock
+	pti_optim opt;
+	float *state1, *state2; // (n) the optimizer's state, or NULL
+	uint64_t ckpt_every; // steps (or seconds with ckpt_seconds); 0 never
+	int ckpt_seconds;
+	double ckpt_last;    // when the last checkpoint was written
+	uint64_t ckpt_failures;  // checkpoint writes that failed
+	char ckpt_error[PT_PATH_MAX + 128]; // the last one's error, or ""
+	double lr_base;    // --lr, scaled by --lr-scaling
+	double warmup;     // warm-up length in steps; 0: none
+	// counters
+	uint64_t updates, rejected, dropped, stale_sum, stale_max;
+	uint64_t nonfinite; // pushes refused for a NaN or infinite value
+	uint64_t unauth;    // requests refused: not authenticated (or beyond
+			    // the role the connection proved)
+	uint64_t auth_failed; // hellos whose proof of the secret was wrong
+	uint64_t conn_closed; // connections closed unauthenticated: too many,
+			      // idle, or a message over the size limit
+	pt_secret secret;
+	ps_peer *peers;
+	uint32_t n_peers;     // slots
+	size_t recv_max;      // bytes: the largest legal message of this job
+	uint32_t unauth_max;  // connections not yet authenticated, at most
+	uint64_t hist[PT_STALE_BUCKETS];
+
+	nng_socket sock;
+	ps_ctx *ctxs;
+	uint32_t n_ctx;
+	ps_ctx *waiting;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int stop;
+	int shutting; // a shutdown was asked: the job is over
+};
+
+// What a policy did with one gradient, for the push's reply.
+typedef struct ps_take {
+	double lr;     // learning rate applied (sync: that the step will use)
+	int64_t stale; // its staleness
+	int dropped;   // a rule dropped it (counted, not an error)
+} ps_take;
+
+// ps_policy: the consistency rules of one mode, as an ops table in the
+// spirit of nng's protocols. Each runs under the server lock; those that
+// take `wake` add the parked requests they make answerable to it.
+struct ps_policy {
+	const char *name;
+	// take files or applies a worker's gradient for [off, off + n) of
+	// the shard, already checked for range, bounds and finiteness.
+	// Returns 0, or an error with a detail (the request changes nothing).
+	int (*take)(ps_server *s, const pti_hdr *h, const void *pay,
+	    uint64_t off, uint64_t n, ps_take *t, ps_ctx **wake);
+	// reply_after: the key a pushpull's reply must wait for (parked
+	// until key() reaches it), or -1 to answer at once.
+	int64_t (*reply_after)(const ps_server *s, const pti_hdr *h,
+	    const ps_take *t);
+	// key: what parked requests are compared with (version or clock).
+	int64_t (*key)(const ps_server *s);
+	// waits_for: whether the job waits for worker r now (its silence
+	// past --worker-timeout then makes it lost).
+	int (*waits_for)(const ps_server *s, uint32_t r);
+	// start: the step worker r goes on from, told in the hello reply.
+	int64_t (*start)(const ps_server *s, uint32_t r);
+	// settle: the set of live workers changed; close what no longer
+	// waits for the lost.
+	void (*settle)(ps_server *s, ps_ctx **wake);
+	int pull_waits; // a pull may wait for the next version
+};
+
+// pti_policy_of returns the rules of mode (PT_MODE_*), never NULL for a
+// mode the config accepts.
+const ps_policy *pti_policy_of(int mode);
+
+// pti_policy_clocks recomputes the slowest clock over the live workers,
+// waking what waited for it where the policy waits on clocks.
+void pti_policy_clocks(ps_server *s, ps_ctx **wake);
+
+// Shared with policy.c, defined in server.c (all under the lock):
+// pti_server_lr is the learning rate for a gradient of global step
+// `step`; pti_server_applied counts one update of staleness `stale`,
+// moves the version on and writes a checkpoint when one is due;
+// pti_server_wake moves every parked request that key() now allows to
+// *wake, with its reply built.
+double pti_server_lr(const ps_server *s, int64_t step);
+void pti_server_applied(ps_server *s, int64_t stale);
+void pti_server_wake(ps_server *s, ps_ctx **wake);
+
+#endif // PT_PS_SERVER_IMPL_H
