@@ -503,6 +503,25 @@ int pt_config_cluster(pt_config *c, uint32_t cmd)
 	return 0;
 }
 
+int pt_config_ckpt_every(const pt_config *c, uint64_t *every, int *seconds)
+{
+	unsigned long long n = 0;
+	char unit[4] = "";
+	*every = 0;
+	*seconds = 0;
+	if (c->checkpoint_every[0] == '\0')
+		return 0;
+	if (sscanf(c->checkpoint_every, "%llu%3s", &n, unit) < 1 || n == 0 ||
+	    c->checkpoint_every[0] == '-' ||
+	    (unit[0] != '\0' && strcmp(unit, "s") != 0))
+		return pti_err_set(PT_EINVAL,
+		    "--checkpoint-every %s: expected N (steps) or Ns (seconds)",
+		    c->checkpoint_every);
+	*every = n;
+	*seconds = unit[0] == 's';
+	return 0;
+}
+
 int pt_config_check(const pt_config *c, uint32_t cmd)
 {
 	if (cmd == PT_CMD_EVAL) {
@@ -551,14 +570,10 @@ int pt_config_check(const pt_config *c, uint32_t cmd)
 		return pti_err_set(PT_EINVAL,
 		    "--delay %s: expected exp:MEAN_MS or uniform:LO_MS:HI_MS",
 		    c->delay);
-	unsigned long every;
-	char unit[4] = "";
-	if (c->checkpoint_every[0] != '\0' &&
-	    (sscanf(c->checkpoint_every, "%lu%3s", &every, unit) < 1 ||
-		every == 0 || (unit[0] != '\0' && strcmp(unit, "s") != 0)))
-		return pti_err_set(PT_EINVAL,
-		    "--checkpoint-every %s: expected N (steps) or Ns (seconds)",
-		    c->checkpoint_every);
+	uint64_t every;
+	int seconds, rv;
+	if ((rv = pt_config_ckpt_every(c, &every, &seconds)) != 0)
+		return rv;
 	if (c->checkpoint_every[0] != '\0' && c->checkpoint_dir[0] == '\0' &&
 	    c->resume[0] == '\0')
 		return pti_err_set(PT_EINVAL,

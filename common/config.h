@@ -99,6 +99,10 @@ void pt_config_defaults(pt_config *c);
 int pt_config_parse(pt_config *c, uint32_t cmd, int argc, char **argv,
     int *help);
 
+// pt_config_ckpt_every reads --checkpoint-every: *every versions (or
+// seconds, *seconds = 1), 0 for never. PT_EINVAL naming the flag.
+int pt_config_ckpt_every(const pt_config *c, uint64_t *every, int *seconds);
+
 // pt_config_given tells whether flag `name` was on the command line.
 int pt_config_given(const pt_config *c, const char *name);
 

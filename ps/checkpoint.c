@@ -233,3 +233,14 @@ int pti_ckpt_load(const char *path, const pti_ckpt_meta *want,
 	}
 	return rv;
 }
+
+int pti_ckpt_due(pti_ckpt_sched *sc, int64_t version, double now)
+{
+	if (sc->every == 0)
+		return 0;
+	if (sc->seconds ? now - sc->last < (double)sc->every
+			: version % (int64_t)sc->every != 0)
+		return 0;
+	sc->last = now;
+	return 1;
+}

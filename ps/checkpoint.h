@@ -20,6 +20,18 @@ typedef struct pti_ckpt_meta {
 	uint32_t n_workers; // the clocks that follow: steps each worker pushed
 } pti_ckpt_meta;
 
+// When checkpoints are due: every `every` versions, or every `every`
+// seconds when `seconds` is set; never when every is 0.
+typedef struct pti_ckpt_sched {
+	uint64_t every;
+	int seconds;
+	double last; // when the last one was due (seconds clock)
+} pti_ckpt_sched;
+
+// pti_ckpt_due tells whether a checkpoint is due after version `version`
+// at time now; when one is, the seconds clock starts again at now.
+int pti_ckpt_due(pti_ckpt_sched *sc, int64_t version, double now);
+
 // pti_ckpt_path writes DIR/server-R-vVERSION.ckpt into out.
 void pti_ckpt_path(char *out, size_t size, const char *dir, uint32_t rank,
     int64_t version);

@@ -90,3 +90,10 @@ void pti_optim_apply(const pti_optim *o, float *p, float *s1, float *s2,
 		}
 	}
 }
+
+double pti_lr_at(double base, double warmup, int64_t step)
+{
+	if (warmup > 0 && (double)(step + 1) < warmup)
+		return base * (double)(step + 1) / warmup;
+	return base;
+}

@@ -32,6 +32,11 @@ int pti_optim_parse(pti_optim *o, const char *spec, double weight_decay);
 // sgd, momentum and nesterov, 0.01 for adagrad, 0.001 for adam.
 double pti_optim_default_lr(const pti_optim *o);
 
+// pti_lr_at is the learning-rate schedule, a pure function: `base` for a
+// gradient of global step `step` (0-based), ramped linearly from base /
+// warmup at step 0 to base over the first `warmup` steps (0: no ramp).
+double pti_lr_at(double base, double warmup, int64_t step);
+
 // pti_optim_apply updates n parameters p from the gradient sum g divided
 // by gdiv (the number of gradients summed; 1 for one), with learning rate
 // lr. s1 and s2 are the optimizer's state for the same elements (each n

@@ -18,7 +18,7 @@ static void sync_close(ps_server *s, ps_ctx **wake)
 	uint32_t w = s->cfg->workers, first = 1;
 	float *acc = s->acc;
 	for (uint32_t r = 0; r < w; r++) {
-		if (!s->have[r])
+		if (!s->m[r].have)
 			continue; // a backup worker's gradient still to come
 		const float *g = s->grads + (size_t)r * s->n;
 		if (first)
@@ -30,7 +30,8 @@ static void sync_close(ps_server *s, ps_ctx **wake)
 	}
 	pti_optim_apply(&s->opt, s->params, s->state1, s->state2, acc, s->n,
 	    s->n_have, pti_server_lr(s, s->version), s->updates + 1);
-	memset(s->have, 0, w);
+	for (uint32_t r = 0; r < w; r++)
+		s->m[r].have = 0;
 	s->n_have = 0;
 	pti_server_applied(s, 0);
 	pti_server_wake(s, wake);
@@ -65,7 +66,7 @@ static int sync_take(ps_server *s, const pti_hdr *h, const void *pay,
 		return pti_err_set(PT_ESTATE,
 		    "worker %u pushed step %lld, the open step is %lld",
 		    h->rank, (long long)h->step, (long long)s->version);
-	if (s->have[h->rank])
+	if (s->m[h->rank].have)
 		return pti_err_set(PT_ESTATE,
 		    "worker %u already pushed step %lld", h->rank,
 		    (long long)h->step);
@@ -74,7 +75,7 @@ static int sync_take(ps_server *s, const pti_hdr *h, const void *pay,
 		    "a sync push must cover the whole shard [%llu, %llu)",
 		    (unsigned long long)s->lo, (unsigned long long)s->hi);
 	memcpy(s->grads + (size_t)h->rank * s->n, pay, s->n * sizeof(float));
-	s->have[h->rank] = 1;
+	s->m[h->rank].have = 1;
 	t->lr = pti_server_lr(s, s->version);
 	++s->n_have;
 	sync_settle(s, wake);
@@ -95,7 +96,7 @@ static int64_t by_version(const ps_server *s)
 
 static int sync_waits_for(const ps_server *s, uint32_t r)
 {
-	return !s->have[r];
+	return !s->m[r].have;
 }
 
 static int64_t sync_start(const ps_server *s, uint32_t r)
@@ -123,11 +124,11 @@ static int clock_take(ps_server *s, const pti_hdr *h, const void *pay,
 	// A step this worker pushed already is a replay (or a worker
 	// confused about where it is): applying it again would count one
 	// gradient twice.
-	if (!(h->has & PTI_H_STEP) || h->step < s->clock[h->rank])
+	if (!(h->has & PTI_H_STEP) || h->step < s->m[h->rank].clock)
 		return pti_err_set(PT_ESTATE,
 		    "worker %u pushed step %lld, its next step is %lld",
 		    h->rank, (long long)h->step,
-		    (long long)s->clock[h->rank]);
+		    (long long)s->m[h->rank].clock);
 	if (h->step - s->min_clock > s->max_lead)
 		s->max_lead = h->step - s->min_clock;
 	t->stale = s->version - h->ver;
@@ -152,8 +153,8 @@ static int clock_take(ps_server *s, const pti_hdr *h, const void *pay,
 	}
 	// The clock moves even for a dropped gradient: the step is done,
 	// only its update was refused.
-	int was_min = s->clock[h->rank] == s->min_clock;
-	s->clock[h->rank] = h->step + 1;
+	int was_min = s->m[h->rank].clock == s->min_clock;
+	s->m[h->rank].clock = h->step + 1;
 	if (was_min)
 		pti_policy_clocks(s, wake);
 	return 0;
@@ -183,22 +184,22 @@ static int64_t by_clock(const ps_server *s)
 
 static int clock_waits_for(const ps_server *s, uint32_t r)
 {
-	return s->clock[r] == s->min_clock;
+	return s->m[r].clock == s->min_clock;
 }
 
 // Where the worker's data position goes on: the steps it has pushed here
 // (from a checkpoint after a resume).
 static int64_t clock_start(const ps_server *s, uint32_t r)
 {
-	return s->clock[r];
+	return s->m[r].clock;
 }
 
 void pti_policy_clocks(ps_server *s, ps_ctx **wake)
 {
 	int64_t min = INT64_MAX;
 	for (uint32_t r = 0; r < s->cfg->workers; r++)
-		if (!s->lost[r] && s->clock[r] < min)
-			min = s->clock[r];
+		if (!s->m[r].lost && s->m[r].clock < min)
+			min = s->m[r].clock;
 	if (min == INT64_MAX)
 		return;
 	s->min_clock = min;

@@ -103,9 +103,7 @@ static nng_msg *reply_values(ps_server *s, uint32_t op, uint64_t off,
 // the warm-up steps.
 double pti_server_lr(const ps_server *s, int64_t step)
 {
-	if (s->warmup > 0 && (double)(step + 1) < s->warmup)
-		return s->lr_base * (double)(step + 1) / s->warmup;
-	return s->lr_base;
+	return pti_lr_at(s->lr_base, s->warmup, step);
 }
 
 static nng_msg *reply_ok(ps_server *s, uint32_t op)
@@ -171,15 +169,13 @@ static pti_ckpt_meta server_ckpt_meta(const ps_server *s)
 // from which the launcher tells the user at the end; training goes on.
 static void server_checkpoint(ps_server *s)
 {
-	if (s->ckpt_every == 0)
-		return;
-	double t = pti_clock_s();
-	if (s->ckpt_seconds ? t - s->ckpt_last < (double)s->ckpt_every
-			    : s->version % (int64_t)s->ckpt_every != 0)
+	if (!pti_ckpt_due(&s->ckpt, s->version, pti_clock_s()))
 		return;
 	pti_ckpt_meta m = server_ckpt_meta(s);
 	const float *vecs[3] = {s->params, s->state1, s->state2};
-	int rv = pti_ckpt_save(s->cfg->checkpoint_dir, &m, s->clock, vecs);
+	for (uint32_t r = 0; r < s->cfg->workers; r++)
+		s->clocks[r] = s->m[r].clock;
+	int rv = pti_ckpt_save(s->cfg->checkpoint_dir, &m, s->clocks, vecs);
 	if (rv != 0) {
 		s->ckpt_failures++;
 		snprintf(s->ckpt_error, sizeof(s->ckpt_error), "%s",
@@ -187,7 +183,6 @@ static void server_checkpoint(ps_server *s)
 		fprintf(stderr, "server %u: checkpoint failed: %s\n",
 		    s->cfg->rank, s->ckpt_error);
 	}
-	s->ckpt_last = t;
 }
 
 static void stale_record(ps_server *s, int64_t st)
@@ -230,9 +225,9 @@ void pti_server_wake(ps_server *s, ps_ctx **wake)
 static void worker_lost(ps_server *s, uint32_t r, const char *why,
     ps_ctx **wake)
 {
-	if (!s->hello[r] || s->lost[r] || s->done[r])
+	if (!s->m[r].hello || s->m[r].lost || s->m[r].done)
 		return;
-	s->lost[r] = 1;
+	s->m[r].lost = 1;
 	s->n_lost++;
 	fprintf(stderr, "server %u: worker %u %s at version %lld; going on "
 	    "with %u workers\n", s->cfg->rank, r, why, (long long)s->version,
@@ -494,21 +489,21 @@ static nng_msg *op_hello(ps_server *s, ps_ctx *x, const pti_hdr *h,
 		    "from 0 to 2^50");
 	if ((no = hello_bind(s, p, h, wake)) != NULL)
 		return no;
-	if (!s->hello[h->rank]) {
-		s->hello[h->rank] = 1;
+	if (!s->m[h->rank].hello) {
+		s->m[h->rank].hello = 1;
 		s->n_hello++;
 	}
-	s->pipe_of[h->rank] = x->r_pipe;
+	s->m[h->rank].pipe = x->r_pipe;
 	// A worker back after it had said done and gone may finish the job
 	// again, unless every worker is done: the next one may be finishing
 	// it already, and two must not.
 	if (s->n_done + s->n_lost < s->cfg->workers)
-		s->gone[h->rank] = 0;
-	int64_t *clock = &s->clock[h->rank];
-	if (s->lost[h->rank]) {
+		s->m[h->rank].gone = 0;
+	int64_t *clock = &s->m[h->rank].clock;
+	if (s->m[h->rank].lost) {
 		// A restarted worker rejoins at the current version, and in
 		// ssp no further behind than the slowest worker.
-		s->lost[h->rank] = 0;
+		s->m[h->rank].lost = 0;
 		s->n_lost--;
 		if (*clock < s->min_clock)
 			*clock = s->min_clock;
@@ -648,8 +643,8 @@ static nng_msg *op_done(ps_server *s, ps_ctx *x, const pti_hdr *h,
     const void *pay, ps_ctx **wake)
 {
 	(void)x, (void)pay, (void)wake;
-	if (!s->done[h->rank]) {
-		s->done[h->rank] = 1;
+	if (!s->m[h->rank].done) {
+		s->m[h->rank].done = 1;
 		s->n_done++;
 	}
 	return reply_ok(s, h->op);
@@ -673,7 +668,7 @@ static nng_msg *op_stats(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	r.n_lost = s->n_lost;
 	r.first_live = s->cfg->workers;
 	for (uint32_t w = s->cfg->workers; w-- > 0;)
-		if (!s->lost[w] && !s->gone[w])
+		if (!s->m[w].lost && !s->m[w].gone)
 			r.first_live = w;
 	memcpy(r.hist, s->hist, sizeof(r.hist));
 	return reply_encode(s, &r, NULL, 0);
@@ -687,7 +682,7 @@ static nng_msg *op_shutdown(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	// A worker may end the job only as its finisher: once it and every
 	// other worker has said done (or was lost).
 	if (h->role == PT_ROLE_WORKER &&
-	    (!s->done[h->rank] || s->n_done + s->n_lost < s->cfg->workers))
+	    (!s->m[h->rank].done || s->n_done + s->n_lost < s->cfg->workers))
 		return refuse_unauth(s, h, p, PT_EAUTH, "a worker may stop the servers "
 		    "only once every worker is done");
 	fprintf(stderr, "server %u: shutdown asked by %s %u (%s)\n",
@@ -758,13 +753,13 @@ static nng_msg *handle(ps_server *s, ps_ctx *x, nng_msg *m, ps_ctx **wake)
 		    role_name(h.role), h.rank);
 		return refuse_unauth(s, &h, p, PT_EAUTH, why);
 	}
-	if (worker_op && s->lost[h.rank]) {
+	if (worker_op && s->m[h.rank].lost) {
 		snprintf(why, sizeof(why),
 		    "worker %u was given up for dead; say hello again", h.rank);
 		return reply_error(s, &h, PT_ESTATE, why);
 	}
 	if (h.role == PT_ROLE_WORKER)
-		s->seen[h.rank] = pti_clock_s();
+		s->m[h.rank].seen = pti_clock_s();
 	return op_table[h.op].fn(s, x, &h, pay, wake);
 }
 
@@ -844,12 +839,12 @@ static void pipe_removed(ps_server *s, uint32_t id, ps_ctx **wake)
 	}
 	release_parked(s, id, wake);
 	for (uint32_t r = 0; r < s->cfg->workers; r++) {
-		if (s->pipe_of[r] != id)
+		if (s->m[r].pipe != id)
 			continue;
-		if (!s->done[r])
+		if (!s->m[r].done)
 			worker_lost(s, r, "disconnected", wake);
-		else if (!s->gone[r] && !s->stop && !s->shutting) {
-			s->gone[r] = 1;
+		else if (!s->m[r].gone && !s->stop && !s->shutting) {
+			s->m[r].gone = 1;
 			fprintf(stderr, "server %u: worker %u disconnected "
 			    "after it was done\n", s->cfg->rank, r);
 		}
@@ -891,8 +886,8 @@ static void check_timeouts(ps_server *s, ps_ctx **wake)
 	double now = pti_clock_s();
 	for (uint32_t r = 0; r < c->workers; r++) {
 		int waited_for = s->policy->waits_for(s, r);
-		if (c->worker_timeout > 0 && s->hello[r] && waited_for &&
-		    now - s->seen[r] > c->worker_timeout)
+		if (c->worker_timeout > 0 && s->m[r].hello && waited_for &&
+		    now - s->m[r].seen > c->worker_timeout)
 			worker_lost(s, r, "went silent", wake);
 	}
 }
@@ -1103,14 +1098,8 @@ static void server_fini(ps_server *s)
 	free(s->params);
 	free(s->acc);
 	free(s->grads);
-	free(s->have);
-	free(s->hello);
-	free(s->done);
-	free(s->clock);
-	free(s->lost);
-	free(s->gone);
-	free(s->pipe_of);
-	free(s->seen);
+	free(s->m);
+	free(s->clocks);
 	free(s->peers);
 	free(s->state1);
 	free(s->state2);
@@ -1132,8 +1121,8 @@ static int server_gone(ps_server *s)
 			    "--gone-workers %s: expected ranks below --workers "
 			    "%u, separated by commas", c->gone_workers,
 			    c->workers);
-		if (!s->lost[r]) {
-			s->hello[r] = s->lost[r] = 1;
+		if (!s->m[r].lost) {
+			s->m[r].hello = s->m[r].lost = 1;
 			s->n_hello++;
 			s->n_lost++;
 		}
@@ -1171,19 +1160,12 @@ static int server_init(ps_server *s, const pt_config *c)
 	s->acc = malloc(s->n * sizeof(float));
 	if (c->mode == PT_MODE_SYNC)
 		s->grads = malloc((size_t)c->workers * s->n * sizeof(float));
-	s->have = calloc(c->workers, 1);
-	s->hello = calloc(c->workers, 1);
-	s->done = calloc(c->workers, 1);
-	s->clock = calloc(c->workers, sizeof(int64_t));
-	s->lost = calloc(c->workers, 1);
-	s->gone = calloc(c->workers, 1);
-	s->pipe_of = calloc(c->workers, sizeof(uint32_t));
-	s->seen = calloc(c->workers, sizeof(double));
+	s->m = calloc(c->workers, sizeof(ps_member));
+	s->clocks = calloc(c->workers, sizeof(int64_t));
 	s->unauth_max = c->workers + PS_UNAUTH_MAX;
 	s->n_peers = c->workers + PS_CONTROL_MAX + s->unauth_max;
 	s->peers = calloc(s->n_peers, sizeof(ps_peer));
-	if (!s->params || !s->acc || !s->have || !s->hello || !s->done ||
-	    !s->clock || !s->lost || !s->gone || !s->pipe_of || !s->seen ||
+	if (!s->params || !s->acc || !s->m || !s->clocks ||
 	    !s->peers ||
 	    (c->mode == PT_MODE_SYNC && !s->grads))
 		return pti_err_set(PT_ENOMEM, "server %u: shard of %llu floats",
@@ -1197,13 +1179,11 @@ static int server_init(ps_server *s, const pt_config *c)
 	if (s->opt.n_state >= 2 &&
 	    (s->state2 = calloc(s->n, sizeof(float))) == NULL)
 		return pti_err_set(PT_ENOMEM, "optimizer state");
-	if (c->checkpoint_every[0] != '\0') {
-		char unit = '\0';
-		unsigned long long every = 0;
-		sscanf(c->checkpoint_every, "%llu%c", &every, &unit);
-		s->ckpt_every = every;
-		s->ckpt_seconds = unit == 's';
-		s->ckpt_last = pti_clock_s();
+	if ((rv = pt_config_ckpt_every(c, &s->ckpt.every,
+		 &s->ckpt.seconds)) != 0)
+		return rv;
+	s->ckpt.last = pti_clock_s();
+	if (s->ckpt.every != 0) {
 		if (mkdir(c->checkpoint_dir, 0777) != 0 && errno != EEXIST)
 			return pti_err_set(PT_EIO, "--checkpoint-dir %s: %s",
 			    c->checkpoint_dir, strerror(errno));
@@ -1214,8 +1194,10 @@ static int server_init(ps_server *s, const pt_config *c)
 		float *vecs[3] = {s->params, s->state1, s->state2};
 		pti_ckpt_path(path, sizeof(path), c->checkpoint_dir, c->rank,
 		    c->resume_version);
-		if ((rv = pti_ckpt_load(path, &want, s->clock, vecs, &got)) != 0)
+		if ((rv = pti_ckpt_load(path, &want, s->clocks, vecs, &got)) != 0)
 			return rv;
+		for (uint32_t w = 0; w < c->workers; w++)
+			s->m[w].clock = s->clocks[w];
 		if (c->mode != PT_MODE_SYNC && got.n_workers != c->workers)
 			return pti_err_set(PT_EINVAL,
 			    "%s: written for %u workers, this job has %u: the "

@@ -10,6 +10,7 @@
 #include <nng/nng.h>
 
 #include "auth.h"
+#include "checkpoint.h"
 #include "config.h"
 #include "layout.h"
 #include "optim.h"
@@ -57,6 +58,18 @@ struct ps_ctx {
 	struct ps_ctx *next; // wait list, then wake list
 };
 
+// ps_member: what the server knows of one worker.
+typedef struct ps_member {
+	uint8_t hello; // it said hello
+	uint8_t have;  // sync: its gradient for the open step is in
+	uint8_t done;  // it said done
+	uint8_t lost;  // said hello, then died or went silent
+	uint8_t gone;  // said done, then closed before shutdown
+	uint32_t pipe; // the nng pipe id its rank is bound to
+	double seen;   // when it was last heard from
+	int64_t clock; // async, ssp: the steps it has pushed
+} ps_member;
+
 struct ps_server {
 	const pt_config *cfg;
 	const ps_policy *policy; // the consistency rules of cfg->mode
@@ -65,23 +78,16 @@ struct ps_server {
 	float *params;      // (n)
 	float *acc;         // (n) sum of a sync step's gradients
 	float *grads;       // (workers, n) sync: gradients of the open step
-	uint8_t *have;      // (workers) sync: gradient in for the open step
-	uint8_t *hello, *done; // (workers)
-	uint8_t *lost;      // (workers) said hello, then died or went silent
-	uint8_t *gone;      // (workers) said done, then closed before shutdown
-	uint32_t *pipe_of;  // (workers) nng pipe id of each worker's last request
-	double *seen;       // (workers) when each worker was last heard from
+	ps_member *m;       // (workers) who they are and where they are
 	uint32_t n_have, n_hello, n_done, n_lost;
 	int64_t version;
-	int64_t *clock;    // (workers) ssp: steps each worker has pushed
+	int64_t *clocks;   // (workers) the clocks as checkpoints hold them
 	int64_t min_clock; // ssp: the slowest worker's clock
 	int64_t max_lead;  // async, ssp: the most steps a push was ahead of
 			   // the slowest worker's clock
 	pti_optim opt;
 	float *state1, *state2; // (n) the optimizer's state, or NULL
-	uint64_t ckpt_every; // steps (or seconds with ckpt_seconds); 0 never
-	int ckpt_seconds;
-	double ckpt_last;    // when the last checkpoint was written
+	pti_ckpt_sched ckpt; // when checkpoints are due
 	uint64_t ckpt_failures;  // checkpoint writes that failed
 	char ckpt_error[PT_PATH_MAX + 128]; // the last one's error, or ""
 	double lr_base;    // --lr, scaled by --lr-scaling

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "config.h"
 #include "err.h"
 #include "test.h"
 
@@ -211,8 +212,41 @@ static void test_checkpoint_failed_write_keeps_older(void)
 	rmdir(dir);
 }
 
+// test_checkpoint_schedule: every N versions; every N seconds from the
+// last one; never with 0. --checkpoint-every parses to those, and a bad
+// value is refused naming the flag.
+static void test_checkpoint_schedule(void)
+{
+	pti_ckpt_sched v = {20, 0, 0}, t = {5, 1, 100.0}, off = {0, 0, 0};
+	PT_TEST_TRUE(!pti_ckpt_due(&v, 19, 0) && pti_ckpt_due(&v, 20, 0) &&
+		     pti_ckpt_due(&v, 40, 0));
+	PT_TEST_TRUE(!pti_ckpt_due(&t, 1, 104.9) && pti_ckpt_due(&t, 2, 105));
+	PT_TEST_TRUE(!pti_ckpt_due(&t, 3, 109) && pti_ckpt_due(&t, 4, 110.5));
+	PT_TEST_TRUE(!pti_ckpt_due(&off, 20, 1e9));
+	pt_config c;
+	uint64_t every;
+	int secs;
+	pt_config_defaults(&c);
+	PT_TEST_OK(pt_config_ckpt_every(&c, &every, &secs));
+	PT_TEST_TRUE(every == 0);
+	snprintf(c.checkpoint_every, sizeof(c.checkpoint_every), "30s");
+	PT_TEST_OK(pt_config_ckpt_every(&c, &every, &secs));
+	PT_TEST_TRUE(every == 30 && secs == 1);
+	snprintf(c.checkpoint_every, sizeof(c.checkpoint_every), "25");
+	PT_TEST_OK(pt_config_ckpt_every(&c, &every, &secs));
+	PT_TEST_TRUE(every == 25 && secs == 0);
+	const char *bad[] = {"0", "5m", "-3", "x"};
+	for (int i = 0; i < 4; i++) {
+		snprintf(c.checkpoint_every, sizeof(c.checkpoint_every), "%s",
+		    bad[i]);
+		PT_TEST_ERR(pt_config_ckpt_every(&c, &every, &secs), PT_EINVAL);
+		PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "--checkpoint-every");
+	}
+}
+
 static const pt_test_case cases[] = {
     {"test_checkpoint_round_trip", test_checkpoint_round_trip},
+    {"test_checkpoint_schedule", test_checkpoint_schedule},
     {"test_checkpoint_refusals", test_checkpoint_refusals},
     {"test_checkpoint_keeps_two_and_clears_leftovers",
 	test_checkpoint_keeps_two_and_clears_leftovers},

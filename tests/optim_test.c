@@ -98,6 +98,18 @@ static void test_optim_bad_specs(void)
 	}
 }
 
+// test_optim_lr_warmup: the rate ramps linearly over the warm-up steps
+// (step 0 gets base / warmup) and is base from then on, or at once
+// without a warm-up.
+static void test_optim_lr_warmup(void)
+{
+	PT_TEST_NEAR(pti_lr_at(0.4, 4, 0), 0.1, 1e-15);
+	PT_TEST_NEAR(pti_lr_at(0.4, 4, 2), 0.3, 1e-15);
+	PT_TEST_TRUE(pti_lr_at(0.4, 4, 3) == 0.4);
+	PT_TEST_TRUE(pti_lr_at(0.4, 4, 1000) == 0.4);
+	PT_TEST_TRUE(pti_lr_at(0.4, 0, 0) == 0.4);
+}
+
 static const pt_test_case cases[] = {
     {"test_optim_sgd", test_optim_sgd},
     {"test_optim_weight_decay", test_optim_weight_decay},
@@ -106,6 +118,7 @@ static const pt_test_case cases[] = {
     {"test_optim_adagrad", test_optim_adagrad},
     {"test_optim_adam", test_optim_adam},
     {"test_optim_bad_specs", test_optim_bad_specs},
+    {"test_optim_lr_warmup", test_optim_lr_warmup},
     {NULL, NULL},
 };
 
