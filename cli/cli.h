@@ -3,6 +3,15 @@
 #ifndef PT_CLI_CLI_H
 #define PT_CLI_CLI_H
 
+// Exit statuses of every subcommand (README, "Exit status").
+enum {
+	PTI_EXIT_OK = 0,
+	PTI_EXIT_FAIL = 1,      // a process failed, or the job could not run
+	PTI_EXIT_USAGE = 2,     // a bad flag or value, named on stderr
+	PTI_EXIT_DIVERGED = 3,  // training diverged: a result, with a summary
+	PTI_EXIT_SIGNAL = 130,  // stopped by SIGINT or SIGTERM
+};
+
 int pti_cmd_run(int argc, char **argv);
 int pti_cmd_server(int argc, char **argv);
 int pti_cmd_worker(int argc, char **argv);

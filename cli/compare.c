@@ -464,7 +464,7 @@ static int job_outcome(const pti_cmp_job *j, int status)
 				return k;
 		return PTI_OUT_MISSING; // an outcome we do not know
 	}
-	if (status == 3 || (json_get(j->json, NULL, "diverged", val,
+	if (status == PTI_EXIT_DIVERGED || (json_get(j->json, NULL, "diverged", val,
 	    sizeof(val)) == 0 && strcmp(val, "true") == 0))
 		return PTI_OUT_DIVERGED;
 	return PTI_OUT_OK;
@@ -915,7 +915,7 @@ static int set_init(cmp_set *s, const pt_config *c)
 	if (modes_parse(c->modes, s->ms, &s->n_modes,
 	    pt_config_given(c, "lr")) != 0 ||
 	    seeds_parse(c, s->seeds, &s->n_seeds) != 0)
-		return 2;
+		return PTI_EXIT_USAGE;
 	s->jobs = calloc((size_t)s->n_modes * s->n_seeds, sizeof(*s->jobs));
 	if (s->jobs == NULL) {
 		fprintf(stderr, "pstrain compare: out of memory\n");
@@ -964,7 +964,7 @@ static int set_run(cmp_set *s)
 				    "signal %d during mode %s, seed %llu\n",
 				    (int)cmp_signalled, j->m->token,
 				    (unsigned long long)j->seed);
-				return 130;
+				return PTI_EXIT_SIGNAL;
 			}
 			if (job_read(j, rv, c->target_acc) != 0) {
 				fprintf(stderr, "pstrain compare: out of "
@@ -975,7 +975,7 @@ static int set_run(cmp_set *s)
 				job_damaged(j, c->allow_failures);
 				if (!c->allow_failures)
 					return 1;
-			} else if (rv == 3) {
+			} else if (rv == PTI_EXIT_DIVERGED) {
 				fprintf(stderr, "pstrain compare: mode %s, seed "
 				    "%llu diverged; going on\n", j->m->token,
 				    (unsigned long long)j->seed);

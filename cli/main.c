@@ -87,7 +87,7 @@ int main(int argc, char **argv)
 	if (argc < 2 || strcmp(argv[1], "--help") == 0 ||
 	    strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
 		usage(argc < 2 ? stderr : stdout);
-		return argc < 2 ? 2 : 0;
+		return argc < 2 ? PTI_EXIT_USAGE : PTI_EXIT_OK;
 	}
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		if (strcmp(argv[1], commands[i].name) == 0) {
@@ -102,5 +102,5 @@ int main(int argc, char **argv)
 		}
 	fprintf(stderr, "pstrain: unknown command '%s'\n", argv[1]);
 	usage(stderr);
-	return 2;
+	return PTI_EXIT_USAGE;
 }

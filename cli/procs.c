@@ -22,7 +22,7 @@ int pti_cli_config(pt_config *c, unsigned cmd, const char *name,
 	pt_config_defaults(c);
 	if ((rv = pt_config_parse(c, cmd, argc, argv, &help)) != 0) {
 		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
-		return 2;
+		return PTI_EXIT_USAGE;
 	}
 	if (help) {
 		printf("usage: pstrain %s [flags]\n\n%s\n\nflags:\n", name,
@@ -32,20 +32,20 @@ int pti_cli_config(pt_config *c, unsigned cmd, const char *name,
 	}
 	if (c->cluster[0] != '\0' && (rv = pt_config_cluster(c, cmd)) != 0) {
 		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
-		return 2;
+		return PTI_EXIT_USAGE;
 	}
 	pti_optim opt;
 	if ((rv = pt_config_check(c, cmd)) != 0 ||
 	    (rv = pti_optim_parse(&opt, c->optimizer, c->weight_decay)) != 0) {
 		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
-		return 2;
+		return PTI_EXIT_USAGE;
 	}
 	if (c->lr == 0)
 		c->lr = pti_optim_default_lr(&opt);
 	// Bad TLS files are a bad flag, said before anything starts.
 	if ((rv = pti_transport_tls_load(c)) != 0) {
 		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
-		return 2;
+		return PTI_EXIT_USAGE;
 	}
 	return -1;
 }
@@ -93,12 +93,12 @@ int pti_cmd_worker(int argc, char **argv)
 		return rv;
 	if (c.out[0] == '\0') {
 		fprintf(stderr, "pstrain worker: needs --out DIR\n");
-		return 2;
+		return PTI_EXIT_USAGE;
 	}
 	if ((rv = pt_worker_run(&c)) != 0) {
 		fprintf(stderr, "pstrain worker %u: %s\n", c.rank,
 		    pt_errmsg(rv));
-		return rv == PT_EDIVERGED ? 3 : 1;
+		return rv == PT_EDIVERGED ? PTI_EXIT_DIVERGED : PTI_EXIT_FAIL;
 	}
 	return 0;
 }

@@ -388,7 +388,7 @@ static int run_spawn_worker(run_job *j, uint32_t r)
 // the job goes on.
 static int run_worker_failed(run_job *j, run_proc *p)
 {
-	if (WIFEXITED(p->status) && WEXITSTATUS(p->status) == 3)
+	if (WIFEXITED(p->status) && WEXITSTATUS(p->status) == PTI_EXIT_DIVERGED)
 		return -1; // divergence ends the job
 	if (j->worker_restarts < j->c.restart_workers) {
 		j->worker_restarts++;
@@ -520,14 +520,15 @@ static int run_watch(run_job *j)
 			if (rv == RUN_RESTART)
 				return rv;
 			return WIFEXITED(bad->status) &&
-					   WEXITSTATUS(bad->status) == 3
-				   ? 3
-				   : 1;
+					   WEXITSTATUS(bad->status) ==
+					       PTI_EXIT_DIVERGED
+				   ? PTI_EXIT_DIVERGED
+				   : PTI_EXIT_FAIL;
 		}
 		if (run_signalled) {
 			fprintf(stderr, "\npstrain run: stopping on signal "
 			    "%d\n", (int)run_signalled);
-			return 130;
+			return PTI_EXIT_SIGNAL;
 		}
 		uint32_t live = 0, servers = 0;
 		for (uint32_t i = 0; i < j->n_procs; i++) {
@@ -886,7 +887,7 @@ int pti_cmd_run(int argc, char **argv)
 		return rv;
 	if ((rv = run_prepare(&j)) != 0) {
 		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(rv));
-		return 2;
+		return PTI_EXIT_USAGE;
 	}
 	// A new secret for every job, handed to its processes in the
 	// environment (not on a command line, where ps shows it): only they
@@ -928,7 +929,7 @@ int pti_cmd_run(int argc, char **argv)
 	for (;;) {
 		if (run_start(&j) != 0) {
 			// run_start has said what went wrong.
-			rv = run_signalled ? 130 : 1;
+			rv = run_signalled ? PTI_EXIT_SIGNAL : PTI_EXIT_FAIL;
 			break;
 		}
 		if ((rv = run_watch(&j)) != RUN_RESTART)
@@ -942,7 +943,8 @@ int pti_cmd_run(int argc, char **argv)
 	run_cleanup(&j);
 	// A diverged job is a result, not a crash: it still gets a summary,
 	// and exit status 3 says what happened.
-	if ((rv == 0 || rv == 3) && run_write_summary(&j, rv == 3) != 0)
+	if ((rv == 0 || rv == PTI_EXIT_DIVERGED) &&
+	    run_write_summary(&j, rv == PTI_EXIT_DIVERGED) != 0)
 		rv = 1;
 	run_tell_checkpoints(&j);
 	return rv;
