@@ -170,10 +170,12 @@ static uint32_t hdr_count(const pti_hdr *h)
 	} extra[] = {
 	    {PTI_H_STEP, 1}, {PTI_H_VER, 1}, {PTI_H_VAR, 1},
 	    {PTI_H_RANGE, 2}, {PTI_H_STATUS, 2}, {PTI_H_LAYOUT, 2},
-	    {PTI_H_SHARD, 6}, {PTI_H_STALE, 1}, {PTI_H_STATS, 10},
+	    {PTI_H_SHARD, 6}, {PTI_H_STALE, 1}, {PTI_H_STATS, 9},
 	    {PTI_H_LR, 1}, {PTI_H_NONCE, 1}, {PTI_H_MAC, 1},
 	};
 	uint32_t n = 4; // pv, op, role, rank
+	if ((h->has & PTI_H_STATS) && h->hist != NULL)
+		n++;
 	for (size_t i = 0; i < sizeof(extra) / sizeof(extra[0]); i++)
 		if (h->has & extra[i].bit)
 			n += extra[i].keys;
@@ -254,6 +256,8 @@ int pti_msg_encode(nng_msg **out, const pti_hdr *h, const float *payload,
 		pack_u(&pk, "ndone", hh.n_done);
 		pack_u(&pk, "nlost", hh.n_lost);
 		pack_u(&pk, "live0", hh.first_live);
+	}
+	if ((hh.has & PTI_H_STATS) && hh.hist != NULL) {
 		pack_key(&pk, "hist");
 		msgpack_pack_array(&pk, PT_STALE_BUCKETS);
 		for (int i = 0; i < PT_STALE_BUCKETS; i++)
@@ -356,7 +360,7 @@ static const hdr_field hdr_fields[] = {
 };
 #undef F
 
-static int hdr_set(pti_hdr *h, const msgpack_object *k,
+static int hdr_set(pti_hdr *h, uint64_t *hist, const msgpack_object *k,
     const msgpack_object *v, uint32_t *seen)
 {
 	if (key_is(k, "msg")) {
@@ -396,10 +400,13 @@ static int hdr_set(pti_hdr *h, const msgpack_object *k,
 			    "header: \"hist\" must be an array of at most %d "
 			    "integers", PT_STALE_BUCKETS);
 		for (uint32_t i = 0; i < v->via.array.size; i++) {
+			uint64_t u = 0;
 			int rv = get_u(&v->via.array.ptr[i], "hist",
-			    UINT64_MAX, &h->hist[i]);
+			    UINT64_MAX, &u);
 			if (rv != 0)
 				return rv;
+			if (hist != NULL)
+				hist[i] = u;
 		}
 		return 0;
 	}
@@ -444,7 +451,10 @@ static int hdr_set(pti_hdr *h, const msgpack_object *k,
 	return 0; // unknown keys are ignored: later versions may add some
 }
 
-int pti_msg_decode(pti_hdr *h, const void **payload, nng_msg *m)
+// msg_parse decodes m into h (see pti_msg_decode) and, when hist is not
+// NULL, the staleness histogram into it.
+static int msg_parse(pti_hdr *h, uint64_t *hist, const void **payload,
+    nng_msg *m)
 {
 	const uint8_t *body = nng_msg_body(m);
 	size_t len = nng_msg_len(m), used;
@@ -487,7 +497,7 @@ int pti_msg_decode(pti_hdr *h, const void **payload, nng_msg *m)
 			rv = pti_err_set(PT_EPROTO,
 			    "header: keys must be strings");
 		else
-			rv = hdr_set(h, &kv->key, &kv->val, &seen);
+			rv = hdr_set(h, hist, &kv->key, &kv->val, &seen);
 	}
 	msgpack_unpacked_destroy(&up);
 	if (rv != 0)
@@ -515,4 +525,17 @@ int pti_msg_decode(pti_hdr *h, const void **payload, nng_msg *m)
 		    (unsigned long long)(carries ? want : 0));
 	*payload = pay ? body + at : NULL;
 	return 0;
+}
+
+int pti_msg_decode(pti_hdr *h, const void **payload, nng_msg *m)
+{
+	return msg_parse(h, NULL, payload, m);
+}
+
+int pti_msg_hist(nng_msg *m, uint64_t hist[PT_STALE_BUCKETS])
+{
+	pti_hdr h;
+	const void *pay;
+	memset(hist, 0, PT_STALE_BUCKETS * sizeof(uint64_t));
+	return msg_parse(&h, hist, &pay, m);
 }

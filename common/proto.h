@@ -82,7 +82,11 @@ typedef struct pti_hdr {
 	uint64_t updates, rejected, dropped, stale_sum, stale_max;
 	uint32_t n_hello, n_done, n_lost;
 	uint32_t first_live; // lowest worker rank not lost (finishes the job)
-	uint64_t hist[PT_STALE_BUCKETS];
+	// The staleness histogram is not kept in the header, which every
+	// call puts on the stack by the server: encoding a stats reply sends
+	// the PT_STALE_BUCKETS counts hist points at (when not NULL), and
+	// pti_msg_hist reads them from a received one.
+	const uint64_t *hist;
 } pti_hdr;
 
 // pti_hdr_init zeroes h and fills version, op, role and rank.
@@ -99,6 +103,11 @@ int pti_msg_encode(nng_msg **out, const pti_hdr *h, const float *payload,
 // Returns PT_EPROTO with a detail naming the problem when the message is
 // malformed; h is then partly filled (op may be valid).
 int pti_msg_decode(pti_hdr *h, const void **payload, nng_msg *m);
+
+// pti_msg_hist reads the staleness histogram of a stats reply m into
+// hist (zeros where it has none). Returns PT_EPROTO as pti_msg_decode
+// would.
+int pti_msg_hist(nng_msg *m, uint64_t hist[PT_STALE_BUCKETS]);
 
 // pti_msgpack_check walks one msgpack object in buf without allocating and
 // returns 0 when it is well formed, nested at most max_depth deep, and

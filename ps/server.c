@@ -670,7 +670,7 @@ static nng_msg *op_stats(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	for (uint32_t w = s->cfg->workers; w-- > 0;)
 		if (!s->m[w].lost && !s->m[w].gone)
 			r.first_live = w;
-	memcpy(r.hist, s->hist, sizeof(r.hist));
+	r.hist = s->hist;
 	return reply_encode(s, &r, NULL, 0);
 }
 

@@ -56,7 +56,9 @@ static void test_proto_roundtrip(void)
 	h.lo = 10, h.hi = 20, h.mode = PT_MODE_ASYNC, h.n_workers = 32;
 	h.n_servers = 2, h.server_rank = 1, h.staleness = 7;
 	h.updates = 99, h.rejected = 3, h.n_hello = 4, h.n_done = 2;
-	h.hist[0] = 5, h.hist[63] = 8;
+	uint64_t hist[PT_STALE_BUCKETS] = {0}, got[PT_STALE_BUCKETS];
+	hist[0] = 5, hist[63] = 8;
+	h.hist = hist;
 	PT_TEST_OK(pti_msg_encode(&m, &h, vals, 5));
 	PT_TEST_OK(pti_msg_decode(&g, &pay, m));
 	PT_TEST_TRUE(g.op == PT_OP_PUSHPULL && g.role == PT_ROLE_WORKER);
@@ -68,7 +70,9 @@ static void test_proto_roundtrip(void)
 	PT_TEST_TRUE(g.n_workers == 32 && g.n_servers == 2);
 	PT_TEST_TRUE(g.server_rank == 1 && g.staleness == 7);
 	PT_TEST_TRUE(g.updates == 99 && g.rejected == 3 && g.n_done == 2);
-	PT_TEST_TRUE(g.hist[0] == 5 && g.hist[63] == 8);
+	PT_TEST_OK(pti_msg_hist(m, got));
+	PT_TEST_TRUE(got[0] == 5 && got[63] == 8 && got[1] == 0);
+	PT_TEST_TRUE(g.hist == NULL);
 	PT_TEST_TRUE(g.has == (h.has | PTI_H_RANGE));
 	PT_TEST_TRUE(pay != NULL);
 	float back[5];

@@ -88,7 +88,8 @@ int main(int argc, char **argv)
 	h.has |= PTI_H_STATS | PTI_H_STATUS | PTI_H_SHARD | PTI_H_LAYOUT |
 		 PTI_H_LR | PTI_H_STALE | PTI_H_NONCE | PTI_H_MAC | PTI_H_VAR;
 	snprintf(h.msg, sizeof(h.msg), "server 0: stats: an error text");
-	h.hist[3] = 7;
+	uint64_t hist[PT_STALE_BUCKETS] = {[3] = 7};
+	h.hist = hist;
 	nng_msg *m = enc(&h, NULL, 0);
 	put("decode", nng_msg_body(m), nng_msg_len(m));
 	nng_msg_free(m);
