@@ -503,6 +503,42 @@ int pt_config_cluster(pt_config *c, uint32_t cmd)
 	return 0;
 }
 
+int pt_config_straggler(const pt_config *c, uint32_t rank, double *ms)
+{
+	*ms = 0;
+	for (const char *p = c->straggler; *p;) {
+		unsigned r, d;
+		int used = 0;
+		if (sscanf(p, "%u:%u%n", &r, &d, &used) != 2 || r >=
+		    c->workers || (p[used] != ',' && p[used] != '\0'))
+			return pti_err_set(PT_EINVAL,
+			    "--straggler %s: expected R:MS with R below "
+			    "--workers %u", c->straggler, c->workers);
+		if (r == rank)
+			*ms += d;
+		p += used + (p[used] == ',');
+	}
+	return 0;
+}
+
+int pt_config_delay(const pt_config *c, pt_delay *d)
+{
+	char tail;
+	memset(d, 0, sizeof(*d));
+	if (c->delay[0] == '\0')
+		return 0;
+	if (sscanf(c->delay, "exp:%lf%c", &d->a, &tail) == 1 && d->a >= 0)
+		d->kind = PT_DELAY_EXP;
+	else if (sscanf(c->delay, "uniform:%lf:%lf%c", &d->a, &d->b, &tail) ==
+		     2 && d->a >= 0 && d->b >= d->a)
+		d->kind = PT_DELAY_UNIFORM;
+	else
+		return pti_err_set(PT_EINVAL,
+		    "--delay %s: expected exp:MEAN_MS or uniform:LO_MS:HI_MS",
+		    c->delay);
+	return 0;
+}
+
 int pt_config_ckpt_every(const pt_config *c, uint64_t *every, int *seconds)
 {
 	unsigned long long n = 0;
@@ -551,27 +587,13 @@ int pt_config_check(const pt_config *c, uint32_t cmd)
 		return pti_err_set(PT_EINVAL,
 		    "--validation %s: expected a number of examples N or a "
 		    "percentage P%% below 100", c->validation);
-	for (const char *p = c->straggler; *p;) {
-		unsigned r, ms;
-		int used = 0;
-		if (sscanf(p, "%u:%u%n", &r, &ms, &used) != 2 || r >=
-		    c->workers || (p[used] != ',' && p[used] != '\0'))
-			return pti_err_set(PT_EINVAL,
-			    "--straggler %s: expected R:MS with R below "
-			    "--workers %u", c->straggler, c->workers);
-		p += used + (p[used] == ',');
-	}
-	double a, b;
-	char tail;
-	if (c->delay[0] != '\0' &&
-	    !(sscanf(c->delay, "exp:%lf%c", &a, &tail) == 1 && a >= 0) &&
-	    !(sscanf(c->delay, "uniform:%lf:%lf%c", &a, &b, &tail) == 2 &&
-		a >= 0 && b >= a))
-		return pti_err_set(PT_EINVAL,
-		    "--delay %s: expected exp:MEAN_MS or uniform:LO_MS:HI_MS",
-		    c->delay);
+	double straggle;
+	pt_delay delay;
 	uint64_t every;
 	int seconds, rv;
+	if ((rv = pt_config_straggler(c, 0, &straggle)) != 0 ||
+	    (rv = pt_config_delay(c, &delay)) != 0)
+		return rv;
 	if ((rv = pt_config_ckpt_every(c, &every, &seconds)) != 0)
 		return rv;
 	if (c->checkpoint_every[0] != '\0' && c->checkpoint_dir[0] == '\0' &&

@@ -99,6 +99,21 @@ void pt_config_defaults(pt_config *c);
 int pt_config_parse(pt_config *c, uint32_t cmd, int argc, char **argv,
     int *help);
 
+// pt_config_straggler reads --straggler: *ms is the fixed delay per step
+// its R:MS entries give worker rank (0 when none). PT_EINVAL naming the
+// flag when it does not parse or names a rank beyond --workers.
+int pt_config_straggler(const pt_config *c, uint32_t rank, double *ms);
+
+// --delay, read: none, exponential with mean a ms, or uniform in [a, b].
+enum { PT_DELAY_NONE = 0, PT_DELAY_EXP, PT_DELAY_UNIFORM };
+typedef struct pt_delay {
+	int kind;
+	double a, b;
+} pt_delay;
+
+// pt_config_delay reads --delay into *d. PT_EINVAL naming the flag.
+int pt_config_delay(const pt_config *c, pt_delay *d);
+
 // pt_config_ckpt_every reads --checkpoint-every: *every versions (or
 // seconds, *seconds = 1), 0 for never. PT_EINVAL naming the flag.
 int pt_config_ckpt_every(const pt_config *c, uint64_t *every, int *seconds);

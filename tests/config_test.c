@@ -94,8 +94,42 @@ static void test_config_to_argv_roundtrip(void)
 		free(out[i]);
 }
 
+// test_config_straggler_delay: --straggler sums each worker's R:MS
+// entries; --delay reads to its kind and parameters; malformed values are
+// refused naming the flag.
+static void test_config_straggler_delay(void)
+{
+	pt_config c;
+	double ms;
+	pt_delay d;
+	pt_config_defaults(&c);
+	c.workers = 3;
+	snprintf(c.straggler, sizeof(c.straggler), "0:20,1:5,0:10");
+	PT_TEST_OK(pt_config_straggler(&c, 0, &ms));
+	PT_TEST_TRUE(ms == 30);
+	PT_TEST_OK(pt_config_straggler(&c, 1, &ms));
+	PT_TEST_TRUE(ms == 5);
+	PT_TEST_OK(pt_config_straggler(&c, 2, &ms));
+	PT_TEST_TRUE(ms == 0);
+	snprintf(c.straggler, sizeof(c.straggler), "3:20");
+	PT_TEST_ERR(pt_config_straggler(&c, 0, &ms), PT_EINVAL);
+	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "--straggler 3:20");
+	PT_TEST_OK(pt_config_delay(&c, &d));
+	PT_TEST_TRUE(d.kind == PT_DELAY_NONE);
+	snprintf(c.delay, sizeof(c.delay), "uniform:2:7");
+	PT_TEST_OK(pt_config_delay(&c, &d));
+	PT_TEST_TRUE(d.kind == PT_DELAY_UNIFORM && d.a == 2 && d.b == 7);
+	snprintf(c.delay, sizeof(c.delay), "exp:4");
+	PT_TEST_OK(pt_config_delay(&c, &d));
+	PT_TEST_TRUE(d.kind == PT_DELAY_EXP && d.a == 4);
+	snprintf(c.delay, sizeof(c.delay), "uniform:7:2");
+	PT_TEST_ERR(pt_config_delay(&c, &d), PT_EINVAL);
+	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "--delay");
+}
+
 static const pt_test_case cases[] = {
     {"test_config_defaults", test_config_defaults},
+    {"test_config_straggler_delay", test_config_straggler_delay},
     {"test_config_parse", test_config_parse},
     {"test_config_errors_name_the_flag", test_config_errors_name_the_flag},
     {"test_config_check_batch", test_config_check_batch},

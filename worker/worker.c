@@ -82,6 +82,8 @@ typedef struct worker {
 	FILE *csv, *eval;
 	uint32_t b, spe; // per-worker batch, steps per epoch
 	uint64_t steps;
+	double straggle_ms; // --straggler's delay for this worker, per step
+	pt_delay delay;     // --delay
 	double t0;
 } worker;
 
@@ -149,7 +151,9 @@ static int worker_init(worker *w, const pt_config *c)
 	w->c = c;
 	w->t0 = c->t0 > 0 ? c->t0 : now_s();
 	w->best_acc = -1;
-	if ((rv = pt_config_load_data(c, &w->data)) != 0 ||
+	if ((rv = pt_config_straggler(c, c->rank, &w->straggle_ms)) != 0 ||
+	    (rv = pt_config_delay(c, &w->delay)) != 0 ||
+	    (rv = pt_config_load_data(c, &w->data)) != 0 ||
 	    (rv = pt_layout_init(&w->layout, c->model, w->data.train.dim,
 		 w->data.train.classes)) != 0)
 		return rv;
@@ -381,24 +385,15 @@ static int worker_finish(worker *w, double train_s, uint64_t *t)
 // worker_delay is the injected delay in ms for this worker at step t:
 // its --straggler entries plus a --delay draw that depends only on
 // (seed, rank, step), so the same seed gives the same delays.
-static double worker_delay(const pt_config *c, uint64_t t)
+static double worker_delay(const worker *w, uint64_t t)
 {
-	double ms = 0, a, b;
-	char tail;
-	for (const char *p = c->straggler; *p;) {
-		unsigned r, d;
-		int used = 0;
-		if (sscanf(p, "%u:%u%n", &r, &d, &used) != 2)
-			break; // pt_config_check has refused anything else
-		if (r == c->rank)
-			ms += d;
-		p += used + (p[used] == ',');
-	}
+	const pt_config *c = w->c;
+	double ms = w->straggle_ms;
 	double u = pti_u64_to_unit(pti_hash3(c->seed ^ 0xde1a7ULL, c->rank, t));
-	if (sscanf(c->delay, "exp:%lf%c", &a, &tail) == 1)
-		ms += -a * log(1.0 - u);
-	else if (sscanf(c->delay, "uniform:%lf:%lf%c", &a, &b, &tail) == 2)
-		ms += a + (b - a) * u;
+	if (w->delay.kind == PT_DELAY_EXP)
+		ms += -w->delay.a * log(1.0 - u);
+	else if (w->delay.kind == PT_DELAY_UNIFORM)
+		ms += w->delay.a + (w->delay.b - w->delay.a) * u;
 	return ms;
 }
 
@@ -453,7 +448,7 @@ static int worker_loop(worker *w)
 					(size_t)(t % w->spe) * c->batch +
 					(size_t)c->rank * w->b;
 		pti_data_gather(w->x, w->y, tr, slice, w->b);
-		double delay = worker_delay(c, t);
+		double delay = worker_delay(w, t);
 		sleep_ms(delay);
 		double t_b = now_s(), loss;
 		if ((rv = pt_model_grad(w->model, w->grad, &loss, w->params,
