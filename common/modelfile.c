@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <zlib.h>
 
+#include "afile.h"
 #include "err.h"
 
 static const char modelfile_magic[8] = "PSTRAIN"; // and its NUL
@@ -55,22 +56,11 @@ static uint32_t modelfile_dims(const pt_layout *l, uint32_t i,
 // Writing
 // ---------------------------------------------------------------------
 
-typedef struct modelfile_out {
-	FILE *f;
-	uLong crc;
-	int err; // errno of the first failed write, or 0
-} modelfile_out;
+typedef pti_afile modelfile_out;
 
 static void out_bytes(modelfile_out *o, const void *p, size_t n)
 {
-	if (o->err != 0 || n == 0)
-		return;
-	errno = 0;
-	if (fwrite(p, 1, n, o->f) != n) {
-		o->err = errno != 0 ? errno : EIO;
-		return;
-	}
-	o->crc = crc32(o->crc, p, (uInt)n);
+	pti_afile_write(o, p, n);
 }
 
 static void out_u32(modelfile_out *o, uint32_t v)
@@ -96,50 +86,13 @@ static void out_floats(modelfile_out *o, const float *x, uint64_t n)
 	}
 }
 
-// modelfile_sync_dir makes the rename durable; best effort, since some
-// file systems refuse to fsync a directory.
-static void modelfile_sync_dir(const char *path)
-{
-	const char *slash = strrchr(path, '/');
-	char *dir = slash == NULL ? strdup(".")
-				  : strndup(path, (size_t)(slash - path) + 1);
-	if (dir == NULL)
-		return;
-	int fd = open(dir, O_RDONLY | O_DIRECTORY);
-	if (fd >= 0) {
-		fsync(fd);
-		close(fd);
-	}
-	free(dir);
-}
-
 int pt_modelfile_save(const char *path, const pt_layout *l,
     const float *params)
 {
-	size_t len = strlen(path);
-	char *tmp = malloc(len + 5);
-	if (tmp == NULL)
-		return pti_err_set(PT_ENOMEM, "%s: saving the model", path);
-	memcpy(tmp, path, len);
-	memcpy(tmp + len, ".tmp", 5);
-	// Created 0600 from the start, as checkpoints are: the file holds
-	// the model. A leftover path.tmp is removed first, so that O_EXCL
-	// gives a new file of that mode and refuses a planted symbolic link.
-	int fd = -1;
-	if (unlink(tmp) == 0 || errno == ENOENT)
-		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	modelfile_out o = {fd < 0 ? NULL : fdopen(fd, "wb"),
-	    crc32(0, Z_NULL, 0), 0};
-	if (o.f == NULL) {
-		int rv = pti_err_set(PT_EIO, "%s: cannot create %s: %s", path,
-		    tmp, strerror(errno));
-		if (fd >= 0) {
-			close(fd);
-			unlink(tmp);
-		}
-		free(tmp);
+	modelfile_out o;
+	int rv = pti_afile_open(&o, path);
+	if (rv != 0)
 		return rv;
-	}
 	uint32_t spec_len = (uint32_t)strlen(l->spec);
 	out_bytes(&o, modelfile_magic, sizeof(modelfile_magic));
 	out_u32(&o, PT_MODELFILE_VERSION);
@@ -160,24 +113,7 @@ int pt_modelfile_save(const char *path, const pt_layout *l,
 		out_floats(&o, params + v->off, v->n);
 	}
 	out_u32(&o, (uint32_t)o.crc);
-	if (o.err == 0 && fflush(o.f) != 0)
-		o.err = errno;
-	if (o.err == 0 && fsync(fileno(o.f)) != 0)
-		o.err = errno;
-	if (fclose(o.f) != 0 && o.err == 0)
-		o.err = errno;
-	if (o.err == 0 && rename(tmp, path) != 0)
-		o.err = errno;
-	int rv = 0;
-	if (o.err != 0) {
-		rv = pti_err_set(PT_EIO, "%s: writing %s: %s", path, tmp,
-		    strerror(o.err));
-		unlink(tmp);
-	} else {
-		modelfile_sync_dir(path);
-	}
-	free(tmp);
-	return rv;
+	return pti_afile_commit(&o);
 }
 
 // ---------------------------------------------------------------------

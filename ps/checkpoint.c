@@ -12,6 +12,7 @@
 
 #include <zlib.h>
 
+#include "afile.h"
 #include "err.h"
 
 #define CKPT_MAGIC "PSTRCKPT"
@@ -100,7 +101,7 @@ static void ckpt_stall(FILE *f, int64_t v)
 int pti_ckpt_save(const char *dir, const pti_ckpt_meta *m,
     const int64_t *clocks, const float *const *vecs)
 {
-	char path[4096], tmp[4200];
+	char path[4096];
 	ckpt_head h;
 	memset(&h, 0, sizeof(h));
 	memcpy(h.magic, CKPT_MAGIC, 8);
@@ -110,60 +111,25 @@ int pti_ckpt_save(const char *dir, const pti_ckpt_meta *m,
 	h.version = m->version, h.updates = m->updates;
 	h.n_state = m->n_state, h.n_workers = m->n_workers;
 	pti_ckpt_path(path, sizeof(path), dir, m->rank, m->version);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	// Created 0600, never readable by others even for a moment: it holds
-	// the model. A temporary file left by a killed writer is removed
-	// first, so that O_EXCL gives a new file of that mode (and refuses a
-	// symbolic link planted in its place).
-	if (unlink(tmp) != 0 && errno != ENOENT)
-		return pti_err_set(PT_EIO, "%s: %s", tmp, strerror(errno));
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	FILE *f = fd < 0 ? NULL : fdopen(fd, "wb");
-	if (f == NULL) {
-		int e = errno;
-		if (fd >= 0) {
-			close(fd);
-			unlink(tmp);
-		}
-		return pti_err_set(PT_EIO, "%s: %s", tmp, strerror(e));
-	}
-	uLong crc = crc32(0, (const Bytef *)&h, sizeof(h));
-	int ok = fwrite(&h, sizeof(h), 1, f) == 1;
-	size_t cbytes = (size_t)m->n_workers * sizeof(int64_t);
-	crc = crc32(crc, (const Bytef *)clocks, (uInt)cbytes);
-	ok = ok && fwrite(clocks, 1, cbytes, f) == cbytes;
+	pti_afile a;
+	int rv = pti_afile_open(&a, path);
+	if (rv != 0)
+		return rv;
+	pti_afile_write(&a, &h, sizeof(h));
+	pti_afile_write(&a, clocks, (size_t)m->n_workers * sizeof(int64_t));
 	size_t bytes = (size_t)(m->hi - m->lo) * sizeof(float);
-	for (uint32_t i = 0; ok && i <= m->n_state; i++) {
-		crc = crc32(crc, (const Bytef *)vecs[i], (uInt)bytes);
-		ok = fwrite(vecs[i], 1, bytes, f) == bytes;
+	for (uint32_t i = 0; i <= m->n_state; i++) {
+		pti_afile_write(&a, vecs[i], bytes);
 		if (i == 0)
-			ckpt_stall(f, m->version);
+			ckpt_stall(a.f, m->version);
 	}
-	uint32_t c32 = (uint32_t)crc;
-	ok = ok && fwrite(&c32, 4, 1, f) == 1 && fflush(f) == 0 &&
-	     fsync(fileno(f)) == 0;
-	// The first failure's errno (a full disk shows at write or fsync),
-	// before fclose can change it.
-	int e = ok ? 0 : errno;
-	if (fclose(f) != 0 && e == 0)
-		e = errno;
-	if (e == 0 && rename(tmp, path) != 0)
-		e = errno;
-	if (e != 0) {
-		unlink(tmp);
-		return pti_err_set(PT_EIO, "%s: %s", path, strerror(e));
-	}
-	// The rename is durable only once the folder is synced: until then
-	// the older checkpoints are all a crash may leave, so they are
-	// pruned only after it. Some file systems cannot sync a folder
-	// (EINVAL): there the rename is as durable as it gets.
-	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	e = dfd < 0 || fsync(dfd) != 0 ? errno : 0;
-	if (dfd >= 0)
-		close(dfd);
-	if (e != 0 && e != EINVAL && e != ENOTSUP)
-		return pti_err_set(PT_EIO, "%s: syncing its folder: %s", path,
-		    strerror(e));
+	uint32_t c32 = (uint32_t)a.crc;
+	pti_afile_write(&a, &c32, 4);
+	// The older checkpoints are pruned only once this one is complete,
+	// renamed and its folder synced: until then they are all a crash
+	// may leave.
+	if ((rv = pti_afile_commit(&a)) != 0)
+		return rv;
 	ckpt_prune(dir, m->rank, m->version);
 	return 0;
 }
