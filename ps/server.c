@@ -42,7 +42,6 @@
 // within a round trip of connecting; what stays longer is a stranger, or
 // a message that is never finished.
 #define PS_UNAUTH_MAX 64
-#define PS_CONTROL_MAX 8 // authenticated control connections at once
 
 static volatile sig_atomic_t server_signalled;
 
@@ -53,7 +52,7 @@ static void server_on_signal(int sig)
 
 // ---------------------------------------------------------------- replies
 
-static nng_msg *reply_encode(ps_server *s, pti_hdr *h, const float *pay,
+nng_msg *pti_server_reply(ps_server *s, pti_hdr *h, const float *pay,
     uint64_t n)
 {
 	nng_msg *m = NULL;
@@ -64,7 +63,7 @@ static nng_msg *reply_encode(ps_server *s, pti_hdr *h, const float *pay,
 	return m;
 }
 
-static nng_msg *reply_error(ps_server *s, const pti_hdr *req, int code,
+nng_msg *pti_server_error(ps_server *s, const pti_hdr *req, int code,
     const char *what)
 {
 	pti_hdr h;
@@ -77,7 +76,7 @@ static nng_msg *reply_error(ps_server *s, const pti_hdr *req, int code,
 		fprintf(stderr, "%s (from %s %u)\n", h.msg,
 		    req->role == PT_ROLE_WORKER ? "worker" : "peer",
 		    req->rank);
-	return reply_encode(s, &h, NULL, 0);
+	return pti_server_reply(s, &h, NULL, 0);
 }
 
 // reply_values answers with the shard's values in [off, off + n); lr >= 0
@@ -95,7 +94,7 @@ static nng_msg *reply_values(ps_server *s, uint32_t op, uint64_t off,
 		h.lr = lr;
 		h.staleness = stale;
 	}
-	return reply_encode(s, &h, s->params + off, n);
+	return pti_server_reply(s, &h, s->params + off, n);
 }
 
 // server_lr is the learning rate for a gradient of global step `step`:
@@ -112,7 +111,7 @@ static nng_msg *reply_ok(ps_server *s, uint32_t op)
 	pti_hdr_init(&h, op, PT_ROLE_SERVER, s->cfg->rank);
 	h.has |= PTI_H_VER;
 	h.ver = s->version;
-	return reply_encode(s, &h, NULL, 0);
+	return pti_server_reply(s, &h, NULL, 0);
 }
 
 // ---------------------------------------------------------------- state
@@ -249,231 +248,22 @@ static void park(ps_server *s, ps_ctx *x, uint32_t op, int64_t ver,
 	s->waiting = x;
 }
 
-// ---------------------------------------------------------------- peers
-
-// server_close_pipe closes a connection by id; never with the lock held
-// (its removal runs pipe_cb, which takes it).
-static void server_close_pipe(uint32_t id)
-{
-	nng_pipe p = NNG_PIPE_INITIALIZER;
-	p.id = id;
-	nng_pipe_close(p);
-}
-
-// note_due: log the first ten of a kind of refusal, then every thousandth,
-// so that a flood cannot fill the disk through the log.
-static int note_due(uint64_t count)
-{
-	return count <= 10 || count % 1000 == 0;
-}
-
-static ps_peer *peer_find(ps_server *s, uint32_t pipe)
-{
-	for (uint32_t i = 0; i < s->n_peers; i++)
-		if (s->peers[i].pipe == pipe && pipe != 0)
-			return &s->peers[i];
-	return NULL;
-}
-
-static void peer_name(nng_pipe p, char *buf, size_t size)
-{
-	nng_sockaddr sa;
-	uint64_t pid;
-	snprintf(buf, size, "an unknown peer");
-	if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_PID, &pid) == 0) {
-		snprintf(buf, size, "local process %llu",
-		    (unsigned long long)pid);
-		return;
-	}
-	if (nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) != 0)
-		return;
-	if (sa.s_family == NNG_AF_INET) {
-		char ip[INET_ADDRSTRLEN];
-		inet_ntop(AF_INET, &sa.s_in.sa_addr, ip, sizeof(ip));
-		snprintf(buf, size, "%s:%u", ip, ntohs(sa.s_in.sa_port));
-	} else if (sa.s_family == NNG_AF_INET6) {
-		char ip[INET6_ADDRSTRLEN];
-		inet_ntop(AF_INET6, sa.s_in6.sa_addr, ip, sizeof(ip));
-		snprintf(buf, size, "[%s]:%u", ip, ntohs(sa.s_in6.sa_port));
-	}
-}
-
-// peer_add takes a slot for a new connection. When the unauthenticated
-// ones are at their limit, the oldest of them gives way: its id goes to
-// *evict for the caller to close once unlocked. Returns NULL when every
-// slot holds an authenticated connection (the new one is then refused).
-static ps_peer *peer_add(ps_server *s, uint32_t pipe, uint32_t *evict)
-{
-	ps_peer *free_slot = NULL, *oldest = NULL;
-	uint32_t unauth = 0;
-	*evict = 0;
-	for (uint32_t i = 0; i < s->n_peers; i++) {
-		ps_peer *p = &s->peers[i];
-		if (p->pipe == 0) {
-			if (free_slot == NULL)
-				free_slot = p;
-			continue;
-		}
-		if (p->authed)
-			continue;
-		unauth++;
-		if (oldest == NULL || p->since < oldest->since)
-			oldest = p;
-	}
-	if (oldest != NULL && (unauth >= s->unauth_max || free_slot == NULL)) {
-		*evict = oldest->pipe;
-		s->conn_closed++;
-		if (note_due(s->conn_closed))
-			fprintf(stderr, "server %u: closing the connection of "
-			    "%s: %u connections have not authenticated (%llu "
-			    "closed so far)\n", s->cfg->rank, oldest->name,
-			    s->unauth_max, (unsigned long long)s->conn_closed);
-		oldest->pipe = 0; // its removal finds no slot: nothing to do
-		if (free_slot == NULL)
-			free_slot = oldest;
-	}
-	if (free_slot == NULL)
-		return NULL;
-	memset(free_slot, 0, sizeof(*free_slot));
-	free_slot->pipe = pipe;
-	free_slot->since = pti_clock_s();
-	return free_slot;
-}
-
-// release_parked takes every request parked by connection `pipe` off the
-// wait list: nobody will read its reply. The contexts go to *wake with no
-// message, which re-arms them.
-static void release_parked(ps_server *s, uint32_t pipe, ps_ctx **wake)
-{
-	ps_ctx **pp = &s->waiting;
-	while (*pp != NULL) {
-		ps_ctx *x = *pp;
-		if (x->r_pipe != pipe) {
-			pp = &x->next;
-			continue;
-		}
-		*pp = x->next;
-		nng_aio_set_msg(x->aio, NULL);
-		x->next = *wake;
-		*wake = x;
-	}
-}
-
-// refuse_unauth answers a request from a connection that has not proven
-// the secret for what it asks: counted, logged with the peer (rate
-// limited), and nothing else changes. The code is PT_ESTATE when a hello
-// on this connection would mend it (a worker whose server restarted
-// finds a new connection that has proven nothing, and rejoins), PT_EAUTH
-// when it cannot (a wrong proof, a rank not proven, a role not allowed).
-static nng_msg *refuse_unauth(ps_server *s, const pti_hdr *h,
-    const ps_peer *p, int code, const char *why)
-{
-	pti_hdr r;
-	s->unauth++;
-	s->rejected++;
-	if (note_due(s->unauth))
-		fprintf(stderr, "server %u: refused %s from %s: %s (%llu "
-		    "refused so far)\n", s->cfg->rank, pti_op_name(h->op),
-		    p ? p->name : "an unknown peer", why,
-		    (unsigned long long)s->unauth);
-	pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->cfg->rank);
-	r.status = (uint32_t)code;
-	snprintf(r.msg, sizeof(r.msg), "server %u: %s: %s", s->cfg->rank,
-	    pti_op_name(h->op), why);
-	return reply_encode(s, &r, NULL, 0);
-}
-
 // ---------------------------------------------------------------- ops
 
 typedef nng_msg *(*op_fn)(ps_server *, ps_ctx *, const pti_hdr *,
     const void *, ps_ctx **);
-
-// op_challenge gives the connection a fresh nonce, good for one hello.
-static nng_msg *op_challenge(ps_server *s, ps_ctx *x, const pti_hdr *h,
-    const void *pay, ps_ctx **wake)
-{
-	(void)pay, (void)wake;
-	ps_peer *p = peer_find(s, x->r_pipe);
-	if (p == NULL)
-		return refuse_unauth(s, h, NULL, PT_ESTATE, "a connection this server "
-		    "does not follow");
-	int rv = pti_random(p->nonce, PT_NONCE_LEN);
-	if (rv != 0)
-		return reply_error(s, h, rv, pt_errmsg(rv));
-	p->challenged = 1;
-	pti_hdr r;
-	pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->cfg->rank);
-	r.has |= PTI_H_NONCE;
-	memcpy(r.nonce, p->nonce, PT_NONCE_LEN);
-	return reply_encode(s, &r, NULL, 0);
-}
-
-static const char *role_name(uint32_t role)
-{
-	return role == PT_ROLE_WORKER ? "worker" : role == PT_ROLE_CONTROL
-							? "control client"
-							: "peer";
-}
-
-// hello_prove checks the hello's proof of the secret against the nonce
-// this connection was given (once: a nonce is good for one hello). NULL,
-// or the refusal to send.
-static nng_msg *hello_prove(ps_server *s, ps_peer *p, const pti_hdr *h)
-{
-	uint8_t mac[PT_MAC_LEN];
-	if (p == NULL || !p->challenged || !(h->has & PTI_H_MAC))
-		return refuse_unauth(s, h, p, PT_ESTATE, "a hello must answer this "
-		    "connection's challenge with a proof of the job secret");
-	uint64_t lh = h->role == PT_ROLE_WORKER ? h->layout_hash : 0;
-	pti_auth_mac(&s->secret, p->nonce, h->role, h->rank, s->cfg->rank, lh,
-	    mac);
-	p->challenged = 0;
-	if (!pti_auth_equal(mac, h->mac, PT_MAC_LEN)) {
-		s->auth_failed++;
-		return refuse_unauth(s, h, p, PT_EAUTH, "wrong proof of the job secret "
-		    "(another job's secret, or none)");
-	}
-	return NULL;
-}
-
-// hello_bind binds the proven role and rank to the connection. A worker's
-// rank moves from any connection that held it before; what that one had
-// parked is released. NULL, or the refusal to send.
-static nng_msg *hello_bind(ps_server *s, ps_peer *p, const pti_hdr *h,
-    ps_ctx **wake)
-{
-	uint32_t controls = 0;
-	for (uint32_t i = 0; i < s->n_peers; i++) {
-		ps_peer *q = &s->peers[i];
-		if (q == p || q->pipe == 0 || !q->authed)
-			continue;
-		controls += q->role == PT_ROLE_CONTROL;
-		if (h->role == PT_ROLE_WORKER && q->role == PT_ROLE_WORKER &&
-		    q->rank == h->rank) {
-			q->authed = 0;
-			release_parked(s, q->pipe, wake);
-		}
-	}
-	if (h->role == PT_ROLE_CONTROL && controls >= PS_CONTROL_MAX)
-		return refuse_unauth(s, h, p, PT_EAUTH,
-		    "too many control connections");
-	p->authed = 1;
-	p->role = h->role;
-	p->rank = h->rank;
-	return NULL;
-}
 
 static nng_msg *op_hello(ps_server *s, ps_ctx *x, const pti_hdr *h,
     const void *pay, ps_ctx **wake)
 {
 	(void)pay;
 	char why[160];
-	ps_peer *p = peer_find(s, x->r_pipe);
-	nng_msg *no = hello_prove(s, p, h);
+	ps_peer *p = pti_peer_find(s, x->r_pipe);
+	nng_msg *no = pti_hello_prove(s, p, h);
 	if (no != NULL)
 		return no;
 	if (h->role == PT_ROLE_CONTROL)
-		return (no = hello_bind(s, p, h, wake)) ? no
+		return (no = pti_hello_bind(s, p, h, wake)) ? no
 							: reply_ok(s, h->op);
 	if (!(h->has & PTI_H_LAYOUT) ||
 	    h->layout_hash != pt_layout_hash(&s->layout) ||
@@ -482,12 +272,12 @@ static nng_msg *op_hello(ps_server *s, ps_ctx *x, const pti_hdr *h,
 		    "worker %u runs another model: this server holds %s with "
 		    "%llu parameters", h->rank, s->layout.spec,
 		    (unsigned long long)s->layout.n_params);
-		return reply_error(s, h, PT_EINVAL, why);
+		return pti_server_error(s, h, PT_EINVAL, why);
 	}
 	if ((h->has & PTI_H_STEP) && (h->step < 0 || h->step > PS_STEP_MAX))
-		return reply_error(s, h, PT_ERANGE, "a hello's step must be "
+		return pti_server_error(s, h, PT_ERANGE, "a hello's step must be "
 		    "from 0 to 2^50");
-	if ((no = hello_bind(s, p, h, wake)) != NULL)
+	if ((no = pti_hello_bind(s, p, h, wake)) != NULL)
 		return no;
 	if (!s->m[h->rank].hello) {
 		s->m[h->rank].hello = 1;
@@ -532,7 +322,7 @@ static nng_msg *op_hello(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	r.n_workers = s->cfg->workers;
 	r.n_servers = s->cfg->servers;
 	r.server_rank = s->cfg->rank;
-	return reply_encode(s, &r, NULL, 0);
+	return pti_server_reply(s, &r, NULL, 0);
 }
 
 static nng_msg *op_pull(ps_server *s, ps_ctx *x, const pti_hdr *h,
@@ -543,7 +333,7 @@ static nng_msg *op_pull(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	char why[200];
 	int rv = shard_range(s, h, &off, &n);
 	if (rv != 0)
-		return reply_error(s, h, rv, pt_errmsg(rv));
+		return pti_server_error(s, h, rv, pt_errmsg(rv));
 	if (s->policy->pull_waits && (h->has & PTI_H_VER) &&
 	    h->ver > s->version) {
 		// Only workers wait: one request each at a time, so that what
@@ -553,7 +343,7 @@ static nng_msg *op_pull(ps_server *s, ps_ctx *x, const pti_hdr *h,
 			    "version %lld asked for, server is at %lld: "
 			    "only the next one can be waited for",
 			    (long long)h->ver, (long long)s->version);
-			return reply_error(s, h, PT_ESTATE, why);
+			return pti_server_error(s, h, PT_ESTATE, why);
 		}
 		park(s, x, h->op, h->ver, off, n, -1, 0);
 		return NULL;
@@ -620,7 +410,7 @@ static nng_msg *op_push(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	ps_take t;
 	int rv = push_take(s, h, pay, &off, &n, &t, wake);
 	if (rv != 0)
-		return reply_error(s, h, rv, pt_errmsg(rv));
+		return pti_server_error(s, h, rv, pt_errmsg(rv));
 	int64_t after = h->op == PT_OP_PUSHPULL
 			    ? s->policy->reply_after(s, h, &t) : -1;
 	if (after >= 0) {
@@ -634,7 +424,7 @@ static nng_msg *op_push(ps_server *s, ps_ctx *x, const pti_hdr *h,
 		r.ver = s->version;
 		r.staleness = t.stale;
 		r.lr = t.lr;
-		return reply_encode(s, &r, NULL, 0);
+		return pti_server_reply(s, &r, NULL, 0);
 	}
 	return reply_values(s, h->op, off, n, t.lr, t.stale);
 }
@@ -671,22 +461,22 @@ static nng_msg *op_stats(ps_server *s, ps_ctx *x, const pti_hdr *h,
 		if (!s->m[w].lost && !s->m[w].gone)
 			r.first_live = w;
 	r.hist = s->hist;
-	return reply_encode(s, &r, NULL, 0);
+	return pti_server_reply(s, &r, NULL, 0);
 }
 
 static nng_msg *op_shutdown(ps_server *s, ps_ctx *x, const pti_hdr *h,
     const void *pay, ps_ctx **wake)
 {
 	(void)pay, (void)wake;
-	ps_peer *p = peer_find(s, x->r_pipe);
+	ps_peer *p = pti_peer_find(s, x->r_pipe);
 	// A worker may end the job only as its finisher: once it and every
 	// other worker has said done (or was lost).
 	if (h->role == PT_ROLE_WORKER &&
 	    (!s->m[h->rank].done || s->n_done + s->n_lost < s->cfg->workers))
-		return refuse_unauth(s, h, p, PT_EAUTH, "a worker may stop the servers "
+		return pti_peer_refuse(s, h, p, PT_EAUTH, "a worker may stop the servers "
 		    "only once every worker is done");
 	fprintf(stderr, "server %u: shutdown asked by %s %u (%s)\n",
-	    s->cfg->rank, role_name(h->role), h->rank,
+	    s->cfg->rank, pti_role_name(h->role), h->rank,
 	    p ? p->name : "an unknown peer");
 	x->stop_after = 1;
 	// From now on a worker that leaves is not one whose place the next
@@ -709,7 +499,7 @@ static const struct {
 	[PT_OP_DONE] = {op_done, OP_WORKER},
 	[PT_OP_STATS] = {op_stats, 0},
 	[PT_OP_SHUTDOWN] = {op_shutdown, 0},
-	[PT_OP_CHALLENGE] = {op_challenge, 0},
+	[PT_OP_CHALLENGE] = {pti_op_challenge, 0},
 };
 
 // handle runs one request under the lock. NULL means parked.
@@ -719,18 +509,18 @@ static nng_msg *handle(ps_server *s, ps_ctx *x, nng_msg *m, ps_ctx **wake)
 	const void *pay;
 	char why[160];
 	x->r_pipe = (uint32_t)nng_pipe_id(nng_msg_get_pipe(m));
-	ps_peer *p = peer_find(s, x->r_pipe);
+	ps_peer *p = pti_peer_find(s, x->r_pipe);
 	if (p != NULL)
 		p->requests++;
 	int rv = pti_msg_decode(&h, &pay, m);
 	if (rv != 0)
-		return reply_error(s, &h, rv, pt_errmsg(rv));
+		return pti_server_error(s, &h, rv, pt_errmsg(rv));
 	if (h.op >= PT_OP_MAX || op_table[h.op].fn == NULL) {
 		snprintf(why, sizeof(why), "unknown op %u", h.op);
-		return reply_error(s, &h, PT_EPROTO, why);
+		return pti_server_error(s, &h, PT_EPROTO, why);
 	}
 	if (h.op == PT_OP_CHALLENGE)
-		return op_challenge(s, x, &h, pay, wake);
+		return pti_op_challenge(s, x, &h, pay, wake);
 	int worker_op = h.op == PT_OP_HELLO ? h.role != PT_ROLE_CONTROL
 					    : (op_table[h.op].flags & OP_WORKER);
 	if (worker_op && (h.role != PT_ROLE_WORKER ||
@@ -738,25 +528,25 @@ static nng_msg *handle(ps_server *s, ps_ctx *x, nng_msg *m, ps_ctx **wake)
 		snprintf(why, sizeof(why),
 		    "only workers 0..%u may send it (got role %u rank %u)",
 		    s->cfg->workers - 1, h.role, h.rank);
-		return reply_error(s, &h, PT_EPROTO, why);
+		return pti_server_error(s, &h, PT_EPROTO, why);
 	}
 	if (h.op == PT_OP_HELLO)
 		return op_hello(s, x, &h, pay, wake);
 	// Everything else only on a connection that proved the secret, and
 	// only as what it proved.
 	if (p == NULL || !p->authed)
-		return refuse_unauth(s, &h, p, PT_ESTATE, "this connection has not proven "
+		return pti_peer_refuse(s, &h, p, PT_ESTATE, "this connection has not proven "
 		    "the job secret (say hello first)");
 	if (h.role != p->role || h.rank != p->rank) {
 		snprintf(why, sizeof(why), "this connection proved %s %u, "
-		    "not %s %u", role_name(p->role), p->rank,
-		    role_name(h.role), h.rank);
-		return refuse_unauth(s, &h, p, PT_EAUTH, why);
+		    "not %s %u", pti_role_name(p->role), p->rank,
+		    pti_role_name(h.role), h.rank);
+		return pti_peer_refuse(s, &h, p, PT_EAUTH, why);
 	}
 	if (worker_op && s->m[h.rank].lost) {
 		snprintf(why, sizeof(why),
 		    "worker %u was given up for dead; say hello again", h.rank);
-		return reply_error(s, &h, PT_ESTATE, why);
+		return pti_server_error(s, &h, PT_ESTATE, why);
 	}
 	if (h.role == PT_ROLE_WORKER)
 		s->m[h.rank].seen = pti_clock_s();
@@ -800,16 +590,16 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 	uint32_t id = (uint32_t)nng_pipe_id(p), evict = 0;
 	char name[sizeof(((ps_peer *)0)->name)];
 	if (ev == NNG_PIPE_EV_ADD_PRE) {
-		peer_name(p, name, sizeof(name));
+		pti_peer_name(p, name, sizeof(name));
 		pthread_mutex_lock(&s->mu);
-		ps_peer *q = peer_add(s, id, &evict);
+		ps_peer *q = pti_peer_add(s, id, &evict);
 		if (q != NULL)
 			snprintf(q->name, sizeof(q->name), "%s", name);
 		pthread_mutex_unlock(&s->mu);
 		if (q == NULL)
 			nng_pipe_close(p); // before it is added: never seen
 		if (evict != 0)
-			server_close_pipe(evict);
+			pti_peer_close(evict);
 		return;
 	}
 	pthread_mutex_lock(&s->mu);
@@ -821,23 +611,7 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 // pipe_removed: connection id closed. Called with the lock.
 static void pipe_removed(ps_server *s, uint32_t id, ps_ctx **wake)
 {
-	ps_peer *q = peer_find(s, id);
-	if (q != NULL) {
-		// One that never finished a request was refused by the size
-		// limit, gave up, or was a stranger: say which connection.
-		if (!q->authed && q->requests == 0) {
-			s->conn_closed++;
-			if (note_due(s->conn_closed))
-				fprintf(stderr, "server %u: %s closed its "
-				    "connection after %.1fs without a complete "
-				    "request (a message over the limit of %zu "
-				    "bytes is refused this way)\n",
-				    s->cfg->rank, q->name,
-				    pti_clock_s() - q->since, s->recv_max);
-		}
-		q->pipe = 0;
-	}
-	release_parked(s, id, wake);
+	pti_peer_removed(s, id, wake);
 	for (uint32_t r = 0; r < s->cfg->workers; r++) {
 		if (s->m[r].pipe != id)
 			continue;
@@ -849,33 +623,6 @@ static void pipe_removed(ps_server *s, uint32_t id, ps_ctx **wake)
 			    "after it was done\n", s->cfg->rank, r);
 		}
 	}
-}
-
-// check_unauth closes connections that have not proven the secret within
-// --auth-timeout seconds: whatever they hold (a half-sent message) goes with
-// them. Called without the lock.
-static void check_unauth(ps_server *s)
-{
-	uint32_t close_ids[256], n = 0; // the rest go on the next tick
-	double now = pti_clock_s();
-	pthread_mutex_lock(&s->mu);
-	for (uint32_t i = 0; i < s->n_peers && n < 256; i++) {
-		ps_peer *q = &s->peers[i];
-		if (q->pipe == 0 || q->authed || now - q->since < s->cfg->auth_timeout)
-			continue;
-		s->conn_closed++;
-		if (note_due(s->conn_closed))
-			fprintf(stderr, "server %u: closing the connection of %s: "
-			    "not authenticated after %.0fs (%llu requests, %s)\n",
-			    s->cfg->rank, q->name, now - q->since,
-			    (unsigned long long)q->requests, q->requests ?
-			    "all refused" : "none complete");
-		close_ids[n++] = q->pipe;
-		q->pipe = 0;
-	}
-	pthread_mutex_unlock(&s->mu);
-	for (uint32_t i = 0; i < n; i++)
-		server_close_pipe(close_ids[i]);
 }
 
 // check_timeouts: a worker silent past --worker-timeout while the open
@@ -1278,7 +1025,7 @@ int pt_server_run(const pt_config *c)
 		pti_cond_wait_ms(&s.cv, &s.mu, 200);
 		ps_ctx *wake = NULL;
 		pthread_mutex_unlock(&s.mu);
-		check_unauth(&s);
+		pti_peers_idle(&s);
 		pthread_mutex_lock(&s.mu);
 		check_timeouts(&s, &wake);
 		if (wake != NULL) {
@@ -1361,7 +1108,7 @@ int pti_local_connect(pti_local_server *ls, uint32_t pipe)
 {
 	uint32_t evict;
 	ps_ctx *wake = NULL;
-	ps_peer *q = peer_add(&ls->s, pipe, &evict);
+	ps_peer *q = pti_peer_add(&ls->s, pipe, &evict);
 	if (evict != 0)
 		pipe_removed(&ls->s, evict, &wake);
 	local_settle(wake);

@@ -16,6 +16,7 @@
 #include "optim.h"
 #include "proto.h"
 
+#define PS_CONTROL_MAX 8 // authenticated control connections at once
 // The largest step or version a push may carry: far beyond any job (a
 // million steps a second for 30 years), far below where step + 1 or a
 // difference of two steps could overflow.
@@ -168,5 +169,57 @@ void pti_policy_clocks(ps_server *s, ps_ctx **wake);
 double pti_server_lr(const ps_server *s, int64_t step);
 void pti_server_applied(ps_server *s, int64_t stale);
 void pti_server_wake(ps_server *s, ps_ctx **wake);
+
+// Replies, defined in server.c: pti_server_reply encodes h (status set)
+// with n floats of pay; pti_server_error answers req with code and a
+// text naming the server, the op and what was wrong, counted as rejected.
+// NULL when out of memory (the peer times out).
+nng_msg *pti_server_reply(ps_server *s, pti_hdr *h, const float *pay,
+    uint64_t n);
+nng_msg *pti_server_error(ps_server *s, const pti_hdr *req, int code,
+    const char *what);
+
+// Connections and what they proved (peers.c). All but pti_peer_close,
+// pti_peer_name and pti_peers_idle run under the lock.
+//
+// pti_peer_find: the slot of connection pipe, or NULL.
+// pti_peer_add: a slot for a new connection; when the unauthenticated
+//   ones are at their limit the oldest gives way, its id in *evict for
+//   the caller to close once unlocked. NULL when every slot holds a
+//   proven connection (the new one is then refused).
+// pti_peer_removed: connection id closed: its slot freed, what it parked
+//   released (to *wake, with no message).
+// pti_peer_release: takes the requests parked by pipe off the wait list.
+// pti_peer_refuse: the reply to a request its connection has not proven
+//   the right to make (PT_ESTATE: a hello would mend it; PT_EAUTH: it
+//   cannot); counted and logged with the peer, rate-limited.
+// pti_op_challenge: the challenge op: a fresh nonce for one hello.
+// pti_hello_prove: checks a hello's proof of the secret against the
+//   connection's nonce (good once); NULL, or the refusal to send.
+// pti_hello_bind: binds the proven role and rank to the connection; a
+//   worker's rank moves from any connection that held it before.
+// pti_peers_idle: closes connections that have not proven the secret
+//   within --auth-timeout (with any half-sent message). Takes the lock.
+// pti_peer_close: closes connection id; never with the lock held.
+// pti_peer_name: a connection's peer (address, or pid over ipc) for logs.
+// pti_note_due: whether the count-th refusal of a kind is logged (the
+//   first ten, then every thousandth).
+// pti_role_name: "worker", "control client" or "peer".
+ps_peer *pti_peer_find(ps_server *s, uint32_t pipe);
+ps_peer *pti_peer_add(ps_server *s, uint32_t pipe, uint32_t *evict);
+void pti_peer_removed(ps_server *s, uint32_t id, ps_ctx **wake);
+void pti_peer_release(ps_server *s, uint32_t pipe, ps_ctx **wake);
+nng_msg *pti_peer_refuse(ps_server *s, const pti_hdr *h, const ps_peer *p,
+    int code, const char *why);
+nng_msg *pti_op_challenge(ps_server *s, ps_ctx *x, const pti_hdr *h,
+    const void *pay, ps_ctx **wake);
+nng_msg *pti_hello_prove(ps_server *s, ps_peer *p, const pti_hdr *h);
+nng_msg *pti_hello_bind(ps_server *s, ps_peer *p, const pti_hdr *h,
+    ps_ctx **wake);
+void pti_peers_idle(ps_server *s);
+void pti_peer_close(uint32_t id);
+void pti_peer_name(nng_pipe p, char *buf, size_t size);
+int pti_note_due(uint64_t count);
+const char *pti_role_name(uint32_t role);
 
 #endif // PT_PS_SERVER_IMPL_H
