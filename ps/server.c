@@ -503,7 +503,7 @@ static const struct {
 };
 
 // handle runs one request under the lock. NULL means parked.
-static nng_msg *handle(ps_server *s, ps_ctx *x, nng_msg *m, ps_ctx **wake)
+nng_msg *pti_server_handle(ps_server *s, ps_ctx *x, nng_msg *m, ps_ctx **wake)
 {
 	pti_hdr h;
 	const void *pay;
@@ -581,8 +581,6 @@ static void send_woken(ps_ctx *wake);
 // pipe_cb: a connection closed. If it was a worker's, that worker is lost;
 // if that worker had said done, it can no longer finish the job, which
 // falls to the next (the workers watch first_live in stats).
-static void pipe_removed(ps_server *s, uint32_t id, ps_ctx **wake);
-
 static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
 	ps_server *s = arg;
@@ -603,13 +601,13 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 		return;
 	}
 	pthread_mutex_lock(&s->mu);
-	pipe_removed(s, id, &wake);
+	pti_server_pipe_removed(s, id, &wake);
 	pthread_mutex_unlock(&s->mu);
 	send_woken(wake);
 }
 
 // pipe_removed: connection id closed. Called with the lock.
-static void pipe_removed(ps_server *s, uint32_t id, ps_ctx **wake)
+void pti_server_pipe_removed(ps_server *s, uint32_t id, ps_ctx **wake)
 {
 	pti_peer_removed(s, id, wake);
 	for (uint32_t r = 0; r < s->cfg->workers; r++) {
@@ -678,7 +676,7 @@ static void ctx_cb(void *arg)
 	nng_aio_set_msg(x->aio, NULL); // parked contexts must hold nothing
 	ps_ctx *wake = NULL;
 	pthread_mutex_lock(&s->mu);
-	nng_msg *reply = handle(s, x, m, &wake);
+	nng_msg *reply = pti_server_handle(s, x, m, &wake);
 	// Read under the lock: once unlocked, a parked x may be woken, sent
 	// and re-armed by another thread at any moment.
 	int parked = reply == NULL && x->state == CTX_WAIT;
@@ -831,7 +829,7 @@ static void server_close(ps_server *s, int rv)
 	pthread_mutex_destroy(&w.mu);
 }
 
-static void server_fini(ps_server *s)
+void pti_server_fini(ps_server *s)
 {
 	// server_close has stopped every aio (none exist before it could).
 	// A reply that a callback handed to nng_ctx_send after its aio was
@@ -878,7 +876,7 @@ static int server_gone(ps_server *s)
 	return 0;
 }
 
-static int server_init(ps_server *s, const pt_config *c)
+int pti_server_init(ps_server *s, const pt_config *c)
 {
 	uint32_t dim, classes;
 	int rv;
@@ -979,7 +977,7 @@ int pt_server_run(const pt_config *c)
 	nng_listener l;
 	int rv;
 
-	if ((rv = server_init(&s, c)) != 0)
+	if ((rv = pti_server_init(&s, c)) != 0)
 		goto out;
 	if ((rv = nng_rep0_open(&s.sock)) != 0) {
 		rv = pti_err_set(PT_ETRANSPORT, "server %u: %s", c->rank,
@@ -1050,102 +1048,6 @@ int pt_server_run(const pt_config *c)
 close:
 	server_close(&s, rv);
 out:
-	server_fini(&s);
+	pti_server_fini(&s);
 	return rv;
-}
-
-// ---------------------------------------------------------------- local
-
-// A server without sockets, for the fuzzing harness: the same state, the
-// same handler and the same connection bookkeeping, driven by calls.
-struct pti_local_server {
-	ps_server s;
-};
-
-int pti_local_open(pti_local_server **out, const pt_config *c)
-{
-	pti_local_server *ls = calloc(1, sizeof(*ls));
-	int rv;
-	if (ls == NULL)
-		return pti_err_set(PT_ENOMEM, "local server");
-	ps_server *s = &ls->s;
-	if ((rv = server_init(s, c)) != 0)
-		goto fail;
-	s->n_ctx = c->workers + 8;
-	if ((s->ctxs = calloc(s->n_ctx, sizeof(ps_ctx))) == NULL) {
-		rv = pti_err_set(PT_ENOMEM, "local server");
-		goto fail;
-	}
-	for (uint32_t i = 0; i < s->n_ctx; i++) {
-		s->ctxs[i].s = s;
-		if (nng_aio_alloc(&s->ctxs[i].aio, NULL, NULL) != 0) {
-			rv = pti_err_set(PT_ENOMEM, "local server");
-			goto fail;
-		}
-	}
-	*out = ls;
-	return 0;
-fail:
-	server_fini(s);
-	free(ls);
-	return rv;
-}
-
-// local_settle frees what woken or released contexts hold: nobody reads
-// those replies here.
-static void local_settle(ps_ctx *wake)
-{
-	while (wake != NULL) {
-		ps_ctx *w = wake;
-		wake = w->next;
-		nng_msg_free(nng_aio_get_msg(w->aio));
-		nng_aio_set_msg(w->aio, NULL);
-		w->state = CTX_RECV;
-	}
-}
-
-int pti_local_connect(pti_local_server *ls, uint32_t pipe)
-{
-	uint32_t evict;
-	ps_ctx *wake = NULL;
-	ps_peer *q = pti_peer_add(&ls->s, pipe, &evict);
-	if (evict != 0)
-		pipe_removed(&ls->s, evict, &wake);
-	local_settle(wake);
-	if (q != NULL)
-		snprintf(q->name, sizeof(q->name), "local connection %u", pipe);
-	return q != NULL ? 0 : PT_ERANGE;
-}
-
-void pti_local_disconnect(pti_local_server *ls, uint32_t pipe)
-{
-	ps_ctx *wake = NULL;
-	pipe_removed(&ls->s, pipe, &wake);
-	local_settle(wake);
-}
-
-nng_msg *pti_local_request(pti_local_server *ls, uint32_t pipe, nng_msg *m)
-{
-	ps_server *s = &ls->s;
-	ps_ctx *x = NULL, *wake = NULL;
-	for (uint32_t i = 0; i < s->n_ctx && x == NULL; i++)
-		if (s->ctxs[i].state != CTX_WAIT)
-			x = &s->ctxs[i];
-	if (x == NULL)
-		return NULL; // every context parked: nng would queue it
-	nng_pipe p = NNG_PIPE_INITIALIZER;
-	p.id = pipe;
-	nng_msg_set_pipe(m, p);
-	x->stop_after = 0;
-	nng_msg *reply = handle(s, x, m, &wake);
-	local_settle(wake);
-	return reply;
-}
-
-void pti_local_close(pti_local_server *ls)
-{
-	if (ls == NULL)
-		return;
-	server_fini(&ls->s); // frees what the contexts still hold
-	free(ls);
 }

@@ -170,6 +170,18 @@ double pti_server_lr(const ps_server *s, int64_t step);
 void pti_server_applied(ps_server *s, int64_t stale);
 void pti_server_wake(ps_server *s, ps_ctx **wake);
 
+// The server's life and its handler (server.c), for local.c too:
+// pti_server_init builds the shard, its state and the connection slots
+// from c (no sockets); pti_server_fini frees what init made and what the
+// contexts still hold; pti_server_handle runs one request under the lock
+// and returns its reply, or NULL when parked; pti_server_pipe_removed:
+// connection id closed (a worker's is then lost).
+int pti_server_init(ps_server *s, const pt_config *c);
+void pti_server_fini(ps_server *s);
+nng_msg *pti_server_handle(ps_server *s, ps_ctx *x, nng_msg *m,
+    ps_ctx **wake);
+void pti_server_pipe_removed(ps_server *s, uint32_t id, ps_ctx **wake);
+
 // Replies, defined in server.c: pti_server_reply encodes h (status set)
 // with n floats of pay; pti_server_error answers req with code and a
 // text naming the server, the op and what was wrong, counted as rejected.

@@ -1,0 +1,102 @@
+// ps/local.c - a server without sockets, for the fuzzing harness and the
+// in-process policy tests: the same state, the same request handler and
+// the same connection bookkeeping as a served one, driven by calls
+// (server.h, pti_local_*).
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "err.h"
+#include "server.h"
+#include "server_impl.h"
+
+struct pti_local_server {
+	ps_server s;
+};
+
+int pti_local_open(pti_local_server **out, const pt_config *c)
+{
+	pti_local_server *ls = calloc(1, sizeof(*ls));
+	int rv;
+	if (ls == NULL)
+		return pti_err_set(PT_ENOMEM, "local server");
+	ps_server *s = &ls->s;
+	if ((rv = pti_server_init(s, c)) != 0)
+		goto fail;
+	s->n_ctx = c->workers + 8;
+	if ((s->ctxs = calloc(s->n_ctx, sizeof(ps_ctx))) == NULL) {
+		rv = pti_err_set(PT_ENOMEM, "local server");
+		goto fail;
+	}
+	for (uint32_t i = 0; i < s->n_ctx; i++) {
+		s->ctxs[i].s = s;
+		if (nng_aio_alloc(&s->ctxs[i].aio, NULL, NULL) != 0) {
+			rv = pti_err_set(PT_ENOMEM, "local server");
+			goto fail;
+		}
+	}
+	*out = ls;
+	return 0;
+fail:
+	pti_server_fini(s);
+	free(ls);
+	return rv;
+}
+
+// local_settle frees what woken or released contexts hold: nobody reads
+// those replies here.
+static void local_settle(ps_ctx *wake)
+{
+	while (wake != NULL) {
+		ps_ctx *w = wake;
+		wake = w->next;
+		nng_msg_free(nng_aio_get_msg(w->aio));
+		nng_aio_set_msg(w->aio, NULL);
+		w->state = CTX_RECV;
+	}
+}
+
+int pti_local_connect(pti_local_server *ls, uint32_t pipe)
+{
+	uint32_t evict;
+	ps_ctx *wake = NULL;
+	ps_peer *q = pti_peer_add(&ls->s, pipe, &evict);
+	if (evict != 0)
+		pti_server_pipe_removed(&ls->s, evict, &wake);
+	local_settle(wake);
+	if (q != NULL)
+		snprintf(q->name, sizeof(q->name), "local connection %u", pipe);
+	return q != NULL ? 0 : PT_ERANGE;
+}
+
+void pti_local_disconnect(pti_local_server *ls, uint32_t pipe)
+{
+	ps_ctx *wake = NULL;
+	pti_server_pipe_removed(&ls->s, pipe, &wake);
+	local_settle(wake);
+}
+
+nng_msg *pti_local_request(pti_local_server *ls, uint32_t pipe, nng_msg *m)
+{
+	ps_server *s = &ls->s;
+	ps_ctx *x = NULL, *wake = NULL;
+	for (uint32_t i = 0; i < s->n_ctx && x == NULL; i++)
+		if (s->ctxs[i].state != CTX_WAIT)
+			x = &s->ctxs[i];
+	if (x == NULL)
+		return NULL; // every context parked: nng would queue it
+	nng_pipe p = NNG_PIPE_INITIALIZER;
+	p.id = pipe;
+	nng_msg_set_pipe(m, p);
+	x->stop_after = 0;
+	nng_msg *reply = pti_server_handle(s, x, m, &wake);
+	local_settle(wake);
+	return reply;
+}
+
+void pti_local_close(pti_local_server *ls)
+{
+	if (ls == NULL)
+		return;
+	pti_server_fini(&ls->s); // frees what the contexts still hold
+	free(ls);
+}
