@@ -1,7 +1,8 @@
 // cli/run.c - `pstrain run`: the local launcher. It starts S server and W
 // worker processes (this same binary as `pstrain server` and `pstrain
-// worker`), shows progress from worker 0's CSV, stops every child when one
-// fails or on Ctrl-C, and writes DIR/summary.json at the end.
+// worker`), shows progress (progress.c), hands failed processes to
+// recovery.c, stops every child when the job cannot go on or on Ctrl-C,
+// and writes DIR/summary.json at the end.
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -26,43 +27,7 @@
 #include "proto.h"
 #include "sockdir.h"
 #include "summary.h"
-
-#define RUN_MAX_PROCS 1280
-#define RUN_READY_S 60.0 // seconds a server may take to start listening
-#define RUN_RESTART 100  // run_watch: a server died; restart the job
-#define RUN_MAX_WORKERS 1024
-// seconds a worker may run on after the servers stopped at the job's end
-#define RUN_DONE_GRACE 5.0
-
-typedef struct run_proc {
-	pid_t pid;
-	int server; // 1 server, 0 worker
-	uint32_t rank;
-	int status; // wait status once exited
-	int exited;
-	char log[PT_PATH_MAX + 32];
-} run_proc;
-
-typedef struct run_job {
-	pt_config c;
-	run_proc procs[RUN_MAX_PROCS];
-	uint32_t n_procs;
-	char sockdir[PT_PATH_MAX];
-	char urls[PT_URLS_MAX];
-	uint64_t steps, spe, n_train, n_val;
-	uint32_t classes;
-	pt_layout layout; // the model's, from run_prepare
-	uint32_t worker_restarts, workers_lost, server_restarts;
-	uint8_t lost[RUN_MAX_WORKERS]; // workers the job went on without
-	uint64_t steps_redone;
-	double time_lost; // seconds of training thrown away by rollbacks
-	int64_t resumed_from; // --resume's version, -1 for a fresh job
-	long csv_from[RUN_MAX_WORKERS]; // where this job's rows begin
-	long eval_from;                 // likewise in eval.csv
-	char cmdline[8192];             // as typed, for the record
-	double t0;
-	int tty;
-} run_job;
+#include "run_impl.h"
 
 static volatile sig_atomic_t run_signalled;
 
@@ -71,7 +36,7 @@ static void run_on_signal(int sig)
 	run_signalled = sig;
 }
 
-static double now_s(void)
+double pti_run_now(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -158,12 +123,12 @@ static run_proc *run_reap(run_job *j)
 	return NULL;
 }
 
-static void run_kill_all(run_job *j)
+void pti_run_kill_all(run_job *j)
 {
 	for (uint32_t i = 0; i < j->n_procs; i++)
 		if (!j->procs[i].exited)
 			kill(j->procs[i].pid, SIGTERM);
-	double until = now_s() + 3.0;
+	double until = pti_run_now() + 3.0;
 	for (;;) {
 		run_reap(j);
 		uint32_t live = 0;
@@ -171,7 +136,7 @@ static void run_kill_all(run_job *j)
 			live += !j->procs[i].exited;
 		if (live == 0)
 			return;
-		if (now_s() > until)
+		if (pti_run_now() > until)
 			break;
 		usleep(20 * 1000);
 	}
@@ -205,70 +170,13 @@ static void run_tell_failure(const run_proc *p)
 		fprintf(stderr, "  %s", lines[i % 8]);
 }
 
-// run_last_row reads the last complete line of the CSV of the lowest-
-// ranked worker still in the job (worker 0 unless it was lost).
-static int run_last_row(const run_job *j, uint64_t *step, double *wall,
-    double *loss)
-{
-	char path[PT_PATH_MAX + 32], buf[4096];
-	uint32_t r = 0;
-	while (r + 1 < j->c.workers && j->lost[r])
-		r++;
-	snprintf(path, sizeof(path), "%s/worker-%u.csv", j->c.out, r);
-	FILE *f = fopen(path, "r");
-	if (f == NULL)
-		return -1;
-	fseek(f, 0, SEEK_END);
-	long size = ftell(f);
-	long from = size > (long)sizeof(buf) - 1 ? size - (long)sizeof(buf) + 1
-						 : 0;
-	fseek(f, from, SEEK_SET);
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	if (n == 0 || buf[n - 1] != '\n')
-		return -1;
-	buf[n - 1] = '\0';
-	char *last = strrchr(buf, '\n');
-	last = last ? last + 1 : buf;
-	unsigned long long s;
-	unsigned e;
-	if (sscanf(last, "%llu,%u,%lf,%lf", &s, &e, wall, loss) != 4)
-		return -1;
-	*step = s;
-	return 0;
-}
-
-static void run_progress(run_job *j, int final)
-{
-	uint64_t step;
-	double wall, loss;
-	if (run_last_row(j, &step, &wall, &loss) != 0)
-		return;
-	double elapsed = now_s() - j->t0;
-	double rate = wall > 0 ? (double)step * j->c.batch / wall : 0;
-	double eta = rate > 0 ? (double)(j->steps - step) * j->c.batch / rate
-			      : 0;
-	char line[256];
-	snprintf(line, sizeof(line),
-	    "step %llu/%llu  epoch %llu  loss %.4f  %.0f samples/s  "
-	    "elapsed %.0fs  ETA %.0fs", (unsigned long long)step,
-	    (unsigned long long)j->steps,
-	    (unsigned long long)(step > 0 ? (step - 1) / j->spe + 1 : 0), loss,
-	    rate, elapsed, final ? 0.0 : eta);
-	if (j->tty)
-		fprintf(stderr, "\r%-100s%s", line, final ? "\n" : "");
-	else
-		fprintf(stderr, "%s\n", line);
-}
-
 // run_wait_server waits until server s has written its ready file, and
 // copies the address it listens on into url (size PT_PATH_MAX).
-static int run_wait_server(run_job *j, uint32_t s, char *url)
+int pti_run_wait_server(run_job *j, uint32_t s, char *url)
 {
 	char path[PT_PATH_MAX + 32];
 	snprintf(path, sizeof(path), "%s/.server-%u.ready", j->c.out, s);
-	double until = now_s() + RUN_READY_S;
+	double until = pti_run_now() + RUN_READY_S;
 	for (;;) {
 		FILE *f = fopen(path, "r");
 		if (f != NULL) {
@@ -284,7 +192,7 @@ static int run_wait_server(run_job *j, uint32_t s, char *url)
 		}
 		if (run_signalled)
 			return -1;
-		if (now_s() > until) {
+		if (pti_run_now() > until) {
 			fprintf(stderr, "pstrain run: server %u did not start "
 			    "listening within %.0fs\n", s, RUN_READY_S);
 			return -1;
@@ -299,7 +207,7 @@ static int run_wait_server(run_job *j, uint32_t s, char *url)
 // run_server_url copies server s's address, from the list the workers
 // were given, into url (size PT_PATH_MAX): a restarted server listens
 // where its workers dial.
-static void run_server_url(const run_job *j, uint32_t s, char *url)
+void pti_run_server_url(const run_job *j, uint32_t s, char *url)
 {
 	const char *p = j->urls;
 	for (uint32_t i = 0; i < s && p != NULL; i++)
@@ -311,7 +219,7 @@ static void run_server_url(const run_job *j, uint32_t s, char *url)
 
 // run_spawn_server starts server s listening on listen, from checkpoint
 // version rver (-1: initial values), not waiting for the workers in gone.
-static int run_spawn_server(run_job *j, uint32_t s, const char *listen,
+int pti_run_spawn_server(run_job *j, uint32_t s, const char *listen,
     int64_t rver, const char *gone)
 {
 	char t0[64], rank[16], ready[PT_PATH_MAX + 32], rv_s[32];
@@ -330,8 +238,6 @@ static int run_spawn_server(run_job *j, uint32_t s, const char *listen,
 	return 0;
 }
 
-static int run_spawn_worker(run_job *j, uint32_t r);
-
 static int run_start(run_job *j)
 {
 	const pt_config *c = &j->c;
@@ -348,12 +254,12 @@ static int run_start(run_job *j)
 		else
 			snprintf(listen, sizeof(listen), "ipc://%s/s%u",
 			    j->sockdir, s);
-		if (run_spawn_server(j, s, listen, c->resume_version, "") != 0)
+		if (pti_run_spawn_server(j, s, listen, c->resume_version, "") != 0)
 			return -1;
 	}
 	j->urls[0] = '\0';
 	for (uint32_t s = 0; s < c->servers; s++) {
-		if (run_wait_server(j, s, url) != 0)
+		if (pti_run_wait_server(j, s, url) != 0)
 			return -1;
 		used += (size_t)snprintf(j->urls + used,
 		    sizeof(j->urls) - used, "%s%s", s ? "," : "", url);
@@ -363,12 +269,12 @@ static int run_start(run_job *j)
 		}
 	}
 	for (uint32_t r = 0; r < c->workers; r++)
-		if (run_spawn_worker(j, r) != 0)
+		if (pti_run_spawn_worker(j, r) != 0)
 			return -1;
 	return 0;
 }
 
-static int run_spawn_worker(run_job *j, uint32_t r)
+int pti_run_spawn_worker(run_job *j, uint32_t r)
 {
 	char rank[16], t0[64];
 	snprintf(rank, sizeof(rank), "%u", r);
@@ -382,63 +288,9 @@ static int run_spawn_worker(run_job *j, uint32_t r)
 	return 0;
 }
 
-// run_worker_failed decides what a failed worker costs: restart it while
-// --restart-workers allows, else go on without it (when worker 0 is
-// lost, the lowest-ranked worker left finishes the job). Returns 0 when
-// the job goes on.
-static int run_worker_failed(run_job *j, run_proc *p)
-{
-	if (WIFEXITED(p->status) && WEXITSTATUS(p->status) == PTI_EXIT_DIVERGED)
-		return -1; // divergence ends the job
-	if (j->worker_restarts < j->c.restart_workers) {
-		j->worker_restarts++;
-		fprintf(stderr, "\npstrain run: worker %u failed; restarting it "
-		    "(%u of %u restarts)\n", p->rank, j->worker_restarts,
-		    j->c.restart_workers);
-		p->exited = 2; // replaced: not counted again
-		return run_spawn_worker(j, p->rank) == 0 ? 0 : -1;
-	}
-	uint32_t left = 0;
-	for (uint32_t r = 0; r < j->c.workers; r++)
-		left += !j->lost[r] && r != p->rank;
-	if (left == 0)
-		return -1;
-	j->lost[p->rank] = 1;
-	j->workers_lost++;
-	fprintf(stderr, "\npstrain run: worker %u failed; the job goes on "
-	    "without it (see %s)\n", p->rank, p->log);
-	p->exited = 2;
-	return 0;
-}
-
-static int64_t run_find_resume(const pt_config *c, const char *dir,
-    const pt_layout *l, uint32_t lo, uint32_t hi);
-
-// run_gone lists, comma-separated in out (size PT_PATH_MAX), the workers
-// whose process has ended (finished or lost); returns how many finished.
-static uint32_t run_gone(const run_job *j, char *out)
-{
-	uint32_t finished = 0;
-	size_t used = 0;
-	out[0] = '\0';
-	for (uint32_t r = 0; r < j->c.workers; r++) {
-		const run_proc *last = NULL;
-		for (uint32_t i = 0; i < j->n_procs; i++)
-			if (!j->procs[i].server && j->procs[i].rank == r)
-				last = &j->procs[i];
-		if (last == NULL || !last->exited)
-			continue;
-		finished += !j->lost[r];
-		if (used + 16 < PT_PATH_MAX)
-			used += (size_t)snprintf(out + used, PT_PATH_MAX - used,
-			    "%s%u", used ? "," : "", r);
-	}
-	return finished;
-}
-
 // run_stop_proc kills a live child and waits for it: it is being
 // replaced.
-static void run_stop_proc(run_proc *p)
+void pti_run_stop_proc(run_proc *p)
 {
 	if (!p->exited) {
 		kill(p->pid, SIGKILL);
@@ -447,74 +299,19 @@ static void run_stop_proc(run_proc *p)
 	p->exited = 2;
 }
 
-// run_server_failed restarts a dead server while --restart-servers
-// allows. Async and ssp: that server alone, from its own newest complete
-// checkpoint. Sync: every server, from the newest checkpoint they all
-// completed, so that every shard is at the same step again. The workers
-// notice, wait, reconnect and go on. Returns 0 when the job goes on,
-// RUN_RESTART when only a restart of the whole job will do (a sync
-// worker has already finished), -1 when the job ends.
-static int run_server_failed(run_job *j, run_proc *p)
-{
-	pt_config *c = &j->c;
-	char gone[PT_PATH_MAX], url[PT_PATH_MAX], got[PT_PATH_MAX];
-	uint64_t step = 0;
-	double wall = 0, loss, t_fail = now_s();
-	if (j->server_restarts >= c->restart_servers)
-		return -1;
-	j->server_restarts++;
-	p->exited = 2;
-	run_last_row(j, &step, &wall, &loss);
-	uint32_t finished = run_gone(j, gone);
-	int all = c->mode == PT_MODE_SYNC;
-	if (all && finished > 0)
-		return RUN_RESTART;
-	uint32_t lo = all ? 0 : p->rank, hi = all ? c->servers : p->rank + 1;
-	int64_t v = run_find_resume(c, c->checkpoint_dir, &j->layout, lo, hi);
-	fprintf(stderr, "pstrain run: restarting %s from %s%lld (server "
-	    "restart %u of %u); the workers reconnect\n",
-	    all ? "every server" : "it",
-	    v < 0 ? "its initial values, no complete checkpoint being "
-		    "there, version " : "checkpoint version ",
-	    (long long)(v < 0 ? 0 : v), j->server_restarts,
-	    c->restart_servers);
-	for (uint32_t i = 0; all && i < j->n_procs; i++)
-		if (j->procs[i].server)
-			run_stop_proc(&j->procs[i]);
-	for (uint32_t s = lo; s < hi; s++) {
-		run_server_url(j, s, url);
-		if (run_spawn_server(j, s, url, v, gone) != 0)
-			return -1;
-	}
-	for (uint32_t s = lo; s < hi; s++)
-		if (run_wait_server(j, s, got) != 0)
-			return -1;
-	if (all) {
-		// Sync: the steps since the checkpoint are done again; the
-		// time they took so far is lost, at the job's pace.
-		uint64_t from = v < 0 ? 0 : (uint64_t)v;
-		uint64_t redo = step > from ? step - from : 0;
-		j->steps_redone += redo;
-		if (step > 0)
-			j->time_lost += wall * (double)redo / step;
-	}
-	j->time_lost += now_s() - t_fail; // the servers were down
-	return 0;
-}
-
 // run_watch waits for every child; 0 when all exited cleanly.
 static int run_watch(run_job *j)
 {
 	double next = 0, stopped = 0;
 	for (;;) {
 		run_proc *bad = run_reap(j);
-		if (bad != NULL && !bad->server && run_worker_failed(j, bad) == 0)
+		if (bad != NULL && !bad->server && pti_run_worker_failed(j, bad) == 0)
 			continue;
 		if (bad != NULL) {
 			if (j->tty)
 				fprintf(stderr, "\n");
 			run_tell_failure(bad);
-			int rv = bad->server ? run_server_failed(j, bad) : -1;
+			int rv = bad->server ? pti_run_server_failed(j, bad) : -1;
 			if (rv == 0)
 				continue;
 			if (rv == RUN_RESTART)
@@ -535,7 +332,7 @@ static int run_watch(run_job *j)
 			live += !j->procs[i].exited;
 			servers += !j->procs[i].exited && j->procs[i].server;
 		}
-		double t = now_s();
+		double t = pti_run_now();
 		// Servers exit cleanly only when the finishing worker stops
 		// them, so the job is over; a worker still running then is
 		// one the servers counted as lost (stopped, or hung past
@@ -562,7 +359,7 @@ static int run_watch(run_job *j)
 				    "the servers stopped");
 				j->workers_lost += !p->server;
 			}
-			run_kill_all(j);
+			pti_run_kill_all(j);
 			pti_final fin;
 			if (servers > 0 && pti_final_read(j->c.out, &fin) != 0) {
 				fprintf(stderr, "pstrain run: the job did not "
@@ -572,88 +369,15 @@ static int run_watch(run_job *j)
 			live = 0;
 		}
 		if (live == 0) {
-			run_progress(j, 1);
+			pti_run_progress(j, 1);
 			return 0;
 		}
 		if (t >= next) {
-			run_progress(j, 0);
+			pti_run_progress(j, 0);
 			next = t + (j->tty ? 0.5 : 10.0);
 		}
 		usleep(50 * 1000);
 	}
-}
-
-// run_find_resume picks the newest checkpoint version in dir that every
-// server of ranks [lo, hi) completed and that checks out whole; refused
-// files are named with their reason. Returns the version, or -1.
-static int64_t run_find_resume(const pt_config *c, const char *dir,
-    const pt_layout *l, uint32_t lo, uint32_t hi)
-{
-	pti_optim opt;
-	DIR *d = opendir(dir);
-	int64_t best = -1, tried[256];
-	int n = 0;
-	struct dirent *e;
-	char prefix[32];
-	if (d == NULL) {
-		fprintf(stderr, "pstrain run: %s: %s\n", dir, strerror(errno));
-		return -1;
-	}
-	snprintf(prefix, sizeof(prefix), "server-%u-v", lo);
-	while ((e = readdir(d)) != NULL && n < 256) {
-		long long v;
-		char tail[8];
-		size_t pl = strlen(prefix);
-		if (strncmp(e->d_name, prefix, pl) == 0 &&
-		    sscanf(e->d_name + pl, "%lld.ckp%1s", &v, tail) == 2 &&
-		    strcmp(tail, "t") == 0)
-			tried[n++] = v;
-	}
-	closedir(d);
-	pti_optim_parse(&opt, c->optimizer, c->weight_decay);
-	for (;;) {
-		int64_t v = -1;
-		for (int i = 0; i < n; i++)
-			if (tried[i] > v)
-				v = tried[i];
-		if (v < 0)
-			break;
-		int ok = 1;
-		for (uint32_t r = lo; r < hi && ok; r++) {
-			pt_range sh = pt_layout_shard(l, r, c->servers);
-			pti_ckpt_meta want = {r, c->servers, pt_layout_hash(l),
-			    sh.lo, sh.hi, v, 0, (uint32_t)opt.kind,
-			    (uint32_t)opt.n_state, c->workers}, got;
-			size_t bytes = (sh.hi - sh.lo) * sizeof(float);
-			float *vecs[3] = {malloc(bytes), malloc(bytes),
-			    malloc(bytes)};
-			char path[PT_PATH_MAX + 64];
-			pti_ckpt_path(path, sizeof(path), dir, r, v);
-			int rv = vecs[0] && vecs[1] && vecs[2]
-				     ? pti_ckpt_load(path, &want, NULL, vecs,
-					   &got)
-				     : pti_err_set(PT_ENOMEM, "checkpoint");
-			if (rv == 0 && got.version != v)
-				rv = pti_err_set(PT_ECORRUPT,
-				    "%s: holds version %lld", path,
-				    (long long)got.version);
-			if (rv != 0) {
-				fprintf(stderr, "pstrain run: refusing "
-				    "checkpoint %lld: %s\n", (long long)v,
-				    pt_errmsg(rv));
-				ok = 0;
-			}
-			free(vecs[0]), free(vecs[1]), free(vecs[2]);
-		}
-		if (ok) {
-			best = v;
-			break;
-		}
-		for (int i = 0; i < n; i++)
-			if (tried[i] == v)
-				tried[i] = -1;
-	}
-	return best;
 }
 
 // run_old_output tells whether name is a file a pstrain job writes.
@@ -737,7 +461,7 @@ static int run_prepare(run_job *j)
 		    c->servers, (unsigned long long)l->n_params);
 	j->steps = c->steps ? c->steps : (uint64_t)c->epochs * j->spe;
 	if (c->resume[0] != '\0') {
-		int64_t v = run_find_resume(c, c->resume, l, 0, c->servers);
+		int64_t v = pti_run_find_resume(c, c->resume, l, 0, c->servers);
 		if (v < 0)
 			return pti_err_set(PT_EINVAL, "--resume %s: no checkpoint "
 			    "that every one of the %u servers completed",
@@ -782,36 +506,6 @@ static void run_cleanup(run_job *j)
 	rmdir(j->sockdir);
 }
 
-// run_rollback: a server of a sync job died after a worker had finished,
-// so the workers cannot all go back to an earlier step. Stop every
-// process and start the whole job again from the newest checkpoint that
-// every server completed, counting the steps and time thrown away.
-static int run_rollback(run_job *j)
-{
-	uint64_t step = 0;
-	double wall = 0, loss;
-	run_last_row(j, &step, &wall, &loss);
-	run_kill_all(j);
-	j->n_procs = 0;
-	memset(j->lost, 0, sizeof(j->lost));
-	pt_config *c = &j->c;
-	int64_t v = run_find_resume(c, c->checkpoint_dir, &j->layout, 0,
-	    c->servers);
-	uint64_t from = v < 0 ? 0 : (uint64_t)v;
-	c->resume_version = v;
-	j->steps_redone += step > from ? step - from : 0;
-	// Time lost: from the checkpoint's step to the failure, at the
-	// job's pace so far.
-	if (step > from)
-		j->time_lost += wall * (double)(step - from) / step;
-	fprintf(stderr, "pstrain run: restarting the whole job from version "
-	    "%llu (server restart %u of %u; steps %llu..%llu are done "
-	    "again)\n", (unsigned long long)from, j->server_restarts,
-	    c->restart_servers, (unsigned long long)from + 1,
-	    (unsigned long long)step);
-	return 0;
-}
-
 // run_write_summary hands what the launcher knows to summary.c.
 static int run_write_summary(const run_job *j, int diverged)
 {
@@ -819,34 +513,8 @@ static int run_write_summary(const run_job *j, int diverged)
 	    j->n_val, j->classes, j->worker_restarts, j->workers_lost,
 	    j->server_restarts, j->steps_redone, j->time_lost,
 	    j->resumed_from, j->csv_from, j->eval_from, j->t0,
-	    now_s() - j->t0, diverged};
+	    pti_run_now() - j->t0, diverged};
 	return pti_summary_write(&r);
-}
-
-// run_tell_checkpoints says at the end of the job, after the summary,
-// that checkpoint writes failed, if any did (the servers only log each
-// one), and which checkpoint a --resume would now start from.
-static void run_tell_checkpoints(const run_job *j)
-{
-	const pt_config *c = &j->c;
-	uint64_t failed;
-	char last[PT_PATH_MAX + 160];
-	if (c->checkpoint_dir[0] == '\0')
-		return;
-	pti_ckpt_report(c, &failed, last, sizeof(last));
-	if (failed == 0)
-		return;
-	int64_t v = run_find_resume(c, c->checkpoint_dir, &j->layout, 0,
-	    c->servers);
-	fflush(stdout); // after the summary, also when both go to one file
-	fprintf(stderr, "pstrain run: %llu checkpoint write%s failed (%s); ",
-	    (unsigned long long)failed, failed == 1 ? "" : "s", last);
-	if (v >= 0)
-		fprintf(stderr, "the newest good checkpoint is version %lld, in "
-		    "%s\n", (long long)v, c->checkpoint_dir);
-	else
-		fprintf(stderr, "no checkpoint that every server completed is "
-		    "left in %s\n", c->checkpoint_dir);
 }
 
 // run_cmdline writes "pstrain run ARGS" into out (size n), quoting each
@@ -902,7 +570,7 @@ int pti_cmd_run(int argc, char **argv)
 	setenv(PT_SECRET_ENV, hex, 1);
 	run_cmdline(j.cmdline, sizeof(j.cmdline), argc, argv);
 	j.tty = isatty(2);
-	j.t0 = now_s();
+	j.t0 = pti_run_now();
 	j.resumed_from = j.c.resume[0] != '\0' ? j.c.resume_version : -1;
 	for (uint32_t r = 0; r < j.c.workers; r++) {
 		char path[PT_PATH_MAX + 32];
@@ -934,18 +602,18 @@ int pti_cmd_run(int argc, char **argv)
 		}
 		if ((rv = run_watch(&j)) != RUN_RESTART)
 			break;
-		if (run_rollback(&j) != 0) {
+		if (pti_run_rollback(&j) != 0) {
 			rv = 1;
 			break;
 		}
 	}
-	run_kill_all(&j);
+	pti_run_kill_all(&j);
 	run_cleanup(&j);
 	// A diverged job is a result, not a crash: it still gets a summary,
 	// and exit status 3 says what happened.
 	if ((rv == 0 || rv == PTI_EXIT_DIVERGED) &&
 	    run_write_summary(&j, rv == PTI_EXIT_DIVERGED) != 0)
 		rv = 1;
-	run_tell_checkpoints(&j);
+	pti_run_tell_checkpoints(&j);
 	return rv;
 }

@@ -1,0 +1,90 @@
+// cli/run_impl.h - what the launcher's files share: run.c supervises the
+// job's processes (start, reap, stop) and drives it; recovery.c decides
+// what a failed process costs (restart it, go on without it, roll the
+// job back to a checkpoint); progress.c shows how far the job is.
+#ifndef PT_CLI_RUN_IMPL_H
+#define PT_CLI_RUN_IMPL_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "config.h"
+#include "layout.h"
+
+#define RUN_MAX_PROCS 1280
+#define RUN_READY_S 60.0 // seconds a server may take to start listening
+#define RUN_RESTART 100  // run_watch: a server died; restart the job
+#define RUN_MAX_WORKERS 1024
+// seconds a worker may run on after the servers stopped at the job's end
+#define RUN_DONE_GRACE 5.0
+
+typedef struct run_proc {
+	pid_t pid;
+	int server; // 1 server, 0 worker
+	uint32_t rank;
+	int status; // wait status once exited
+	int exited;
+	char log[PT_PATH_MAX + 32];
+} run_proc;
+
+typedef struct run_job {
+	pt_config c;
+	run_proc procs[RUN_MAX_PROCS];
+	uint32_t n_procs;
+	char sockdir[PT_PATH_MAX];
+	char urls[PT_URLS_MAX];
+	uint64_t steps, spe, n_train, n_val;
+	uint32_t classes;
+	pt_layout layout; // the model's, from run_prepare
+	uint32_t worker_restarts, workers_lost, server_restarts;
+	uint8_t lost[RUN_MAX_WORKERS]; // workers the job went on without
+	uint64_t steps_redone;
+	double time_lost; // seconds of training thrown away by rollbacks
+	int64_t resumed_from; // --resume's version, -1 for a fresh job
+	long csv_from[RUN_MAX_WORKERS]; // where this job's rows begin
+	long eval_from;                 // likewise in eval.csv
+	char cmdline[8192];             // as typed, for the record
+	double t0;
+	int tty;
+} run_job;
+
+// run.c
+double pti_run_now(void); // wall clock, seconds since the epoch
+int pti_run_spawn_worker(run_job *j, uint32_t r);
+int pti_run_spawn_server(run_job *j, uint32_t s, const char *listen,
+    int64_t version, const char *gone);
+void pti_run_stop_proc(run_proc *p);
+void pti_run_server_url(const run_job *j, uint32_t s, char *url);
+int pti_run_wait_server(run_job *j, uint32_t s, char *url);
+void pti_run_kill_all(run_job *j);
+
+// progress.c: pti_run_last_row reads the last complete row of the CSV of
+// the lowest-ranked worker still in the job; pti_run_progress prints the
+// progress line (final: the last one, without an ETA).
+int pti_run_last_row(const run_job *j, uint64_t *step, double *wall,
+    double *loss);
+void pti_run_progress(run_job *j, int final);
+
+// recovery.c
+// pti_run_worker_failed: restart a failed worker while --restart-workers
+//   allows, else go on without it. 0 when the job goes on.
+// pti_run_server_failed: restart a dead server (sync: every server, from
+//   the newest checkpoint they all completed) while --restart-servers
+//   allows. 0 when the job goes on, RUN_RESTART when only a restart of
+//   the whole job will do, -1 when the job ends.
+// pti_run_rollback: prepare that restart of the whole job.
+// pti_run_find_resume: the newest checkpoint version every server of
+//   [lo, hi) completed and that checks out whole, or -1.
+// pti_run_gone: the workers whose process has ended, comma-separated in
+//   out (PT_PATH_MAX); returns how many finished.
+// pti_run_tell_checkpoints: at the end, says which checkpoint writes
+//   failed and which checkpoint a --resume would start from.
+int pti_run_worker_failed(run_job *j, run_proc *p);
+int pti_run_server_failed(run_job *j, run_proc *p);
+int pti_run_rollback(run_job *j);
+int64_t pti_run_find_resume(const pt_config *c, const char *dir,
+    const pt_layout *l, uint32_t lo, uint32_t hi);
+uint32_t pti_run_gone(const run_job *j, char *out);
+void pti_run_tell_checkpoints(const run_job *j);
+
+#endif // PT_CLI_RUN_IMPL_H
