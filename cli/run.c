@@ -23,7 +23,6 @@
 #include "err.h"
 #include "layout.h"
 #include "checkpoint.h"
-#include "optim.h"
 #include "proto.h"
 #include "sockdir.h"
 #include "summary.h"
@@ -436,9 +435,7 @@ static int run_prepare(run_job *j)
 	pt_data d;
 	pt_layout *l = &j->layout;
 	int rv;
-	pti_optim opt;
-	if ((rv = pti_optim_parse(&opt, c->optimizer, c->weight_decay)) != 0)
-		return rv;
+	// --optimizer was checked with every other flag (pti_cli_config).
 	// Load the data once here so that a bad file is reported before any
 	// process starts.
 	if ((rv = pt_config_load_data(c, &d)) != 0)
