@@ -103,21 +103,33 @@ static int find_str(const char *text, const char *key, char *out, size_t n)
 	return 0;
 }
 
+// server_json reads server s's server-R.json into text (size bytes,
+// NUL-terminated). -1 when it is not there (a server that did not stop
+// normally writes none).
+static int server_json(const pt_config *c, uint32_t s, char *text,
+    size_t size)
+{
+	char path[PT_PATH_MAX + 32];
+	snprintf(path, sizeof(path), "%s/server-%u.json", c->out, s);
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return -1;
+	size_t got = fread(text, 1, size - 1, f);
+	fclose(f);
+	text[got] = '\0';
+	return 0;
+}
+
 void pti_ckpt_report(const pt_config *c, uint64_t *failures, char *last,
     size_t n)
 {
-	char path[PT_PATH_MAX + 32], text[16384], err[PT_PATH_MAX + 128];
+	char text[16384], err[PT_PATH_MAX + 128];
 	*failures = 0;
 	if (n > 0)
 		last[0] = '\0';
 	for (uint32_t s = 0; s < c->servers; s++) {
-		snprintf(path, sizeof(path), "%s/server-%u.json", c->out, s);
-		FILE *f = fopen(path, "r");
-		if (f == NULL)
+		if (server_json(c, s, text, sizeof(text)) != 0)
 			continue;
-		size_t got = fread(text, 1, sizeof(text) - 1, f);
-		fclose(f);
-		text[got] = '\0';
 		double k = 0;
 		find_num(text, "checkpoint_failures", &k);
 		*failures += (uint64_t)k;
@@ -129,16 +141,11 @@ void pti_ckpt_report(const pt_config *c, uint64_t *failures, char *last,
 
 static void gather_servers(const pt_config *c, sum_stats *st)
 {
-	char path[PT_PATH_MAX + 32], text[8192];
+	char text[16384];
 	static const char hist_key[] = "\"staleness_hist\": [";
 	for (uint32_t s = 0; s < c->servers; s++) {
-		snprintf(path, sizeof(path), "%s/server-%u.json", c->out, s);
-		FILE *f = fopen(path, "r");
-		if (f == NULL)
+		if (server_json(c, s, text, sizeof(text)) != 0)
 			continue;
-		size_t n = fread(text, 1, sizeof(text) - 1, f);
-		fclose(f);
-		text[n] = '\0';
 		double u = 0, ss = 0, sm = 0, dr = 0, nf = 0;
 		find_num(text, "nonfinite_gradients", &nf);
 		st->nonfinite += (uint64_t)nf;

@@ -37,15 +37,21 @@ static void sync_close(ps_server *s, ps_ctx **wake)
 	pti_server_wake(s, wake);
 }
 
-// sync_settle closes the open step once the gradients of every live
+// sync_maybe_close closes the open step once the gradients of every live
 // worker but the backups are in: workers that died no longer count.
-static void sync_settle(ps_server *s, ps_ctx **wake)
+static void sync_maybe_close(ps_server *s, ps_ctx **wake)
 {
 	const pt_config *c = s->cfg;
 	uint32_t need = c->workers - c->backup_workers;
 	need = need > s->n_lost ? need - s->n_lost : 1;
 	if (s->n_have > 0 && s->n_have >= need)
 		sync_close(s, wake);
+}
+
+// sync_settle: a worker was lost, so the open step may close without it.
+static void sync_settle(ps_server *s, ps_ctx **wake)
+{
+	sync_maybe_close(s, wake);
 	pti_policy_clocks(s, wake);
 }
 
@@ -78,7 +84,7 @@ static int sync_take(ps_server *s, const pti_hdr *h, const void *pay,
 	s->m[h->rank].have = 1;
 	t->lr = pti_server_lr(s, s->version);
 	++s->n_have;
-	sync_settle(s, wake);
+	sync_maybe_close(s, wake);
 	return 0;
 }
 

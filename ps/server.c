@@ -509,10 +509,16 @@ nng_msg *pti_server_handle(ps_server *s, ps_ctx *x, nng_msg *m, ps_ctx **wake)
 	const void *pay;
 	char why[160];
 	x->r_pipe = (uint32_t)nng_pipe_id(nng_msg_get_pipe(m));
-	ps_peer *p = pti_peer_find(s, x->r_pipe);
+	int rv = pti_msg_decode(&h, &pay, m);
+	// A proven worker's connection is known from its rank (the hello
+	// bound them): the requests of a training step need no search
+	// through the connections. Anything else is looked up.
+	int proven = rv == 0 && h.role == PT_ROLE_WORKER &&
+		     h.rank < s->cfg->workers && x->r_pipe != 0 &&
+		     s->m[h.rank].pipe == x->r_pipe;
+	ps_peer *p = proven ? NULL : pti_peer_find(s, x->r_pipe);
 	if (p != NULL)
 		p->requests++;
-	int rv = pti_msg_decode(&h, &pay, m);
 	if (rv != 0)
 		return pti_server_error(s, &h, rv, pt_errmsg(rv));
 	if (h.op >= PT_OP_MAX || op_table[h.op].fn == NULL) {
@@ -534,10 +540,10 @@ nng_msg *pti_server_handle(ps_server *s, ps_ctx *x, nng_msg *m, ps_ctx **wake)
 		return op_hello(s, x, &h, pay, wake);
 	// Everything else only on a connection that proved the secret, and
 	// only as what it proved.
-	if (p == NULL || !p->authed)
-		return pti_peer_refuse(s, &h, p, PT_ESTATE, "this connection has not proven "
-		    "the job secret (say hello first)");
-	if (h.role != p->role || h.rank != p->rank) {
+	if (!proven && (p == NULL || !p->authed))
+		return pti_peer_refuse(s, &h, p, PT_ESTATE, "this connection "
+		    "has not proven the job secret (say hello first)");
+	if (!proven && (h.role != p->role || h.rank != p->rank)) {
 		snprintf(why, sizeof(why), "this connection proved %s %u, "
 		    "not %s %u", pti_role_name(p->role), p->rank,
 		    pti_role_name(h.role), h.rank);

@@ -439,22 +439,6 @@ static int client_prove(pt_client *c, pti_hdr *hellos)
 	return 0;
 }
 
-int pt_client_login(pt_client *c)
-{
-	nng_msg *msgs[c->n];
-	pti_hdr hdrs[c->n];
-	const void *pays[c->n];
-	int rv;
-	for (uint32_t i = 0; i < c->n; i++)
-		pti_hdr_init(&hdrs[i], PT_OP_HELLO, c->role, c->rank);
-	if ((rv = client_prove(c, hdrs)) != 0 ||
-	    (rv = client_build(c, msgs, hdrs, NULL)) != 0 ||
-	    (rv = client_rpc(c, msgs, hdrs, pays)) != 0)
-		return rv;
-	client_release(c);
-	return 0;
-}
-
 int pt_client_hello(pt_client *c, const pt_layout *l, int mode,
     uint32_t workers, int64_t step, int64_t *start)
 {

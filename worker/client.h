@@ -54,11 +54,6 @@ int pt_client_wait(pt_client *c, const char *who, double timeout_s);
 int pt_client_hello(pt_client *c, const pt_layout *l, int mode,
     uint32_t workers, int64_t step, int64_t *start);
 
-// pt_client_login authenticates a control client (role PT_ROLE_CONTROL)
-// with every server, for stats, pull and shutdown. PT_EAUTH when a
-// server does not take the secret.
-int pt_client_login(pt_client *c);
-
 // pt_client_pull writes every server's shard into params (n_params).
 // want_ver >= 0 waits (sync) for that version; -1 takes the latest.
 int pt_client_pull(pt_client *c, float *params, int64_t want_ver,
