@@ -86,8 +86,8 @@ int pti_cmd_worker(int argc, char **argv)
 	    "lost (worker 0 unless it died) writes final.csv, saves\n"
 	    "--save-model and shuts the servers down. A worker whose server "
 	    "goes away waits\nfor it (at most --rpc-timeout seconds) and "
-	    "reconnects. --out is required. The job secret comes from "
-	    "--secret-file or\nPSTRAIN_SECRET.",
+	    "reconnects. --out is required.\nThe job secret comes from "
+	    "--secret-file or PSTRAIN_SECRET.",
 	    argc, argv);
 	if (rv >= 0)
 		return rv;
