@@ -5,18 +5,25 @@
 #   make asan     unit tests and pstrain under AddressSanitizer and UBSan
 #   make fuzz     libFuzzer over the decoder and the request handler
 #                 (clang), FUZZ_SECONDS (60) each, from tests/fuzz/corpus
+#   make lib      build/lib/libpstrain.a and libpstrain.so
+#   make install  the library, pstrain.h, pstrain.pc, the Python binding
+#                 and bin/pstrain under PREFIX (/usr/local)
 #   make format   clang-format every source file
 #   make clean
 CC ?= cc
 PKGS = msgpack openblas
-CPPFLAGS = -Icommon -Ips -Iworker -Icli -Itests -Ibuild -D_GNU_SOURCE \
+CPPFLAGS = -Iinclude -Icommon -Ips -Iworker -Icli -Itests -Ibuild -D_GNU_SOURCE \
 	$(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -Wall -Wextra -Werror -MMD -MP -pthread
 LDLIBS = -lnng -lmbedcrypto $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lz -lm -pthread
 SAN = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-LIB_SRC = $(wildcard common/*.c ps/*.c worker/*.c) $(filter-out cli/main.c,$(wildcard cli/*.c))
+# The library (pstrain.h) is common/, ps/ and worker/; the pstrain program
+# is cli/ over it. Tests link the objects directly, internals and all.
+CORE_SRC = $(wildcard common/*.c ps/*.c worker/*.c)
+CLI_SRC = $(filter-out cli/main.c,$(wildcard cli/*.c))
+LIB_SRC = $(CORE_SRC) $(CLI_SRC)
 UNIT_SRC = $(filter-out tests/proc_%,$(wildcard tests/*_test.c))
 PROC_SRC = $(wildcard tests/proc_*.c)
 UNIT_NAMES = $(basename $(notdir $(UNIT_SRC)))
@@ -30,18 +37,67 @@ AUNIT_BIN = $(UNIT_NAMES:%=build/asan/tests/%)
 PROC_BIN = $(PROC_SRC:tests/%.c=build/tests/%)
 
 .PHONY: all build deps test demo asan clean format bench fuzz fuzz-build \
-	fuzz-seeds FORCE
+	fuzz-seeds lib install FORCE
 all: deps
 	@$(MAKE) --no-print-directory build
 
-build: bin/pstrain $(UNIT_BIN) $(PROC_BIN) build/asan/pstrain $(AUNIT_BIN)
+build: bin/pstrain lib $(UNIT_BIN) $(PROC_BIN) build/asan/pstrain $(AUNIT_BIN)
 
 deps:
 	@sh scripts/deps.sh
 
-bin/pstrain: $(OBJ)/cli/main.o $(LIB_OBJ)
+# bin/pstrain: the commands, linked with the static library.
+bin/pstrain: $(OBJ)/cli/main.o $(CLI_SRC:%.c=$(OBJ)/%.o) build/lib/libpstrain.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# The library: position-independent objects with only pstrain.h's PT_API
+# symbols visible from the shared object, as nng does with NNG_DECL.
+PIC = build/pic/obj
+PIC_OBJ = $(CORE_SRC:%.c=$(PIC)/%.o)
+SONAME = libpstrain.so.1
+PREFIX ?= /usr/local
+VERSION_NUM = 0.11.0
+
+$(PIC)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden -c -o $@ $<
+
+$(PIC)/worker/api.o $(PIC)/common/job.o: include/pstrain.h
+
+build/lib/libpstrain.a: $(PIC_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@
+	ar rcs $@ $^
+
+build/lib/$(SONAME): $(PIC_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -shared -Wl,-soname,$(SONAME) -Wl,--no-undefined \
+		-o $@ $^ $(LDLIBS)
+
+build/lib/libpstrain.so: build/lib/$(SONAME)
+	ln -sf $(SONAME) $@
+
+lib: build/lib/libpstrain.a build/lib/libpstrain.so
+
+# pstrain.pc is written for PREFIX as it installs; Libs.private are what
+# a static link needs.
+install: lib bin/pstrain
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+		$(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/python3/dist-packages
+	install -m 644 include/pstrain.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 build/lib/libpstrain.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 build/lib/$(SONAME) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libpstrain.so
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' \
+		'includedir=$${prefix}/include' '' 'Name: pstrain' \
+		'Description: parameter-server training: sync, async and ssp over nng' \
+		'Version: $(VERSION_NUM)' 'Libs: -L$${libdir} -lpstrain' \
+		'Libs.private: $(LDLIBS)' 'Cflags: -I$${includedir}' \
+		>$(DESTDIR)$(PREFIX)/lib/pkgconfig/pstrain.pc
+	install -m 755 bin/pstrain $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 python/pstrain.py \
+		$(DESTDIR)$(PREFIX)/lib/python3/dist-packages/
 
 build/asan/pstrain: $(AOBJ)/cli/main.o $(ALIB_OBJ)
 	@mkdir -p $(@D)

@@ -1,4 +1,5 @@
 // cli/procs.c - the server, worker and eval subcommands.
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include "config.h"
 #include "data.h"
 #include "err.h"
+#include "job.h"
 #include "model.h"
 #include "modelfile.h"
 #include "optim.h"
@@ -50,6 +52,11 @@ int pti_cli_config(pt_config *c, unsigned cmd, const char *name,
 	return -1;
 }
 
+static void server_on_signal(int sig)
+{
+	pti_server_signal = sig;
+}
+
 int pti_cmd_server(int argc, char **argv)
 {
 	pt_config c;
@@ -67,11 +74,23 @@ int pti_cmd_server(int argc, char **argv)
 	    argc, argv);
 	if (rv >= 0)
 		return rv;
-	if ((rv = pt_server_run(&c)) != 0) {
+	// The server of the library, with this process's signals: SIGINT
+	// and SIGTERM end the serving loop, and the statistics are written.
+	pt_job *job;
+	pt_server *s = NULL;
+	if ((rv = pti_job_from_config(&job, &c)) == 0) {
+		rv = pt_server_open(&s, job, c.rank, c.listen);
+		pt_job_free(job);
+	}
+	if (rv != 0) {
 		fprintf(stderr, "pstrain server %u: %s\n", c.rank,
 		    pt_errmsg(rv));
 		return 1;
 	}
+	signal(SIGINT, server_on_signal);
+	signal(SIGTERM, server_on_signal);
+	pt_server_serve(s);
+	pt_server_close(s);
 	return 0;
 }
 

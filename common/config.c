@@ -310,6 +310,18 @@ void pt_config_defaults(pt_config *c)
 	}
 }
 
+int pt_config_set(pt_config *c, const char *name, const char *value)
+{
+	for (int k = 0; k < N_ENTRIES; k++)
+		if (strcmp(config_table[k].name, name) == 0) {
+			int rv = entry_set(c, &config_table[k], value);
+			if (rv == 0)
+				c->given |= 1ULL << k;
+			return rv;
+		}
+	return pti_err_set(PT_EINVAL, "unknown flag --%s", name);
+}
+
 int pt_config_parse(pt_config *c, uint32_t cmd, int argc, char **argv,
     int *help)
 {

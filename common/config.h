@@ -99,6 +99,11 @@ void pt_config_defaults(pt_config *c);
 int pt_config_parse(pt_config *c, uint32_t cmd, int argc, char **argv,
     int *help);
 
+// pt_config_set sets flag `name` (without dashes, any command's) to
+// value, checked as on the command line; a switch takes "1" or "0".
+// PT_EINVAL naming the flag.
+int pt_config_set(pt_config *c, const char *name, const char *value);
+
 // pt_config_straggler reads --straggler: *ms is the fixed delay per step
 // its R:MS entries give worker rank (0 when none). PT_EINVAL naming the
 // flag when it does not parse or names a rank beyond --workers.

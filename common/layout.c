@@ -23,12 +23,14 @@ static int layout_add_layer(pt_layout *l, uint32_t layer)
 	w->rows = in;
 	w->cols = out;
 	w->fan_in = in;
+	w->bound = 1.0f / sqrtf((float)in);
 	w->off = off;
 	w->n = (uint64_t)in * out;
 	snprintf(b->name, sizeof(b->name), "b%u", layer);
 	b->rows = 1;
 	b->cols = out;
 	b->fan_in = in;
+	b->bound = w->bound;
 	b->off = off + w->n;
 	b->n = out;
 	l->n_params = b->off + b->n;
@@ -88,13 +90,69 @@ int pt_layout_init(pt_layout *l, const char *spec, uint32_t in_dim,
 	return 0;
 }
 
+void pt_layout_vars(pt_layout *l)
+{
+	memset(l, 0, sizeof(*l));
+	strcpy(l->spec, "vars");
+	l->kind = PT_MODEL_VARS;
+}
+
+int pt_layout_find(const pt_layout *l, const char *name)
+{
+	for (uint32_t i = 0; i < l->n_vars; i++)
+		if (strcmp(l->vars[i].name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+#define LAYOUT_MAX_PARAMS ((uint64_t)1 << 40)
+
+int pti_layout_add(pt_layout *l, const char *name, uint64_t n, double bound)
+{
+	if (name == NULL || name[0] == '\0' || strlen(name) >= PT_VAR_NAME)
+		return pti_err_set(PT_EINVAL, "variable name \"%s\": must be "
+		    "1 to %d bytes", name ? name : "", PT_VAR_NAME - 1);
+	if (pt_layout_find(l, name) >= 0)
+		return pti_err_set(PT_EINVAL, "variable %s: declared twice",
+		    name);
+	if (l->n_vars >= PT_MAX_VARS)
+		return pti_err_set(PT_ERANGE, "variable %s: at most %d "
+		    "variables", name, PT_MAX_VARS);
+	if (n == 0 || n > LAYOUT_MAX_PARAMS - l->n_params)
+		return pti_err_set(PT_EINVAL, "variable %s: %llu floats (the "
+		    "job may hold 1 to 2^40 in all)", name,
+		    (unsigned long long)n);
+	if (!(bound >= 0 && bound < 1e30))
+		return pti_err_set(PT_EINVAL, "variable %s: initial bound %g "
+		    "(must be finite and >= 0)", name, bound);
+	pt_var *v = &l->vars[l->n_vars++];
+	snprintf(v->name, sizeof(v->name), "%s", name);
+	v->rows = 1;
+	v->cols = 1;
+	v->bound = (float)bound;
+	v->off = l->n_params;
+	v->n = n;
+	l->n_params += n;
+	return 0;
+}
+
 uint64_t pt_layout_hash(const pt_layout *l)
 {
 	uint64_t h = pti_mix64(0x1a7007ULL);
 	for (const char *p = l->spec; *p; p++)
 		h = pti_mix64(h ^ (uint8_t)*p);
-	for (uint32_t i = 0; i < l->n_vars; i++)
-		h = pti_hash3(h, l->vars[i].rows, l->vars[i].cols);
+	for (uint32_t i = 0; i < l->n_vars; i++) {
+		const pt_var *v = &l->vars[i];
+		h = pti_hash3(h, v->rows, v->cols);
+		if (l->kind != PT_MODEL_VARS)
+			continue; // the spec has said every shape already
+		// Declared variables: their names, sizes and initial scale.
+		uint32_t b;
+		memcpy(&b, &v->bound, sizeof(b));
+		h = pti_hash3(h, v->n, b);
+		for (const char *p = v->name; *p; p++)
+			h = pti_mix64(h ^ (uint8_t)*p);
+	}
 	return h;
 }
 
@@ -115,7 +173,7 @@ void pt_layout_init_values(float *out, const pt_layout *l, uint64_t seed,
 		const pt_var *var = &l->vars[v];
 		uint64_t a = var->off > lo ? var->off : lo;
 		uint64_t b = var->off + var->n < hi ? var->off + var->n : hi;
-		float bound = 1.0f / sqrtf((float)var->fan_in);
+		float bound = var->bound;
 		for (uint64_t i = a; i < b; i++) {
 			double u = pti_u64_to_unit(
 			    pti_hash3(seed, v + 1, i - var->off));

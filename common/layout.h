@@ -1,6 +1,9 @@
-// common/layout.h - the model's variables, where they live, and how they
-// start. Servers and workers both build the layout from the model spec and
-// the data's dimensions, so they agree without telling each other.
+// common/layout.h - the job's variables, where they live, and how they
+// start. pstrain's own models build the layout from the model spec and the
+// data's dimensions (pt_layout_init); a program of its own declares named
+// variables one by one (pt_layout_vars, pti_layout_add). Every process of
+// a job builds the same layout, so they agree without telling each other;
+// the hello compares its hash.
 //
 // All variables are laid end to end in declared order as one flat vector
 // of n_params floats (the key space). Server s of S owns the contiguous
@@ -14,22 +17,24 @@
 #include <stdint.h>
 
 #define PT_MAX_LAYERS 8 // hidden layers plus the output layer
-#define PT_MAX_VARS (2 * PT_MAX_LAYERS)
+#define PT_MAX_VARS 64
+#define PT_VAR_NAME 32 // bytes of a variable name, with its NUL
 #define PT_SPEC_MAX 96
 
-enum { PT_MODEL_SOFTMAX = 1, PT_MODEL_MLP = 2 };
+enum { PT_MODEL_SOFTMAX = 1, PT_MODEL_MLP = 2, PT_MODEL_VARS = 3 };
 
 typedef struct pt_var {
-	char name[16];  // "w0", "b0", "w1", ...
-	uint32_t rows;  // fan-in for weights, 1 for biases
-	uint32_t cols;  // fan-out
-	uint32_t fan_in; // sets the initial scale
+	char name[PT_VAR_NAME]; // "w0", "b0", "w1", ...
+	uint32_t rows;  // fan-in for weights, 1 for biases (vars: 1)
+	uint32_t cols;  // fan-out (vars: 1)
+	uint32_t fan_in; // sets the initial scale (vars: 0)
+	float bound;    // initial values are uniform in [-bound, bound]
 	uint64_t off;   // first element in the flat vector
 	uint64_t n;     // rows * cols
 } pt_var;
 
 typedef struct pt_layout {
-	char spec[PT_SPEC_MAX]; // as given: "softmax" or "mlp:256,128"
+	char spec[PT_SPEC_MAX]; // "softmax", "mlp:256,128", or "vars"
 	int kind;
 	uint32_t n_layers;               // weight layers, output included
 	uint32_t width[PT_MAX_LAYERS + 1]; // width[0] = input dim, last = classes
@@ -48,6 +53,20 @@ typedef struct pt_range {
 int pt_layout_init(pt_layout *l, const char *spec, uint32_t in_dim,
     uint32_t classes);
 
+// pt_layout_vars starts an empty layout of named variables (spec "vars")
+// for pti_layout_add.
+void pt_layout_vars(pt_layout *l);
+
+// pti_layout_add appends variable `name` of n floats, its initial values
+// uniform in [-bound, bound] (0: zeros). PT_EINVAL naming the variable
+// when the name is empty, too long or taken, n is 0 or the total passes
+// 2^40 floats, bound is negative or not finite; PT_ERANGE beyond
+// PT_MAX_VARS variables.
+int pti_layout_add(pt_layout *l, const char *name, uint64_t n, double bound);
+
+// pt_layout_find returns the index of variable name, or -1.
+int pt_layout_find(const pt_layout *l, const char *name);
+
 // pt_layout_hash is a 64-bit digest of the spec and every variable's shape;
 // processes compare it to check that they run the same model.
 uint64_t pt_layout_hash(const pt_layout *l);
@@ -57,8 +76,9 @@ uint64_t pt_layout_hash(const pt_layout *l);
 pt_range pt_layout_shard(const pt_layout *l, uint32_t s, uint32_t n_servers);
 
 // pt_layout_init_values writes the initial values of flat elements
-// [lo, hi) to out (hi - lo floats). Weights and biases of a layer with
-// fan-in f are uniform in [-1/sqrt(f), 1/sqrt(f)].
+// [lo, hi) to out (hi - lo floats): each variable's uniform in
+// [-bound, bound] (a layer of fan-in f: 1/sqrt(f)), a pure function of
+// (seed, variable index, element).
 void pt_layout_init_values(float *out, const pt_layout *l, uint64_t seed,
     uint64_t lo, uint64_t hi);
 

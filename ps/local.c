@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "err.h"
+#include "job.h"
 #include "server.h"
 #include "server_impl.h"
 
@@ -20,7 +21,14 @@ int pti_local_open(pti_local_server **out, const pt_config *c)
 	if (ls == NULL)
 		return pti_err_set(PT_ENOMEM, "local server");
 	ps_server *s = &ls->s;
-	if ((rv = pti_server_init(s, c)) != 0)
+	pt_job *j;
+	if ((rv = pti_job_from_config(&j, c)) != 0) {
+		free(ls);
+		return rv;
+	}
+	rv = pti_server_init(s, c, &j->l, j->warmup);
+	pt_job_free(j);
+	if (rv != 0)
 		goto fail;
 	s->n_ctx = c->workers + 8;
 	if ((s->ctxs = calloc(s->n_ctx, sizeof(ps_ctx))) == NULL) {

@@ -8,6 +8,74 @@
 #include "err.h"
 #include "server_impl.h"
 
+// ---------------------------------------------------------------- pieces
+
+// A worker's gradient for a step may come in pieces (a program that
+// pushes one variable at a time), in any order, each range once.
+
+// bits_claim marks [lo, hi) in b unless any of it is marked already
+// (then -1, nothing changed).
+static int bits_claim(uint64_t *b, uint64_t lo, uint64_t hi)
+{
+	for (int set = 0; set < 2; set++)
+		for (uint64_t i = lo; i < hi;) {
+			uint64_t w = i / 64, e = (w + 1) * 64 < hi ? (w + 1) * 64
+								  : hi;
+			uint64_t m = (e - i == 64 ? ~0ULL
+						  : ((1ULL << (e - i)) - 1))
+				     << (i % 64);
+			if (!set && (b[w] & m))
+				return -1;
+			if (set)
+				b[w] |= m;
+			i = e;
+		}
+	return 0;
+}
+
+// piece_take records that worker r pushed [off, off + n) of the shard for
+// `step`. Returns 1 once the worker's whole shard is in for that step, 0
+// while pieces are missing, -1 with a detail for a range pushed already.
+static int piece_take(ps_server *s, uint32_t r, int64_t step, uint64_t off,
+    uint64_t n)
+{
+	ps_member *m = &s->m[r];
+	uint64_t words = (s->n + 63) / 64;
+	uint64_t *bits = s->got_bits + (size_t)r * words;
+	if (m->got_step != step) {
+		m->got_step = step;
+		m->got_n = 0;
+	}
+	if (m->got_n == 0 && n == s->n) {
+		m->got_n = n; // the common case: the whole shard at once
+		return 1;
+	}
+	if (m->got_n == 0)
+		memset(bits, 0, words * sizeof(uint64_t));
+	if (m->got_n == s->n || bits_claim(bits, off, off + n) != 0) {
+		pti_err_set(PT_ESTATE, "worker %u already pushed part of "
+		    "[%llu, +%llu) for step %lld", r,
+		    (unsigned long long)(s->lo + off), (unsigned long long)n,
+		    (long long)step);
+		return -1;
+	}
+	m->got_n += n;
+	return m->got_n == s->n;
+}
+
+// pti_policy_sealed closes worker r's last step to further pieces: after
+// a hello (a rejoining worker goes on from its next step) and a resume.
+void pti_policy_sealed(ps_server *s, uint32_t r)
+{
+	if (s->cfg->mode == PT_MODE_SYNC && !s->m[r].have) {
+		s->m[r].got_n = 0; // its pieces of the open step are redone
+		return;
+	}
+	s->m[r].got_step = s->cfg->mode == PT_MODE_SYNC ? s->version
+							: s->m[r].clock - 1;
+	s->m[r].got_n = s->n;
+}
+
 // ---------------------------------------------------------------- sync
 
 // sync_close applies the mean of the open step's gradients, summed in rank
@@ -55,8 +123,9 @@ static void sync_settle(ps_server *s, ps_ctx **wake)
 	pti_policy_clocks(s, wake);
 }
 
-// sync_take files a gradient for the open step, which must cover the
-// whole shard; one for a step that closed without it is dropped.
+// sync_take files a gradient, or a piece of one, for the open step; one
+// for a step that closed without it is dropped. The worker counts once
+// its whole shard is in.
 static int sync_take(ps_server *s, const pti_hdr *h, const void *pay,
     uint64_t off, uint64_t n, ps_take *t, ps_ctx **wake)
 {
@@ -76,15 +145,17 @@ static int sync_take(ps_server *s, const pti_hdr *h, const void *pay,
 		return pti_err_set(PT_ESTATE,
 		    "worker %u already pushed step %lld", h->rank,
 		    (long long)h->step);
-	if (off != 0 || n != s->n)
-		return pti_err_set(PT_EINVAL,
-		    "a sync push must cover the whole shard [%llu, %llu)",
-		    (unsigned long long)s->lo, (unsigned long long)s->hi);
-	memcpy(s->grads + (size_t)h->rank * s->n, pay, s->n * sizeof(float));
-	s->m[h->rank].have = 1;
+	int whole = piece_take(s, h->rank, h->step, off, n);
+	if (whole < 0)
+		return PT_ESTATE;
+	memcpy(s->grads + (size_t)h->rank * s->n + off, pay,
+	    n * sizeof(float));
 	t->lr = pti_server_lr(s, s->version);
-	++s->n_have;
-	sync_maybe_close(s, wake);
+	if (whole) {
+		s->m[h->rank].have = 1;
+		++s->n_have;
+		sync_maybe_close(s, wake);
+	}
 	return 0;
 }
 
@@ -130,7 +201,9 @@ static int clock_take(ps_server *s, const pti_hdr *h, const void *pay,
 	// A step this worker pushed already is a replay (or a worker
 	// confused about where it is): applying it again would count one
 	// gradient twice.
-	if (!(h->has & PTI_H_STEP) || h->step < s->m[h->rank].clock)
+	// A piece of the step it pushed last goes on with that step.
+	if (!(h->has & PTI_H_STEP) || h->step < s->m[h->rank].clock - 1 ||
+	    piece_take(s, h->rank, h->step, off, n) < 0)
 		return pti_err_set(PT_ESTATE,
 		    "worker %u pushed step %lld, its next step is %lld",
 		    h->rank, (long long)h->step,
@@ -160,7 +233,7 @@ static int clock_take(ps_server *s, const pti_hdr *h, const void *pay,
 	// The clock moves even for a dropped gradient: the step is done,
 	// only its update was refused.
 	int was_min = s->m[h->rank].clock == s->min_clock;
-	s->m[h->rank].clock = h->step + 1;
+	s->m[h->rank].clock = h->step + 1; // the same for a later piece
 	if (was_min)
 		pti_policy_clocks(s, wake);
 	return 0;

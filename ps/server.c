@@ -25,7 +25,7 @@
 #include <nng/protocol/reqrep0/rep.h>
 
 #include "clock.h"
-#include "data.h"
+#include "job.h"
 #include "err.h"
 #include "layout.h"
 #include "checkpoint.h"
@@ -43,12 +43,17 @@
 // a message that is never finished.
 #define PS_UNAUTH_MAX 64
 
-static volatile sig_atomic_t server_signalled;
+volatile sig_atomic_t pti_server_signal;
 
-static void server_on_signal(int sig)
-{
-	server_signalled = sig;
-}
+// pt_server: a served ps_server (pstrain.h), with its own copy of the
+// job's options.
+struct pt_server {
+	ps_server s;
+	pt_config cfg;
+	nng_listener l;
+	int open;      // the socket is open
+	char url[PT_PATH_MAX];
+};
 
 // ---------------------------------------------------------------- replies
 
@@ -306,6 +311,7 @@ static nng_msg *op_hello(ps_server *s, ps_ctx *x, const pti_hdr *h,
 		*clock = h->step;
 		pti_policy_clocks(s, wake);
 	}
+	pti_policy_sealed(s, h->rank);
 	pti_hdr r;
 	pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->cfg->rank);
 	r.has |= PTI_H_VER | PTI_H_LAYOUT | PTI_H_SHARD | PTI_H_STEP;
@@ -752,23 +758,26 @@ static void server_write_stats(const ps_server *s)
 	fclose(f);
 }
 
-static int server_write_ready(ps_server *s, nng_listener l)
+// server_ready works out the address workers dial (the port chosen for
+// ":0"), says it, and writes it to --ready-file when one is set.
+static int server_ready(pt_server *ps)
 {
-	const pt_config *c = s->cfg;
-	char url[PT_PATH_MAX], tmp[PT_PATH_MAX + 8];
+	const pt_config *c = &ps->cfg;
+	ps_server *s = &ps->s;
+	char tmp[PT_PATH_MAX + 8];
 	nng_sockaddr sa;
-	snprintf(url, sizeof(url), "%s", c->listen);
+	snprintf(ps->url, sizeof(ps->url), "%s", c->listen);
 	const char *tls = pti_transport_is_tls(c->listen) ? "tls+" : "";
 	if (strncmp(c->listen + strlen(tls), "tcp://", 6) == 0 &&
-	    nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa) == 0 &&
+	    nng_listener_get_addr(ps->l, NNG_OPT_LOCADDR, &sa) == 0 &&
 	    sa.s_family == NNG_AF_INET) {
 		char ip[INET_ADDRSTRLEN];
 		inet_ntop(AF_INET, &sa.s_in.sa_addr, ip, sizeof(ip));
-		snprintf(url, sizeof(url), "%stcp://%s:%u", tls, ip,
+		snprintf(ps->url, sizeof(ps->url), "%stcp://%s:%u", tls, ip,
 		    ntohs(sa.s_in.sa_port));
 	}
 	fprintf(stderr, "server %u: listening on %s, shard [%llu, %llu) of "
-	    "%llu parameters, %s, %u workers\n", c->rank, url,
+	    "%llu parameters, %s, %u workers\n", c->rank, ps->url,
 	    (unsigned long long)s->lo, (unsigned long long)s->hi,
 	    (unsigned long long)s->layout.n_params, pt_mode_name(c->mode),
 	    c->workers);
@@ -776,7 +785,7 @@ static int server_write_ready(ps_server *s, nng_listener l)
 		return 0;
 	snprintf(tmp, sizeof(tmp), "%s.tmp", c->ready_file);
 	FILE *f = fopen(tmp, "w");
-	if (f == NULL || fprintf(f, "%s\n", url) < 0 || fclose(f) != 0 ||
+	if (f == NULL || fprintf(f, "%s\n", ps->url) < 0 || fclose(f) != 0 ||
 	    rename(tmp, c->ready_file) != 0)
 		return pti_err_set(PT_EIO, "--ready-file %s: %s",
 		    c->ready_file, strerror(errno));
@@ -849,6 +858,7 @@ void pti_server_fini(ps_server *s)
 	free(s->params);
 	free(s->acc);
 	free(s->grads);
+	free(s->got_bits);
 	free(s->m);
 	free(s->clocks);
 	free(s->peers);
@@ -882,9 +892,9 @@ static int server_gone(ps_server *s)
 	return 0;
 }
 
-int pti_server_init(ps_server *s, const pt_config *c)
+int pti_server_init(ps_server *s, const pt_config *c, const pt_layout *l,
+    double warmup)
 {
-	uint32_t dim, classes;
 	int rv;
 
 	memset(s, 0, sizeof(*s));
@@ -895,9 +905,10 @@ int pti_server_init(ps_server *s, const pt_config *c)
 		return rv;
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
-	if ((rv = pt_data_dims(c->data, &dim, &classes)) != 0 ||
-	    (rv = pt_layout_init(&s->layout, c->model, dim, classes)) != 0)
-		return rv;
+	if (l->n_vars == 0)
+		return pti_err_set(PT_EINVAL, "server %u: the job declares no "
+		    "variables", c->rank);
+	s->layout = *l;
 	pt_range r = pt_layout_shard(&s->layout, c->rank, c->servers);
 	s->lo = r.lo;
 	s->hi = r.hi;
@@ -911,13 +922,15 @@ int pti_server_init(ps_server *s, const pt_config *c)
 	s->acc = malloc(s->n * sizeof(float));
 	if (c->mode == PT_MODE_SYNC)
 		s->grads = malloc((size_t)c->workers * s->n * sizeof(float));
+	s->got_bits = malloc((size_t)c->workers * ((s->n + 63) / 64) *
+	    sizeof(uint64_t));
 	s->m = calloc(c->workers, sizeof(ps_member));
 	s->clocks = calloc(c->workers, sizeof(int64_t));
 	s->unauth_max = c->workers + PS_UNAUTH_MAX;
 	s->n_peers = c->workers + PS_CONTROL_MAX + s->unauth_max;
 	s->peers = calloc(s->n_peers, sizeof(ps_peer));
 	if (!s->params || !s->acc || !s->m || !s->clocks ||
-	    !s->peers ||
+	    !s->peers || !s->got_bits ||
 	    (c->mode == PT_MODE_SYNC && !s->grads))
 		return pti_err_set(PT_ENOMEM, "server %u: shard of %llu floats",
 		    c->rank, (unsigned long long)s->n);
@@ -961,99 +974,146 @@ int pti_server_init(ps_server *s, const pt_config *c)
 	}
 	if ((rv = server_gone(s)) != 0)
 		return rv;
+	for (uint32_t w = 0; w < c->workers; w++)
+		pti_policy_sealed(s, w);
 	ps_ctx *none = NULL; // nothing is parked yet
 	pti_policy_clocks(s, &none);
 	s->lr_base = c->lr;
 	if (c->lr_scaling == PT_LR_LINEAR)
 		s->lr_base *= c->batch / 256.0;
-	if (c->warmup_epochs > 0) {
-		// The warm-up is given in epochs: count the training set once.
-		pt_data d;
-		if ((rv = pt_config_load_data(c, &d)) != 0)
-			return rv;
-		s->warmup = c->warmup_epochs * (double)(d.train.n / c->batch);
-		pt_data_fini(&d);
-	}
+	s->warmup = warmup;
 	return 0;
 }
 
-int pt_server_run(const pt_config *c)
-{
-	ps_server s;
-	nng_listener l;
-	int rv;
+// ---------------------------------------------------------------- public
 
-	if ((rv = pti_server_init(&s, c)) != 0)
-		goto out;
-	if ((rv = nng_rep0_open(&s.sock)) != 0) {
-		rv = pti_err_set(PT_ETRANSPORT, "server %u: %s", c->rank,
+// server_listen opens the socket, its contexts and the listener.
+static int server_listen(pt_server *ps)
+{
+	ps_server *s = &ps->s;
+	const pt_config *c = &ps->cfg;
+	int rv;
+	if ((rv = nng_rep0_open(&s->sock)) != 0)
+		return pti_err_set(PT_ETRANSPORT, "server %u: %s", c->rank,
 		    nng_strerror(rv));
-		goto out;
-	}
+	ps->open = 1;
 	// Bound what one peer can make us buffer: the largest legal message
 	// of this job is a header and a shard.
-	s.recv_max = 4 + PT_HDR_MAX + 4 + (size_t)s.n * sizeof(float);
-	nng_socket_set_size(s.sock, NNG_OPT_RECVMAXSZ, s.recv_max);
-	s.n_ctx = c->workers + 8;
-	s.ctxs = calloc(s.n_ctx, sizeof(ps_ctx));
-	if (s.ctxs == NULL) {
-		rv = pti_err_set(PT_ENOMEM, "server contexts");
-		goto close;
-	}
-	for (uint32_t i = 0; i < s.n_ctx; i++) {
-		ps_ctx *x = &s.ctxs[i];
-		x->s = &s;
+	s->recv_max = 4 + PT_HDR_MAX + 4 + (size_t)s->n * sizeof(float);
+	nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, s->recv_max);
+	s->n_ctx = c->workers + 8;
+	if ((s->ctxs = calloc(s->n_ctx, sizeof(ps_ctx))) == NULL)
+		return pti_err_set(PT_ENOMEM, "server contexts");
+	for (uint32_t i = 0; i < s->n_ctx; i++) {
+		ps_ctx *x = &s->ctxs[i];
+		x->s = s;
 		if ((rv = nng_aio_alloc(&x->aio, ctx_cb, x)) != 0 ||
-		    (rv = nng_ctx_open(&x->ctx, s.sock)) != 0) {
-			rv = pti_err_set(PT_ETRANSPORT, "server %u: %s",
+		    (rv = nng_ctx_open(&x->ctx, s->sock)) != 0)
+			return pti_err_set(PT_ETRANSPORT, "server %u: %s",
 			    c->rank, nng_strerror(rv));
-			goto close;
-		}
 	}
-	if ((rv = pti_transport_listen(&l, s.sock, c->listen)) != 0) {
-		rv = pti_err_set(PT_ETRANSPORT, "server %u: listen on %s: %s",
+	if ((rv = pti_transport_listen(&ps->l, s->sock, c->listen)) != 0)
+		return pti_err_set(PT_ETRANSPORT, "server %u: listen on %s: %s",
 		    c->rank, c->listen, nng_strerror(rv));
-		goto close;
-	}
-	nng_pipe_notify(s.sock, NNG_PIPE_EV_ADD_PRE, pipe_cb, &s);
-	nng_pipe_notify(s.sock, NNG_PIPE_EV_REM_POST, pipe_cb, &s);
-	for (uint32_t i = 0; i < s.n_ctx; i++)
-		ctx_recv(&s.ctxs[i]);
-	if ((rv = server_write_ready(&s, l)) != 0)
-		goto close;
+	nng_pipe_notify(s->sock, NNG_PIPE_EV_ADD_PRE, pipe_cb, s);
+	nng_pipe_notify(s->sock, NNG_PIPE_EV_REM_POST, pipe_cb, s);
+	for (uint32_t i = 0; i < s->n_ctx; i++)
+		ctx_recv(&s->ctxs[i]);
+	return server_ready(ps);
+}
 
-	signal(SIGINT, server_on_signal);
-	signal(SIGTERM, server_on_signal);
-	pthread_mutex_lock(&s.mu);
-	while (!s.stop && !server_signalled) {
-		pti_cond_wait_ms(&s.cv, &s.mu, 200);
+// server_free undoes what open did, however far it got; rv is the
+// status the process would exit with, should closing hang.
+static void server_free(pt_server *ps, int rv)
+{
+	if (ps->open)
+		server_close(&ps->s, rv);
+	pti_server_fini(&ps->s);
+	free(ps);
+}
+
+int pt_server_open(pt_server **out, const pt_job *job, uint32_t rank,
+    const char *url)
+{
+	pt_server *ps = calloc(1, sizeof(*ps));
+	int rv;
+	if (ps == NULL)
+		return pti_err_set(PT_ENOMEM, "server");
+	ps->cfg = job->c;
+	ps->cfg.rank = rank;
+	if (url == NULL || strlen(url) >= sizeof(ps->cfg.listen)) {
+		free(ps);
+		return pti_err_set(PT_EINVAL, "server %u: no address, or one "
+		    "too long, to listen on", rank);
+	}
+	strcpy(ps->cfg.listen, url);
+	if ((rv = pt_config_check(&ps->cfg, PT_CMD_SERVER)) != 0 ||
+	    (rv = pti_server_init(&ps->s, &ps->cfg, &job->l,
+		 job->warmup)) != 0 ||
+	    (rv = server_listen(ps)) != 0) {
+		server_free(ps, rv);
+		return rv;
+	}
+	*out = ps;
+	return 0;
+}
+
+int pt_server_url(const pt_server *ps, char *buf, uint64_t size)
+{
+	if (strlen(ps->url) >= size)
+		return pti_err_set(PT_EINVAL, "server %u: address %s does not "
+		    "fit %llu bytes", ps->cfg.rank, ps->url,
+		    (unsigned long long)size);
+	strcpy(buf, ps->url);
+	return 0;
+}
+
+int pt_server_serve(pt_server *ps)
+{
+	ps_server *s = &ps->s;
+	pthread_mutex_lock(&s->mu);
+	while (!s->stop && !pti_server_signal) {
+		pti_cond_wait_ms(&s->cv, &s->mu, 200);
 		ps_ctx *wake = NULL;
-		pthread_mutex_unlock(&s.mu);
-		pti_peers_idle(&s);
-		pthread_mutex_lock(&s.mu);
-		check_timeouts(&s, &wake);
+		pthread_mutex_unlock(&s->mu);
+		pti_peers_idle(s);
+		pthread_mutex_lock(&s->mu);
+		check_timeouts(s, &wake);
 		if (wake != NULL) {
-			pthread_mutex_unlock(&s.mu);
+			pthread_mutex_unlock(&s->mu);
 			send_woken(wake);
-			pthread_mutex_lock(&s.mu);
+			pthread_mutex_lock(&s->mu);
 		}
 	}
-	pthread_mutex_unlock(&s.mu);
+	pthread_mutex_unlock(&s->mu);
+	return 0;
+}
+
+void pt_server_stop(pt_server *ps)
+{
+	pthread_mutex_lock(&ps->s.mu);
+	ps->s.stop = 1;
+	pthread_cond_broadcast(&ps->s.cv);
+	pthread_mutex_unlock(&ps->s.mu);
+}
+
+void pt_server_close(pt_server *ps)
+{
+	if (ps == NULL)
+		return;
+	ps_server *s = &ps->s;
+	const pt_config *c = &ps->cfg;
 	// nng reports a send done once the reply is queued, not written:
-	// give the shutdown reply a moment on the wire before closing.
-	if (!server_signalled)
+	// give a shutdown's reply a moment on the wire before closing.
+	if (s->shutting)
 		usleep(200 * 1000);
-	if (server_signalled)
+	if (pti_server_signal)
 		fprintf(stderr, "server %u: stopping on signal %d\n", c->rank,
-		    (int)server_signalled);
+		    (int)pti_server_signal);
 	fprintf(stderr, "server %u: version %lld, %llu updates, %llu "
-	    "rejected requests\n", c->rank, (long long)s.version,
-	    (unsigned long long)s.updates, (unsigned long long)s.rejected);
-	if (rv == 0 && c->out[0] != '\0')
-		server_write_stats(&s);
-close:
-	server_close(&s, rv);
-out:
-	pti_server_fini(&s);
-	return rv;
+	    "rejected requests\n", c->rank, (long long)s->version,
+	    (unsigned long long)s->updates, (unsigned long long)s->rejected);
+	if (c->out[0] != '\0')
+		server_write_stats(s);
+	server_free(ps, 0);
 }

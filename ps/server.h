@@ -1,15 +1,16 @@
-// ps/server.h - one parameter-server process: holds one shard of the
-// model's flat parameter vector and applies the workers' gradients to it.
+// ps/server.h - what pstrain's own commands and tests use of the server
+// beyond pstrain.h's pt_server_open / serve / stop / close.
 #ifndef PT_PS_SERVER_H
 #define PT_PS_SERVER_H
 
+#include <signal.h>
+
 #include "config.h"
 
-// pt_server_run builds the shard from c (model, data dims, seed), listens
-// on c->listen, serves until a shutdown request or SIGINT/SIGTERM, then
-// writes c->out/server-R.json when c->out is set. Blocks; returns 0, or an
-// error code with a detail (pt_errmsg) when it could not start.
-int pt_server_run(const pt_config *c);
+// pti_server_signal: a signal handler of the program (pstrain server)
+// sets it to the signal's number; pt_server_serve then returns within
+// 200 ms. The library itself installs no handler.
+extern volatile sig_atomic_t pti_server_signal;
 
 // A server's state and request handler without sockets, driven by calls:
 // for the fuzzing harness (tests/fuzz). pti_local_connect and

@@ -69,6 +69,11 @@ typedef struct ps_member {
 	uint32_t pipe; // the nng pipe id its rank is bound to
 	double seen;   // when it was last heard from
 	int64_t clock; // async, ssp: the steps it has pushed
+	// The pieces of its gradient for step got_step received so far:
+	// got_n floats, marked in its row of ps_server.got_bits (a whole-
+	// shard piece marks nothing: any other piece then overlaps it).
+	int64_t got_step;
+	uint64_t got_n;
 } ps_member;
 
 struct ps_server {
@@ -79,6 +84,7 @@ struct ps_server {
 	float *params;      // (n)
 	float *acc;         // (n) sum of a sync step's gradients
 	float *grads;       // (workers, n) sync: gradients of the open step
+	uint64_t *got_bits; // (workers, words(n)) pieces of a step received
 	ps_member *m;       // (workers) who they are and where they are
 	uint32_t n_have, n_hello, n_done, n_lost;
 	int64_t version;
@@ -156,6 +162,10 @@ struct ps_policy {
 // mode the config accepts.
 const ps_policy *pti_policy_of(int mode);
 
+// pti_policy_sealed closes worker r's last step to further pieces of its
+// gradient (after its hello, and at start).
+void pti_policy_sealed(ps_server *s, uint32_t r);
+
 // pti_policy_clocks recomputes the slowest clock over the live workers,
 // waking what waited for it where the policy waits on clocks.
 void pti_policy_clocks(ps_server *s, ps_ctx **wake);
@@ -171,12 +181,14 @@ void pti_server_applied(ps_server *s, int64_t stale);
 void pti_server_wake(ps_server *s, ps_ctx **wake);
 
 // The server's life and its handler (server.c), for local.c too:
-// pti_server_init builds the shard, its state and the connection slots
-// from c (no sockets); pti_server_fini frees what init made and what the
+// pti_server_init builds the shard of layout l, its state and the
+// connection slots from c (no sockets), the learning rate ramped over
+// `warmup` steps; pti_server_fini frees what init made and what the
 // contexts still hold; pti_server_handle runs one request under the lock
 // and returns its reply, or NULL when parked; pti_server_pipe_removed:
 // connection id closed (a worker's is then lost).
-int pti_server_init(ps_server *s, const pt_config *c);
+int pti_server_init(ps_server *s, const pt_config *c, const pt_layout *l,
+    double warmup);
 void pti_server_fini(ps_server *s);
 nng_msg *pti_server_handle(ps_server *s, ps_ctx *x, nng_msg *m,
     ps_ctx **wake);

@@ -115,6 +115,19 @@ static int push(job *j, uint32_t op, uint32_t r, int64_t step, int64_t ver,
 	return ask(j, r + 1, &h, j->g, j->n, rep);
 }
 
+// piece sends worker r's gradient (ones) for [off, off + n) of step.
+static int piece(job *j, uint32_t r, int64_t step, int64_t ver,
+    uint64_t off, uint64_t n)
+{
+	pti_hdr h, rep;
+	pti_hdr_init(&h, PT_OP_PUSH, PT_ROLE_WORKER, r);
+	h.has |= PTI_H_STEP | PTI_H_VER | PTI_H_RANGE;
+	h.step = step;
+	h.ver = ver;
+	h.off = off;
+	return ask(j, r + 1, &h, j->g, n, &rep);
+}
+
 static pti_hdr stats(job *j)
 {
 	pti_hdr h, r;
@@ -240,12 +253,53 @@ static void test_policy_ssp_bound(void)
 	job_close(&j);
 }
 
+// Sync: a worker's gradient may come in pieces, in any order; the step
+// closes once every worker's pieces cover the shard, and a range pushed
+// twice is refused without changing anything.
+static void test_policy_sync_pieces(void)
+{
+	job j;
+	job_open(&j, "sync", 2, NULL);
+	uint64_t n = j.n, h = n / 2;
+	PT_TEST_TRUE(piece(&j, 0, 0, 0, h, n - h) == 0);  // upper half first
+	PT_TEST_TRUE(piece(&j, 0, 0, 0, h - 1, 2) == PT_ESTATE); // overlaps
+	PT_TEST_TRUE(piece(&j, 1, 0, 0, 0, n) == 0);      // worker 1: whole
+	PT_TEST_TRUE(stats(&j).ver == 0); // worker 0's lower half missing
+	PT_TEST_TRUE(piece(&j, 0, 0, 0, 0, h) == 0);
+	pti_hdr st = stats(&j);
+	PT_TEST_TRUE(st.ver == 1 && st.updates == 1 && st.rejected == 1);
+	// Worker 1's whole gradient then any piece of the same step: refused.
+	PT_TEST_TRUE(piece(&j, 1, 1, 1, 0, n) == 0);
+	PT_TEST_TRUE(piece(&j, 1, 1, 1, 3, 1) == PT_ESTATE);
+	PT_TEST_TRUE(stats(&j).ver == 1);
+	job_close(&j);
+}
+
+// Async: pieces of a step are applied as they come; a piece of the step
+// a worker pushed last goes with it, once, and an older step is refused.
+static void test_policy_async_pieces(void)
+{
+	job j;
+	job_open(&j, "async", 2, NULL);
+	uint64_t n = j.n, h = n / 2;
+	PT_TEST_TRUE(piece(&j, 0, 0, 0, 0, h) == 0);
+	PT_TEST_TRUE(piece(&j, 0, 0, 1, h, n - h) == 0);  // the same step
+	PT_TEST_TRUE(piece(&j, 0, 0, 2, 0, 1) == PT_ESTATE); // again
+	PT_TEST_TRUE(piece(&j, 0, 1, 2, 0, n) == 0);      // the next step
+	PT_TEST_TRUE(piece(&j, 0, 0, 3, h, 1) == PT_ESTATE); // an old one
+	pti_hdr st = stats(&j);
+	PT_TEST_TRUE(st.updates == 3 && st.rejected == 2);
+	job_close(&j);
+}
+
 static const pt_test_case cases[] = {
     {"test_policy_sync_waits_for_all", test_policy_sync_waits_for_all},
     {"test_policy_sync_backup_workers", test_policy_sync_backup_workers},
     {"test_policy_sync_lost_worker", test_policy_sync_lost_worker},
     {"test_policy_async_staleness", test_policy_async_staleness},
     {"test_policy_ssp_bound", test_policy_ssp_bound},
+    {"test_policy_sync_pieces", test_policy_sync_pieces},
+    {"test_policy_async_pieces", test_policy_async_pieces},
     {NULL, NULL},
 };
 

@@ -544,17 +544,20 @@ static void test_server_refuses_bad_requests(void)
 	h.var = 17;
 	h.off = 0;
 	PT_TEST_TRUE(send_hdr(&s, &h, NULL, 0, NULL) == PT_ERANGE); expect++;
-	// a step that is not the open one, a partial sync push
+	// a step that is not the open one; a piece of a sync step, then
+	// part of it again
 	PT_TEST_TRUE(push(&s, PT_OP_PUSH, 0, 3, g, lo, n, NULL) == PT_ESTATE); expect++;
-	PT_TEST_TRUE(push(&s, PT_OP_PUSH, 0, 0, g, lo, n - 1, NULL) ==
-		     PT_EINVAL); expect++;
+	PT_TEST_TRUE(push(&s, PT_OP_PUSH, 0, 0, g, lo, n - 1, NULL) == 0);
+	PT_TEST_TRUE(push(&s, PT_OP_PUSH, 0, 0, g, lo + n - 2, 2, NULL) ==
+		     PT_ESTATE); expect++;
 	// a pull for a version two ahead
 	pti_hdr_init(&h, PT_OP_PULL, PT_ROLE_WORKER, 0);
 	h.has |= PTI_H_VER;
 	h.ver = 2;
 	PT_TEST_TRUE(send_hdr(&s, &h, NULL, 0, NULL) == PT_ESTATE); expect++;
-	// a second push of the same step by the same worker
-	PT_TEST_TRUE(push(&s, PT_OP_PUSH, 0, 0, g, lo, n, NULL) == 0);
+	// the last piece completes worker 0's gradient; a second push of
+	// the same step by the same worker is refused
+	PT_TEST_TRUE(push(&s, PT_OP_PUSH, 0, 0, g, lo + n - 1, 1, NULL) == 0);
 	PT_TEST_TRUE(push(&s, PT_OP_PUSH, 0, 0, g, lo, n, NULL) == PT_ESTATE); expect++;
 
 	// Still serving; the one valid gradient is filed, not applied.

@@ -18,25 +18,52 @@
 // back is connected before the old connection's removal is told.
 #define LINK_PIPES 4
 
-enum { LINK_IDLE, LINK_SEND, LINK_RECV };
+enum { PART_SEND, PART_RECV, PART_DONE };
 
-typedef struct client_link {
+typedef struct client_link client_link;
+
+// client_part: one request to one server, on an nng REQ context of its
+// own, so that a link carries any number at once (a pull parked by the
+// server does not hold back a push behind it). Parts are kept on their
+// link's free list for reuse, and freed with the client.
+typedef struct client_part {
+	struct client_part *next; // the link's free or in-flight list
+	struct client_part *all_next; // every part the link made
+	client_link *k;
+	pt_req *call;
+	nng_ctx ctx;
+	nng_aio *aio;
+	int state;
+	int rv;
+	int lost;        // the connection closed while it was under way
+	nng_msg *reply;
+	pti_hdr hdr;     // the request sent, then the reply decoded
+	const void *pay; // the reply's values, in reply
+	float *dst;      // where they go (dst[0] is element hdr.off), or NULL
+	uint64_t want_n; // how many values the request asked for
+} client_part;
+
+struct client_link {
 	pt_client *c;
 	uint32_t rank; // the server's
 	char url[512];
 	nng_socket sock;
-	nng_aio *aio;
-	int state;
-	int rv;
 	int up;   // connected pipes: how many ids pipes[] holds
 	uint32_t pipes[LINK_PIPES]; // their nng pipe ids
-	int lost; // the connection closed while a request was under way
-	nng_msg *reply;
+	client_part *free, *busy, *all;
 	uint64_t lo, hi; // its shard, from hello
 	int64_t ver;     // version of the values last received from it
 	nng_dialer dialer;
 	double dialed;   // when its dialer was started
-} client_link;
+};
+
+// pt_req: one call, a part per server it touches (two for a sync
+// pushpull split into a push and a pull).
+struct pt_req {
+	pt_client *c;
+	uint32_t n, cap, pending;
+	client_part **parts; // (cap)
+};
 
 // A server missing this long gets a new dialer. nng's dialer stops
 // redialing for good when a connection attempt ends in NNG_ECLOSED,
@@ -55,23 +82,12 @@ struct pt_client {
 	client_link *links; // (n)
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	uint32_t pending;
 };
 
-static void link_finish(client_link *k, int rv)
-{
-	pt_client *c = k->c;
-	pthread_mutex_lock(&c->mu);
-	k->rv = rv;
-	k->state = LINK_IDLE;
-	if (--c->pending == 0)
-		pthread_cond_broadcast(&c->cv);
-	pthread_mutex_unlock(&c->mu);
-}
-
-// link_pipe_cb follows the connection to one server. When it closes with
-// a request under way, that request can no longer be answered: cancel it
-// now rather than wait out the timeout. Pipes are told apart by id: a
+// link_pipe_cb follows the connection to one server. When it closes, the
+// requests under way on it can no longer be answered: cancel them now
+// rather than wait out the timeout (nng finishes a cancelled aio on its
+// own threads, so this may hold the lock). Pipes are told apart by id: a
 // pipe that closes before it was ever added (a dial that met a server
 // going down) must not count against the one that is up, or the link
 // would wait for a server that is there.
@@ -80,7 +96,7 @@ static void link_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 	client_link *k = arg;
 	pt_client *c = k->c;
 	uint32_t id = (uint32_t)nng_pipe_id(p);
-	int cancel = 0, at = -1;
+	int at = -1;
 	pthread_mutex_lock(&c->mu);
 	for (int i = 0; i < k->up; i++)
 		if (k->pipes[i] == id)
@@ -90,47 +106,94 @@ static void link_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 			k->pipes[k->up++] = id;
 	} else if (at >= 0) {
 		k->pipes[at] = k->pipes[--k->up];
-		cancel = k->state != LINK_IDLE;
-		k->lost |= cancel;
+		for (client_part *q = k->busy; q != NULL; q = q->next) {
+			q->lost = 1;
+			nng_aio_cancel(q->aio);
+		}
 	}
 	pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->mu);
-	if (cancel)
-		nng_aio_cancel(k->aio);
 }
 
-static void link_cb(void *arg)
+static void part_cb(void *arg)
 {
-	client_link *k = arg;
-	int rv = nng_aio_result(k->aio);
-	if (k->state == LINK_SEND) {
-		if (rv != 0) {
-			nng_msg_free(nng_aio_get_msg(k->aio));
-			link_finish(k, rv);
-			return;
-		}
-		k->state = LINK_RECV;
-		nng_recv_aio(k->sock, k->aio);
+	client_part *p = arg;
+	pt_client *c = p->k->c;
+	int rv = nng_aio_result(p->aio);
+	if (p->state == PART_SEND && rv == 0) {
+		p->state = PART_RECV;
+		nng_ctx_recv(p->ctx, p->aio);
 		return;
 	}
-	if (rv == 0)
-		k->reply = nng_aio_get_msg(k->aio);
-	link_finish(k, rv);
+	if (p->state == PART_SEND)
+		nng_msg_free(nng_aio_get_msg(p->aio));
+	else if (rv == 0)
+		p->reply = nng_aio_get_msg(p->aio);
+	pthread_mutex_lock(&c->mu);
+	p->rv = rv;
+	p->state = PART_DONE;
+	client_part **pp = &p->k->busy;
+	while (*pp != p)
+		pp = &(*pp)->next;
+	*pp = p->next;
+	if (--p->call->pending == 0)
+		pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void part_free(client_part *p)
+{
+	if (p->aio != NULL) {
+		nng_aio_stop(p->aio);
+		nng_aio_free(p->aio);
+	}
+	nng_msg_free(p->reply);
+	free(p);
+}
+
+// part_get takes a part of link k from its free list, or makes one.
+// Called with the lock held.
+static int part_get(client_link *k, client_part **out)
+{
+	client_part *p = k->free;
+	int rv;
+	if (p != NULL) {
+		k->free = p->next;
+		*out = p;
+		return 0;
+	}
+	if ((p = calloc(1, sizeof(*p))) == NULL)
+		return pti_err_set(PT_ENOMEM, "client request");
+	p->k = k;
+	p->all_next = k->all;
+	k->all = p;
+	if ((rv = nng_ctx_open(&p->ctx, k->sock)) != 0 ||
+	    (rv = nng_aio_alloc(&p->aio, part_cb, p)) != 0) {
+		return pti_err_set(PT_ETRANSPORT, "client: %s",
+		    nng_strerror(rv)); // freed with the client
+	}
+	// A resent push would be applied twice: requests are sent once,
+	// and a lost reply shows as a timeout instead.
+	nng_ctx_set_ms(p->ctx, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+	nng_aio_set_timeout(p->aio, (nng_duration)(k->c->timeout_s * 1000));
+	*out = p;
+	return 0;
 }
 
 void pt_client_close(pt_client *c)
 {
 	if (c == NULL)
 		return;
+	// Closing the socket ends every request under way; then each part
+	// the link ever made is stopped and freed, waited for or not.
 	for (uint32_t i = 0; i < c->n && c->links; i++) {
 		client_link *k = &c->links[i];
-		if (k->aio != NULL) {
-			nng_aio_stop(k->aio);
-			nng_aio_free(k->aio);
-		}
-		if (k->reply != NULL)
-			nng_msg_free(k->reply);
 		nng_close(k->sock);
+		while (k->all != NULL) {
+			client_part *p = k->all;
+			k->all = p->all_next;
+			part_free(p);
+		}
 	}
 	free(c->links);
 	pthread_mutex_destroy(&c->mu);
@@ -175,17 +238,11 @@ int pt_client_open(pt_client **out, const char *urls, uint32_t role,
 		}
 		memcpy(k->url, p, len);
 		p = e ? e + 1 : p + len;
-		if ((rv = nng_req0_open(&k->sock)) != 0 ||
-		    (rv = nng_aio_alloc(&k->aio, link_cb, k)) != 0) {
+		if ((rv = nng_req0_open(&k->sock)) != 0) {
 			pt_client_close(c);
 			return pti_err_set(PT_ETRANSPORT, "client: %s",
 			    nng_strerror(rv));
 		}
-		// A resent push would be applied twice: requests are sent
-		// once, and a lost reply shows as a timeout instead.
-		nng_socket_set_ms(k->sock, NNG_OPT_REQ_RESENDTIME,
-		    NNG_DURATION_INFINITE);
-		nng_aio_set_timeout(k->aio, (nng_duration)(timeout_s * 1000));
 		// Redial a server that went away every 50 ms at first, the
 		// pause doubling up to 2 s.
 		nng_socket_set_ms(k->sock, NNG_OPT_RECONNMINT, 50);
@@ -291,130 +348,252 @@ int pt_client_wait(pt_client *c, const char *who, double timeout_s)
 	return 0;
 }
 
-// client_rpc sends msgs[i] to server i, all at once, takes the messages,
-// and waits for every reply. It then decodes each into hdrs[i] with its
-// payload in pays[i]; on failure every reply is freed.
-static int client_rpc(pt_client *c, nng_msg **msgs, pti_hdr *hdrs,
-    const void **pays)
+
+// ---------------------------------------------------------------- calls
+
+int pti_call_new(pt_client *c, pt_req **out)
 {
+	pt_req *q = calloc(1, sizeof(*q));
+	if (q == NULL || (q->parts = calloc(2 * c->n,
+			      sizeof(client_part *))) == NULL) {
+		free(q);
+		return pti_err_set(PT_ENOMEM, "client request");
+	}
+	q->c = c;
+	q->cap = 2 * c->n;
+	*out = q;
+	return 0;
+}
+
+int pti_call_send(pt_req *q, uint32_t server, const pti_hdr *h,
+    const float *pay, uint64_t n, float *dst)
+{
+	pt_client *c = q->c;
+	client_link *k = &c->links[server];
+	client_part *p = NULL;
+	nng_msg *m;
+	int rv;
+	if (q->n == q->cap)
+		return pti_err_set(PT_EINVAL, "a call has at most %u parts",
+		    q->cap);
+	if ((rv = pti_msg_encode(&m, h, pay, pay ? n : 0)) != 0)
+		return rv;
 	pthread_mutex_lock(&c->mu);
-	c->pending = c->n;
-	for (uint32_t i = 0; i < c->n; i++) {
-		client_link *k = &c->links[i];
-		k->state = LINK_SEND;
-		k->reply = NULL;
-		// Not connected: fail at once (the caller waits and rejoins)
-		// rather than let nng queue it for a restarted server.
-		k->lost = k->up == 0;
+	if ((rv = part_get(k, &p)) != 0) {
+		pthread_mutex_unlock(&c->mu);
+		nng_msg_free(m);
+		return rv;
 	}
+	p->call = q;
+	p->hdr = *h;
+	p->state = PART_SEND;
+	p->rv = 0;
+	p->reply = NULL;
+	p->pay = NULL;
+	p->dst = dst;
+	p->want_n = n;
+	// Not connected: fail at once (the caller waits and rejoins) rather
+	// than let nng queue it for a restarted server.
+	int lost = p->lost = k->up == 0;
+	p->next = k->busy;
+	k->busy = p;
+	q->parts[q->n++] = p;
+	q->pending++;
+	nng_aio_set_msg(p->aio, m);
+	nng_ctx_send(p->ctx, p->aio);
+	if (lost)
+		nng_aio_cancel(p->aio);
 	pthread_mutex_unlock(&c->mu);
-	for (uint32_t i = 0; i < c->n; i++) {
-		client_link *k = &c->links[i];
-		nng_aio_set_msg(k->aio, msgs[i]);
-		nng_send_aio(k->sock, k->aio);
-		if (k->lost)
-			nng_aio_cancel(k->aio);
-	}
+	return 0;
+}
+
+// call_check decodes part p's reply and checks it answers the request:
+// status, op, and the values asked for.
+static int call_check(client_part *p)
+{
+	client_link *k = p->k;
+	const char *op = pti_op_name(p->hdr.op);
+	uint32_t want = p->hdr.op;
+	uint64_t off = p->hdr.off;
+	int rv;
+	if (p->rv != 0 && (p->lost || p->rv == NNG_ECONNRESET))
+		return pti_err_set(PT_ECLOSED,
+		    "%s to server %u at %s: the connection closed (the server "
+		    "stopped or died)", op, k->rank, k->url);
+	if (p->rv != 0)
+		return pti_err_set(p->rv == NNG_ETIMEDOUT ? PT_ETIMEDOUT
+							  : PT_ETRANSPORT,
+		    "%s to server %u at %s: %s", op, k->rank, k->url,
+		    nng_strerror(p->rv));
+	if ((rv = pti_msg_decode(&p->hdr, &p->pay, p->reply)) != 0)
+		return pti_err_set(rv, "reply from server %u to %s: %s",
+		    k->rank, op, pt_errmsg(rv));
+	if (p->hdr.status != 0)
+		return pti_err_set(p->hdr.status < PT_NERR ? (int)p->hdr.status
+							   : PT_EPROTO,
+		    "%s", p->hdr.msg);
+	if (p->hdr.op != want)
+		return pti_err_set(PT_EPROTO, "server %u answered %s with %s",
+		    k->rank, op, pti_op_name(p->hdr.op));
+	if (p->dst != NULL &&
+	    (!(p->hdr.has & PTI_H_RANGE) || p->hdr.off != off ||
+		p->hdr.n != p->want_n || p->pay == NULL))
+		return pti_err_set(PT_EPROTO,
+		    "server %u sent values for [%llu, +%llu), not [%llu, "
+		    "+%llu)", k->rank, (unsigned long long)p->hdr.off,
+		    (unsigned long long)p->hdr.n, (unsigned long long)off,
+		    (unsigned long long)p->want_n);
+	return 0;
+}
+
+int pti_call_wait(pt_req *q, pt_client_step *info)
+{
+	pt_client *c = q->c;
 	pthread_mutex_lock(&c->mu);
 	double start = pti_clock_s(), note = start + CLIENT_NOTE_S;
-	while (c->pending > 0) {
+	while (q->pending > 0) {
 		pti_cond_wait_ms(&c->cv, &c->mu, 1000);
-		if (c->pending == 0 || pti_clock_s() < note)
+		if (q->pending == 0 || pti_clock_s() < note)
 			continue;
 		note += CLIENT_NOTE_S;
-		for (uint32_t i = 0; i < c->n; i++)
-			if (c->links[i].state != LINK_IDLE)
+		for (uint32_t i = 0; i < q->n; i++)
+			if (q->parts[i]->state != PART_DONE)
 				fprintf(stderr, "%s %u: no answer yet to %s from "
 				    "server %u at %s (%.0fs so far, at most "
 				    "%.0fs)\n", c->role == PT_ROLE_WORKER ?
 				    "worker" : "client", c->rank,
-				    pti_op_name(hdrs[i].op), i, c->links[i].url,
+				    pti_op_name(q->parts[i]->hdr.op),
+				    q->parts[i]->k->rank, q->parts[i]->k->url,
 				    pti_clock_s() - start, c->timeout_s);
 	}
 	pthread_mutex_unlock(&c->mu);
 
+	pt_client_step st = {INT64_MAX, 0, 0.0, 0.0};
+	uint32_t n_vals = 0, have_lr = 0;
 	int rv = 0;
-	for (uint32_t i = 0; i < c->n && rv == 0; i++) {
-		client_link *k = &c->links[i];
-		const char *op = pti_op_name(hdrs[i].op);
-		if (k->rv != 0 && (k->lost || k->rv == NNG_ECONNRESET)) {
-			rv = pti_err_set(PT_ECLOSED,
-			    "%s to server %u at %s: the connection closed (the "
-			    "server stopped or died)", op, i, k->url);
+	for (uint32_t i = 0; i < q->n && rv == 0; i++) {
+		client_part *p = q->parts[i];
+		if ((rv = call_check(p)) != 0)
 			break;
-		}
-		if (k->rv != 0) {
-			rv = pti_err_set(k->rv == NNG_ETIMEDOUT ? PT_ETIMEDOUT
-								: PT_ETRANSPORT,
-			    "%s to server %u at %s: %s", op, i, k->url,
-			    nng_strerror(k->rv));
-			break;
-		}
-		uint32_t want = hdrs[i].op;
-		if ((rv = pti_msg_decode(&hdrs[i], &pays[i], k->reply)) != 0) {
-			rv = pti_err_set(rv, "reply from server %u to %s: %s",
-			    i, op, pt_errmsg(rv));
-			break;
-		}
-		if (hdrs[i].status != 0)
-			rv = pti_err_set(hdrs[i].status < PT_NERR
-					     ? (int)hdrs[i].status
-					     : PT_EPROTO,
-			    "%s", hdrs[i].msg);
-		else if (hdrs[i].op != want)
-			rv = pti_err_set(PT_EPROTO,
-			    "server %u answered %s with %s", i, op,
-			    pti_op_name(hdrs[i].op));
+		const pti_hdr *h = &p->hdr;
+		if ((h->has & PTI_H_LR) && !have_lr++)
+			st.lr = h->lr; // the first server's, as it is told
+		if (p->dst == NULL)
+			continue;
+		// Bytes may be unaligned in the message body: copy.
+		memcpy(p->dst, p->pay, h->n * sizeof(float));
+		p->k->ver = h->ver;
+		if (h->ver < st.ver_min)
+			st.ver_min = h->ver;
+		if (h->staleness > st.stale_max)
+			st.stale_max = h->staleness;
+		st.stale_mean += (double)h->staleness;
+		n_vals++;
 	}
-	if (rv != 0)
-		for (uint32_t i = 0; i < c->n; i++)
-			if (c->links[i].reply != NULL) {
-				nng_msg_free(c->links[i].reply);
-				c->links[i].reply = NULL;
-			}
+	if (n_vals > 0)
+		st.stale_mean /= n_vals;
+	if (rv == 0 && info != NULL)
+		*info = st;
 	return rv;
 }
 
-static void client_release(pt_client *c)
+pti_hdr *pti_call_reply(pt_req *q, uint32_t i)
 {
-	for (uint32_t i = 0; i < c->n; i++) {
-		nng_msg_free(c->links[i].reply);
-		c->links[i].reply = NULL;
-	}
+	return i < q->n ? &q->parts[i]->hdr : NULL;
 }
 
-// client_build makes one request per server; on failure frees the ones
-// made. hdrs[i] is left as the template so that replies can be checked.
-static int client_build(pt_client *c, nng_msg **msgs, pti_hdr *hdrs,
-    const float *grad)
+void pti_call_free(pt_req *q)
 {
-	for (uint32_t i = 0; i < c->n; i++) {
-		client_link *k = &c->links[i];
-		const float *pay = grad ? grad + k->lo : NULL;
-		int rv = pti_msg_encode(&msgs[i], &hdrs[i], pay, k->hi - k->lo);
-		if (rv != 0) {
-			while (i-- > 0)
-				nng_msg_free(msgs[i]);
-			return rv;
+	if (q == NULL)
+		return;
+	pt_client *c = q->c;
+	pthread_mutex_lock(&c->mu);
+	for (uint32_t i = 0; i < q->n; i++) {
+		client_part *p = q->parts[i];
+		if (p->state != PART_DONE) {
+			// Freed before it was answered: let it finish first.
+			pthread_mutex_unlock(&c->mu);
+			nng_aio_cancel(p->aio);
+			nng_aio_wait(p->aio);
+			pthread_mutex_lock(&c->mu);
 		}
+		nng_msg_free(p->reply);
+		p->reply = NULL;
+		p->next = p->k->free;
+		p->k->free = p;
 	}
+	pthread_mutex_unlock(&c->mu);
+	free(q->parts);
+	free(q);
+}
+
+// ---------------------------------------------------------------- collective calls
+
+uint32_t pti_client_shard(const pt_client *c, uint32_t i, uint64_t *lo,
+    uint64_t *hi)
+{
+	*lo = c->links[i].lo;
+	*hi = c->links[i].hi;
+	return c->n;
+}
+
+int64_t pti_client_ver(const pt_client *c, uint32_t i)
+{
+	return c->links[i].ver;
+}
+
+uint32_t pti_client_role(const pt_client *c, uint32_t *rank)
+{
+	*rank = c->rank;
+	return c->role;
+}
+
+// client_all sends h (op and fields; the range set per server when vals
+// is given) to every server: grad's slice of each shard with it when
+// grad is given, the reply's values into vals when that is. On success
+// *out holds the answered call, the caller's to pti_call_free.
+static int client_all(pt_client *c, const pti_hdr *h, const float *grad,
+    float *vals, pt_req **out, pt_client_step *info)
+{
+	pt_req *q = NULL;
+	int rv = pti_call_new(c, &q);
+	for (uint32_t i = 0; i < c->n && rv == 0; i++) {
+		client_link *k = &c->links[i];
+		pti_hdr r = *h;
+		uint64_t n = 0;
+		if (grad || vals) {
+			r.has |= PTI_H_RANGE;
+			r.off = k->lo;
+			n = r.n = k->hi - k->lo;
+		}
+		if (r.op == PT_OP_PUSHPULL) {
+			r.has |= PTI_H_VER;
+			r.ver = k->ver;
+		}
+		rv = pti_call_send(q, i, &r, grad ? grad + k->lo : NULL, n,
+		    vals ? vals + k->lo : NULL);
+	}
+	if (rv == 0)
+		rv = pti_call_wait(q, info);
+	if (rv != 0) {
+		pti_call_free(q); // waits for what was sent
+		return rv;
+	}
+	*out = q;
 	return 0;
 }
 
 int pt_client_simple(pt_client *c, uint32_t op, pti_hdr *replies)
 {
-	nng_msg *msgs[c->n];
-	pti_hdr hdrs[c->n];
-	const void *pays[c->n];
-	int rv;
-	for (uint32_t i = 0; i < c->n; i++)
-		pti_hdr_init(&hdrs[i], op, c->role, c->rank);
-	if ((rv = client_build(c, msgs, hdrs, NULL)) != 0 ||
-	    (rv = client_rpc(c, msgs, hdrs, pays)) != 0)
+	pti_hdr h;
+	pt_req *q;
+	pti_hdr_init(&h, op, c->role, c->rank);
+	int rv = client_all(c, &h, NULL, NULL, &q, NULL);
+	if (rv != 0)
 		return rv;
-	if (replies != NULL)
-		memcpy(replies, hdrs, c->n * sizeof(pti_hdr));
-	client_release(c);
+	for (uint32_t i = 0; replies != NULL && i < c->n; i++)
+		replies[i] = *pti_call_reply(q, i);
+	pti_call_free(q);
 	return 0;
 }
 
@@ -423,43 +602,54 @@ int pt_client_simple(pt_client *c, uint32_t op, pti_hdr *replies)
 // who this client says it is.
 static int client_prove(pt_client *c, pti_hdr *hellos)
 {
-	pti_hdr ch[c->n];
-	int rv = pt_client_simple(c, PT_OP_CHALLENGE, ch);
+	pti_hdr h;
+	pt_req *q;
+	pti_hdr_init(&h, PT_OP_CHALLENGE, c->role, c->rank);
+	int rv = client_all(c, &h, NULL, NULL, &q, NULL);
 	if (rv != 0)
 		return rv;
-	for (uint32_t i = 0; i < c->n; i++) {
-		if (!(ch[i].has & PTI_H_NONCE))
-			return pti_err_set(PT_EPROTO, "server %u at %s sent no "
+	for (uint32_t i = 0; i < c->n && rv == 0; i++) {
+		const pti_hdr *ch = pti_call_reply(q, i);
+		if (!(ch->has & PTI_H_NONCE)) {
+			rv = pti_err_set(PT_EPROTO, "server %u at %s sent no "
 			    "challenge", i, c->links[i].url);
+			break;
+		}
 		hellos[i].has |= PTI_H_MAC;
-		pti_auth_mac(&c->secret, ch[i].nonce, c->role, c->rank, i,
+		pti_auth_mac(&c->secret, ch->nonce, c->role, c->rank, i,
 		    (hellos[i].has & PTI_H_LAYOUT) ? hellos[i].layout_hash : 0,
 		    hellos[i].mac);
 	}
-	return 0;
+	pti_call_free(q);
+	return rv;
 }
 
 int pt_client_hello(pt_client *c, const pt_layout *l, int mode,
     uint32_t workers, int64_t step, int64_t *start)
 {
 	int64_t at = -1;
-	nng_msg *msgs[c->n];
-	pti_hdr hdrs[c->n];
-	const void *pays[c->n];
-	int rv = 0;
-	for (uint32_t i = 0; i < c->n; i++) {
-		pti_hdr_init(&hdrs[i], PT_OP_HELLO, c->role, c->rank);
-		hdrs[i].has |= PTI_H_LAYOUT | PTI_H_STEP;
-		hdrs[i].step = step;
-		hdrs[i].layout_hash = pt_layout_hash(l);
-		hdrs[i].n_params = l->n_params;
-	}
-	if ((rv = client_prove(c, hdrs)) != 0 ||
-	    (rv = client_build(c, msgs, hdrs, NULL)) != 0 ||
-	    (rv = client_rpc(c, msgs, hdrs, pays)) != 0)
-		return rv;
+	pti_hdr *hellos = calloc(c->n, sizeof(pti_hdr));
+	pt_req *q = NULL;
+	int rv = hellos ? 0 : pti_err_set(PT_ENOMEM, "hello");
 	for (uint32_t i = 0; i < c->n && rv == 0; i++) {
-		const pti_hdr *h = &hdrs[i];
+		pti_hdr_init(&hellos[i], PT_OP_HELLO, c->role, c->rank);
+		hellos[i].has |= PTI_H_LAYOUT | PTI_H_STEP;
+		hellos[i].step = step;
+		hellos[i].layout_hash = pt_layout_hash(l);
+		hellos[i].n_params = l->n_params;
+	}
+	if (rv == 0)
+		rv = client_prove(c, hellos);
+	if (rv == 0)
+		rv = pti_call_new(c, &q);
+	for (uint32_t i = 0; i < c->n && rv == 0; i++)
+		rv = pti_call_send(q, i, &hellos[i], NULL, 0, NULL);
+	if (q != NULL) {
+		int w = pti_call_wait(q, NULL);
+		rv = rv ? rv : w;
+	}
+	for (uint32_t i = 0; i < c->n && rv == 0; i++) {
+		const pti_hdr *h = pti_call_reply(q, i);
 		pt_range r = pt_layout_shard(l, i, c->n);
 		if (!(h->has & PTI_H_SHARD) || h->server_rank != i ||
 		    h->n_servers != c->n || h->lo != r.lo || h->hi != r.hi)
@@ -489,84 +679,39 @@ int pt_client_hello(pt_client *c, const pt_layout *l, int mode,
 		if (i == 0 || (mode == PT_MODE_SYNC ? go < at : go > at))
 			at = go;
 	}
-	client_release(c);
+	pti_call_free(q);
+	free(hellos);
 	if (rv == 0)
 		*start = at;
 	return rv;
 }
 
-// client_take copies each server's values into params and sums up the
-// versions and staleness the replies carry.
-static int client_take(pt_client *c, float *params, const pti_hdr *hdrs,
-    const void **pays, pt_client_step *info)
-{
-	pt_client_step st = {INT64_MAX, 0, 0.0, hdrs[0].lr};
-	for (uint32_t i = 0; i < c->n; i++) {
-		client_link *k = &c->links[i];
-		const pti_hdr *h = &hdrs[i];
-		if (!(h->has & PTI_H_RANGE) || h->off != k->lo ||
-		    h->n != k->hi - k->lo || pays[i] == NULL)
-			return pti_err_set(PT_EPROTO,
-			    "server %u sent values for [%llu, +%llu), not its "
-			    "shard [%llu, %llu)", i, (unsigned long long)h->off,
-			    (unsigned long long)h->n, (unsigned long long)k->lo,
-			    (unsigned long long)k->hi);
-		memcpy(params + k->lo, pays[i], h->n * sizeof(float));
-		k->ver = h->ver;
-		if (h->ver < st.ver_min)
-			st.ver_min = h->ver;
-		if (h->staleness > st.stale_max)
-			st.stale_max = h->staleness;
-		st.stale_mean += (double)h->staleness / c->n;
-	}
-	if (info != NULL)
-		*info = st;
-	return 0;
-}
-
 int pt_client_pull(pt_client *c, float *params, int64_t want_ver,
     pt_client_step *info)
 {
-	nng_msg *msgs[c->n];
-	pti_hdr hdrs[c->n];
-	const void *pays[c->n];
-	int rv;
-	for (uint32_t i = 0; i < c->n; i++) {
-		pti_hdr_init(&hdrs[i], PT_OP_PULL, c->role, c->rank);
-		hdrs[i].has |= PTI_H_RANGE;
-		hdrs[i].off = c->links[i].lo;
-		hdrs[i].n = c->links[i].hi - c->links[i].lo;
-		if (want_ver >= 0) {
-			hdrs[i].has |= PTI_H_VER;
-			hdrs[i].ver = want_ver;
-		}
+	pti_hdr h;
+	pt_req *q;
+	pti_hdr_init(&h, PT_OP_PULL, c->role, c->rank);
+	if (want_ver >= 0) {
+		h.has |= PTI_H_VER;
+		h.ver = want_ver;
 	}
-	if ((rv = client_build(c, msgs, hdrs, NULL)) != 0 ||
-	    (rv = client_rpc(c, msgs, hdrs, pays)) != 0)
-		return rv;
-	rv = client_take(c, params, hdrs, pays, info);
-	client_release(c);
+	int rv = client_all(c, &h, NULL, params, &q, info);
+	if (rv == 0)
+		pti_call_free(q);
 	return rv;
 }
 
 int pt_client_pushpull(pt_client *c, float *params, const float *grad,
     int64_t step, pt_client_step *info)
 {
-	nng_msg *msgs[c->n];
-	pti_hdr hdrs[c->n];
-	const void *pays[c->n];
-	int rv;
-	for (uint32_t i = 0; i < c->n; i++) {
-		pti_hdr_init(&hdrs[i], PT_OP_PUSHPULL, c->role, c->rank);
-		hdrs[i].has |= PTI_H_STEP | PTI_H_VER | PTI_H_RANGE;
-		hdrs[i].step = step;
-		hdrs[i].ver = c->links[i].ver;
-		hdrs[i].off = c->links[i].lo;
-	}
-	if ((rv = client_build(c, msgs, hdrs, grad)) != 0 ||
-	    (rv = client_rpc(c, msgs, hdrs, pays)) != 0)
-		return rv;
-	rv = client_take(c, params, hdrs, pays, info);
-	client_release(c);
+	pti_hdr h;
+	pt_req *q;
+	pti_hdr_init(&h, PT_OP_PUSHPULL, c->role, c->rank);
+	h.has |= PTI_H_STEP;
+	h.step = step;
+	int rv = client_all(c, &h, grad, params, &q, info);
+	if (rv == 0)
+		pti_call_free(q);
 	return rv;
 }

@@ -1,7 +1,8 @@
 // worker/client.h - a worker's (or a control tool's) connection to every
-// parameter server. Each call sends one request to each server at once
-// over nng aio and waits for all the replies: the servers work in
-// parallel, not one after another. Not thread-safe: one thread per client.
+// parameter server. A call sends one request to each server it concerns
+// at once, each on an nng REQ context of its own, and waits for all the
+// replies: the servers work in parallel, and a request parked by a server
+// does not hold back the next. One thread per client at a time.
 //
 // A server that goes away (its connection closes) fails the call under
 // way at once with PT_ECLOSED naming it, instead of leaving it to time
@@ -64,6 +65,33 @@ int pt_client_pull(pt_client *c, float *params, int64_t want_ver,
 // values each server answers with into params. grad is only read.
 int pt_client_pushpull(pt_client *c, float *params, const float *grad,
     int64_t step, pt_client_step *info);
+
+// Calls: one request to each of some servers, all under way at once (a
+// link carries any number), answered together. pti_call_new makes an
+// empty call; pti_call_send encodes h with n floats of pay (NULL: none)
+// and sends it to server i: dst, when not NULL, receives the n values the
+// reply must carry for h's range (dst[0] is element h->off); a call holds
+// at most two parts per server. pti_call_wait blocks until every part is
+// answered or failed, checks each reply (status, op, range) and copies
+// the values; *info (may be NULL) sums up versions and staleness. It
+// returns the first part's error. pti_call_reply is part i's decoded
+// reply, after a wait. pti_call_free waits for what is still under way and
+// frees q (NULL is fine). pt_req is pstrain.h's handle.
+typedef struct pt_req pt_req;
+int pti_call_new(pt_client *c, pt_req **out);
+int pti_call_send(pt_req *q, uint32_t i, const pti_hdr *h, const float *pay,
+    uint64_t n, float *dst);
+int pti_call_wait(pt_req *q, pt_client_step *info);
+pti_hdr *pti_call_reply(pt_req *q, uint32_t i);
+void pti_call_free(pt_req *q);
+
+// pti_client_shard gives server i's shard [*lo, *hi) as its hello said,
+// and returns the server count. pti_client_ver: the version of the values
+// last received from server i. pti_client_role: the role, and *rank.
+uint32_t pti_client_shard(const pt_client *c, uint32_t i, uint64_t *lo,
+    uint64_t *hi);
+int64_t pti_client_ver(const pt_client *c, uint32_t i);
+uint32_t pti_client_role(const pt_client *c, uint32_t *rank);
 
 // pt_client_simple sends op (done, stats, shutdown) with no payload to
 // every server; when replies is not NULL it receives one header a server.

@@ -14,9 +14,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api.h"
 #include "client.h"
 #include "data.h"
 #include "err.h"
+#include "job.h"
 #include "layout.h"
 #include "model.h"
 #include "modelfile.h"
@@ -70,7 +72,8 @@ typedef struct worker {
 	pt_data data;
 	pt_layout layout;
 	struct pt_model *model;
-	pt_client *client;
+	pt_worker *pw;      // the library's worker, once it has joined
+	pt_client *client;  // its connection to the servers
 	float *params, *grad; // (n_params)
 	float *x;             // (max(b, EVAL_CHUNK), dim)
 	uint8_t *y;
@@ -132,7 +135,7 @@ static void worker_fini(worker *w)
 		fclose(w->csv);
 	if (w->eval)
 		fclose(w->eval);
-	pt_client_close(w->client);
+	pt_worker_close(w->pw);
 	pt_model_free(w->model);
 	pt_data_fini(&w->data);
 	free(w->params);
@@ -174,21 +177,24 @@ static int worker_init(worker *w, const pt_config *c)
 	w->perm = malloc((size_t)w->data.train.n * sizeof(uint32_t));
 	if (!w->params || !w->grad || !w->x || !w->y || !w->idx || !w->perm)
 		return pti_err_set(PT_ENOMEM, "worker %u buffers", c->rank);
-	if ((rv = pt_model_alloc(&w->model, &w->layout, rows)) != 0)
-		return rv;
-	pt_secret key;
-	rv = pt_secret_load(&key, c->secret_file);
-	if (rv == 0)
-		rv = pt_client_open(&w->client, c->connect, PT_ROLE_WORKER,
-		    c->rank, c->rpc_timeout, &key);
-	memset(&key, 0, sizeof(key));
+	return pt_model_alloc(&w->model, &w->layout, rows);
+}
+
+// worker_open joins the job through the library's worker (pstrain.h):
+// the job is this config's options and the model's variables.
+static int worker_open(worker *w)
+{
+	pt_job *job;
+	int rv = pt_job_alloc(&job);
 	if (rv != 0)
 		return rv;
-	if (pt_client_servers(w->client) != c->servers)
-		return pti_err_set(PT_EINVAL,
-		    "--connect lists %u servers, --servers says %u",
-		    pt_client_servers(w->client), c->servers);
-	return 0;
+	job->c = *w->c;
+	job->l = w->layout;
+	rv = pt_worker_open(&w->pw, job, w->c->rank, w->c->connect);
+	pt_job_free(job);
+	if (rv == 0)
+		w->client = pti_worker_client(w->pw);
+	return rv;
 }
 
 static int worker_eval(worker *w, const float *params,
@@ -243,37 +249,32 @@ static int worker_recoverable(int rv)
 
 static void sleep_ms(double ms);
 
-// worker_join waits until every server is connected, says hello and pulls
-// the parameters; *t, the step this worker is at, becomes the step to go
-// on from (sync: the servers' version). Errors that a restarting server
-// causes are retried after a pause that doubles up to 2 s, for at most
-// --rpc-timeout seconds in all.
+// worker_join joins the job (the first time through worker_open) and
+// pulls the parameters; *t, the step this worker is at, becomes the step
+// to go on from (sync: the servers' version). Joining retries the errors
+// a restarting server causes for at most --rpc-timeout seconds; a pull
+// that meets one joins again.
 static int worker_join(worker *w, uint64_t *t)
 {
 	const pt_config *c = w->c;
-	char who[32];
-	double until = now_s() + c->rpc_timeout, pause = 0.05;
+	double until = now_s() + c->rpc_timeout;
 	pt_client_step info;
-	snprintf(who, sizeof(who), "worker %u", c->rank);
 	for (;;) {
-		int64_t start = 0;
-		int rv = pt_client_wait(w->client, who, until - now_s());
-		if (rv == 0)
-			rv = pt_client_hello(w->client, &w->layout, c->mode,
-			    c->workers, (int64_t)*t, &start);
+		int64_t start;
+		int rv = w->pw == NULL ? worker_open(w)
+				       : pti_worker_join(w->pw, (int64_t)*t,
+					     &start);
 		if (rv == 0)
 			rv = pt_client_pull(w->client, w->params, -1, &info);
 		if (rv == 0) {
-			*t = (uint64_t)(c->mode == PT_MODE_SYNC ? info.ver_min
-								: start);
+			*t = (uint64_t)(c->mode == PT_MODE_SYNC
+					    ? info.ver_min
+					    : pt_worker_start(w->pw));
 			return 0;
 		}
-		if (!worker_recoverable(rv) || now_s() + pause > until)
+		if (!worker_recoverable(rv) || now_s() > until)
 			return rv;
-		fprintf(stderr, "worker %u: %s; trying again in %.2fs\n",
-		    c->rank, pt_errmsg(rv), pause);
-		sleep_ms(pause * 1e3);
-		pause = fmin(pause * 2, 2.0);
+		sleep_ms(50);
 	}
 }
 
@@ -288,24 +289,17 @@ static int worker_join(worker *w, uint64_t *t)
 static int worker_finish(worker *w, double train_s, uint64_t *t)
 {
 	const pt_config *c = w->c;
-	pti_hdr st[c->servers];
 	pt_client_step info;
+	uint32_t first = 0;
 	int rv, tries = 0;
 
 	for (;;) {
+		int all = 0;
 		rv = pt_client_simple(w->client, PT_OP_DONE, NULL);
-		while (rv == 0) {
-			uint32_t all = 1;
-			if ((rv = pt_client_simple(w->client, PT_OP_STATS,
-				 st)) != 0)
-				break;
-			for (uint32_t i = 0; i < c->servers; i++)
-				all &= st[i].n_done + st[i].n_lost >=
-				       c->workers;
-			if (all)
-				break;
+		while (rv == 0 && (all = pti_worker_all_done(w->pw, &first)) == 0)
 			usleep(20 * 1000);
-		}
+		if (rv == 0 && all < 0)
+			rv = -all;
 		if (rv == 0)
 			break;
 		if (!worker_recoverable(rv) || ++tries > WORKER_REJOIN_MAX)
@@ -320,11 +314,11 @@ static int worker_finish(worker *w, double train_s, uint64_t *t)
 			return 0;
 		}
 	}
-	while (st[0].first_live != c->rank) {
+	while (first != c->rank) {
 		usleep(50 * 1000);
 		// Failing now means the servers stopped (or one died, which
 		// the launcher handles): the job is done with this worker.
-		if (pt_client_simple(w->client, PT_OP_STATS, st) != 0)
+		if (pti_worker_all_done(w->pw, &first) < 0)
 			return 0;
 	}
 	if (c->rank != 0)
@@ -371,15 +365,7 @@ static int worker_finish(worker *w, double train_s, uint64_t *t)
 	if (c->save_model[0] != '\0' &&
 	    (rv = pt_modelfile_save(c->save_model, &w->layout, w->params)) != 0)
 		return rv;
-	rv = pt_client_simple(w->client, PT_OP_SHUTDOWN, NULL);
-	if (rv == PT_ETRANSPORT || rv == PT_ECLOSED) {
-		// A server that closed its connection while answering has
-		// stopped, which is what was asked.
-		fprintf(stderr, "worker %u: %s (taken as stopped)\n", c->rank,
-		    pt_errmsg(rv));
-		rv = 0;
-	}
-	return rv;
+	return pti_worker_shutdown(w->pw);
 }
 
 // worker_delay is the injected delay in ms for this worker at step t:
@@ -471,8 +457,11 @@ static int worker_loop(worker *w)
 			    loss, sqrt(norm), (unsigned long long)(t + 1),
 			    first_loss);
 		double t_c = now_s();
-		rv = pt_client_pushpull(w->client, w->params, w->grad,
-		    (int64_t)t, &info);
+		pt_req *req;
+		rv = pt_pushpull(w->pw, (int64_t)t, PT_ALL, 0,
+		    w->layout.n_params, w->grad, w->params, &req);
+		if (rv == 0)
+			rv = pti_wait_info(w->pw, req, &info);
 		if (rv != 0) {
 			// A server went away or came back from a checkpoint:
 			// rejoin and go on from the step the servers say.

@@ -1,0 +1,98 @@
+// common/job.c - pt_job: options and variables (job.h, pstrain.h).
+#include "job.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "data.h"
+#include "err.h"
+
+// The options a program of its own may set: the job's rules and where
+// its files go. pstrain's trainer, data, launcher and per-process flags
+// (model, data, epochs, rank, listen, connect, ...) are not the API's:
+// rank and addresses are arguments of the open calls.
+static const char *const job_options[] = {"mode", "servers", "workers",
+    "batch", "lr", "seed", "out", "tls-cert", "tls-key", "tls-ca",
+    "rpc-timeout", "auth-timeout", "secret-file", "staleness",
+    "backup-workers", "staleness-lr", "max-staleness", "optimizer",
+    "weight-decay", "checkpoint-dir", "checkpoint-every", "resume-version",
+    "worker-timeout", "lr-scaling", "matched-lr", NULL};
+
+int pt_job_alloc(pt_job **out)
+{
+	pt_job *j = calloc(1, sizeof(*j));
+	if (j == NULL)
+		return pti_err_set(PT_ENOMEM, "job");
+	pt_config_defaults(&j->c);
+	pt_layout_vars(&j->l);
+	*out = j;
+	return 0;
+}
+
+void pt_job_free(pt_job *j)
+{
+	free(j);
+}
+
+int pt_job_var(pt_job *j, const char *name, uint64_t n, double bound)
+{
+	if (j->l.kind != PT_MODEL_VARS)
+		return -pti_err_set(PT_EINVAL, "variable %s: this job's "
+		    "variables come from --model %s", name ? name : "",
+		    j->l.spec);
+	int rv = pti_layout_add(&j->l, name, n, bound);
+	return rv != 0 ? -rv : (int)j->l.n_vars - 1;
+}
+
+int pt_job_set(pt_job *j, const char *name, const char *value)
+{
+	if (name == NULL || value == NULL)
+		return pti_err_set(PT_EINVAL, "pt_job_set: no option or value");
+	if (strcmp(name, "warmup-steps") == 0) {
+		char *end;
+		double w = strtod(value, &end);
+		if (end == value || *end != '\0' || !(w >= 0 && w < 1e15))
+			return pti_err_set(PT_EINVAL, "option warmup-steps: "
+			    "'%s' is not a number of steps >= 0", value);
+		j->warmup = w;
+		return 0;
+	}
+	for (const char *const *o = job_options; *o; o++)
+		if (strcmp(*o, name) == 0) {
+			// Switches take true or false here, as 1 or 0 on the
+			// command line.
+			const char *v = strcmp(value, "true") == 0    ? "1"
+					: strcmp(value, "false") == 0 ? "0"
+								      : value;
+			return pt_config_set(&j->c, name, v);
+		}
+	return pti_err_set(PT_EINVAL, "option %s: not an option of a job "
+	    "(see pstrain.h: pt_job_set)", name);
+}
+
+int pti_job_from_config(pt_job **out, const pt_config *c)
+{
+	uint32_t dim, classes;
+	pt_job *j = NULL;
+	int rv = pt_job_alloc(&j);
+	if (rv != 0)
+		return rv;
+	j->c = *c;
+	if ((rv = pt_data_dims(c->data, &dim, &classes)) != 0 ||
+	    (rv = pt_layout_init(&j->l, c->model, dim, classes)) != 0) {
+		pt_job_free(j);
+		return rv;
+	}
+	if (c->warmup_epochs > 0) {
+		// The warm-up is given in epochs: count the training set once.
+		pt_data d;
+		if ((rv = pt_config_load_data(c, &d)) != 0) {
+			pt_job_free(j);
+			return rv;
+		}
+		j->warmup = c->warmup_epochs * (double)(d.train.n / c->batch);
+		pt_data_fini(&d);
+	}
+	*out = j;
+	return 0;
+}

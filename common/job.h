@@ -1,0 +1,24 @@
+// common/job.h - a job as the public API sees it (pstrain.h's pt_job):
+// the flag table's options and the key space of variables. pstrain's own
+// commands build one from their pt_config (pti_job_from_config); a
+// program of its own declares variables and sets options one by one.
+#ifndef PT_COMMON_JOB_H
+#define PT_COMMON_JOB_H
+
+#include "config.h"
+#include "layout.h"
+#include "pstrain.h"
+
+struct pt_job {
+	pt_config c;   // the options; model and data unused
+	pt_layout l;   // the variables
+	double warmup; // steps over which the learning rate ramps up
+};
+
+// pti_job_from_config builds the job of c for pstrain's own trainer: its
+// layout from --model and the data's dimensions (pt_data_dims), the
+// warm-up from --warmup-epochs and the training set's size. Returns
+// their errors; on success *out is the caller's, to pt_job_free.
+int pti_job_from_config(pt_job **out, const pt_config *c);
+
+#endif // PT_COMMON_JOB_H

@@ -1,0 +1,202 @@
+// pstrain.h - pstrain's public API: train any model through parameter
+// servers in synchronous, asynchronous or bounded-staleness (ssp) mode.
+//
+// A job is a key space of named float32 variables plus the rules every
+// process of the job agrees on (mode, workers, servers, learning rate,
+// optimizer, ...). Server processes each hold one contiguous shard of the
+// variables and apply the workers' gradients with a server-side
+// optimizer; worker processes push gradients and pull values on
+// (variable, offset, count) ranges, the way ps-lite's KVWorker pushes and
+// pulls key ranges. Every process builds the same pt_job; the servers
+// check at hello that a worker's variables, mode and worker count match
+// theirs.
+//
+// Errors: every call that can fail returns 0 or a PT_E* code, and leaves
+// a message naming what was wrong (the variable, the option, the server)
+// for pt_errmsg, per thread. Objects are opaque; each _open or _alloc has
+// its _close or _free, which accepts NULL.
+//
+// Threads: a pt_job is read-only once opened from; a pt_server may be
+// stopped from any thread; a pt_worker is used by one thread at a time.
+// Nothing here installs signal handlers or reads the dataset: the program
+// owns its process.
+//
+// Build: cc prog.c $(pkg-config --cflags --libs pstrain)
+#ifndef PSTRAIN_H
+#define PSTRAIN_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define PT_API __attribute__((visibility("default")))
+#else
+#define PT_API
+#endif
+
+#define PT_API_VERSION 1
+
+// Error codes.
+enum {
+	PT_OK = 0,
+	PT_ENOMEM,     // out of memory
+	PT_EINVAL,     // bad argument, option or spec
+	PT_EPROTO,     // malformed or unexpected message
+	PT_EIO,        // file or socket I/O failed
+	PT_ECORRUPT,   // a file's contents are not what its format says
+	PT_ETIMEDOUT,  // no answer in time
+	PT_ESTATE,     // operation out of turn
+	PT_ERANGE,     // index or range outside what is held
+	PT_ENOENT,     // no such file or thing
+	PT_ETRANSPORT, // nng reported an error
+	PT_EDIVERGED,  // training produced a non-finite loss
+	PT_ECLOSED,    // peer or socket closed
+	PT_EAUTH,      // the peer has not proven the job secret, or acts
+		       // beyond the role it proved
+	PT_NERR
+};
+
+// pt_errmsg returns the calling thread's message for its last failed
+// call, or a description of code when there is none. The text stays
+// valid until the thread's next call into pstrain.
+PT_API const char *pt_errmsg(int code);
+
+// ---------------------------------------------------------------- job
+
+typedef struct pt_job pt_job;
+
+// pt_job_alloc makes an empty job with the defaults of `pstrain run`:
+// sync mode, 1 server, 1 worker, global batch 256, lr 0.1, plain SGD,
+// seed 1. PT_ENOMEM.
+PT_API int pt_job_alloc(pt_job **out);
+PT_API void pt_job_free(pt_job *job);
+
+// pt_job_var declares the next variable: `name` (1 to 31 bytes, unique),
+// n floats, initial values uniform in [-bound, bound] drawn from the
+// job's seed (0: zeros). Variables are laid end to end in declaration
+// order and the servers split that key space evenly. Returns the
+// variable's index (>= 0), or -PT_EINVAL / -PT_ERANGE.
+PT_API int pt_job_var(pt_job *job, const char *name, uint64_t n,
+    double bound);
+
+// pt_job_set sets option `name` (a long flag of `pstrain server` or
+// `pstrain worker` without its dashes, e.g. "mode", "workers", "servers",
+// "lr", "optimizer", "batch", "lr-scaling", "staleness",
+// "backup-workers", "max-staleness", "seed", "secret-file", "out",
+// "checkpoint-dir", "checkpoint-every", "rpc-timeout", "tls-ca", ...) to
+// value, checked as the flag is; "warmup-steps" ramps the learning rate
+// linearly from 0 over that many steps. Options about pstrain's own
+// trainer and data (model, data, epochs, ...) are refused. PT_EINVAL
+// naming the option.
+PT_API int pt_job_set(pt_job *job, const char *name, const char *value);
+
+// ---------------------------------------------------------------- server
+
+typedef struct pt_server pt_server;
+
+// pt_server_open builds server `rank`'s shard of job (initial values, or
+// the checkpoint to resume from), and listens on url (ipc://, tcp://,
+// tls+tcp://; "tcp://127.0.0.1:0" picks a free port). The job's secret
+// comes from option secret-file, or else the environment variable
+// PSTRAIN_SECRET (hex); without one, PT_EINVAL. On success *out is the
+// caller's, to pt_server_close.
+PT_API int pt_server_open(pt_server **out, const pt_job *job, uint32_t rank,
+    const char *url);
+
+// pt_server_url writes the address workers dial (with the port chosen
+// for ":0") into buf. PT_EINVAL when it does not fit.
+PT_API int pt_server_url(const pt_server *s, char *buf, uint64_t size);
+
+// pt_server_serve answers requests until the job ends (a worker's
+// shutdown once every worker is done or lost, or a control client's) or
+// pt_server_stop is called. Blocks; returns 0.
+PT_API int pt_server_serve(pt_server *s);
+
+// pt_server_stop makes pt_server_serve return; from any thread.
+PT_API void pt_server_stop(pt_server *s);
+
+// pt_server_close writes the server's statistics (out/server-R.json when
+// option out is set), stops listening and frees s.
+PT_API void pt_server_close(pt_server *s);
+
+// ---------------------------------------------------------------- worker
+
+typedef struct pt_worker pt_worker;
+typedef struct pt_req pt_req; // one push, pull or pushpull under way
+
+// pt_worker_open dials every server (urls: comma-separated, in server
+// rank order) as worker `rank`, and says hello: the servers check that
+// this worker's variables, mode and worker count are theirs. Waits at
+// most option rpc-timeout seconds for them. On success *out is the
+// caller's, to pt_worker_close.
+PT_API int pt_worker_open(pt_worker **out, const pt_job *job, uint32_t rank,
+    const char *urls);
+
+// Ranges: (var, off, n) is elements [off, off + n) of variable var, or of
+// the whole key space when var is PT_ALL. A range may span servers; each
+// gets its part.
+#define PT_ALL (-1)
+
+// pt_push sends the gradient of step `step` for a range: grad (n floats)
+// stays the caller's and must not change until pt_wait returns. Sync: a
+// step's gradient may arrive in several pushes, in any order, each range
+// once; the step closes when every worker's whole gradient is in. Async:
+// applied at once. *req is the caller's, to pt_wait. Steps count from
+// the value of pt_worker_start; push a step's ranges before the next
+// step's.
+PT_API int pt_push(pt_worker *w, int64_t step, int var, uint64_t off,
+    uint64_t n, const float *grad, pt_req **req);
+
+// pt_pull fetches a range into vals (n floats, written by pt_wait): in
+// sync mode the values after the last step this worker pushed (waiting
+// for that step to close), otherwise the latest.
+PT_API int pt_pull(pt_worker *w, int var, uint64_t off, uint64_t n,
+    float *vals, pt_req **req);
+
+// pt_pushpull is pt_push then pt_pull of the same range; in ssp mode it
+// is where the staleness bound holds the worker back. One round trip
+// per server when the range covers its whole shard.
+PT_API int pt_pushpull(pt_worker *w, int64_t step, int var, uint64_t off,
+    uint64_t n, const float *grad, float *vals, pt_req **req);
+
+// pt_wait blocks until req is answered, writes any values, and frees
+// req. Returns 0, or the first server's error (PT_ESTATE for a step out
+// of turn, PT_ERANGE for a range outside the variables, PT_ETIMEDOUT,
+// PT_ECLOSED for a server that went away, ...).
+PT_API int pt_wait(pt_worker *w, pt_req *req);
+
+// pt_worker_start is the step this worker goes on from: 0 in a new job;
+// later when the servers resumed from a checkpoint or the worker
+// rejoined after a restart.
+PT_API int64_t pt_worker_start(const pt_worker *w);
+
+// What the servers report to a worker (pt_worker_stats).
+typedef struct pt_stats {
+	int64_t version;    // lowest parameter version among the servers
+	uint64_t updates;   // updates applied, summed over servers
+	uint64_t dropped;   // gradients dropped by a consistency rule
+	uint64_t rejected;  // requests refused with an error
+	uint64_t stale_max; // largest staleness of an applied gradient
+	double stale_mean;  // mean staleness of the applied gradients
+	uint32_t done;      // workers that said done (server 0's count)
+	uint32_t lost;      // workers lost (server 0's count)
+} pt_stats;
+
+// pt_worker_stats asks every server for its counters.
+PT_API int pt_worker_stats(pt_worker *w, pt_stats *st);
+
+// pt_worker_done tells the servers this worker has finished. The last
+// worker to finish (every other done or lost) also stops the servers, so
+// that pt_server_serve returns.
+PT_API int pt_worker_done(pt_worker *w);
+
+PT_API void pt_worker_close(pt_worker *w);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif // PSTRAIN_H

@@ -1,0 +1,324 @@
+// worker/api.c - pstrain.h's worker: ranged push, pull and pushpull on a
+// job's variables, over the client's calls (client.h). A range is cut at
+// the servers' shard edges, one part per server it touches.
+#include "api.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "clock.h"
+#include "err.h"
+#include "job.h"
+
+struct pt_worker {
+	pt_config c;      // the job's options, with rank and servers' URLs
+	pt_layout l;
+	pt_client *client;
+	int64_t start;    // the step it went on from at its last hello
+	int64_t next_ver; // sync: the version after the last step pushed
+};
+
+int pt_worker_open(pt_worker **out, const pt_job *job, uint32_t rank,
+    const char *urls)
+{
+	pt_worker *w = calloc(1, sizeof(*w));
+	pt_secret key;
+	int64_t start;
+	int rv;
+	if (w == NULL)
+		return pti_err_set(PT_ENOMEM, "worker");
+	w->c = job->c;
+	w->l = job->l;
+	w->c.rank = rank;
+	if (urls == NULL || strlen(urls) >= sizeof(w->c.connect)) {
+		free(w);
+		return pti_err_set(PT_EINVAL, "worker %u: no server addresses, "
+		    "or too long a list", rank);
+	}
+	strcpy(w->c.connect, urls);
+	if ((rv = pt_config_check(&w->c, PT_CMD_WORKER)) != 0 ||
+	    (rv = pt_secret_load(&key, w->c.secret_file)) != 0) {
+		free(w);
+		return rv;
+	}
+	rv = pt_client_open(&w->client, w->c.connect, PT_ROLE_WORKER, rank,
+	    w->c.rpc_timeout, &key);
+	memset(&key, 0, sizeof(key));
+	if (rv == 0 && pt_client_servers(w->client) != w->c.servers)
+		rv = pti_err_set(PT_EINVAL, "worker %u: %u server addresses "
+		    "given, the job has %u servers", rank,
+		    pt_client_servers(w->client), w->c.servers);
+	if (rv == 0)
+		rv = pti_worker_join(w, 0, &start);
+	if (rv != 0) {
+		pt_worker_close(w);
+		return rv;
+	}
+	*out = w;
+	return 0;
+}
+
+void pt_worker_close(pt_worker *w)
+{
+	if (w == NULL)
+		return;
+	pt_client_close(w->client);
+	free(w);
+}
+
+pt_client *pti_worker_client(pt_worker *w)
+{
+	return w->client;
+}
+
+int64_t pt_worker_start(const pt_worker *w)
+{
+	return w->start;
+}
+
+static void worker_sleep(double s)
+{
+	struct timespec ts = {(time_t)s, (long)(fmod(s, 1.0) * 1e9)};
+	nanosleep(&ts, NULL);
+}
+
+int pti_worker_join(pt_worker *w, int64_t step, int64_t *start)
+{
+	const pt_config *c = &w->c;
+	char who[32];
+	double until = pti_clock_s() + c->rpc_timeout, pause = 0.05;
+	snprintf(who, sizeof(who), "worker %u", c->rank);
+	for (;;) {
+		int rv = pt_client_wait(w->client, who,
+		    until - pti_clock_s());
+		if (rv == 0)
+			rv = pt_client_hello(w->client, &w->l, c->mode,
+			    c->workers, step, start);
+		if (rv == 0) {
+			w->start = w->next_ver = *start;
+			return 0;
+		}
+		// A closed connection, a server that does not know this
+		// worker yet, servers at different versions for a moment:
+		// a restarting server causes them, and trying again mends it.
+		if ((rv != PT_ECLOSED && rv != PT_ESTATE) ||
+		    pti_clock_s() + pause > until)
+			return rv;
+		fprintf(stderr, "worker %u: %s; trying again in %.2fs\n",
+		    c->rank, pt_errmsg(rv), pause);
+		worker_sleep(pause);
+		pause = fmin(pause * 2, 2.0);
+	}
+}
+
+// range_flat resolves (var, off, n) to flat [*lo, *lo + n).
+static int range_flat(const pt_worker *w, int var, uint64_t off, uint64_t n,
+    uint64_t *lo)
+{
+	uint64_t base = 0, size = w->l.n_params;
+	const char *what = "the key space";
+	if (var != PT_ALL) {
+		if (var < 0 || (uint32_t)var >= w->l.n_vars)
+			return pti_err_set(PT_ERANGE, "variable %d does not "
+			    "exist (the job has %u)", var, w->l.n_vars);
+		base = w->l.vars[var].off;
+		size = w->l.vars[var].n;
+		what = w->l.vars[var].name;
+	}
+	if (n == 0 || off > size || n > size - off)
+		return pti_err_set(PT_ERANGE, "range [%llu, +%llu) is outside "
+		    "%s of %llu floats", (unsigned long long)off,
+		    (unsigned long long)n, what, (unsigned long long)size);
+	*lo = base + off;
+	return 0;
+}
+
+enum { SEND_PUSH = 1, SEND_PULL = 2 };
+
+// worker_send cuts flat [lo, lo + n) at the shard edges and sends each
+// server its part: a push of grad (what = SEND_PUSH), a pull into vals
+// (SEND_PULL), or both. A pushpull is one request per server, except in
+// sync mode for a part short of the server's whole shard: its reply could
+// only come once the step closes, which the worker's later parts may be
+// needed for, so it goes as a push and a pull that waits.
+static int worker_send(pt_worker *w, int what, int64_t step, uint64_t lo,
+    uint64_t n, const float *grad, float *vals, pt_req **out)
+{
+	pt_client *cl = w->client;
+	pt_req *q = NULL;
+	int rv;
+	if ((what & SEND_PUSH) && (step < 0 || step > ((int64_t)1 << 50)))
+		return pti_err_set(PT_EINVAL, "step %lld: must be from 0 to "
+		    "2^50", (long long)step);
+	if ((rv = pti_call_new(cl, &q)) != 0)
+		return rv;
+	uint32_t ns = pt_client_servers(cl);
+	for (uint32_t i = 0; i < ns && rv == 0; i++) {
+		uint64_t slo, shi;
+		pti_client_shard(cl, i, &slo, &shi);
+		uint64_t a = lo > slo ? lo : slo;
+		uint64_t b = lo + n < shi ? lo + n : shi;
+		if (a >= b)
+			continue;
+		int whole = a == slo && b == shi;
+		int split = what == (SEND_PUSH | SEND_PULL) &&
+			    w->c.mode == PT_MODE_SYNC && !whole;
+		pti_hdr h;
+		uint32_t op = what == SEND_PUSH ? PT_OP_PUSH
+			      : what == SEND_PULL ? PT_OP_PULL
+						  : PT_OP_PUSHPULL;
+		if (split)
+			op = PT_OP_PUSH;
+		pti_hdr_init(&h, op, PT_ROLE_WORKER, w->c.rank);
+		h.has |= PTI_H_RANGE;
+		h.off = a;
+		h.n = b - a;
+		if (op != PT_OP_PULL) {
+			h.has |= PTI_H_STEP | PTI_H_VER;
+			h.step = step;
+			h.ver = pti_client_ver(cl, i);
+		} else if (w->c.mode == PT_MODE_SYNC) {
+			h.has |= PTI_H_VER;
+			h.ver = w->next_ver;
+		}
+		rv = pti_call_send(q, i, &h, op == PT_OP_PULL ? NULL
+							      : grad + (a - lo),
+		    b - a, op == PT_OP_PUSH ? NULL : vals + (a - lo));
+		if (rv == 0 && split) {
+			pti_hdr_init(&h, PT_OP_PULL, PT_ROLE_WORKER, w->c.rank);
+			h.has |= PTI_H_RANGE | PTI_H_VER;
+			h.off = a;
+			h.n = b - a;
+			h.ver = step + 1;
+			rv = pti_call_send(q, i, &h, NULL, b - a,
+			    vals + (a - lo));
+		}
+	}
+	if (rv != 0) {
+		pti_call_free(q);
+		return rv;
+	}
+	if ((what & SEND_PUSH) && step + 1 > w->next_ver)
+		w->next_ver = step + 1;
+	*out = q;
+	return 0;
+}
+
+int pt_push(pt_worker *w, int64_t step, int var, uint64_t off, uint64_t n,
+    const float *grad, pt_req **req)
+{
+	uint64_t lo = 0;
+	int rv = range_flat(w, var, off, n, &lo);
+	return rv ? rv : worker_send(w, SEND_PUSH, step, lo, n, grad, NULL, req);
+}
+
+int pt_pull(pt_worker *w, int var, uint64_t off, uint64_t n, float *vals,
+    pt_req **req)
+{
+	uint64_t lo = 0;
+	int rv = range_flat(w, var, off, n, &lo);
+	return rv ? rv : worker_send(w, SEND_PULL, 0, lo, n, NULL, vals, req);
+}
+
+int pt_pushpull(pt_worker *w, int64_t step, int var, uint64_t off,
+    uint64_t n, const float *grad, float *vals, pt_req **req)
+{
+	uint64_t lo = 0;
+	int rv = range_flat(w, var, off, n, &lo);
+	return rv ? rv : worker_send(w, SEND_PUSH | SEND_PULL, step, lo, n,
+				 grad, vals, req);
+}
+
+int pti_wait_info(pt_worker *w, pt_req *req, pt_client_step *info)
+{
+	(void)w;
+	int rv = pti_call_wait(req, info);
+	pti_call_free(req);
+	return rv;
+}
+
+int pt_wait(pt_worker *w, pt_req *req)
+{
+	return pti_wait_info(w, req, NULL);
+}
+
+// worker_stats asks every server for its counters: their sum into *st,
+// whether every worker is done or lost on every server into *all, and
+// server 0's lowest live rank into *first_live (each may be NULL).
+static int worker_stats(pt_worker *w, pt_stats *st, int *all,
+    uint32_t *first_live)
+{
+	uint32_t n = pt_client_servers(w->client);
+	pti_hdr *r = calloc(n, sizeof(pti_hdr));
+	if (r == NULL)
+		return pti_err_set(PT_ENOMEM, "stats");
+	int rv = pt_client_simple(w->client, PT_OP_STATS, r);
+	if (rv == 0) {
+		pt_stats s = {INT64_MAX, 0, 0, 0, 0, 0.0, r[0].n_done,
+		    r[0].n_lost};
+		uint64_t stale_sum = 0;
+		int every = 1;
+		for (uint32_t i = 0; i < n; i++) {
+			if (r[i].ver < s.version)
+				s.version = r[i].ver;
+			s.updates += r[i].updates;
+			s.dropped += r[i].dropped;
+			s.rejected += r[i].rejected;
+			stale_sum += r[i].stale_sum;
+			if (r[i].stale_max > s.stale_max)
+				s.stale_max = r[i].stale_max;
+			every &= r[i].n_done + r[i].n_lost >= w->c.workers;
+		}
+		s.stale_mean = s.updates ? (double)stale_sum / s.updates : 0;
+		if (st != NULL)
+			*st = s;
+		if (all != NULL)
+			*all = every;
+		if (first_live != NULL)
+			*first_live = r[0].first_live;
+	}
+	free(r);
+	return rv;
+}
+
+int pt_worker_stats(pt_worker *w, pt_stats *st)
+{
+	return worker_stats(w, st, NULL, NULL);
+}
+
+int pti_worker_all_done(pt_worker *w, uint32_t *first_live)
+{
+	int all = 0, rv = worker_stats(w, NULL, &all, first_live);
+	return rv != 0 ? -rv : all;
+}
+
+int pt_worker_done(pt_worker *w)
+{
+	uint32_t first = 0;
+	int rv = pt_client_simple(w->client, PT_OP_DONE, NULL), all;
+	if (rv != 0)
+		return rv;
+	// Every worker's done (or loss) on every server; then the lowest
+	// live rank stops the servers.
+	while ((all = pti_worker_all_done(w, &first)) == 0)
+		worker_sleep(0.02);
+	if (all < 0)
+		return -all;
+	return first == w->c.rank ? pti_worker_shutdown(w) : 0;
+}
+
+int pti_worker_shutdown(pt_worker *w)
+{
+	int rv = pt_client_simple(w->client, PT_OP_SHUTDOWN, NULL);
+	if (rv == PT_ETRANSPORT || rv == PT_ECLOSED) {
+		// A server that closed its connection while answering has
+		// stopped, which is what was asked.
+		fprintf(stderr, "worker %u: %s (taken as stopped)\n",
+		    w->c.rank, pt_errmsg(rv));
+		rv = 0;
+	}
+	return rv;
+}
