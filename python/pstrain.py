@@ -1,0 +1,242 @@
+"""pstrain: parameter-server training from Python, over libpstrain (ctypes).
+
+A thin binding of pstrain.h: a Job declares named float32 variables and
+the job's rules; a Server holds one shard of them; a Worker pushes
+gradients and pulls values on (variable, offset, count) ranges, with
+requests that run while Python computes and are waited for later.
+
+Arrays are handed to the library, not copied: they must be NumPy float32
+arrays, C-contiguous (a TypeError says so otherwise), and a request keeps
+a reference to them until it is waited for, so they stay alive; do not
+change a pushed array or read a pulled one before wait().
+
+The library is found through $PSTRAIN_LIB, then next to this file (an
+installed PREFIX/lib, or the source tree's build/lib), then the system's
+library path.
+"""
+import ctypes
+import ctypes.util
+import os
+
+import numpy as np
+
+__all__ = ["Error", "Job", "Server", "Worker", "ALL"]
+
+ALL = -1  # a range of the whole key space, as PT_ALL
+
+
+def _load():
+    here = os.path.dirname(os.path.abspath(__file__))
+    tries = [os.environ.get("PSTRAIN_LIB", "")]
+    tries += [os.path.join(here, p, "libpstrain.so.1")
+              for p in ("../..", "../build/lib")]
+    tries.append(ctypes.util.find_library("pstrain") or "")
+    for path in tries:
+        if path and (os.path.exists(path) or "/" not in path):
+            return ctypes.CDLL(path)
+    raise OSError("libpstrain.so.1 not found: set PSTRAIN_LIB to its path "
+                  "(make lib builds it in build/lib)")
+
+
+_lib = _load()
+_P = ctypes.c_void_p
+_F = ctypes.POINTER(ctypes.c_float)
+_U64 = ctypes.c_uint64
+
+
+def _sig(name, res, *args):
+    f = getattr(_lib, name)
+    f.restype, f.argtypes = res, list(args)
+    return f
+
+
+class _Stats(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_int64), ("updates", _U64),
+                ("dropped", _U64), ("rejected", _U64),
+                ("stale_max", _U64), ("stale_mean", ctypes.c_double),
+                ("done", ctypes.c_uint32), ("lost", ctypes.c_uint32)]
+
+
+_errmsg = _sig("pt_errmsg", ctypes.c_char_p, ctypes.c_int)
+_job_alloc = _sig("pt_job_alloc", ctypes.c_int, ctypes.POINTER(_P))
+_job_free = _sig("pt_job_free", None, _P)
+_job_var = _sig("pt_job_var", ctypes.c_int, _P, ctypes.c_char_p, _U64,
+                ctypes.c_double)
+_job_set = _sig("pt_job_set", ctypes.c_int, _P, ctypes.c_char_p,
+                ctypes.c_char_p)
+_server_open = _sig("pt_server_open", ctypes.c_int, ctypes.POINTER(_P), _P,
+                    ctypes.c_uint32, ctypes.c_char_p)
+_server_url = _sig("pt_server_url", ctypes.c_int, _P, ctypes.c_char_p, _U64)
+_server_serve = _sig("pt_server_serve", ctypes.c_int, _P)
+_server_stop = _sig("pt_server_stop", None, _P)
+_server_close = _sig("pt_server_close", None, _P)
+_worker_open = _sig("pt_worker_open", ctypes.c_int, ctypes.POINTER(_P), _P,
+                    ctypes.c_uint32, ctypes.c_char_p)
+_push = _sig("pt_push", ctypes.c_int, _P, ctypes.c_int64, ctypes.c_int, _U64,
+             _U64, _F, ctypes.POINTER(_P))
+_pull = _sig("pt_pull", ctypes.c_int, _P, ctypes.c_int, _U64, _U64, _F,
+             ctypes.POINTER(_P))
+_pushpull = _sig("pt_pushpull", ctypes.c_int, _P, ctypes.c_int64,
+                 ctypes.c_int, _U64, _U64, _F, _F, ctypes.POINTER(_P))
+_wait = _sig("pt_wait", ctypes.c_int, _P, _P)
+_worker_start = _sig("pt_worker_start", ctypes.c_int64, _P)
+_worker_stats = _sig("pt_worker_stats", ctypes.c_int, _P,
+                     ctypes.POINTER(_Stats))
+_worker_done = _sig("pt_worker_done", ctypes.c_int, _P)
+_worker_close = _sig("pt_worker_close", None, _P)
+
+
+class Error(Exception):
+    """A pstrain call failed: .code is its PT_E* code."""
+
+    def __init__(self, code, what):
+        self.code = code
+        super().__init__("%s: %s" % (what, _errmsg(code).decode()))
+
+
+def _check(rv, what):
+    if rv != 0:
+        raise Error(rv, what)
+
+
+def _floats(a, name):
+    if not isinstance(a, np.ndarray) or a.dtype != np.float32 or \
+            not a.flags["C_CONTIGUOUS"]:
+        raise TypeError("%s must be a C-contiguous numpy float32 array "
+                        "(pstrain hands it over, it does not copy)" % name)
+    return a.ctypes.data_as(_F)
+
+
+class Job:
+    """The variables and rules every process of a job builds alike.
+
+    options: pt_job_set names and values, e.g. {"mode": "async",
+    "workers": 4, "lr": 0.1}; variables: (name, size, bound) in order.
+    """
+
+    def __init__(self, variables=(), **options):
+        self._p = _P()
+        _check(_job_alloc(ctypes.byref(self._p)), "job")
+        self.names = []
+        self.sizes = []
+        for name, size, *bound in variables:
+            self.var(name, size, bound[0] if bound else 0.0)
+        for k, v in options.items():
+            self.set(k.replace("_", "-"), v)
+
+    def var(self, name, size, bound=0.0):
+        i = _job_var(self._p, name.encode(), size, bound)
+        if i < 0:
+            raise Error(-i, "variable %s" % name)
+        self.names.append(name)
+        self.sizes.append(size)
+        return i
+
+    def set(self, name, value):
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        _check(_job_set(self._p, name.encode(), str(value).encode()),
+               "option %s" % name)
+
+    def index(self, var):
+        return var if isinstance(var, int) else self.names.index(var)
+
+    def __del__(self):
+        if getattr(self, "_p", None):
+            _job_free(self._p)
+            self._p = None
+
+
+class Server:
+    """Shard `rank` of job, listening on url ("tcp://127.0.0.1:0" picks a
+    port: see .url). serve() blocks (without the GIL) until the job ends
+    or stop() is called from another thread."""
+
+    def __init__(self, job, rank, url):
+        self._p = _P()
+        _check(_server_open(ctypes.byref(self._p), job._p, rank,
+                            url.encode()), "server %d" % rank)
+        buf = ctypes.create_string_buffer(1024)
+        _check(_server_url(self._p, buf, len(buf)), "server url")
+        self.url = buf.value.decode()
+
+    def serve(self):
+        _server_serve(self._p)
+
+    def stop(self):
+        _server_stop(self._p)
+
+    def close(self):
+        if self._p:
+            _server_close(self._p)
+            self._p = None
+
+
+class Request:
+    """A push, pull or pushpull under way; wait() once."""
+
+    def __init__(self, worker, handle, *arrays):
+        self._w, self._h, self._keep = worker, handle, arrays
+
+    def wait(self):
+        if self._h is None:
+            raise Error(7, "wait: this request was waited for already")
+        h, self._h = self._h, None
+        rv = _wait(self._w._p, h)
+        self._keep = None
+        _check(rv, "wait")
+
+
+class Worker:
+    """Worker `rank` of job, dialing the servers' urls (a list, in rank
+    order). Ranges are (var, off, n): var a name or an index, or ALL."""
+
+    def __init__(self, job, rank, urls):
+        self._job = job
+        self._p = _P()
+        _check(_worker_open(ctypes.byref(self._p), job._p, rank,
+                            ",".join(urls).encode()), "worker %d" % rank)
+
+    @property
+    def start(self):
+        """The step to go on from (0 in a new job)."""
+        return _worker_start(self._p)
+
+    def _range(self, var, off, a):
+        return (ALL if var == ALL else self._job.index(var)), off, a.size
+
+    def push(self, step, var, grad, off=0):
+        v, off, n = self._range(var, off, grad)
+        h = _P()
+        _check(_push(self._p, step, v, off, n, _floats(grad, "grad"),
+                     ctypes.byref(h)), "push")
+        return Request(self, h, grad)
+
+    def pull(self, var, out, off=0):
+        v, off, n = self._range(var, off, out)
+        h = _P()
+        _check(_pull(self._p, v, off, n, _floats(out, "out"),
+                     ctypes.byref(h)), "pull")
+        return Request(self, h, out)
+
+    def pushpull(self, step, var, grad, out, off=0):
+        v, off, n = self._range(var, off, grad)
+        if out.size != n:
+            raise ValueError("pushpull: grad and out differ in size")
+        h = _P()
+        _check(_pushpull(self._p, step, v, off, n, _floats(grad, "grad"),
+                         _floats(out, "out"), ctypes.byref(h)), "pushpull")
+        return Request(self, h, grad, out)
+
+    def stats(self):
+        s = _Stats()
+        _check(_worker_stats(self._p, ctypes.byref(s)), "stats")
+        return {k: getattr(s, k) for k, _ in _Stats._fields_}
+
+    def done(self):
+        _check(_worker_done(self._p), "done")
+
+    def close(self):
+        if self._p:
+            _worker_close(self._p)
+            self._p = None
