@@ -11,7 +11,7 @@
 #   make format   clang-format every source file
 #   make clean
 CC ?= cc
-PKGS = msgpack openblas
+PKGS = msgpack openblas jansson
 CPPFLAGS = -Iinclude -Icommon -Ips -Iworker -Icli -Itests -Ibuild -D_GNU_SOURCE \
 	$(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 CFLAGS ?= -O2 -g

@@ -25,9 +25,6 @@ struct pt_config;
 int pti_cli_config(struct pt_config *c, unsigned cmd, const char *name,
     const char *usage, int argc, char **argv);
 
-// pti_mkdir_p creates path and its missing parents, like mkdir -p.
-// Returns 0, or -1 with errno set.
-int pti_mkdir_p(const char *path);
 
 // pti_self_exe returns the path to execute to start this same binary as
 // a child: "/proc/self/exe", or under valgrind (where that is valgrind's

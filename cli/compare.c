@@ -16,7 +16,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "afile.h"
 #include "cli.h"
+#include "jsonio.h"
 #include "compare.h"
 #include "config.h"
 #include "err.h"
@@ -354,103 +356,6 @@ static int job_run(const pt_config *c, const pti_cmp_job *j)
 // ---------------------------------------------------------------------
 // Reading a job's files
 
-// slurp reads a whole file into a NUL-terminated string; NULL if it
-// cannot (missing, or out of memory).
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	char *s = NULL;
-	size_t len = 0;
-	if (f == NULL)
-		return NULL;
-	FILE *m = open_memstream(&s, &len);
-	if (m != NULL) {
-		char buf[4096];
-		size_t got;
-		while ((got = fread(buf, 1, sizeof(buf), f)) > 0)
-			fwrite(buf, 1, got, m);
-		fclose(m);
-	}
-	fclose(f);
-	return s;
-}
-
-// json_line parses one `"key": value,` line of len bytes: key and value
-// copied out, quotes, escapes (\" and \\) and the comma gone. Returns 1
-// for a value, 0 for null, -1 when the line is not of that form.
-static int json_line(const char *line, size_t len, char *key, size_t nk,
-    char *val, size_t nv)
-{
-	const char *p = line + strspn(line, " "), *end = line + len, *q;
-	if (p >= end || *p != '"' || (q = memchr(p + 1, '"', end - p - 1)) ==
-	    NULL || q + 1 >= end || q[1] != ':')
-		return -1;
-	snprintf(key, nk, "%.*s", (int)(q - p - 1), p + 1);
-	p = q + 2;
-	p += strspn(p, " ");
-	while (end > p && (end[-1] == ',' || end[-1] == ' ' || end[-1] == '\r'))
-		end--;
-	if (end - p == 4 && strncmp(p, "null", 4) == 0)
-		return 0;
-	size_t k = 0;
-	int quoted = end - p >= 2 && *p == '"' && end[-1] == '"';
-	if (quoted) {
-		p++;
-		end--;
-	}
-	for (; p < end && k + 1 < nv; p++) {
-		if (quoted && *p == '\\' && p + 1 < end)
-			p++;
-		val[k++] = *p;
-	}
-	val[k] = '\0';
-	return 1;
-}
-
-// json_get finds key in summary.json's text: a top-level key (obj NULL)
-// on a line indented exactly two spaces, a key of the nested object obj
-// on one indented four spaces inside it. The indent matters: the nested
-// "config" repeats top-level names. Returns 0 with the value in val, -1
-// when missing or null.
-static int json_get(const char *text, const char *obj, const char *key,
-    char *val, size_t nv)
-{
-	char want[160], k[128];
-	size_t indent = obj != NULL ? 4 : 2;
-	const char *p;
-	if (text == NULL)
-		return -1;
-	snprintf(want, sizeof(want), "\n  \"%s\": {", obj != NULL ? obj : "");
-	p = obj != NULL ? strstr(text, want) : text;
-	if (p == NULL)
-		return -1;
-	p = strchr(p + 1, '\n'); // past "{" or `"obj": {`
-	while (p != NULL && *++p != '\0') {
-		const char *eol = strchr(p, '\n');
-		size_t len = eol != NULL ? (size_t)(eol - p) : strlen(p);
-		size_t sp = strspn(p, " ");
-		if (sp < indent && sp < len)
-			break; // the object closes
-		if (sp == indent) {
-			int r = json_line(p, len, k, sizeof(k), val, nv);
-			if (r >= 0 && strcmp(k, key) == 0)
-				return r == 1 ? 0 : -1;
-		}
-		p = eol;
-	}
-	return -1;
-}
-
-// json_num is a top-level number of text; NaN when missing or null.
-static double json_num(const char *text, const char *key)
-{
-	char val[64], *end;
-	if (json_get(text, NULL, key, val, sizeof(val)) != 0)
-		return NAN;
-	double x = strtod(val, &end);
-	return end != val && *end == '\0' ? x : NAN;
-}
-
 // job_outcome reads "outcome"; a job written before outcomes existed
 // counts as diverged when it says so or exited 3 (status; -1 unknown).
 static int job_outcome(const pti_cmp_job *j, int status)
@@ -458,14 +363,14 @@ static int job_outcome(const pti_cmp_job *j, int status)
 	char val[32];
 	if (j->json == NULL)
 		return PTI_OUT_MISSING;
-	if (json_get(j->json, NULL, "outcome", val, sizeof(val)) == 0) {
+	if (pti_json_text(j->json, "outcome", val, sizeof(val)) == 0) {
 		for (int k = 0; k < PTI_OUT_N; k++)
 			if (strcmp(val, outcome_names[k]) == 0)
 				return k;
 		return PTI_OUT_MISSING; // an outcome we do not know
 	}
-	if (status == PTI_EXIT_DIVERGED || (json_get(j->json, NULL, "diverged", val,
-	    sizeof(val)) == 0 && strcmp(val, "true") == 0))
+	if (status == PTI_EXIT_DIVERGED ||
+	    json_is_true(json_object_get(j->json, "diverged")))
 		return PTI_OUT_DIVERGED;
 	return PTI_OUT_OK;
 }
@@ -476,12 +381,15 @@ static int job_outcome(const pti_cmp_job *j, int status)
 // selection columns.
 static int job_eval(pti_cmp_job *j, double target)
 {
-	static const char *want[] = {"step", "wall_s", "val_acc", "test_acc",
-	    "eval_s"};
+	const char *want[] = {PTI_COL(pti_csv_eval_val, PTI_EV_VERSION),
+	    PTI_COL(pti_csv_eval_val, PTI_EV_WALL),
+	    PTI_COL(pti_csv_eval_val, PTI_EV_ACC),
+	    PTI_COL(pti_csv_eval_test, PTI_EV_ACC),
+	    PTI_COL(pti_csv_eval_val, PTI_EV_EVAL_S)};
 	char path[PT_PATH_MAX + 128];
 	pti_csv ev;
 	snprintf(path, sizeof(path), "%s/eval.csv", j->dir);
-	if (pti_csv_read(path, want, 5, &ev) != 0)
+	if (pti_csv_read(path, 0, want, 5, &ev) != 0)
 		return -1;
 	j->sel_test = !ev.have[2];
 	int acc = j->sel_test ? 3 : 2;
@@ -519,14 +427,14 @@ static int job_eval(pti_cmp_job *j, double target)
 static int job_read(pti_cmp_job *j, int status, double target)
 {
 	char path[PT_PATH_MAX + 128];
-	free(j->json);
+	json_decref(j->json);
 	snprintf(path, sizeof(path), "%s/summary.json", j->dir);
-	j->json = slurp(path);
+	j->json = pti_json_load(path);
 	j->outcome = job_outcome(j, status);
-	j->pwb = json_num(j->json, "per_worker_batch");
+	j->pwb = pti_json_num(j->json, "per_worker_batch");
 	for (int k = 0; k < PTI_COLS; k++)
 		j->col[k] = cmp_cols[k].key != NULL
-				? json_num(j->json, cmp_cols[k].key)
+				? pti_json_num(j->json, cmp_cols[k].key)
 				: NAN;
 	if (j->outcome == PTI_OUT_MISSING)
 		return 0;
@@ -540,8 +448,8 @@ static void job_damaged(const pti_cmp_job *j, int going_on)
 	    "pstrain compare: mode %s, seed %llu (%s): workers_lost %.0f, "
 	    "worker_restarts %.0f, server_restarts %.0f\n",
 	    j->m->token, (unsigned long long)j->seed, j->dir,
-	    j->col[PTI_COL_LOST], json_num(j->json, "worker_restarts"),
-	    json_num(j->json, "server_restarts"));
+	    j->col[PTI_COL_LOST], pti_json_num(j->json, "worker_restarts"),
+	    pti_json_num(j->json, "server_restarts"));
 	fprintf(stderr, going_on
 	    ? "pstrain compare: --allow-failures: going on; it counts in "
 	      "the report as damaged\n\n"
@@ -759,13 +667,16 @@ static int record_check(FILE *f, const cmp_set *s, const char *prefix)
 	    sizeof(record_must_agree[0]); k++) {
 		const char *key = record_must_agree[k];
 		char va[256] = "(none)", vb[256];
-		json_get(a->json, "record", key, va, sizeof(va));
+		const json_t *ra = json_object_get(a->json, "record");
+		if (pti_json_text(ra, key, va, sizeof(va)) != 0)
+			snprintf(va, sizeof(va), "(none)");
 		for (int i = 0; i < s->n_modes * s->n_seeds; i++) {
 			const pti_cmp_job *b = &s->jobs[i];
-			snprintf(vb, sizeof(vb), "(none)");
 			if (b->json == NULL)
 				continue;
-			json_get(b->json, "record", key, vb, sizeof(vb));
+			if (pti_json_text(json_object_get(b->json, "record"), key,
+				vb, sizeof(vb)) != 0)
+				snprintf(vb, sizeof(vb), "(none)");
 			if (strcmp(va, vb) == 0)
 				continue;
 			fprintf(f, "%sWARNING: the jobs disagree on %s: '%s' "
@@ -785,10 +696,12 @@ static int record_check(FILE *f, const cmp_set *s, const char *prefix)
 static void report_record(FILE *f, const cmp_set *s)
 {
 	const pti_cmp_job *a = first_job(s);
-	char want[] = "\n  \"record\": {", key[128], val[512];
-	const char *p = a != NULL ? strstr(a->json, want) : NULL;
+	const json_t *rec = a != NULL ? json_object_get(a->json, "record") : NULL;
+	const char *key;
+	json_t *v;
+	char val[512];
 	fprintf(f, "## Machine\n\n");
-	if (p == NULL) {
+	if (!json_is_object(rec)) {
 		fprintf(f, "No job has a run record (\"record\" in "
 		    "summary.json).\n\n");
 		return;
@@ -796,16 +709,12 @@ static void report_record(FILE *f, const cmp_set *s)
 	fprintf(f, "The run record of %s/seed-%llu/summary.json:\n\n"
 	    "| record | value |\n| --- | --- |\n", a->m->label,
 	    (unsigned long long)a->seed);
-	// the lines after `"record": {` up to its closing brace
-	for (p = strchr(p + 1, '\n'); p != NULL && *++p != '\0';
-	    p = strchr(p, '\n')) {
-		size_t len = strcspn(p, "\n");
-		if (strspn(p, " ") < 4)
-			break;
-		int r = json_line(p, len, key, sizeof(key), val, sizeof(val));
+	json_object_foreach((json_t *)rec, key, v) {
 		// Each job's own command line stays in its summary.json.
-		if (r >= 0 && strcmp(key, "command_line") != 0)
-			fprintf(f, "| %s | %s |\n", key, r ? val : "null");
+		if (strcmp(key, "command_line") == 0)
+			continue;
+		int r = pti_json_value_text(v, val, sizeof(val));
+		fprintf(f, "| %s | %s |\n", key, r == 0 ? val : "null");
 	}
 	fprintf(f, "\n");
 	if (record_check(f, s, "**") > 0)
@@ -937,7 +846,7 @@ static int set_init(cmp_set *s, const pt_config *c)
 static void set_fini(cmp_set *s)
 {
 	for (int i = 0; s->jobs != NULL && i < s->n_modes * s->n_seeds; i++)
-		free(s->jobs[i].json);
+		json_decref(s->jobs[i].json);
 	free(s->jobs);
 }
 

@@ -9,10 +9,10 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "outputs.h"
 
 #define PTI_CMP_MODES_MAX 32
 #define PTI_CMP_SEEDS_MAX 64
-#define PTI_CSV_COLS 16
 #define PTI_CMP_SMOOTH 20 // steps in the moving average of loss curves
 
 // One token of --modes.
@@ -58,27 +58,12 @@ typedef struct pti_cmp_job {
 	const pti_cmp_mode *m;
 	uint64_t seed;
 	char dir[PT_PATH_MAX + 96]; // DIR/LABEL/seed-S
-	char *json;                 // summary.json's text; NULL if missing
+	struct json_t *json;        // summary.json; NULL if missing
 	int outcome;                // PTI_OUT_*
 	int sel_test;        // eval.csv has no val_acc: selection on test
 	double pwb;          // per_worker_batch; NaN when unknown
 	double col[PTI_COLS]; // NaN: null or missing
 } pti_cmp_job;
-
-typedef struct pti_csv {
-	double *v;                // n_rows x n_cols, row-major
-	int have[PTI_CSV_COLS];   // per wanted column: found in the header
-	size_t n_rows;
-	int n_cols;
-} pti_csv;
-
-// pti_csv_read reads the columns named in want (at most PTI_CSV_COLS,
-// found by header name) of a CSV file with a header line into t, which
-// the caller frees with free(t->v). A missing file gives no rows, a
-// missing column has have[i] == 0 and reads as NAN, as does a cell that
-// is not a number. Returns 0, or -1 only when out of memory.
-int pti_csv_read(const char *path, const char **want, int n_want,
-    pti_csv *t);
 
 // pti_job_examples_at writes into at[i], for each of the n wall times
 // t[i] (seconds since the job started), how many examples all workers of

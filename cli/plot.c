@@ -42,64 +42,6 @@ typedef struct plot_set {
 // ---------------------------------------------------------------------
 // Reading one job
 
-int pti_csv_read(const char *path, const char **want, int n_want,
-    pti_csv *t)
-{
-	char *line = NULL;
-	size_t cap = 0, room = 0;
-	int idx[64], n_idx = 0;
-	memset(t, 0, sizeof(*t));
-	t->n_cols = n_want;
-	FILE *f = fopen(path, "r");
-	if (f == NULL)
-		return 0;
-	if (getline(&line, &cap, f) < 0)
-		goto out;
-	line[strcspn(line, "\r\n")] = '\0';
-	for (char *tok = strtok(line, ","); tok && n_idx < 64;
-	    tok = strtok(NULL, ",")) {
-		idx[n_idx] = -1;
-		for (int k = 0; k < n_want; k++)
-			if (strcmp(tok, want[k]) == 0) {
-				idx[n_idx] = k;
-				t->have[k] = 1;
-			}
-		n_idx++;
-	}
-	while (getline(&line, &cap, f) > 0) {
-		if (strchr(line, '\n') == NULL)
-			break; // a row still being written
-		if (t->n_rows == room) {
-			room = room ? 2 * room : 256;
-			double *v = realloc(t->v, room * n_want * sizeof(double));
-			if (v == NULL) {
-				free(line);
-				fclose(f);
-				return -1;
-			}
-			t->v = v;
-		}
-		double *row = t->v + t->n_rows * n_want;
-		for (int k = 0; k < n_want; k++)
-			row[k] = NAN;
-		char *p = line;
-		for (int col = 0; col < n_idx && *p; col++) {
-			char *end;
-			double x = strtod(p, &end);
-			if (idx[col] >= 0 && end != p)
-				row[idx[col]] = x;
-			p += strcspn(p, ",");
-			if (*p == ',')
-				p++;
-		}
-		t->n_rows++;
-	}
-out:
-	free(line);
-	fclose(f);
-	return 0;
-}
-
 static void curve_free(curve *cv)
 {
 	for (int k = 0; k < PLOT_W0_COLS; k++)
@@ -156,8 +98,10 @@ typedef struct step_sum {
 static int job_workers(const char *dir, double **walls, size_t *n_walls,
     step_sum *sums)
 {
-	static const char *want[] = {"wall_s", "step_ms", "compute_ms",
-	    "comm_ms"};
+	const char *want[] = {PTI_COL(pti_csv_worker, PTI_WK_WALL),
+	    PTI_COL(pti_csv_worker, PTI_WK_STEP_MS),
+	    PTI_COL(pti_csv_worker, PTI_WK_COMPUTE_MS),
+	    PTI_COL(pti_csv_worker, PTI_WK_COMM_MS)};
 	char path[PT_PATH_MAX + 160];
 	int r;
 	*walls = NULL;
@@ -167,7 +111,7 @@ static int job_workers(const char *dir, double **walls, size_t *n_walls,
 		snprintf(path, sizeof(path), "%s/worker-%d.csv", dir, r);
 		if (access(path, R_OK) != 0)
 			break;
-		if (pti_csv_read(path, want, 4, &t) != 0)
+		if (pti_csv_read(path, 0, want, 4, &t) != 0)
 			return -1;
 		double *w = realloc(*walls, (*n_walls + t.n_rows + 1) *
 		    sizeof(double));
@@ -212,11 +156,14 @@ int pti_job_examples_at(const char *dir, double pwb, const double *t,
 static int job_eval_curve(const char *dir, const double *walls,
     size_t n_walls, double pwb, curve *cv)
 {
-	static const char *want[] = {"step", "wall_s", "val_acc", "test_acc"};
+	const char *want[] = {PTI_COL(pti_csv_eval_val, PTI_EV_VERSION),
+	    PTI_COL(pti_csv_eval_val, PTI_EV_WALL),
+	    PTI_COL(pti_csv_eval_val, PTI_EV_ACC),
+	    PTI_COL(pti_csv_eval_test, PTI_EV_ACC)};
 	char path[PT_PATH_MAX + 160];
 	pti_csv t;
 	snprintf(path, sizeof(path), "%s/eval.csv", dir);
-	if (pti_csv_read(path, want, 4, &t) != 0 ||
+	if (pti_csv_read(path, 0, want, 4, &t) != 0 ||
 	    curve_alloc(cv, PLOT_EVAL_COLS, t.n_rows) != 0) {
 		free(t.v);
 		return -1;
@@ -239,13 +186,16 @@ static int job_eval_curve(const char *dir, const double *walls,
 static int job_w0_curve(const char *dir, const double *walls,
     size_t n_walls, double pwb, curve *cv)
 {
-	static const char *want[] = {"version", "step", "wall_s", "loss",
-	    "grad_norm"};
+	const char *want[] = {PTI_COL(pti_csv_worker, PTI_WK_VERSION),
+	    PTI_COL(pti_csv_worker, PTI_WK_STEP),
+	    PTI_COL(pti_csv_worker, PTI_WK_WALL),
+	    PTI_COL(pti_csv_worker, PTI_WK_LOSS),
+	    PTI_COL(pti_csv_worker, PTI_WK_GRAD_NORM)};
 	char path[PT_PATH_MAX + 160];
 	pti_csv t;
 	double *raw = NULL;
 	snprintf(path, sizeof(path), "%s/worker-0.csv", dir);
-	if (pti_csv_read(path, want, 5, &t) != 0 ||
+	if (pti_csv_read(path, 0, want, 5, &t) != 0 ||
 	    curve_alloc(cv, PLOT_W0_COLS, t.n_rows) != 0 ||
 	    (raw = malloc((t.n_rows + 1) * sizeof(double))) == NULL) {
 		free(t.v);
@@ -272,11 +222,12 @@ static int job_w0_curve(const char *dir, const double *walls,
 // job_staleness adds staleness.csv's counts into hist[0..*n) (grown).
 static int job_staleness(const char *dir, double **hist, size_t *n)
 {
-	static const char *want[] = {"staleness", "count"};
+	const char *want[] = {PTI_COL(pti_csv_staleness, PTI_ST_STALENESS),
+	    PTI_COL(pti_csv_staleness, PTI_ST_COUNT)};
 	char path[PT_PATH_MAX + 160];
 	pti_csv t;
 	snprintf(path, sizeof(path), "%s/staleness.csv", dir);
-	if (pti_csv_read(path, want, 2, &t) != 0)
+	if (pti_csv_read(path, 0, want, 2, &t) != 0)
 		return -1;
 	for (size_t i = 0; i < t.n_rows; i++) {
 		double s = t.v[i * 2], count = t.v[i * 2 + 1];

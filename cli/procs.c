@@ -36,14 +36,12 @@ int pti_cli_config(pt_config *c, unsigned cmd, const char *name,
 		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
 		return PTI_EXIT_USAGE;
 	}
-	pti_optim opt;
-	if ((rv = pt_config_check(c, cmd)) != 0 ||
-	    (rv = pti_optim_parse(&opt, c->optimizer, c->weight_decay)) != 0) {
+	if ((rv = pt_config_check(c, cmd)) != 0) {
 		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
 		return PTI_EXIT_USAGE;
 	}
 	if (c->lr == 0)
-		c->lr = pti_optim_default_lr(&opt);
+		c->lr = pti_optim_default_lr(&c->optim);
 	// Bad TLS files are a bad flag, said before anything starts.
 	if ((rv = pti_transport_tls_load(c)) != 0) {
 		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "outputs.h"
 #include "run_impl.h"
 
 // run_last_row reads the last complete line of the CSV of the lowest-
@@ -31,11 +32,12 @@ int pti_run_last_row(const run_job *j, uint64_t *step, double *wall,
 	buf[n - 1] = '\0';
 	char *last = strrchr(buf, '\n');
 	last = last ? last + 1 : buf;
-	unsigned long long s;
-	unsigned e;
-	if (sscanf(last, "%llu,%u,%lf,%lf", &s, &e, wall, loss) != 4)
+	double v[PTI_WK_LOSS + 1];
+	if (pti_csv_fields(last, v, PTI_WK_LOSS + 1) != 0 || !(v[0] >= 0))
 		return -1;
-	*step = s;
+	*step = (uint64_t)v[PTI_WK_STEP];
+	*wall = v[PTI_WK_WALL];
+	*loss = v[PTI_WK_LOSS];
 	return 0;
 }
 

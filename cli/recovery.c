@@ -129,7 +129,6 @@ int pti_run_server_failed(run_job *j, run_proc *p)
 int64_t pti_run_find_resume(const pt_config *c, const char *dir,
     const pt_layout *l, uint32_t lo, uint32_t hi)
 {
-	pti_optim opt;
 	DIR *d = opendir(dir);
 	int64_t best = -1, tried[256];
 	int n = 0;
@@ -150,7 +149,6 @@ int64_t pti_run_find_resume(const pt_config *c, const char *dir,
 			tried[n++] = v;
 	}
 	closedir(d);
-	pti_optim_parse(&opt, c->optimizer, c->weight_decay);
 	for (;;) {
 		int64_t v = -1;
 		for (int i = 0; i < n; i++)
@@ -162,8 +160,8 @@ int64_t pti_run_find_resume(const pt_config *c, const char *dir,
 		for (uint32_t r = lo; r < hi && ok; r++) {
 			pt_range sh = pt_layout_shard(l, r, c->servers);
 			pti_ckpt_meta want = {r, c->servers, pt_layout_hash(l),
-			    sh.lo, sh.hi, v, 0, (uint32_t)opt.kind,
-			    (uint32_t)opt.n_state, c->workers}, got;
+			    sh.lo, sh.hi, v, 0, (uint32_t)c->optim.kind,
+			    (uint32_t)c->optim.n_state, c->workers}, got;
 			size_t bytes = (sh.hi - sh.lo) * sizeof(float);
 			float *vecs[3] = {malloc(bytes), malloc(bytes),
 			    malloc(bytes)};

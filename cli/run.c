@@ -1,8 +1,8 @@
-// cli/run.c - `pstrain run`: the local launcher. It starts S server and W
-// worker processes (this same binary as `pstrain server` and `pstrain
-// worker`), shows progress (progress.c), hands failed processes to
-// recovery.c, stops every child when the job cannot go on or on Ctrl-C,
-// and writes DIR/summary.json at the end.
+// cli/run.c - `pstrain run`: the local launcher. It prepares the job,
+// has supervise.c start S server and W worker processes, watches them,
+// shows progress (progress.c), hands failed processes to recovery.c,
+// stops every child when the job cannot go on or on Ctrl-C, and writes
+// DIR/summary.json at the end.
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "afile.h"
 #include "cli.h"
 #include "auth.h"
 #include "config.h"
@@ -28,274 +29,11 @@
 #include "summary.h"
 #include "run_impl.h"
 
-static volatile sig_atomic_t run_signalled;
+volatile sig_atomic_t pti_run_signalled;
 
 static void run_on_signal(int sig)
 {
-	run_signalled = sig;
-}
-
-double pti_run_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-int pti_mkdir_p(const char *path)
-{
-	char buf[PT_PATH_MAX + 16];
-	snprintf(buf, sizeof(buf), "%s", path);
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-			return -1;
-		*p = '/';
-	}
-	return mkdir(buf, 0777) != 0 && errno != EEXIST ? -1 : 0;
-}
-
-static int run_spawn(run_job *j, int server, uint32_t rank, char **extra,
-    int n_extra)
-{
-	const pt_config *c = &j->c;
-	char *argv[2 * 64 + 16];
-	int argc = 0, rv;
-	run_proc *p = &j->procs[j->n_procs];
-	memset(p, 0, sizeof(*p)); // the slot may hold a process of before
-
-	argv[argc++] = strdup("pstrain");
-	argv[argc++] = strdup(server ? "server" : "worker");
-	if ((rv = pt_config_to_argv(c, PT_CMD_RUN,
-		 server ? PT_CMD_SERVER : PT_CMD_WORKER, argv, &argc)) != 0)
-		return rv;
-	for (int i = 0; i < n_extra; i++)
-		argv[argc++] = strdup(extra[i]);
-	argv[argc] = NULL;
-	snprintf(p->log, sizeof(p->log), "%s/%s-%u.log", c->out,
-	    server ? "server" : "worker", rank);
-	int fd = open(p->log, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-	if (fd < 0)
-		return pti_err_set(PT_EIO, "%s: %s", p->log, strerror(errno));
-	pid_t pid = fork();
-	if (pid == 0) {
-		// The child dies with the launcher, even on kill -9.
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		close(fd);
-		signal(SIGINT, SIG_IGN); // the launcher stops us itself
-		execv(pti_self_exe(), argv);
-		fprintf(stderr, "pstrain: cannot execute itself: %s\n",
-		    strerror(errno));
-		_exit(127);
-	}
-	close(fd);
-	for (int i = 0; i < argc; i++)
-		free(argv[i]);
-	if (pid < 0)
-		return pti_err_set(PT_EIO, "fork: %s", strerror(errno));
-	p->pid = pid;
-	p->server = server;
-	p->rank = rank;
-	j->n_procs++;
-	return 0;
-}
-
-// run_reap collects exited children up to the first that failed, which
-// it returns; the next call goes on from there, so that no failure is
-// passed over.
-static run_proc *run_reap(run_job *j)
-{
-	for (uint32_t i = 0; i < j->n_procs; i++) {
-		run_proc *p = &j->procs[i];
-		if (p->exited)
-			continue;
-		if (waitpid(p->pid, &p->status, WNOHANG) == p->pid) {
-			p->exited = 1;
-			if (!WIFEXITED(p->status) || WEXITSTATUS(p->status))
-				return p;
-		}
-	}
-	return NULL;
-}
-
-void pti_run_kill_all(run_job *j)
-{
-	for (uint32_t i = 0; i < j->n_procs; i++)
-		if (!j->procs[i].exited)
-			kill(j->procs[i].pid, SIGTERM);
-	double until = pti_run_now() + 3.0;
-	for (;;) {
-		run_reap(j);
-		uint32_t live = 0;
-		for (uint32_t i = 0; i < j->n_procs; i++)
-			live += !j->procs[i].exited;
-		if (live == 0)
-			return;
-		if (pti_run_now() > until)
-			break;
-		usleep(20 * 1000);
-	}
-	for (uint32_t i = 0; i < j->n_procs; i++)
-		if (!j->procs[i].exited) {
-			kill(j->procs[i].pid, SIGKILL);
-			waitpid(j->procs[i].pid, &j->procs[i].status, 0);
-			j->procs[i].exited = 1;
-		}
-}
-
-static void run_tell_failure(const run_proc *p)
-{
-	char what[64];
-	if (WIFEXITED(p->status))
-		snprintf(what, sizeof(what), "exit status %d",
-		    WEXITSTATUS(p->status));
-	else
-		snprintf(what, sizeof(what), "signal %d", WTERMSIG(p->status));
-	fprintf(stderr, "\npstrain run: %s %u failed (%s); the end of %s:\n",
-	    p->server ? "server" : "worker", p->rank, what, p->log);
-	FILE *f = fopen(p->log, "r");
-	if (f == NULL)
-		return;
-	char lines[8][512];
-	int n = 0;
-	while (fgets(lines[n % 8], sizeof(lines[0]), f) != NULL)
-		n++;
-	fclose(f);
-	for (int i = n > 8 ? n - 8 : 0; i < n; i++)
-		fprintf(stderr, "  %s", lines[i % 8]);
-}
-
-// run_wait_server waits until server s has written its ready file, and
-// copies the address it listens on into url (size PT_PATH_MAX).
-int pti_run_wait_server(run_job *j, uint32_t s, char *url)
-{
-	char path[PT_PATH_MAX + 32];
-	snprintf(path, sizeof(path), "%s/.server-%u.ready", j->c.out, s);
-	double until = pti_run_now() + RUN_READY_S;
-	for (;;) {
-		FILE *f = fopen(path, "r");
-		if (f != NULL) {
-			int ok = fgets(url, PT_PATH_MAX, f) != NULL;
-			fclose(f);
-			if (ok)
-				break;
-		}
-		run_proc *bad = run_reap(j);
-		if (bad != NULL) {
-			run_tell_failure(bad);
-			return -1;
-		}
-		if (run_signalled)
-			return -1;
-		if (pti_run_now() > until) {
-			fprintf(stderr, "pstrain run: server %u did not start "
-			    "listening within %.0fs\n", s, RUN_READY_S);
-			return -1;
-		}
-		usleep(10 * 1000);
-	}
-	unlink(path);
-	url[strcspn(url, "\n")] = '\0';
-	return 0;
-}
-
-// run_server_url copies server s's address, from the list the workers
-// were given, into url (size PT_PATH_MAX): a restarted server listens
-// where its workers dial.
-void pti_run_server_url(const run_job *j, uint32_t s, char *url)
-{
-	const char *p = j->urls;
-	for (uint32_t i = 0; i < s && p != NULL; i++)
-		if ((p = strchr(p, ',')) != NULL)
-			p++;
-	size_t n = p ? strcspn(p, ",") : 0;
-	snprintf(url, PT_PATH_MAX, "%.*s", (int)n, p ? p : "");
-}
-
-// run_spawn_server starts server s listening on listen, from checkpoint
-// version rver (-1: initial values), not waiting for the workers in gone.
-int pti_run_spawn_server(run_job *j, uint32_t s, const char *listen,
-    int64_t rver, const char *gone)
-{
-	char t0[64], rank[16], ready[PT_PATH_MAX + 32], rv_s[32];
-	snprintf(t0, sizeof(t0), "%.6f", j->t0);
-	snprintf(rank, sizeof(rank), "%u", s);
-	snprintf(ready, sizeof(ready), "%s/.server-%u.ready", j->c.out, s);
-	snprintf(rv_s, sizeof(rv_s), "%lld", (long long)rver);
-	char *extra[] = {"--rank", rank, "--listen", (char *)listen,
-	    "--ready-file", ready, "--t0", t0, "--resume-version", rv_s,
-	    "--gone-workers", (char *)gone};
-	if (j->n_procs >= RUN_MAX_PROCS ||
-	    run_spawn(j, 1, s, extra, gone[0] ? 12 : 10) != 0) {
-		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(PT_EIO));
-		return -1;
-	}
-	return 0;
-}
-
-static int run_start(run_job *j)
-{
-	const pt_config *c = &j->c;
-	char listen[PT_PATH_MAX + 32], url[PT_PATH_MAX];
-	size_t used = 0;
-	for (uint32_t s = 0; s < c->servers; s++) {
-		// Port 0: each server takes a free port and says which in
-		// its ready file.
-		if (c->transport == PT_TRANSPORT_TCP)
-			snprintf(listen, sizeof(listen), "tcp://127.0.0.1:0");
-		else if (c->transport == PT_TRANSPORT_TLS)
-			snprintf(listen, sizeof(listen),
-			    "tls+tcp://127.0.0.1:0");
-		else
-			snprintf(listen, sizeof(listen), "ipc://%s/s%u",
-			    j->sockdir, s);
-		if (pti_run_spawn_server(j, s, listen, c->resume_version, "") != 0)
-			return -1;
-	}
-	j->urls[0] = '\0';
-	for (uint32_t s = 0; s < c->servers; s++) {
-		if (pti_run_wait_server(j, s, url) != 0)
-			return -1;
-		used += (size_t)snprintf(j->urls + used,
-		    sizeof(j->urls) - used, "%s%s", s ? "," : "", url);
-		if (used >= sizeof(j->urls)) {
-			fprintf(stderr, "pstrain run: too many servers\n");
-			return -1;
-		}
-	}
-	for (uint32_t r = 0; r < c->workers; r++)
-		if (pti_run_spawn_worker(j, r) != 0)
-			return -1;
-	return 0;
-}
-
-int pti_run_spawn_worker(run_job *j, uint32_t r)
-{
-	char rank[16], t0[64];
-	snprintf(rank, sizeof(rank), "%u", r);
-	snprintf(t0, sizeof(t0), "%.6f", j->t0);
-	char *extra[] = {"--rank", rank, "--connect", j->urls, "--t0", t0};
-	if (j->n_procs >= RUN_MAX_PROCS ||
-	    run_spawn(j, 0, r, extra, 6) != 0) {
-		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(PT_EIO));
-		return -1;
-	}
-	return 0;
-}
-
-// run_stop_proc kills a live child and waits for it: it is being
-// replaced.
-void pti_run_stop_proc(run_proc *p)
-{
-	if (!p->exited) {
-		kill(p->pid, SIGKILL);
-		waitpid(p->pid, &p->status, 0);
-	}
-	p->exited = 2;
+	pti_run_signalled = sig;
 }
 
 // run_watch waits for every child; 0 when all exited cleanly.
@@ -303,13 +41,13 @@ static int run_watch(run_job *j)
 {
 	double next = 0, stopped = 0;
 	for (;;) {
-		run_proc *bad = run_reap(j);
+		run_proc *bad = pti_run_reap(j);
 		if (bad != NULL && !bad->server && pti_run_worker_failed(j, bad) == 0)
 			continue;
 		if (bad != NULL) {
 			if (j->tty)
 				fprintf(stderr, "\n");
-			run_tell_failure(bad);
+			pti_run_tell_failure(bad);
 			int rv = bad->server ? pti_run_server_failed(j, bad) : -1;
 			if (rv == 0)
 				continue;
@@ -321,9 +59,9 @@ static int run_watch(run_job *j)
 				   ? PTI_EXIT_DIVERGED
 				   : PTI_EXIT_FAIL;
 		}
-		if (run_signalled) {
+		if (pti_run_signalled) {
 			fprintf(stderr, "\npstrain run: stopping on signal "
-			    "%d\n", (int)run_signalled);
+			    "%d\n", (int)pti_run_signalled);
 			return PTI_EXIT_SIGNAL;
 		}
 		uint32_t live = 0, servers = 0;
@@ -592,9 +330,9 @@ int pti_cmd_run(int argc, char **argv)
 	    j.c.batch, j.c.batch / j.c.workers, (unsigned long long)j.steps,
 	    j.c.out);
 	for (;;) {
-		if (run_start(&j) != 0) {
-			// run_start has said what went wrong.
-			rv = run_signalled ? PTI_EXIT_SIGNAL : PTI_EXIT_FAIL;
+		if (pti_run_start(&j) != 0) {
+			// pti_run_start has said what went wrong.
+			rv = pti_run_signalled ? PTI_EXIT_SIGNAL : PTI_EXIT_FAIL;
 			break;
 		}
 		if ((rv = run_watch(&j)) != RUN_RESTART)

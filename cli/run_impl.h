@@ -5,6 +5,7 @@
 #ifndef PT_CLI_RUN_IMPL_H
 #define PT_CLI_RUN_IMPL_H
 
+#include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -50,6 +51,15 @@ typedef struct run_job {
 
 // run.c
 double pti_run_now(void); // wall clock, seconds since the epoch
+// The signal (SIGINT, SIGTERM) the launcher was given, or 0.
+extern volatile sig_atomic_t pti_run_signalled;
+// supervise.c: pti_run_start starts every server, waits for each to
+// listen, then starts every worker (-1 once it has said what failed);
+// pti_run_reap collects exited children up to the first that failed
+// (returned), pti_run_tell_failure says how a child ended.
+int pti_run_start(run_job *j);
+run_proc *pti_run_reap(run_job *j);
+void pti_run_tell_failure(const run_proc *p);
 int pti_run_spawn_worker(run_job *j, uint32_t r);
 int pti_run_spawn_server(run_job *j, uint32_t s, const char *listen,
     int64_t version, const char *gone);

@@ -14,6 +14,8 @@
 #include <nng/nng.h>
 
 #include "blas.h"
+#include "jsonio.h"
+#include "outputs.h"
 #include "proto.h"
 #include "version.h"
 
@@ -23,33 +25,27 @@
 
 int pti_final_read(const char *dir, pti_final *out)
 {
-	char path[PT_PATH_MAX + 32], line[1024];
-	double v[14];
+	char path[PT_PATH_MAX + 32];
+	pti_csv t;
 	snprintf(path, sizeof(path), "%s/final.csv", dir);
-	FILE *f = fopen(path, "r");
-	if (f == NULL)
+	if (pti_csv_read_table(path, 0, &pti_csv_final, &t) != 0)
 		return -1;
-	int ok = fgets(line, sizeof(line), f) && fgets(line, sizeof(line), f);
-	fclose(f);
-	if (!ok)
-		return -1;
-	int n = 0;
-	for (char *p = line, *end; n < 14; p = end + 1) {
-		v[n] = strtod(p, &end);
-		if (end == p)
-			return -1;
-		n++;
-		if (*end != ',')
-			break;
+	// One row; the columns it must have (a file of before the
+	// validation columns reads as NaN there).
+	const double *v = t.v;
+	int ok = t.n_rows == 1 && t.have[PTI_FN_TEST_ACC];
+	if (ok) {
+		pti_final r = {v[PTI_FN_VERSION], v[PTI_FN_STEPS],
+		    v[PTI_FN_TRAIN_S], v[PTI_FN_TRAIN_LOSS],
+		    v[PTI_FN_TRAIN_ACC], v[PTI_FN_TEST_LOSS],
+		    v[PTI_FN_TEST_ACC], v[PTI_FN_VAL_LOSS], v[PTI_FN_VAL_ACC],
+		    v[PTI_FN_BEST_VAL_ACC], v[PTI_FN_BEST_VAL_STEP],
+		    v[PTI_FN_BEST_VAL_VERSION], v[PTI_FN_BEST_VAL_TEST_LOSS],
+		    v[PTI_FN_BEST_VAL_TEST_ACC]};
+		*out = r;
 	}
-	if (n < 7)
-		return -1;
-	for (int i = n; i < 14; i++)
-		v[i] = NAN; // a row of before the validation columns
-	pti_final r = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8],
-	    v[9], v[10], v[11], v[12], v[13]};
-	*out = r;
-	return 0;
+	free(t.v);
+	return ok ? 0 : -1;
 }
 
 // A job's staleness, waiting and evaluation time, gathered from the
@@ -65,192 +61,121 @@ typedef struct sum_stats {
 	double eval_in_s;       // those between first_s and last_s
 } sum_stats;
 
-// find_num finds `"key": NUMBER` in a flat JSON file's text.
-static int find_num(const char *text, const char *key, double *out)
-{
-	char pat[64];
-	snprintf(pat, sizeof(pat), "\"%s\":", key);
-	const char *p = strstr(text, pat);
-	if (p == NULL)
-		return -1;
-	*out = strtod(p + strlen(pat), NULL);
-	return 0;
-}
-
-// find_str copies `"key": "STRING"` of a flat JSON file's text, unescaped,
-// into out (size n). Returns 0, or -1 when the key is missing or null.
-static int find_str(const char *text, const char *key, char *out, size_t n)
-{
-	char pat[64];
-	size_t k = 0;
-	snprintf(pat, sizeof(pat), "\"%s\": \"", key);
-	const char *p = strstr(text, pat);
-	if (p == NULL || n == 0)
-		return -1;
-	for (p += strlen(pat); *p && *p != '"' && k + 1 < n; p++) {
-		unsigned u;
-		if (*p != '\\') {
-			out[k++] = *p;
-		} else if (p[1] == 'u' && sscanf(p + 2, "%4x", &u) == 1) {
-			out[k++] = u < 0x80 ? (char)u : '?';
-			p += 5;
-		} else if (p[1] != '\0') {
-			p++;
-			out[k++] = *p == 'n' ? '\n' : *p == 't' ? '\t' : *p;
-		}
-	}
-	out[k] = '\0';
-	return 0;
-}
-
-// server_json reads server s's server-R.json into text (size bytes,
-// NUL-terminated). -1 when it is not there (a server that did not stop
-// normally writes none).
-static int server_json(const pt_config *c, uint32_t s, char *text,
-    size_t size)
+// server_json reads server s's server-R.json; NULL when it is not there
+// (a server that did not stop normally writes none) or is damaged (said
+// on stderr). The caller frees it with json_decref.
+static json_t *server_json(const pt_config *c, uint32_t s)
 {
 	char path[PT_PATH_MAX + 32];
 	snprintf(path, sizeof(path), "%s/server-%u.json", c->out, s);
-	FILE *f = fopen(path, "r");
-	if (f == NULL)
-		return -1;
-	size_t got = fread(text, 1, size - 1, f);
-	fclose(f);
-	text[got] = '\0';
-	return 0;
+	return pti_json_load(path);
+}
+
+// server_count: a counter of server-R.json, 0 when missing.
+static uint64_t server_count(const json_t *j, const char *key)
+{
+	double x = pti_json_num(j, key);
+	return x >= 0 ? (uint64_t)x : 0;
 }
 
 void pti_ckpt_report(const pt_config *c, uint64_t *failures, char *last,
     size_t n)
 {
-	char text[16384], err[PT_PATH_MAX + 128];
+	char err[PT_PATH_MAX + 128];
 	*failures = 0;
 	if (n > 0)
 		last[0] = '\0';
 	for (uint32_t s = 0; s < c->servers; s++) {
-		if (server_json(c, s, text, sizeof(text)) != 0)
+		json_t *j = server_json(c, s);
+		if (j == NULL)
 			continue;
-		double k = 0;
-		find_num(text, "checkpoint_failures", &k);
-		*failures += (uint64_t)k;
-		if (find_str(text, "checkpoint_last_error", err,
+		*failures += server_count(j, "checkpoint_failures");
+		if (pti_json_text(j, "checkpoint_last_error", err,
 			sizeof(err)) == 0 && n > 0)
 			snprintf(last, n, "server %u: %s", s, err);
+		json_decref(j);
 	}
 }
 
 static void gather_servers(const pt_config *c, sum_stats *st)
 {
-	char text[16384];
-	static const char hist_key[] = "\"staleness_hist\": [";
 	for (uint32_t s = 0; s < c->servers; s++) {
-		if (server_json(c, s, text, sizeof(text)) != 0)
+		json_t *j = server_json(c, s);
+		if (j == NULL)
 			continue;
-		double u = 0, ss = 0, sm = 0, dr = 0, nf = 0;
-		find_num(text, "nonfinite_gradients", &nf);
-		st->nonfinite += (uint64_t)nf;
-		double ua = 0, af = 0, cc = 0;
-		find_num(text, "unauthenticated_requests", &ua);
-		find_num(text, "auth_failures", &af);
-		find_num(text, "connections_closed", &cc);
-		st->unauth += (uint64_t)ua;
-		st->auth_failed += (uint64_t)af;
-		st->conn_closed += (uint64_t)cc;
-		find_num(text, "updates", &u);
-		find_num(text, "staleness_sum", &ss);
-		find_num(text, "staleness_max", &sm);
-		find_num(text, "dropped_gradients", &dr);
-		st->updates += (uint64_t)u;
-		st->stale_sum += (uint64_t)ss;
-		st->dropped += (uint64_t)dr;
-		if ((uint64_t)sm > st->stale_max)
-			st->stale_max = (uint64_t)sm;
-		const char *h = strstr(text, hist_key);
-		for (int k = 0; h != NULL && k < PT_STALE_BUCKETS; k++) {
-			char *end;
-			h += k == 0 ? strlen(hist_key) : 1;
-			st->hist[k] += strtoull(h, &end, 10);
-			h = *end == ',' ? end : NULL;
+		st->nonfinite += server_count(j, "nonfinite_gradients");
+		st->unauth += server_count(j, "unauthenticated_requests");
+		st->auth_failed += server_count(j, "auth_failures");
+		st->conn_closed += server_count(j, "connections_closed");
+		st->updates += server_count(j, "updates");
+		st->stale_sum += server_count(j, "staleness_sum");
+		st->dropped += server_count(j, "dropped_gradients");
+		uint64_t sm = server_count(j, "staleness_max");
+		if (sm > st->stale_max)
+			st->stale_max = sm;
+		const json_t *h = json_object_get(j, "staleness_hist");
+		for (size_t k = 0; k < json_array_size(h) &&
+		    k < PT_STALE_BUCKETS; k++) {
+			const json_t *x = json_array_get(h, k);
+			if (json_is_integer(x) && json_integer_value(x) > 0)
+				st->hist[k] += (uint64_t)json_integer_value(x);
 		}
+		json_decref(j);
 	}
-}
-
-// open_from opens DIR/name at byte `from` (this job's rows: a resumed
-// job appends to its files, whose header is then already behind us; one
-// that started afresh wrote a new file, shorter than the old), or past
-// its header line, which it copies into header (size n) when from is 0.
-static FILE *open_from(const char *dir, const char *name, long from,
-    char *header, size_t n)
-{
-	char path[PT_PATH_MAX + 64];
-	struct stat sb;
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	FILE *f = fopen(path, "r");
-	header[0] = '\0';
-	if (f == NULL)
-		return NULL;
-	if (from > 0 && fstat(fileno(f), &sb) == 0 && sb.st_size >= from) {
-		if (fseek(f, from, SEEK_SET) == 0)
-			return f;
-	} else if (fgets(header, (int)n, f) != NULL) {
-		return f;
-	}
-	fclose(f);
-	return NULL;
 }
 
 static void gather_workers(const pti_run_facts *r, sum_stats *st)
 {
 	const pt_config *c = r->c;
-	char name[64], line[1024];
+	char path[PT_PATH_MAX + 64];
+	const char *want[] = {PTI_COL(pti_csv_worker, PTI_WK_WALL),
+	    PTI_COL(pti_csv_worker, PTI_WK_STEP_MS),
+	    PTI_COL(pti_csv_worker, PTI_WK_COMM_MS)};
 	for (uint32_t w = 0; w < c->workers; w++) {
-		snprintf(name, sizeof(name), "worker-%u.csv", w);
-		FILE *f = open_from(c->out, name, r->csv_from[w], line,
-		    sizeof(line));
-		if (f == NULL)
+		pti_csv t;
+		snprintf(path, sizeof(path), "%s/worker-%u.csv", c->out, w);
+		// This job's rows: a resumed job appends to its files.
+		if (pti_csv_read(path, r->csv_from[w], want, 3, &t) != 0)
 			continue;
-		while (fgets(line, sizeof(line), f) != NULL) {
-			double v[8];
-			unsigned long long step;
-			if (sscanf(line, "%llu,%lf,%lf,%lf,%lf,%lf,%lf,%lf",
-				&step, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
-				&v[6]) != 8)
+		for (size_t i = 0; i < t.n_rows; i++) {
+			double wall = t.v[3 * i], step_ms = t.v[3 * i + 1];
+			double comm_ms = t.v[3 * i + 2];
+			if (isnan(wall) || isnan(step_ms) || isnan(comm_ms))
 				continue;
-			st->step_ms += v[4];
-			st->comm_ms += v[6];
-			double began = v[1] - v[4] / 1000;
+			st->step_ms += step_ms;
+			st->comm_ms += comm_ms;
+			double began = wall - step_ms / 1000;
 			if (st->rows == 0 || began < st->first_s)
 				st->first_s = began;
-			if (st->rows == 0 || v[1] > st->last_s)
-				st->last_s = v[1];
+			if (st->rows == 0 || wall > st->last_s)
+				st->last_s = wall;
 			st->rows++;
 		}
-		fclose(f);
+		free(t.v);
 	}
 }
 
 // gather_evals sums the evaluation time of this job's eval.csv rows, and
 // of those that began inside the training span (the final evaluation
-// comes after it).
+// comes after it). A file of before eval_s adds nothing.
 static void gather_evals(const pti_run_facts *r, sum_stats *st)
 {
-	char header[256], line[512];
-	FILE *f = open_from(r->c->out, "eval.csv", r->eval_from, header,
-	    sizeof(header));
-	if (f == NULL)
+	char path[PT_PATH_MAX + 64];
+	const char *want[] = {PTI_COL(pti_csv_eval_val, PTI_EV_WALL),
+	    PTI_COL(pti_csv_eval_val, PTI_EV_EVAL_S)};
+	pti_csv t;
+	snprintf(path, sizeof(path), "%s/eval.csv", r->c->out);
+	if (pti_csv_read(path, r->eval_from, want, 2, &t) != 0)
 		return;
-	// Columns: step,wall_s,LOSS,ACC,worker_step,eval_s (docs/OUTPUTS.md);
-	// a file of before eval_s has five and adds nothing.
-	while (fgets(line, sizeof(line), f) != NULL) {
-		double step, wall, loss, acc, wstep, secs;
-		if (sscanf(line, "%lf,%lf,%lf,%lf,%lf,%lf", &step, &wall, &loss,
-			&acc, &wstep, &secs) != 6)
+	for (size_t i = 0; i < t.n_rows; i++) {
+		double wall = t.v[2 * i], secs = t.v[2 * i + 1];
+		if (isnan(secs))
 			continue;
 		st->eval_s += secs;
 		if (st->rows > 0 && wall >= st->first_s && wall < st->last_s)
 			st->eval_in_s += secs;
 	}
-	fclose(f);
+	free(t.v);
 }
 
 // write_staleness writes DIR/staleness.csv: updates of each staleness,
@@ -262,11 +187,12 @@ static void write_staleness(const char *dir, const sum_stats *st)
 	FILE *f = fopen(path, "w");
 	if (f == NULL)
 		return;
-	fprintf(f, "staleness,count\n");
-	for (int k = 0; k < PT_STALE_BUCKETS; k++)
+	pti_csv_header(f, &pti_csv_staleness);
+	for (int k = 0; k < PT_STALE_BUCKETS; k++) {
+		double v[PTI_ST_N] = {k, (double)st->hist[k]};
 		if (st->hist[k] > 0)
-			fprintf(f, "%d,%llu\n", k,
-			    (unsigned long long)st->hist[k]);
+			pti_csv_row(f, &pti_csv_staleness, v);
+	}
 	fclose(f);
 }
 

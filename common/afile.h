@@ -35,4 +35,8 @@ void pti_afile_write(pti_afile *a, const void *p, size_t n);
 // error: there the rename is as durable as it gets.
 int pti_afile_commit(pti_afile *a);
 
+// pti_mkdir_p creates path and its missing parents, like mkdir -p.
+// Returns 0, or -1 with errno set.
+int pti_mkdir_p(const char *path);
+
 #endif // PT_COMMON_AFILE_H

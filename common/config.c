@@ -223,6 +223,9 @@ static int entry_set(pt_config *c, const config_entry *e, const char *v)
 			    "--%s: value longer than %zu characters", e->name,
 			    e->size - 1);
 		strcpy(p, v);
+		// A spec with fields of its own is read once, here.
+		if (e->off == offsetof(pt_config, optimizer))
+			return pti_optim_parse(&c->optim, v);
 		return 0;
 	case T_MODE:
 		if (strcmp(v, "sync") == 0)

@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "layout.h"
+#include "optspec.h"
 
 #define PT_PATH_MAX 1024
 #define PT_URLS_MAX 8192
@@ -63,6 +64,7 @@ typedef struct pt_config {
 	int lr_scaling;          // PT_LR_NONE or PT_LR_LINEAR
 	double warmup_epochs;
 	char optimizer[64];      // sgd, momentum:M, nesterov:M, adagrad, adam
+	pti_optim optim;         // --optimizer, read (weight_decay 0)
 	double weight_decay;
 	// checkpoints
 	char checkpoint_dir[PT_PATH_MAX];

@@ -7,30 +7,7 @@
 
 #include <stdint.h>
 
-enum {
-	PT_OPT_SGD = 1,
-	PT_OPT_MOMENTUM,
-	PT_OPT_NESTEROV,
-	PT_OPT_ADAGRAD,
-	PT_OPT_ADAM,
-};
-
-typedef struct pti_optim {
-	int kind;
-	double momentum;     // momentum, nesterov
-	double b1, b2, eps;  // adam; eps also adagrad
-	double weight_decay; // L2: the gradient gains weight_decay * p
-	int n_state;         // state vectors this optimizer keeps (0-2)
-} pti_optim;
-
-// pti_optim_parse reads "sgd", "momentum:M", "nesterov:M", "adagrad" or
-// "adam[:B1,B2,EPS]" (defaults 0.9, 0.999, 1e-8). Returns 0, or PT_EINVAL
-// with a detail naming --optimizer and what is accepted.
-int pti_optim_parse(pti_optim *o, const char *spec, double weight_decay);
-
-// pti_optim_default_lr is the learning rate --lr 0 stands for: 0.1 for
-// sgd, momentum and nesterov, 0.01 for adagrad, 0.001 for adam.
-double pti_optim_default_lr(const pti_optim *o);
+#include "optspec.h"
 
 // pti_lr_at is the learning-rate schedule, a pure function: `base` for a
 // gradient of global step `step` (0-based), ramped linearly from base /

@@ -1,6 +1,7 @@
-// ps/server_impl.h - what the server's own files share (server.c:
-// connections, dispatch and the shard's life; policy.c: the consistency
-// rules). Not for anything outside ps/.
+// ps/server_impl.h - what the server's own files share (server.c: the
+// transport and serving loop; ops.c: the request handlers; shard.c: the
+// shard's life and membership; policy.c: the consistency rules; peers.c:
+// connections). Not for anything outside ps/.
 #ifndef PT_PS_SERVER_IMPL_H
 #define PT_PS_SERVER_IMPL_H
 
@@ -170,7 +171,7 @@ void pti_policy_sealed(ps_server *s, uint32_t r);
 // waking what waited for it where the policy waits on clocks.
 void pti_policy_clocks(ps_server *s, ps_ctx **wake);
 
-// Shared with policy.c, defined in server.c (all under the lock):
+// Shared with policy.c, defined in shard.c and ops.c (under the lock):
 // pti_server_lr is the learning rate for a gradient of global step
 // `step`; pti_server_applied counts one update of staleness `stale`,
 // moves the version on and writes a checkpoint when one is due;
@@ -180,7 +181,7 @@ double pti_server_lr(const ps_server *s, int64_t step);
 void pti_server_applied(ps_server *s, int64_t stale);
 void pti_server_wake(ps_server *s, ps_ctx **wake);
 
-// The server's life and its handler (server.c), for local.c too:
+// The server's life (shard.c) and its handler (ops.c), for local.c too:
 // pti_server_init builds the shard of layout l, its state and the
 // connection slots from c (no sockets), the learning rate ramped over
 // `warmup` steps; pti_server_fini frees what init made and what the
@@ -194,7 +195,17 @@ nng_msg *pti_server_handle(ps_server *s, ps_ctx *x, nng_msg *m,
     ps_ctx **wake);
 void pti_server_pipe_removed(ps_server *s, uint32_t id, ps_ctx **wake);
 
-// Replies, defined in server.c: pti_server_reply encodes h (status set)
+// Membership and output (shard.c), under the lock but the last:
+// pti_server_lost: worker r died or went silent (`why`); the job goes on
+// without it. pti_server_timeouts: workers silent past --worker-timeout
+// while the job waits for them are lost. pti_server_write_stats writes
+// cfg->out/server-R.json.
+void pti_server_lost(ps_server *s, uint32_t r, const char *why,
+    ps_ctx **wake);
+void pti_server_timeouts(ps_server *s, ps_ctx **wake);
+void pti_server_write_stats(const ps_server *s);
+
+// Replies, defined in ops.c: pti_server_reply encodes h (status set)
 // with n floats of pay; pti_server_error answers req with code and a
 // text naming the server, the op and what was wrong, counted as rejected.
 // NULL when out of memory (the peer times out).

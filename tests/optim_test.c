@@ -12,7 +12,8 @@ static void run(const char *spec, double wd, float g, double gdiv,
 {
 	pti_optim o;
 	float p = 1, s1 = 0, s2 = 0;
-	PT_TEST_OK(pti_optim_parse(&o, spec, wd));
+	PT_TEST_OK(pti_optim_parse(&o, spec));
+	o.weight_decay = wd;
 	for (int t = 1; t <= steps; t++) {
 		pti_optim_apply(&o, &p, &s1, &s2, &g, 1, gdiv, 0.1, (uint64_t)t);
 		out[t - 1] = p;
@@ -78,7 +79,7 @@ static void test_optim_adam(void)
 	// a changing gradient: g = 0.5 then 1.5 with b1 = 0.9, b2 = 0.999
 	pti_optim o;
 	float q = 1, s1 = 0, s2 = 0, g1 = 0.5f, g2 = 1.5f;
-	PT_TEST_OK(pti_optim_parse(&o, "adam", 0));
+	PT_TEST_OK(pti_optim_parse(&o, "adam"));
 	pti_optim_apply(&o, &q, &s1, &s2, &g1, 1, 1, 0.1, 1);
 	pti_optim_apply(&o, &q, &s1, &s2, &g2, 1, 1, 0.1, 2);
 	double m = 0.9 * 0.05 + 0.1 * 1.5, v = 0.999 * 0.00025 + 0.001 * 2.25;
@@ -93,7 +94,7 @@ static void test_optim_bad_specs(void)
 	    "nesterov:x", "adam:0.9", "adam:0.9,0.999", "adam:1,0.9,1e-8",
 	    "rmsprop"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		PT_TEST_ERR(pti_optim_parse(&o, bad[i], 0), PT_EINVAL);
+		PT_TEST_ERR(pti_optim_parse(&o, bad[i]), PT_EINVAL);
 		PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "--optimizer");
 	}
 }

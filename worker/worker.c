@@ -22,19 +22,12 @@
 #include "layout.h"
 #include "model.h"
 #include "modelfile.h"
+#include "outputs.h"
 #include "proto.h"
 #include "rng.h"
 
 #define EVAL_CHUNK 500u // examples per forward pass when evaluating
 #define WORKER_REJOIN_MAX 50 // rejoins in a row without a step done
-// eval.csv: the periodic evaluations are on the validation set when
-// there is one, else on the test set, and the header says which.
-#define EVAL_HEADER_VAL "step,wall_s,val_loss,val_acc,worker_step,eval_s"
-#define EVAL_HEADER_TEST "step,wall_s,test_loss,test_acc,worker_step,eval_s"
-#define FINAL_HEADER                                                        \
-	"version,steps,train_s,train_loss,train_acc,test_loss,test_acc,"     \
-	"val_loss,val_acc,best_val_acc,best_val_step,best_val_version,"      \
-	"best_val_test_loss,best_val_test_acc"
 
 static double now_s(void)
 {
@@ -90,10 +83,10 @@ typedef struct worker {
 	double t0;
 } worker;
 
-// worker_open_csv starts DIR/name with its header, or with append set
-// (a resumed or restarted worker) adds to what is there.
+// worker_open_csv starts DIR/name with the header of table t, or with
+// append set (a resumed or restarted worker) adds to what is there.
 static FILE *worker_open_csv(const pt_config *c, const char *name,
-    const char *header, int append)
+    const pti_table *t, int append)
 {
 	char path[PT_PATH_MAX + 64];
 	snprintf(path, sizeof(path), "%s/%s", c->out, name);
@@ -103,13 +96,15 @@ static FILE *worker_open_csv(const pt_config *c, const char *name,
 		return NULL;
 	}
 	if (ftell(f) == 0)
-		fprintf(f, "%s\n", header);
+		pti_csv_header(f, t);
 	return f;
 }
 
-static const char *worker_eval_header(const worker *w)
+// eval.csv: the periodic evaluations are on the validation set when
+// there is one, else on the test set, and the header says which.
+static const pti_table *worker_eval_table(const worker *w)
 {
-	return w->data.val.n > 0 ? EVAL_HEADER_VAL : EVAL_HEADER_TEST;
+	return w->data.val.n > 0 ? &pti_csv_eval_val : &pti_csv_eval_test;
 }
 
 // worker_open_logs opens this worker's CSVs once it knows where it starts.
@@ -118,13 +113,11 @@ static int worker_open_logs(worker *w, int append)
 	const pt_config *c = w->c;
 	char name[64];
 	snprintf(name, sizeof(name), "worker-%u.csv", c->rank);
-	w->csv = worker_open_csv(c, name,
-	    "step,epoch,wall_s,loss,grad_norm,step_ms,compute_ms,comm_ms,"
-	    "staleness,lr,delay_ms,version", append);
+	w->csv = worker_open_csv(c, name, &pti_csv_worker, append);
 	if (w->csv == NULL)
 		return PT_EIO;
 	if (c->rank == 0 && (w->eval = worker_open_csv(c, "eval.csv",
-				 worker_eval_header(w), append)) == NULL)
+				 worker_eval_table(w), append)) == NULL)
 		return PT_EIO;
 	return 0;
 }
@@ -220,10 +213,11 @@ static int worker_eval_row(worker *w, int64_t ver, uint64_t wstep,
 	if (rv != 0)
 		return rv;
 	if (w->eval == NULL && (w->eval = worker_open_csv(w->c, "eval.csv",
-				    worker_eval_header(w), 1)) == NULL)
+				    worker_eval_table(w), 1)) == NULL)
 		return PT_EIO;
-	fprintf(w->eval, "%lld,%.3f,%.6f,%.4f,%llu,%.4f\n", (long long)ver,
-	    t - w->t0, loss, acc, (unsigned long long)wstep, now_s() - t);
+	double row[PTI_EV_N] = {(double)ver, t - w->t0, loss, acc,
+	    (double)wstep, now_s() - t};
+	pti_csv_row(w->eval, worker_eval_table(w), row);
 	fflush(w->eval);
 	if (w->data.val.n > 0 && acc > w->best_acc) {
 		size_t bytes = w->layout.n_params * sizeof(float);
@@ -350,17 +344,16 @@ static int worker_finish(worker *w, double train_s, uint64_t *t)
 		va_loss = row_loss;
 		va_acc = row_acc;
 	}
-	FILE *f = worker_open_csv(c, "final.csv", FINAL_HEADER, 0);
+	FILE *f = worker_open_csv(c, "final.csv", &pti_csv_final, 0);
 	if (f == NULL)
 		return PT_EIO;
 	// A finishing worker that took over from a lost worker 0 saw only
 	// the final parameters: its best is theirs.
-	fprintf(f, "%lld,%llu,%.3f,%.6f,%.4f,%.6f,%.4f,%.6f,%.4f,%.4f,%llu,"
-		   "%lld,%.6f,%.4f\n",
-	    (long long)info.ver_min, (unsigned long long)w->steps, train_s,
-	    tr_loss, tr_acc, te_loss, te_acc, va_loss, va_acc,
-	    w->best ? w->best_acc : NAN, (unsigned long long)w->best_step,
-	    (long long)w->best_ver, bt_loss, bt_acc);
+	double row[PTI_FN_N] = {(double)info.ver_min, (double)w->steps,
+	    train_s, tr_loss, tr_acc, te_loss, te_acc, va_loss, va_acc,
+	    w->best ? w->best_acc : NAN, (double)w->best_step,
+	    (double)w->best_ver, bt_loss, bt_acc};
+	pti_csv_row(f, &pti_csv_final, row);
 	fclose(f);
 	if (c->save_model[0] != '\0' &&
 	    (rv = pt_modelfile_save(c->save_model, &w->layout, w->params)) != 0)
@@ -477,13 +470,11 @@ static int worker_loop(worker *w)
 		}
 		rejoins = 0;
 		double t_d = now_s();
-		fprintf(w->csv,
-		    "%llu,%u,%.3f,%.6f,%.6f,%.3f,%.3f,%.3f,%lld,%.6g,%.3f,"
-		    "%lld\n",
-		    (unsigned long long)(t + 1), epoch, t_d - w->t0, loss,
-		    sqrt(norm), (t_d - t_a) * 1e3, (t_c - t_b) * 1e3,
-		    (t_d - t_c) * 1e3, (long long)info.stale_max, info.lr,
-		    delay, (long long)info.ver_min);
+		double row[PTI_WK_N] = {(double)(t + 1), epoch, t_d - w->t0,
+		    loss, sqrt(norm), (t_d - t_a) * 1e3, (t_c - t_b) * 1e3,
+		    (t_d - t_c) * 1e3, (double)info.stale_max, info.lr, delay,
+		    (double)info.ver_min};
+		pti_csv_row(w->csv, &pti_csv_worker, row);
 		fflush(w->csv);
 		if (t_d - t_log >= 10.0) {
 			fprintf(stderr, "worker %u: step %llu/%llu loss %.4f\n",

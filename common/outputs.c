@@ -1,0 +1,148 @@
+// common/outputs.c - the job's CSV files, defined once (outputs.h).
+#include "outputs.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static const pti_column worker_cols[] = {
+    {"step", "%.0f"}, {"epoch", "%.0f"}, {"wall_s", "%.3f"},
+    {"loss", "%.6f"}, {"grad_norm", "%.6f"}, {"step_ms", "%.3f"},
+    {"compute_ms", "%.3f"}, {"comm_ms", "%.3f"}, {"staleness", "%.0f"},
+    {"lr", "%.6g"}, {"delay_ms", "%.3f"}, {"version", "%.0f"},
+};
+const pti_table pti_csv_worker = {worker_cols, COUNT(worker_cols)};
+
+static const pti_column eval_val_cols[] = {
+    {"step", "%.0f"}, {"wall_s", "%.3f"}, {"val_loss", "%.6f"},
+    {"val_acc", "%.4f"}, {"worker_step", "%.0f"}, {"eval_s", "%.4f"},
+};
+static const pti_column eval_test_cols[] = {
+    {"step", "%.0f"}, {"wall_s", "%.3f"}, {"test_loss", "%.6f"},
+    {"test_acc", "%.4f"}, {"worker_step", "%.0f"}, {"eval_s", "%.4f"},
+};
+const pti_table pti_csv_eval_val = {eval_val_cols, COUNT(eval_val_cols)};
+const pti_table pti_csv_eval_test = {eval_test_cols, COUNT(eval_test_cols)};
+
+static const pti_column final_cols[] = {
+    {"version", "%.0f"}, {"steps", "%.0f"}, {"train_s", "%.3f"},
+    {"train_loss", "%.6f"}, {"train_acc", "%.4f"}, {"test_loss", "%.6f"},
+    {"test_acc", "%.4f"}, {"val_loss", "%.6f"}, {"val_acc", "%.4f"},
+    {"best_val_acc", "%.4f"}, {"best_val_step", "%.0f"},
+    {"best_val_version", "%.0f"}, {"best_val_test_loss", "%.6f"},
+    {"best_val_test_acc", "%.4f"},
+};
+const pti_table pti_csv_final = {final_cols, COUNT(final_cols)};
+
+static const pti_column staleness_cols[] = {
+    {"staleness", "%.0f"}, {"count", "%.0f"},
+};
+const pti_table pti_csv_staleness = {staleness_cols, COUNT(staleness_cols)};
+
+void pti_csv_header(FILE *f, const pti_table *t)
+{
+	for (int i = 0; i < t->n; i++)
+		fprintf(f, "%s%s", i ? "," : "", t->cols[i].name);
+	fputc('\n', f);
+}
+
+void pti_csv_row(FILE *f, const pti_table *t, const double *v)
+{
+	for (int i = 0; i < t->n; i++) {
+		if (i)
+			fputc(',', f);
+		fprintf(f, t->cols[i].fmt, v[i]);
+	}
+	fputc('\n', f);
+}
+
+int pti_csv_fields(const char *line, double *v, int n)
+{
+	const char *p = line;
+	for (int i = 0; i < n; i++) {
+		char *end;
+		v[i] = strtod(p, &end);
+		if (end == p || (i + 1 < n && *end != ','))
+			return -1;
+		p = end + 1;
+	}
+	return 0;
+}
+
+int pti_csv_read(const char *path, long from, const char *const *want,
+    int n_want, pti_csv *t)
+{
+	char *line = NULL;
+	size_t cap = 0, room = 0;
+	int idx[64], n_idx = 0;
+	struct stat sb;
+	memset(t, 0, sizeof(*t));
+	t->n_cols = n_want;
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return 0;
+	if (getline(&line, &cap, f) < 0)
+		goto out;
+	line[strcspn(line, "\r\n")] = '\0';
+	for (char *tok = strtok(line, ","); tok && n_idx < 64;
+	    tok = strtok(NULL, ",")) {
+		idx[n_idx] = -1;
+		for (int k = 0; k < n_want; k++)
+			if (strcmp(tok, want[k]) == 0) {
+				idx[n_idx] = k;
+				t->have[k] = 1;
+			}
+		n_idx++;
+	}
+	// A later offset: the rows of the job that began there (a file
+	// shorter than it was started afresh: all of it is that job's).
+	if (from > 0 && fstat(fileno(f), &sb) == 0 && sb.st_size >= from)
+		fseek(f, from, SEEK_SET);
+	while (getline(&line, &cap, f) > 0) {
+		if (strchr(line, '\n') == NULL)
+			break; // a row still being written
+		if (t->n_rows == room) {
+			room = room ? 2 * room : 256;
+			double *v = realloc(t->v, room * n_want * sizeof(double));
+			if (v == NULL) {
+				free(line);
+				fclose(f);
+				free(t->v);
+				t->v = NULL;
+				return -1;
+			}
+			t->v = v;
+		}
+		double *row = t->v + t->n_rows * n_want;
+		for (int k = 0; k < n_want; k++)
+			row[k] = NAN;
+		char *p = line;
+		for (int col = 0; col < n_idx && *p; col++) {
+			char *end;
+			double x = strtod(p, &end);
+			if (idx[col] >= 0 && end != p)
+				row[idx[col]] = x;
+			p += strcspn(p, ",");
+			if (*p == ',')
+				p++;
+		}
+		t->n_rows++;
+	}
+out:
+	free(line);
+	fclose(f);
+	return 0;
+}
+
+int pti_csv_read_table(const char *path, long from, const pti_table *tb,
+    pti_csv *t)
+{
+	const char *names[PTI_CSV_COLS];
+	for (int i = 0; i < tb->n && i < PTI_CSV_COLS; i++)
+		names[i] = tb->cols[i].name;
+	return pti_csv_read(path, from, names,
+	    tb->n < PTI_CSV_COLS ? tb->n : PTI_CSV_COLS, t);
+}

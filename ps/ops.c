@@ -1,0 +1,451 @@
+// ps/ops.c - the server's request handlers: one per op in a static
+// table (in the spirit of Redis's command table), the checks every
+// request passes first (pti_server_handle: decoding, the connection's
+// proof, the role and rank it proved), replies, and the wait list of
+// parked requests. Everything here runs under the server lock.
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "clock.h"
+#include "err.h"
+#include "server_impl.h"
+
+#define SERVER_LOG_ERRORS 20 // rejected requests logged in full, at most
+
+// ---------------------------------------------------------------- replies
+
+nng_msg *pti_server_reply(ps_server *s, pti_hdr *h, const float *pay,
+    uint64_t n)
+{
+	nng_msg *m = NULL;
+	h->has |= PTI_H_STATUS;
+	if (pti_msg_encode(&m, h, pay, n) != 0)
+		return NULL; // out of memory: the peer times out
+	(void)s;
+	return m;
+}
+
+nng_msg *pti_server_error(ps_server *s, const pti_hdr *req, int code,
+    const char *what)
+{
+	pti_hdr h;
+	pti_hdr_init(&h, req->op, PT_ROLE_SERVER, s->cfg->rank);
+	h.status = (uint32_t)code;
+	snprintf(h.msg, sizeof(h.msg), "server %u: %s: %s", s->cfg->rank,
+	    pti_op_name(req->op), what);
+	s->rejected++;
+	if (s->rejected <= SERVER_LOG_ERRORS)
+		fprintf(stderr, "%s (from %s %u)\n", h.msg,
+		    req->role == PT_ROLE_WORKER ? "worker" : "peer",
+		    req->rank);
+	return pti_server_reply(s, &h, NULL, 0);
+}
+
+// reply_values answers with the shard's values in [off, off + n); lr >= 0
+// also reports the learning rate and staleness of the push it follows.
+static nng_msg *reply_values(ps_server *s, uint32_t op, uint64_t off,
+    uint64_t n, double lr, int64_t stale)
+{
+	pti_hdr h;
+	pti_hdr_init(&h, op, PT_ROLE_SERVER, s->cfg->rank);
+	h.has |= PTI_H_VER | PTI_H_RANGE;
+	h.ver = s->version;
+	h.off = s->lo + off;
+	if (lr >= 0) {
+		h.has |= PTI_H_LR | PTI_H_STALE;
+		h.lr = lr;
+		h.staleness = stale;
+	}
+	return pti_server_reply(s, &h, s->params + off, n);
+}
+static nng_msg *reply_ok(ps_server *s, uint32_t op)
+{
+	pti_hdr h;
+	pti_hdr_init(&h, op, PT_ROLE_SERVER, s->cfg->rank);
+	h.has |= PTI_H_VER;
+	h.ver = s->version;
+	return pti_server_reply(s, &h, NULL, 0);
+}
+
+// ---------------------------------------------------------------- state
+
+// shard_range resolves the request's range to [*off, *off + *n) relative
+// to the shard. Without a range it means the whole shard.
+static int shard_range(ps_server *s, const pti_hdr *h, uint64_t *off,
+    uint64_t *n)
+{
+	uint64_t flat, cnt;
+	if (!(h->has & PTI_H_RANGE)) {
+		*off = 0;
+		*n = s->n;
+		return 0;
+	}
+	cnt = h->n;
+	flat = h->off;
+	if (h->has & PTI_H_VAR && h->var >= 0) {
+		if ((uint32_t)h->var >= s->layout.n_vars)
+			return pti_err_set(PT_ERANGE,
+			    "variable %d does not exist (the model has %u)",
+			    h->var, s->layout.n_vars);
+		const pt_var *v = &s->layout.vars[h->var];
+		if (h->off > v->n || cnt > v->n - h->off)
+			return pti_err_set(PT_ERANGE,
+			    "range [%llu, +%llu) is outside variable %s of %llu "
+			    "elements", (unsigned long long)h->off,
+			    (unsigned long long)cnt, v->name,
+			    (unsigned long long)v->n);
+		flat = v->off + h->off;
+	}
+	if (cnt == 0 || flat < s->lo || flat > s->hi || cnt > s->hi - flat)
+		return pti_err_set(PT_ERANGE,
+		    "range [%llu, +%llu) is outside this server's shard "
+		    "[%llu, %llu)", (unsigned long long)flat,
+		    (unsigned long long)cnt, (unsigned long long)s->lo,
+		    (unsigned long long)s->hi);
+	*off = flat - s->lo;
+	*n = cnt;
+	return 0;
+}
+void pti_server_wake(ps_server *s, ps_ctx **wake)
+{
+	int64_t key = s->policy->key(s);
+	ps_ctx **pp = &s->waiting;
+	while (*pp != NULL) {
+		ps_ctx *x = *pp;
+		if (x->wait_ver > key) {
+			pp = &x->next;
+			continue;
+		}
+		*pp = x->next;
+		nng_aio_set_msg(x->aio, reply_values(s, x->r_op, x->r_off,
+					    x->r_n, x->r_lr, x->r_stale));
+		x->next = *wake;
+		*wake = x;
+	}
+}
+static void park(ps_server *s, ps_ctx *x, uint32_t op, int64_t ver,
+    uint64_t off, uint64_t n, double lr, int64_t stale)
+{
+	x->state = CTX_WAIT;
+	x->r_op = op;
+	x->r_lr = lr;
+	x->r_stale = stale;
+	x->wait_ver = ver;
+	x->r_off = off;
+	x->r_n = n;
+	x->next = s->waiting;
+	s->waiting = x;
+}
+
+// ---------------------------------------------------------------- ops
+
+typedef nng_msg *(*op_fn)(ps_server *, ps_ctx *, const pti_hdr *,
+    const void *, ps_ctx **);
+
+static nng_msg *op_hello(ps_server *s, ps_ctx *x, const pti_hdr *h,
+    const void *pay, ps_ctx **wake)
+{
+	(void)pay;
+	char why[160];
+	ps_peer *p = pti_peer_find(s, x->r_pipe);
+	nng_msg *no = pti_hello_prove(s, p, h);
+	if (no != NULL)
+		return no;
+	if (h->role == PT_ROLE_CONTROL)
+		return (no = pti_hello_bind(s, p, h, wake)) ? no
+							: reply_ok(s, h->op);
+	if (!(h->has & PTI_H_LAYOUT) ||
+	    h->layout_hash != pt_layout_hash(&s->layout) ||
+	    h->n_params != s->layout.n_params) {
+		snprintf(why, sizeof(why),
+		    "worker %u runs another model: this server holds %s with "
+		    "%llu parameters", h->rank, s->layout.spec,
+		    (unsigned long long)s->layout.n_params);
+		return pti_server_error(s, h, PT_EINVAL, why);
+	}
+	if ((h->has & PTI_H_STEP) && (h->step < 0 || h->step > PS_STEP_MAX))
+		return pti_server_error(s, h, PT_ERANGE, "a hello's step must be "
+		    "from 0 to 2^50");
+	if ((no = pti_hello_bind(s, p, h, wake)) != NULL)
+		return no;
+	if (!s->m[h->rank].hello) {
+		s->m[h->rank].hello = 1;
+		s->n_hello++;
+	}
+	s->m[h->rank].pipe = x->r_pipe;
+	// A worker back after it had said done and gone may finish the job
+	// again, unless every worker is done: the next one may be finishing
+	// it already, and two must not.
+	if (s->n_done + s->n_lost < s->cfg->workers)
+		s->m[h->rank].gone = 0;
+	int64_t *clock = &s->m[h->rank].clock;
+	if (s->m[h->rank].lost) {
+		// A restarted worker rejoins at the current version, and in
+		// ssp no further behind than the slowest worker.
+		s->m[h->rank].lost = 0;
+		s->n_lost--;
+		if (*clock < s->min_clock)
+			*clock = s->min_clock;
+		fprintf(stderr, "server %u: worker %u rejoined at version "
+		    "%lld\n", s->cfg->rank, h->rank, (long long)s->version);
+	}
+	// A worker that reconnects (this server was restarted from a
+	// checkpoint) says how far it got: its clock goes on from there.
+	if ((h->has & PTI_H_STEP) && h->step > *clock) {
+		*clock = h->step;
+		pti_policy_clocks(s, wake);
+	}
+	pti_policy_sealed(s, h->rank);
+	pti_hdr r;
+	pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->cfg->rank);
+	r.has |= PTI_H_VER | PTI_H_LAYOUT | PTI_H_SHARD | PTI_H_STEP;
+	r.ver = s->version;
+	// Where the worker's data position goes on: the open step (sync), or
+	// the steps it has pushed here (async, ssp; from a checkpoint after
+	// a resume).
+	r.step = s->policy->start(s, h->rank);
+	r.layout_hash = pt_layout_hash(&s->layout);
+	r.n_params = s->layout.n_params;
+	r.lo = s->lo;
+	r.hi = s->hi;
+	r.mode = (uint32_t)s->cfg->mode;
+	r.n_workers = s->cfg->workers;
+	r.n_servers = s->cfg->servers;
+	r.server_rank = s->cfg->rank;
+	return pti_server_reply(s, &r, NULL, 0);
+}
+
+static nng_msg *op_pull(ps_server *s, ps_ctx *x, const pti_hdr *h,
+    const void *pay, ps_ctx **wake)
+{
+	(void)pay, (void)wake;
+	uint64_t off, n;
+	char why[200];
+	int rv = shard_range(s, h, &off, &n);
+	if (rv != 0)
+		return pti_server_error(s, h, rv, pt_errmsg(rv));
+	if (s->policy->pull_waits && (h->has & PTI_H_VER) &&
+	    h->ver > s->version) {
+		// Only workers wait: one request each at a time, so that what
+		// is parked stays below the contexts kept for them.
+		if (h->ver > s->version + 1 || h->role != PT_ROLE_WORKER) {
+			snprintf(why, sizeof(why),
+			    "version %lld asked for, server is at %lld: "
+			    "only the next one can be waited for",
+			    (long long)h->ver, (long long)s->version);
+			return pti_server_error(s, h, PT_ESTATE, why);
+		}
+		park(s, x, h->op, h->ver, off, n, -1, 0);
+		return NULL;
+	}
+	return reply_values(s, h->op, off, n, -1, 0);
+}
+
+// push_take validates a gradient and applies it (async, ssp) or files it
+// for the open step (sync). *lr and *stale get what was applied; *dropped
+// is set when a policy dropped it (counted, not an error). Returns 0 or an
+// error with a detail.
+// push_finite refuses a gradient with a NaN or infinite value: one would
+// make every parameter it touches non-finite for good. The refusals are
+// counted, and logged (the first ten, then every thousandth).
+static int push_finite(ps_server *s, const pti_hdr *h, const void *pay,
+    uint64_t n)
+{
+	const unsigned char *b = pay;
+	for (uint64_t i = 0; i < n; i++) {
+		float v;
+		memcpy(&v, b + i * sizeof(float), sizeof(float)); // unaligned
+		if (isfinite(v))
+			continue;
+		s->nonfinite++;
+		if (s->nonfinite <= 10 || s->nonfinite % 1000 == 0)
+			fprintf(stderr, "server %u: refused a push of worker %u "
+			    "with a non-finite value (%g at offset %llu); %llu "
+			    "so far\n", s->cfg->rank, h->rank, (double)v,
+			    (unsigned long long)(h->off + i),
+			    (unsigned long long)s->nonfinite);
+		return pti_err_set(PT_EINVAL, "worker %u pushed a non-finite "
+		    "gradient value at offset %llu", h->rank,
+		    (unsigned long long)(h->off + i));
+	}
+	return 0;
+}
+
+static int push_take(ps_server *s, const pti_hdr *h, const void *pay,
+    uint64_t *off, uint64_t *n, ps_take *t, ps_ctx **wake)
+{
+	int rv;
+	memset(t, 0, sizeof(*t));
+	if (!(h->has & PTI_H_RANGE) || pay == NULL)
+		return pti_err_set(PT_EPROTO, "a push needs off, n and values");
+	if ((rv = shard_range(s, h, off, n)) != 0)
+		return rv;
+	// Steps and versions from the wire are bounded before any
+	// arithmetic on them (step + 1, step - clock) can overflow.
+	if (((h->has & PTI_H_STEP) && (h->step < 0 || h->step > PS_STEP_MAX)) ||
+	    ((h->has & PTI_H_VER) && (h->ver < 0 || h->ver > PS_STEP_MAX)))
+		return pti_err_set(PT_ERANGE, "worker %u pushed step %lld "
+		    "version %lld: outside [0, %lld]", h->rank,
+		    (long long)h->step, (long long)h->ver,
+		    (long long)PS_STEP_MAX);
+	if ((rv = push_finite(s, h, pay, *n)) != 0)
+		return rv;
+	return s->policy->take(s, h, pay, *off, *n, t, wake);
+}
+
+static nng_msg *op_push(ps_server *s, ps_ctx *x, const pti_hdr *h,
+    const void *pay, ps_ctx **wake)
+{
+	uint64_t off, n;
+	ps_take t;
+	int rv = push_take(s, h, pay, &off, &n, &t, wake);
+	if (rv != 0)
+		return pti_server_error(s, h, rv, pt_errmsg(rv));
+	int64_t after = h->op == PT_OP_PUSHPULL
+			    ? s->policy->reply_after(s, h, &t) : -1;
+	if (after >= 0) {
+		park(s, x, h->op, after, off, n, t.lr, t.stale);
+		return NULL;
+	}
+	if (h->op == PT_OP_PUSH) {
+		pti_hdr r;
+		pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->cfg->rank);
+		r.has |= PTI_H_VER | PTI_H_STALE | PTI_H_LR;
+		r.ver = s->version;
+		r.staleness = t.stale;
+		r.lr = t.lr;
+		return pti_server_reply(s, &r, NULL, 0);
+	}
+	return reply_values(s, h->op, off, n, t.lr, t.stale);
+}
+
+static nng_msg *op_done(ps_server *s, ps_ctx *x, const pti_hdr *h,
+    const void *pay, ps_ctx **wake)
+{
+	(void)x, (void)pay, (void)wake;
+	if (!s->m[h->rank].done) {
+		s->m[h->rank].done = 1;
+		s->n_done++;
+	}
+	return reply_ok(s, h->op);
+}
+
+static nng_msg *op_stats(ps_server *s, ps_ctx *x, const pti_hdr *h,
+    const void *pay, ps_ctx **wake)
+{
+	(void)x, (void)pay, (void)wake;
+	pti_hdr r;
+	pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->cfg->rank);
+	r.has |= PTI_H_VER | PTI_H_STATS;
+	r.ver = s->version;
+	r.updates = s->updates;
+	r.rejected = s->rejected;
+	r.dropped = s->dropped;
+	r.stale_sum = s->stale_sum;
+	r.stale_max = s->stale_max;
+	r.n_hello = s->n_hello;
+	r.n_done = s->n_done;
+	r.n_lost = s->n_lost;
+	r.first_live = s->cfg->workers;
+	for (uint32_t w = s->cfg->workers; w-- > 0;)
+		if (!s->m[w].lost && !s->m[w].gone)
+			r.first_live = w;
+	r.hist = s->hist;
+	return pti_server_reply(s, &r, NULL, 0);
+}
+
+static nng_msg *op_shutdown(ps_server *s, ps_ctx *x, const pti_hdr *h,
+    const void *pay, ps_ctx **wake)
+{
+	(void)pay, (void)wake;
+	ps_peer *p = pti_peer_find(s, x->r_pipe);
+	// A worker may end the job only as its finisher: once it and every
+	// other worker has said done (or was lost).
+	if (h->role == PT_ROLE_WORKER &&
+	    (!s->m[h->rank].done || s->n_done + s->n_lost < s->cfg->workers))
+		return pti_peer_refuse(s, h, p, PT_EAUTH, "a worker may stop the servers "
+		    "only once every worker is done");
+	fprintf(stderr, "server %u: shutdown asked by %s %u (%s)\n",
+	    s->cfg->rank, pti_role_name(h->role), h->rank,
+	    p ? p->name : "an unknown peer");
+	x->stop_after = 1;
+	// From now on a worker that leaves is not one whose place the next
+	// worker must take: the finishing worker may exit as soon as it has
+	// this reply, before this server has stopped.
+	s->shutting = 1;
+	return reply_ok(s, h->op);
+}
+
+enum { OP_WORKER = 1 }; // only a worker that said hello may send it
+
+static const struct {
+	op_fn fn;
+	uint32_t flags;
+} op_table[PT_OP_MAX] = {
+	[PT_OP_HELLO] = {op_hello, 0},
+	[PT_OP_PUSH] = {op_push, OP_WORKER},
+	[PT_OP_PULL] = {op_pull, 0},
+	[PT_OP_PUSHPULL] = {op_push, OP_WORKER},
+	[PT_OP_DONE] = {op_done, OP_WORKER},
+	[PT_OP_STATS] = {op_stats, 0},
+	[PT_OP_SHUTDOWN] = {op_shutdown, 0},
+	[PT_OP_CHALLENGE] = {pti_op_challenge, 0},
+};
+
+// handle runs one request under the lock. NULL means parked.
+nng_msg *pti_server_handle(ps_server *s, ps_ctx *x, nng_msg *m, ps_ctx **wake)
+{
+	pti_hdr h;
+	const void *pay;
+	char why[160];
+	x->r_pipe = (uint32_t)nng_pipe_id(nng_msg_get_pipe(m));
+	int rv = pti_msg_decode(&h, &pay, m);
+	// A proven worker's connection is known from its rank (the hello
+	// bound them): the requests of a training step need no search
+	// through the connections. Anything else is looked up.
+	int proven = rv == 0 && h.role == PT_ROLE_WORKER &&
+		     h.rank < s->cfg->workers && x->r_pipe != 0 &&
+		     s->m[h.rank].pipe == x->r_pipe;
+	ps_peer *p = proven ? NULL : pti_peer_find(s, x->r_pipe);
+	if (p != NULL)
+		p->requests++;
+	if (rv != 0)
+		return pti_server_error(s, &h, rv, pt_errmsg(rv));
+	if (h.op >= PT_OP_MAX || op_table[h.op].fn == NULL) {
+		snprintf(why, sizeof(why), "unknown op %u", h.op);
+		return pti_server_error(s, &h, PT_EPROTO, why);
+	}
+	if (h.op == PT_OP_CHALLENGE)
+		return pti_op_challenge(s, x, &h, pay, wake);
+	int worker_op = h.op == PT_OP_HELLO ? h.role != PT_ROLE_CONTROL
+					    : (op_table[h.op].flags & OP_WORKER);
+	if (worker_op && (h.role != PT_ROLE_WORKER ||
+			     h.rank >= s->cfg->workers)) {
+		snprintf(why, sizeof(why),
+		    "only workers 0..%u may send it (got role %u rank %u)",
+		    s->cfg->workers - 1, h.role, h.rank);
+		return pti_server_error(s, &h, PT_EPROTO, why);
+	}
+	if (h.op == PT_OP_HELLO)
+		return op_hello(s, x, &h, pay, wake);
+	// Everything else only on a connection that proved the secret, and
+	// only as what it proved.
+	if (!proven && (p == NULL || !p->authed))
+		return pti_peer_refuse(s, &h, p, PT_ESTATE, "this connection "
+		    "has not proven the job secret (say hello first)");
+	if (!proven && (h.role != p->role || h.rank != p->rank)) {
+		snprintf(why, sizeof(why), "this connection proved %s %u, "
+		    "not %s %u", pti_role_name(p->role), p->rank,
+		    pti_role_name(h.role), h.rank);
+		return pti_peer_refuse(s, &h, p, PT_EAUTH, why);
+	}
+	if (worker_op && s->m[h.rank].lost) {
+		snprintf(why, sizeof(why),
+		    "worker %u was given up for dead; say hello again", h.rank);
+		return pti_server_error(s, &h, PT_ESTATE, why);
+	}
+	if (h.role == PT_ROLE_WORKER)
+		s->m[h.rank].seen = pti_clock_s();
+	return op_table[h.op].fn(s, x, &h, pay, wake);
+}

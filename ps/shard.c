@@ -1,0 +1,309 @@
+// ps/shard.c - the shard's life: built from the job (initial values, or
+// a checkpoint), the learning rate, updates counted and checkpoints
+// written when due, the workers' membership (lost, gone, silent), and the
+// statistics written at the end.
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <jansson.h>
+
+#include "clock.h"
+#include "err.h"
+#include "server_impl.h"
+
+// Connections that have not proven the job secret: at most this many
+// more than the job's workers at once (a new one beyond it closes the
+// oldest: all of a job's workers may be connecting at the same moment),
+// each for at most --auth-timeout seconds. A worker proves the secret
+// within a round trip of connecting; what stays longer is a stranger, or
+// a message that is never finished.
+#define PS_UNAUTH_MAX 64
+
+// ---------------------------------------------------------------- updates
+
+// server_lr is the learning rate for a gradient of global step `step`:
+// --lr, times B/256 with --lr-scaling linear, ramped linearly from 0 over
+// the warm-up steps.
+double pti_server_lr(const ps_server *s, int64_t step)
+{
+	return pti_lr_at(s->lr_base, s->warmup, step);
+}
+
+static pti_ckpt_meta server_ckpt_meta(const ps_server *s)
+{
+	pti_ckpt_meta m = {s->cfg->rank, s->cfg->servers,
+	    pt_layout_hash(&s->layout), s->lo, s->hi, s->version, s->updates,
+	    (uint32_t)s->opt.kind, (uint32_t)s->opt.n_state, s->cfg->workers};
+	return m;
+}
+
+// server_checkpoint writes the shard when one is due, after an update.
+// It runs under the lock, so that values, state and version agree. A
+// failed write is logged, counted and its error kept for server-R.json,
+// from which the launcher tells the user at the end; training goes on.
+static void server_checkpoint(ps_server *s)
+{
+	if (!pti_ckpt_due(&s->ckpt, s->version, pti_clock_s()))
+		return;
+	pti_ckpt_meta m = server_ckpt_meta(s);
+	const float *vecs[3] = {s->params, s->state1, s->state2};
+	for (uint32_t r = 0; r < s->cfg->workers; r++)
+		s->clocks[r] = s->m[r].clock;
+	int rv = pti_ckpt_save(s->cfg->checkpoint_dir, &m, s->clocks, vecs);
+	if (rv != 0) {
+		s->ckpt_failures++;
+		snprintf(s->ckpt_error, sizeof(s->ckpt_error), "%s",
+		    pt_errmsg(rv));
+		fprintf(stderr, "server %u: checkpoint failed: %s\n",
+		    s->cfg->rank, s->ckpt_error);
+	}
+}
+
+static void stale_record(ps_server *s, int64_t st)
+{
+	uint64_t u = st > 0 ? (uint64_t)st : 0;
+	s->stale_sum += u;
+	if (u > s->stale_max)
+		s->stale_max = u;
+	s->hist[u < PT_STALE_BUCKETS - 1 ? u : PT_STALE_BUCKETS - 1]++;
+}
+
+void pti_server_applied(ps_server *s, int64_t stale)
+{
+	stale_record(s, stale);
+	s->version++;
+	s->updates++;
+	server_checkpoint(s);
+}
+// ---------------------------------------------------------------- members
+
+// pti_server_lost: worker r died or went silent. The job goes on without it:
+// sync steps close with the others, ssp stops waiting for its clock.
+void pti_server_lost(ps_server *s, uint32_t r, const char *why,
+    ps_ctx **wake)
+{
+	if (!s->m[r].hello || s->m[r].lost || s->m[r].done)
+		return;
+	s->m[r].lost = 1;
+	s->n_lost++;
+	fprintf(stderr, "server %u: worker %u %s at version %lld; going on "
+	    "with %u workers\n", s->cfg->rank, r, why, (long long)s->version,
+	    s->cfg->workers - s->n_lost);
+	s->policy->settle(s, wake);
+}
+// pipe_removed: connection id closed. Called with the lock.
+void pti_server_pipe_removed(ps_server *s, uint32_t id, ps_ctx **wake)
+{
+	pti_peer_removed(s, id, wake);
+	for (uint32_t r = 0; r < s->cfg->workers; r++) {
+		if (s->m[r].pipe != id)
+			continue;
+		if (!s->m[r].done)
+			pti_server_lost(s, r, "disconnected", wake);
+		else if (!s->m[r].gone && !s->stop && !s->shutting) {
+			s->m[r].gone = 1;
+			fprintf(stderr, "server %u: worker %u disconnected "
+			    "after it was done\n", s->cfg->rank, r);
+		}
+	}
+}
+
+// pti_server_timeouts: a worker silent past --worker-timeout while the open
+// sync step (or the ssp clock) waits for it is lost. Called with the lock.
+void pti_server_timeouts(ps_server *s, ps_ctx **wake)
+{
+	const pt_config *c = s->cfg;
+	double now = pti_clock_s();
+	for (uint32_t r = 0; r < c->workers; r++) {
+		int waited_for = s->policy->waits_for(s, r);
+		if (c->worker_timeout > 0 && s->m[r].hello && waited_for &&
+		    now - s->m[r].seen > c->worker_timeout)
+			pti_server_lost(s, r, "went silent", wake);
+	}
+}
+// ---------------------------------------------------------------- life
+
+void pti_server_write_stats(const ps_server *s)
+{
+	const pt_config *c = s->cfg;
+	char path[PT_PATH_MAX + 32];
+	const struct {
+		const char *key;
+		json_int_t v;
+	} counts[] = {
+	    {"lo", (json_int_t)s->lo},
+	    {"hi", (json_int_t)s->hi},
+	    {"version", s->version},
+	    {"updates", (json_int_t)s->updates},
+	    {"rejected_requests", (json_int_t)s->rejected},
+	    {"unauthenticated_requests", (json_int_t)s->unauth},
+	    {"auth_failures", (json_int_t)s->auth_failed},
+	    {"connections_closed", (json_int_t)s->conn_closed},
+	    {"nonfinite_gradients", (json_int_t)s->nonfinite},
+	    {"dropped_gradients", (json_int_t)s->dropped},
+	    {"staleness_sum", (json_int_t)s->stale_sum},
+	    {"staleness_max", (json_int_t)s->stale_max},
+	    {"max_lead", s->max_lead},
+	};
+	json_t *o = json_object(), *hist = json_array();
+	json_object_set_new(o, "rank", json_integer(c->rank));
+	json_object_set_new(o, "mode", json_string(pt_mode_name(c->mode)));
+	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
+		json_object_set_new(o, counts[i].key, json_integer(counts[i].v));
+	for (int i = 0; i < PT_STALE_BUCKETS; i++)
+		json_array_append_new(hist, json_integer((json_int_t)s->hist[i]));
+	json_object_set_new(o, "staleness_hist", hist);
+	json_object_set_new(o, "checkpoint_failures",
+	    json_integer((json_int_t)s->ckpt_failures));
+	json_object_set_new(o, "checkpoint_last_error",
+	    s->ckpt_error[0] ? json_string(s->ckpt_error) : json_null());
+	snprintf(path, sizeof(path), "%s/server-%u.json", c->out, c->rank);
+	if (json_dump_file(o, path, JSON_INDENT(2)) != 0)
+		fprintf(stderr, "server %u: cannot write %s: %s\n", c->rank,
+		    path, strerror(errno));
+	json_decref(o);
+}
+
+void pti_server_fini(ps_server *s)
+{
+	// server_close has stopped every aio (none exist before it could).
+	// A reply that a callback handed to nng_ctx_send after its aio was
+	// stopped was refused without a callback: it is still ours.
+	for (uint32_t i = 0; s->ctxs != NULL && i < s->n_ctx; i++)
+		if (s->ctxs[i].aio != NULL) {
+			nng_msg_free(nng_aio_get_msg(s->ctxs[i].aio));
+			nng_aio_free(s->ctxs[i].aio);
+		}
+	free(s->ctxs);
+	free(s->params);
+	free(s->acc);
+	free(s->grads);
+	free(s->got_bits);
+	free(s->m);
+	free(s->clocks);
+	free(s->peers);
+	free(s->state1);
+	free(s->state2);
+	pthread_mutex_destroy(&s->mu);
+	pthread_cond_destroy(&s->cv);
+}
+
+// server_gone marks the workers of --gone-workers as lost: they left the
+// job before this server (a restarted one) started, so no step or clock
+// waits for them. One that comes back says hello and rejoins.
+static int server_gone(ps_server *s)
+{
+	const pt_config *c = s->cfg;
+	for (const char *p = c->gone_workers; *p;) {
+		unsigned r;
+		int used = 0;
+		if (sscanf(p, "%u%n", &r, &used) != 1 || r >= c->workers)
+			return pti_err_set(PT_EINVAL,
+			    "--gone-workers %s: expected ranks below --workers "
+			    "%u, separated by commas", c->gone_workers,
+			    c->workers);
+		if (!s->m[r].lost) {
+			s->m[r].hello = s->m[r].lost = 1;
+			s->n_hello++;
+			s->n_lost++;
+		}
+		p += used + (p[used] == ',');
+	}
+	return 0;
+}
+
+int pti_server_init(ps_server *s, const pt_config *c, const pt_layout *l,
+    double warmup)
+{
+	int rv;
+
+	memset(s, 0, sizeof(*s));
+	s->cfg = c;
+	if ((s->policy = pti_policy_of(c->mode)) == NULL)
+		return pti_err_set(PT_EINVAL, "mode %d has no policy", c->mode);
+	if ((rv = pt_secret_load(&s->secret, c->secret_file)) != 0)
+		return rv;
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->cv, NULL);
+	if (l->n_vars == 0)
+		return pti_err_set(PT_EINVAL, "server %u: the job declares no "
+		    "variables", c->rank);
+	s->layout = *l;
+	pt_range r = pt_layout_shard(&s->layout, c->rank, c->servers);
+	s->lo = r.lo;
+	s->hi = r.hi;
+	s->n = r.hi - r.lo;
+	if (s->n == 0)
+		return pti_err_set(PT_EINVAL,
+		    "server %u would hold no parameters: %llu parameters "
+		    "over %u servers", c->rank,
+		    (unsigned long long)s->layout.n_params, c->servers);
+	s->params = malloc(s->n * sizeof(float));
+	s->acc = malloc(s->n * sizeof(float));
+	if (c->mode == PT_MODE_SYNC)
+		s->grads = malloc((size_t)c->workers * s->n * sizeof(float));
+	s->got_bits = malloc((size_t)c->workers * ((s->n + 63) / 64) *
+	    sizeof(uint64_t));
+	s->m = calloc(c->workers, sizeof(ps_member));
+	s->clocks = calloc(c->workers, sizeof(int64_t));
+	s->unauth_max = c->workers + PS_UNAUTH_MAX;
+	s->n_peers = c->workers + PS_CONTROL_MAX + s->unauth_max;
+	s->peers = calloc(s->n_peers, sizeof(ps_peer));
+	if (!s->params || !s->acc || !s->m || !s->clocks ||
+	    !s->peers || !s->got_bits ||
+	    (c->mode == PT_MODE_SYNC && !s->grads))
+		return pti_err_set(PT_ENOMEM, "server %u: shard of %llu floats",
+		    c->rank, (unsigned long long)s->n);
+	pt_layout_init_values(s->params, &s->layout, c->seed, s->lo, s->hi);
+	s->opt = c->optim;
+	s->opt.weight_decay = c->weight_decay;
+	if (s->opt.n_state >= 1 &&
+	    (s->state1 = calloc(s->n, sizeof(float))) == NULL)
+		return pti_err_set(PT_ENOMEM, "optimizer state");
+	if (s->opt.n_state >= 2 &&
+	    (s->state2 = calloc(s->n, sizeof(float))) == NULL)
+		return pti_err_set(PT_ENOMEM, "optimizer state");
+	if ((rv = pt_config_ckpt_every(c, &s->ckpt.every,
+		 &s->ckpt.seconds)) != 0)
+		return rv;
+	s->ckpt.last = pti_clock_s();
+	if (s->ckpt.every != 0) {
+		if (mkdir(c->checkpoint_dir, 0777) != 0 && errno != EEXIST)
+			return pti_err_set(PT_EIO, "--checkpoint-dir %s: %s",
+			    c->checkpoint_dir, strerror(errno));
+	}
+	if (c->resume_version >= 0) {
+		char path[PT_PATH_MAX + 64];
+		pti_ckpt_meta want = server_ckpt_meta(s), got;
+		float *vecs[3] = {s->params, s->state1, s->state2};
+		pti_ckpt_path(path, sizeof(path), c->checkpoint_dir, c->rank,
+		    c->resume_version);
+		if ((rv = pti_ckpt_load(path, &want, s->clocks, vecs, &got)) != 0)
+			return rv;
+		for (uint32_t w = 0; w < c->workers; w++)
+			s->m[w].clock = s->clocks[w];
+		if (c->mode != PT_MODE_SYNC && got.n_workers != c->workers)
+			return pti_err_set(PT_EINVAL,
+			    "%s: written for %u workers, this job has %u: the "
+			    "workers' data positions do not carry over", path,
+			    got.n_workers, c->workers);
+		s->version = got.version;
+		s->updates = got.updates;
+		fprintf(stderr, "server %u: resumed from %s at version %lld\n",
+		    c->rank, path, (long long)s->version);
+	}
+	if ((rv = server_gone(s)) != 0)
+		return rv;
+	for (uint32_t w = 0; w < c->workers; w++)
+		pti_policy_sealed(s, w);
+	ps_ctx *none = NULL; // nothing is parked yet
+	pti_policy_clocks(s, &none);
+	s->lr_base = c->lr;
+	if (c->lr_scaling == PT_LR_LINEAR)
+		s->lr_base *= c->batch / 256.0;
+	s->warmup = warmup;
+	return 0;
+}
