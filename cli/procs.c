@@ -87,6 +87,7 @@ int pti_cmd_server(int argc, char **argv)
 	}
 	signal(SIGINT, server_on_signal);
 	signal(SIGTERM, server_on_signal);
+	pti_server_exit_on_hang = 1;
 	pt_server_serve(s);
 	pt_server_close(s);
 	return 0;

@@ -31,6 +31,7 @@
 #include "transport.h"
 
 volatile sig_atomic_t pti_server_signal;
+int pti_server_exit_on_hang;
 
 // pt_server: a served ps_server (pstrain.h), with its own copy of the
 // job's options.
@@ -196,8 +197,10 @@ static int server_ready(pt_server *ps)
 
 // close_watch: nng 1.5's close can wait forever when requests race it
 // (nanomsg/nng#1813, seen here when many workers poll as the job ends).
-// Everything is written by then, so a close that has not returned in
-// CLOSE_WAIT_S seconds ends the process with the status it would have had.
+// Everything is written by then, so in `pstrain server`, which sets
+// pti_server_exit_on_hang, a close that has not returned in CLOSE_WAIT_S
+// seconds ends the process with the status it would have had. A program
+// that embeds the server is not ended behind its back: its close waits.
 #define CLOSE_WAIT_S 3
 typedef struct close_watch {
 	pthread_mutex_t mu;
@@ -233,7 +236,8 @@ static void server_close(ps_server *s, int rv)
 	pthread_t t;
 	pthread_mutex_init(&w.mu, NULL);
 	pthread_cond_init(&w.cv, NULL);
-	int watching = pthread_create(&t, NULL, close_watch_run, &w) == 0;
+	int watching = pti_server_exit_on_hang &&
+		       pthread_create(&t, NULL, close_watch_run, &w) == 0;
 	nng_close(s->sock);
 	if (watching) {
 		pthread_mutex_lock(&w.mu);

@@ -12,6 +12,12 @@
 // 200 ms. The library itself installs no handler.
 extern volatile sig_atomic_t pti_server_signal;
 
+// pti_server_exit_on_hang: set by a program that is only a server
+// (pstrain server): should closing the socket hang (nng 1.5's close can
+// wait forever when requests race it), the process exits with the status
+// it would have had instead. The library leaves it 0.
+extern int pti_server_exit_on_hang;
+
 // A server's state and request handler without sockets, driven by calls:
 // for the fuzzing harness (tests/fuzz). pti_local_connect and
 // pti_local_disconnect stand for a connection's arrival and close;
