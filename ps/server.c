@@ -15,6 +15,8 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -44,11 +46,42 @@ struct pt_server {
 };
 // ---------------------------------------------------------------- serving
 
+static void ctx_recv(ps_ctx *x);
+
+// reply_dropped: the test hook PSTRAIN_TEST_DROP_REPLY=N makes the N-th
+// reply this server sends vanish, as a reply lost on the way would
+// (tests/mp_test.sh: the worker must notice and rejoin). The context
+// goes on receiving.
+static long drop_nth; // 0: none
+static atomic_long replies_sent;
+static pthread_once_t drop_once = PTHREAD_ONCE_INIT;
+
+static void drop_read(void)
+{
+	const char *e = getenv("PSTRAIN_TEST_DROP_REPLY");
+	drop_nth = e != NULL ? atol(e) : 0;
+}
+
+static int reply_dropped(ps_ctx *x)
+{
+	pthread_once(&drop_once, drop_read);
+	long drop = drop_nth;
+	if (drop <= 0 || atomic_fetch_add(&replies_sent, 1) + 1 != drop)
+		return 0;
+	fprintf(stderr, "server %u: test hook: dropping reply %ld\n",
+	    x->s->cfg->rank, drop);
+	nng_msg_free(nng_aio_get_msg(x->aio));
+	nng_aio_set_msg(x->aio, NULL);
+	ctx_recv(x);
+	return 1;
+}
+
 static void ctx_send(ps_ctx *x, nng_msg *m)
 {
 	x->state = CTX_SEND;
 	nng_aio_set_msg(x->aio, m);
-	nng_ctx_send(x->ctx, x->aio);
+	if (!reply_dropped(x))
+		nng_ctx_send(x->ctx, x->aio);
 }
 
 static void ctx_recv(ps_ctx *x)
@@ -158,7 +191,8 @@ static void send_woken(ps_ctx *wake)
 			continue;
 		}
 		w->state = CTX_SEND;
-		nng_ctx_send(w->ctx, w->aio);
+		if (!reply_dropped(w))
+			nng_ctx_send(w->ctx, w->aio);
 	}
 }
 // server_ready works out the address workers dial (the port chosen for

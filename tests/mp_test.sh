@@ -436,6 +436,29 @@ test_mp_valgrind_clean() {
 		  cat "$T"/vg/valgrind.* | tail -n 30; }
 }
 
+# A reply that the server sent but that never arrived (seen once with nng
+# 1.5 under load; here a server test hook drops one) must not hang the
+# job: the waiting worker asks the server where it is, sees its step has
+# closed, and rejoins. The result is the job without the loss, bit for bit.
+test_mp_lost_reply_rejoins() {
+	n=test_mp_lost_reply_rejoins
+	a="--mode sync --servers 2 --workers 2 $D --batch 64 --steps 60"
+	$P run $a --out "$T/lr0" --save-model "$T/lr0/m.bin" >"$T/lr0.log" 2>&1 ||
+		{ no $n "reference run failed" "$T/lr0.log"; return; }
+	PSTRAIN_TEST_DROP_REPLY=61 PSTRAIN_TEST_NOTE_S=1 timeout 120 \
+		$P run $a --out "$T/lr1" --save-model "$T/lr1/m.bin" \
+		>"$T/lr1.log" 2>&1 ||
+		{ no $n "run with a lost reply failed or hung" "$T/lr1.log"; return; }
+	if grep -q "dropping reply" "$T"/lr1/server-*.log &&
+		grep -q "the reply never arrived; rejoining" "$T"/lr1/worker-*.log &&
+		cmp -s "$T/lr0/m.bin" "$T/lr1/m.bin"; then
+		ok $n
+	else
+		no $n "no lost reply seen, no rejoin, or another model" \
+			"$T/lr1/worker-1.log"
+	fi
+}
+
 test_mp_cluster_file() {
 	# By hand, as across hosts: servers and workers from a cluster file.
 	n=test_mp_cluster_file
@@ -505,6 +528,7 @@ test_mp_secret_required() {
 }
 
 test_mp_secret_required
+test_mp_lost_reply_rejoins
 test_mp_sync_w2_equals_w1
 test_mp_per_worker_batch
 test_mp_sync_deterministic

@@ -36,6 +36,7 @@ typedef struct client_part {
 	int state;
 	int rv;
 	int lost;        // the connection closed while it was under way
+	int unanswered;  // the server answered it, the reply never came
 	nng_msg *reply;
 	pti_hdr hdr;     // the request sent, then the reply decoded
 	const void *pay; // the reply's values, in reply
@@ -72,8 +73,16 @@ struct pt_req {
 #define CLIENT_REDIAL_S 5.0
 
 // A request unanswered this long is reported, and again as often, so
-// that a server that hangs (rather than dies) is named while workers wait.
+// that a server that hangs (rather than dies) is named while workers wait
+// (the test hook PSTRAIN_TEST_NOTE_S shortens it).
 #define CLIENT_NOTE_S 30.0
+
+static double client_note_s(void)
+{
+	const char *e = getenv("PSTRAIN_TEST_NOTE_S");
+	double s = e != NULL ? atof(e) : 0;
+	return s > 0 ? s : CLIENT_NOTE_S;
+}
 
 struct pt_client {
 	uint32_t role, rank, n;
@@ -82,6 +91,8 @@ struct pt_client {
 	client_link *links; // (n)
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
+	int probing; // a wait's probe of a silent server is under way
+	int mode;    // the job's mode, from the hello (0 before)
 };
 
 // link_pipe_cb follows the connection to one server. When it closes, the
@@ -392,6 +403,7 @@ int pti_call_send(pt_req *q, uint32_t server, const pti_hdr *h,
 	p->pay = NULL;
 	p->dst = dst;
 	p->want_n = n;
+	p->unanswered = 0;
 	// Not connected: fail at once (the caller waits and rejoins) rather
 	// than let nng queue it for a restarted server.
 	int lost = p->lost = k->up == 0;
@@ -416,6 +428,11 @@ static int call_check(client_part *p)
 	uint32_t want = p->hdr.op;
 	uint64_t off = p->hdr.off;
 	int rv;
+	if (p->rv != 0 && p->unanswered)
+		return pti_err_set(PT_ECLOSED,
+		    "%s to server %u at %s: the server answered it (it is at "
+		    "version %lld) but the reply never arrived", op, k->rank,
+		    k->url, (long long)p->hdr.ver);
 	if (p->rv != 0 && (p->lost || p->rv == NNG_ECONNRESET))
 		return pti_err_set(PT_ECLOSED,
 		    "%s to server %u at %s: the connection closed (the server "
@@ -446,25 +463,87 @@ static int call_check(client_part *p)
 	return 0;
 }
 
+// client_answered tells whether server k, now at version ver, has
+// certainly answered part p: in sync mode a pushpull once its step has
+// closed and a pull once its version is there, in async mode any request
+// (nothing waits). A parked ssp reply cannot be told apart: never.
+static int client_answered(const pt_client *c, const client_part *p,
+    int64_t ver)
+{
+	const pti_hdr *h = &p->hdr;
+	if (c->mode == PT_MODE_ASYNC)
+		return 1;
+	if (c->mode != PT_MODE_SYNC)
+		return 0;
+	if (h->op == PT_OP_PUSHPULL)
+		return ver > h->step;
+	if (h->op == PT_OP_PULL)
+		return !(h->has & PTI_H_VER) || ver >= h->ver;
+	return h->op == PT_OP_PUSH;
+}
+
+// client_probe asks server k for its version (a stats request, on a
+// context of its own); not itself probed should it hang.
+static int client_probe(pt_client *c, client_link *k, int64_t *ver)
+{
+	pti_hdr h;
+	pt_req *q = NULL;
+	pti_hdr_init(&h, PT_OP_STATS, c->role, c->rank);
+	c->probing = 1;
+	int rv = pti_call_new(c, &q);
+	if (rv == 0 && (rv = pti_call_send(q, k->rank, &h, NULL, 0, NULL)) == 0)
+		rv = pti_call_wait(q, NULL);
+	if (rv == 0)
+		*ver = pti_call_reply(q, 0)->ver;
+	pti_call_free(q);
+	c->probing = 0;
+	return rv;
+}
+
 int pti_call_wait(pt_req *q, pt_client_step *info)
 {
 	pt_client *c = q->c;
 	pthread_mutex_lock(&c->mu);
-	double start = pti_clock_s(), note = start + CLIENT_NOTE_S;
+	double every = client_note_s();
+	double start = pti_clock_s(), note = start + every;
 	while (q->pending > 0) {
 		pti_cond_wait_ms(&c->cv, &c->mu, 1000);
 		if (q->pending == 0 || pti_clock_s() < note)
 			continue;
-		note += CLIENT_NOTE_S;
-		for (uint32_t i = 0; i < q->n; i++)
-			if (q->parts[i]->state != PART_DONE)
-				fprintf(stderr, "%s %u: no answer yet to %s from "
-				    "server %u at %s (%.0fs so far, at most "
-				    "%.0fs)\n", c->role == PT_ROLE_WORKER ?
-				    "worker" : "client", c->rank,
-				    pti_op_name(q->parts[i]->hdr.op),
-				    q->parts[i]->k->rank, q->parts[i]->k->url,
-				    pti_clock_s() - start, c->timeout_s);
+		note += every;
+		for (uint32_t i = 0; i < q->n; i++) {
+			client_part *p = q->parts[i];
+			if (p->state == PART_DONE)
+				continue;
+			// Say where the server is, so that a request the
+			// server answered but whose reply never came shows
+			// as such. Asked on a context of its own, unlocked.
+			char where[96] = "";
+			int64_t ver = -1;
+			pthread_mutex_unlock(&c->mu);
+			if (!c->probing && client_probe(c, p->k, &ver) == 0)
+				snprintf(where, sizeof(where), "; the server is "
+				    "at version %lld", (long long)ver);
+			pthread_mutex_lock(&c->mu);
+			if (p->state == PART_DONE)
+				continue;
+			// Answered, and still no reply: it was lost on the
+			// way (seen once with nng 1.5 under load). Fail it
+			// as a closed connection, which the worker mends by
+			// rejoining, rather than wait out the timeout.
+			if (where[0] != '\0' && client_answered(c, p, ver)) {
+				p->unanswered = 1;
+				p->hdr.ver = ver;
+				nng_aio_cancel(p->aio);
+			}
+			fprintf(stderr, "%s %u: no answer yet to %s (step %lld, "
+			    "version %lld) from server %u at %s (%.0fs so far, "
+			    "at most %.0fs)%s\n", c->role == PT_ROLE_WORKER ?
+			    "worker" : "client", c->rank,
+			    pti_op_name(p->hdr.op), (long long)p->hdr.step,
+			    (long long)p->hdr.ver, p->k->rank, p->k->url,
+			    pti_clock_s() - start, c->timeout_s, where);
+		}
 	}
 	pthread_mutex_unlock(&c->mu);
 
@@ -667,6 +746,7 @@ int pt_client_hello(pt_client *c, const pt_layout *l, int mode,
 			    "was told %s with %u", i,
 			    pt_mode_name((int)h->mode), h->n_workers,
 			    pt_mode_name(mode), workers);
+		c->mode = (int)h->mode;
 		c->links[i].lo = h->lo;
 		c->links[i].hi = h->hi;
 		c->links[i].ver = h->ver;
