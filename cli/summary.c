@@ -220,21 +220,10 @@ static void cpu_model(char *out, size_t n)
 	fclose(f);
 }
 
-static void rec_str(FILE *f, const char *indent, const char *key,
-    const char *v, int last)
-{
-	fprintf(f, "%s  \"%s\": ", indent, key);
-	if (v == NULL)
-		fprintf(f, "null");
-	else
-		pti_json_string(f, v);
-	fprintf(f, "%s\n", last ? "" : ",");
-}
-
-void pti_record_write(FILE *f, const char *cmdline, double t0,
-    const char *indent)
+json_t *pti_record_json(const char *cmdline, double t0)
 {
 	char host[256] = "unknown", cpu[256], core[64], when[64];
+	const char *ct = getenv("OPENBLAS_CORETYPE");
 	gethostname(host, sizeof(host) - 1);
 	cpu_model(cpu, sizeof(cpu));
 	int threads = pti_blas_info(core, sizeof(core));
@@ -242,19 +231,20 @@ void pti_record_write(FILE *f, const char *cmdline, double t0,
 	struct tm tm;
 	gmtime_r(&secs, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	fprintf(f, "{\n");
-	rec_str(f, indent, "command_line", cmdline, 0);
-	rec_str(f, indent, "version", PT_VERSION, 0);
-	rec_str(f, indent, "hostname", host, 0);
-	rec_str(f, indent, "cpu_model", cpu, 0);
-	fprintf(f, "%s  \"cores\": %ld,\n", indent, sysconf(_SC_NPROCESSORS_ONLN));
-	rec_str(f, indent, "openblas_core", core, 0);
-	fprintf(f, "%s  \"openblas_threads\": %d,\n", indent, threads);
-	rec_str(f, indent, "openblas_coretype_env", getenv("OPENBLAS_CORETYPE"),
-	    0);
-	rec_str(f, indent, "nng_version", nng_version(), 0);
-	rec_str(f, indent, "start_time", when, 1);
-	fprintf(f, "%s}", indent);
+	json_t *o = json_object();
+	json_object_set_new(o, "command_line", pti_json_str(cmdline));
+	json_object_set_new(o, "version", pti_json_str(PT_VERSION));
+	json_object_set_new(o, "hostname", pti_json_str(host));
+	json_object_set_new(o, "cpu_model", pti_json_str(cpu));
+	json_object_set_new(o, "cores",
+	    json_integer(sysconf(_SC_NPROCESSORS_ONLN)));
+	json_object_set_new(o, "openblas_core", pti_json_str(core));
+	json_object_set_new(o, "openblas_threads", json_integer(threads));
+	json_object_set_new(o, "openblas_coretype_env",
+	    pti_json_str(ct));
+	json_object_set_new(o, "nng_version", pti_json_str(nng_version()));
+	json_object_set_new(o, "start_time", pti_json_str(when));
+	return o;
 }
 
 const char *pti_outcome(const pti_run_facts *r, const pti_final *fin)
@@ -272,20 +262,26 @@ const char *pti_outcome(const pti_run_facts *r, const pti_final *fin)
 // summary.json
 // ---------------------------------------------------------------------
 
-// num writes `  "key": value,` with %.*g, or null for a NaN.
-static void num(FILE *f, const char *key, double v, int digits)
+// num sets o's key to v with `digits` significant digits (a whole number
+// as an integer), or null for a NaN.
+static void num(json_t *o, const char *key, double v, int digits)
 {
+	char b[64];
+	json_t *j;
+	snprintf(b, sizeof(b), "%.*g", digits, v);
+	double r = strtod(b, NULL);
 	if (isnan(v))
-		fprintf(f, "  \"%s\": null,\n", key);
+		j = json_null();
+	else if (r == floor(r) && fabs(r) < 9007199254740992.0)
+		j = json_integer((json_int_t)r);
 	else
-		fprintf(f, "  \"%s\": %.*g,\n", key, digits, v);
+		j = json_real(r);
+	json_object_set_new(o, key, j);
 }
 
-static void str(FILE *f, const char *key, const char *v)
+static void str(json_t *o, const char *key, const char *v)
 {
-	fprintf(f, "  \"%s\": ", key);
-	pti_json_string(f, v);
-	fprintf(f, ",\n");
+	json_object_set_new(o, key, pti_json_str(v));
 }
 
 int pti_summary_write(const pti_run_facts *r)
@@ -315,11 +311,7 @@ int pti_summary_write(const pti_run_facts *r)
 	char ck_error[PT_PATH_MAX + 160];
 	pti_ckpt_report(c, &ck_failures, ck_error, sizeof(ck_error));
 	snprintf(path, sizeof(path), "%s/summary.json", c->out);
-	FILE *f = fopen(path, "w");
-	if (f == NULL) {
-		fprintf(stderr, "pstrain run: %s: %s\n", path, strerror(errno));
-		return -1;
-	}
+	json_t *f = json_object();
 	const char *outcome = pti_outcome(r, have ? &fin : NULL);
 	double samples = (double)st.rows * (c->batch / c->workers);
 	// Training time: from the first step's start to the last step's end
@@ -332,9 +324,8 @@ int pti_summary_write(const pti_run_facts *r)
 	double idle = st.step_ms > 0 ? st.comm_ms / st.step_ms : 0;
 	double mean_st = st.updates ? (double)st.stale_sum / st.updates : 0;
 	int val = r->n_val > 0;
-	fprintf(f, "{\n");
 	str(f, "outcome", outcome);
-	fprintf(f, "  \"diverged\": %s,\n", r->diverged ? "true" : "false");
+	json_object_set_new(f, "diverged", json_boolean(r->diverged));
 	str(f, "mode", pt_mode_name(c->mode));
 	num(f, "servers", c->servers, 10);
 	num(f, "workers", c->workers, 10);
@@ -363,10 +354,7 @@ int pti_summary_write(const pti_run_facts *r)
 	num(f, "auth_failures", (double)st.auth_failed, 20);
 	num(f, "connections_closed", (double)st.conn_closed, 20);
 	num(f, "checkpoint_failures", (double)ck_failures, 20);
-	if (ck_error[0] != '\0')
-		str(f, "checkpoint_last_error", ck_error);
-	else
-		fprintf(f, "  \"checkpoint_last_error\": null,\n");
+	str(f, "checkpoint_last_error", ck_error[0] ? ck_error : NULL);
 	num(f, "idle_fraction", idle, 4);
 	num(f, "worker_restarts", r->worker_restarts, 10);
 	num(f, "workers_lost", r->workers_lost, 10);
@@ -387,13 +375,14 @@ int pti_summary_write(const pti_run_facts *r)
 	num(f, "best_val_version", val ? fin.best_val_version : NAN, 20);
 	num(f, "best_val_test_loss", val ? fin.best_val_test_loss : NAN, 6);
 	num(f, "best_val_test_acc", val ? fin.best_val_test_acc : NAN, 4);
-	fprintf(f, "  \"config\": ");
-	pt_config_json(f, c, PT_CMD_RUN, "  ");
-	fprintf(f, ",\n  \"record\": ");
-	pti_record_write(f, r->cmdline, r->t0, "  ");
-	fprintf(f, "\n}\n");
-	if (fclose(f) != 0) {
-		fprintf(stderr, "pstrain run: %s: write failed\n", path);
+	json_object_set_new(f, "config", pt_config_json(c, PT_CMD_RUN));
+	json_object_set_new(f, "record", pti_record_json(r->cmdline, r->t0));
+	// Each number was rounded above to its digits: 15 significant
+	// digits print it as rounded.
+	int bad = json_dump_file(f, path, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
+	json_decref(f);
+	if (bad) {
+		fprintf(stderr, "pstrain run: %s: %s\n", path, strerror(errno));
 		return -1;
 	}
 	if (!have) {

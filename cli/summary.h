@@ -50,12 +50,11 @@ int pti_final_read(const char *dir, pti_final *out);
 // (no final.csv).
 const char *pti_outcome(const pti_run_facts *r, const pti_final *fin);
 
-// pti_record_write writes the run record as one JSON object: command
-// line, pstrain version, host, CPU model and cores, OpenBLAS core and
-// threads (and OPENBLAS_CORETYPE if set), nng version, start time. indent
-// prefixes every line after the first.
-void pti_record_write(FILE *f, const char *cmdline, double t0,
-    const char *indent);
+// pti_record_json is the run record as a JSON object (the caller's):
+// command line, pstrain version, host, CPU model and cores, OpenBLAS core
+// and threads (and OPENBLAS_CORETYPE if set), nng version, start time.
+struct json_t;
+struct json_t *pti_record_json(const char *cmdline, double t0);
 
 // pti_ckpt_report sums the checkpoint writes that failed over the
 // server-R.json files in c->out into *failures, and copies the error of

@@ -4,11 +4,14 @@
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
+
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "data.h"
 #include "err.h"
+#include "outputs.h"
 #include "proto.h"
 #include "transport.h"
 
@@ -670,48 +673,34 @@ int pt_config_validation(const pt_config *c, uint32_t n_train,
 	return 0;
 }
 
-void pt_config_json(FILE *f, const pt_config *c, uint32_t cmd,
-    const char *indent)
+json_t *pt_config_json(const pt_config *c, uint32_t cmd)
 {
 	static char val[PT_URLS_MAX];
-	int first = 1;
-	fprintf(f, "{\n");
+	json_t *o = json_object();
 	for (int k = 0; k < N_ENTRIES; k++) {
 		const config_entry *e = &config_table[k];
+		json_t *j;
 		if (!cmd_takes(e, cmd))
 			continue;
 		entry_format(c, e, val, sizeof(val));
-		fprintf(f, "%s%s  \"%s\": ", first ? "" : ",\n", indent,
-		    e->name);
-		first = 0;
 		switch (e->type) {
 		case T_U32:
 		case T_U64:
 		case T_I64:
+			j = json_integer(strtoll(val, NULL, 10));
+			break;
 		case T_F64:
-			fprintf(f, "%s", val);
+			j = json_real(strtod(val, NULL));
 			break;
 		case T_BOOL:
-			fprintf(f, "%s", val[0] == '1' ? "true" : "false");
+			j = json_boolean(val[0] == '1');
 			break;
 		default:
-			pti_json_string(f, val);
+			j = pti_json_str(val);
 		}
+		json_object_set_new(o, e->name, j);
 	}
-	fprintf(f, "\n%s}", indent);
-}
-
-void pti_json_string(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if (*p < 0x20)
-			fprintf(f, "\\u%04x", *p);
-		else
-			fputc(*p, f);
-	fputc('"', f);
+	return o;
 }
 
 int pt_config_load_data(const pt_config *c, pt_data *d)

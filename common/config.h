@@ -167,15 +167,12 @@ int pt_config_validation(const pt_config *c, uint32_t n_train,
 struct pt_data;
 int pt_config_load_data(const pt_config *c, struct pt_data *d);
 
-// pt_config_json writes every flag that cmd takes, with its effective
-// value in c, as one JSON object keyed by flag name (numbers as numbers,
-// switches as true/false, the rest as strings); indent prefixes every
-// line after the first. The table drives it, so no flag is left out.
-void pt_config_json(FILE *f, const pt_config *c, uint32_t cmd,
-    const char *indent);
-
-// pti_json_string writes s to f as a JSON string, escaped.
-void pti_json_string(FILE *f, const char *s);
+// pt_config_json is every flag that cmd takes, with its effective value
+// in c, as one JSON object keyed by flag name (numbers as numbers,
+// switches as true/false, the rest as strings), the caller's. The table
+// drives it, so no flag is left out.
+struct json_t;
+struct json_t *pt_config_json(const pt_config *c, uint32_t cmd);
 
 // pt_mode_name returns "sync", "async" or "ssp".
 const char *pt_mode_name(int mode);

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <jansson.h>
+
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static const pti_column worker_cols[] = {
@@ -145,4 +147,23 @@ int pti_csv_read_table(const char *path, long from, const pti_table *tb,
 		names[i] = tb->cols[i].name;
 	return pti_csv_read(path, from, names,
 	    tb->n < PTI_CSV_COLS ? tb->n : PTI_CSV_COLS, t);
+}
+
+json_t *pti_json_str(const char *s)
+{
+	if (s == NULL)
+		return json_null();
+	json_t *j = json_string(s);
+	if (j != NULL)
+		return j;
+	// Not UTF-8: keep ASCII, mark the rest.
+	size_t n = strlen(s);
+	char *t = malloc(n + 1);
+	if (t == NULL)
+		return json_null();
+	for (size_t i = 0; i <= n; i++)
+		t[i] = (unsigned char)s[i] < 0x80 ? s[i] : '?';
+	j = json_string(t);
+	free(t);
+	return j != NULL ? j : json_null();
 }

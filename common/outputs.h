@@ -86,4 +86,10 @@ int pti_csv_read_table(const char *path, long from, const pti_table *tb,
 // v. Returns 0, or -1 when it has fewer than n numbers.
 int pti_csv_fields(const char *line, double *v, int n);
 
+// pti_json_str is s as a JSON string for jansson (which takes UTF-8
+// only): bytes that are not valid UTF-8 (a path in another encoding)
+// become '?'. NULL s gives JSON null.
+struct json_t;
+struct json_t *pti_json_str(const char *s);
+
 #endif // PT_COMMON_OUTPUTS_H

@@ -12,6 +12,7 @@
 
 #include "clock.h"
 #include "err.h"
+#include "outputs.h"
 #include "server_impl.h"
 
 // Connections that have not proven the job secret: at most this many
@@ -150,7 +151,7 @@ void pti_server_write_stats(const ps_server *s)
 	};
 	json_t *o = json_object(), *hist = json_array();
 	json_object_set_new(o, "rank", json_integer(c->rank));
-	json_object_set_new(o, "mode", json_string(pt_mode_name(c->mode)));
+	json_object_set_new(o, "mode", pti_json_str(pt_mode_name(c->mode)));
 	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
 		json_object_set_new(o, counts[i].key, json_integer(counts[i].v));
 	for (int i = 0; i < PT_STALE_BUCKETS; i++)
@@ -159,7 +160,7 @@ void pti_server_write_stats(const ps_server *s)
 	json_object_set_new(o, "checkpoint_failures",
 	    json_integer((json_int_t)s->ckpt_failures));
 	json_object_set_new(o, "checkpoint_last_error",
-	    s->ckpt_error[0] ? json_string(s->ckpt_error) : json_null());
+	    pti_json_str(s->ckpt_error[0] ? s->ckpt_error : NULL));
 	snprintf(path, sizeof(path), "%s/server-%u.json", c->out, c->rank);
 	if (json_dump_file(o, path, JSON_INDENT(2)) != 0)
 		fprintf(stderr, "server %u: cannot write %s: %s\n", c->rank,
