@@ -226,9 +226,15 @@ static int entry_set(pt_config *c, const config_entry *e, const char *v)
 			    "--%s: value longer than %zu characters", e->name,
 			    e->size - 1);
 		strcpy(p, v);
-		// A spec with fields of its own is read once, here.
+		// A spec with fields of its own is read once, here, into
+		// typed fields that its users take.
 		if (e->off == offsetof(pt_config, optimizer))
 			return pti_optim_parse(&c->optim, v);
+		if (e->off == offsetof(pt_config, delay))
+			return pt_config_delay(c, &c->delay_spec);
+		if (e->off == offsetof(pt_config, checkpoint_every))
+			return pt_config_ckpt_every(c, &c->ckpt_every,
+			    &c->ckpt_seconds);
 		return 0;
 	case T_MODE:
 		if (strcmp(v, "sync") == 0)
@@ -605,14 +611,11 @@ int pt_config_check(const pt_config *c, uint32_t cmd)
 		return pti_err_set(PT_EINVAL,
 		    "--validation %s: expected a number of examples N or a "
 		    "percentage P%% below 100", c->validation);
+	// --delay and --checkpoint-every were read with their flags; the
+	// ranks of --straggler need --workers, known only now.
 	double straggle;
-	pt_delay delay;
-	uint64_t every;
-	int seconds, rv;
-	if ((rv = pt_config_straggler(c, 0, &straggle)) != 0 ||
-	    (rv = pt_config_delay(c, &delay)) != 0)
-		return rv;
-	if ((rv = pt_config_ckpt_every(c, &every, &seconds)) != 0)
+	int rv;
+	if ((rv = pt_config_straggler(c, 0, &straggle)) != 0)
 		return rv;
 	if (c->checkpoint_every[0] != '\0' && c->checkpoint_dir[0] == '\0' &&
 	    c->resume[0] == '\0')

@@ -27,6 +27,13 @@ enum {
 enum { PT_TRANSPORT_IPC = 1, PT_TRANSPORT_TCP = 2, PT_TRANSPORT_TLS = 3 };
 enum { PT_LR_NONE = 1, PT_LR_LINEAR = 2 };
 
+// --delay, read: none, exponential with mean a ms, or uniform in [a, b].
+enum { PT_DELAY_NONE = 0, PT_DELAY_EXP, PT_DELAY_UNIFORM };
+typedef struct pt_delay {
+	int kind;
+	double a, b;
+} pt_delay;
+
 typedef struct pt_config {
 	int mode; // pt_mode
 	uint32_t servers, workers;
@@ -69,6 +76,8 @@ typedef struct pt_config {
 	// checkpoints
 	char checkpoint_dir[PT_PATH_MAX];
 	char checkpoint_every[32]; // "N" steps or "Ns" seconds; "" never
+	uint64_t ckpt_every;       // --checkpoint-every, read: N; 0 never
+	int ckpt_seconds;          // 1: N is seconds, 0: versions
 	char resume[PT_PATH_MAX];  // run: the folder to resume from
 	int64_t resume_version;    // server: the checkpoint to load; -1 none
 	double worker_timeout;     // server: seconds of silence = dead; 0 off
@@ -78,6 +87,7 @@ typedef struct pt_config {
 	// injected delays (workers)
 	char straggler[PT_PATH_MAX]; // "R:MS,R:MS,..."
 	char delay[128];             // "", "exp:MEAN_MS", "uniform:LO:HI"
+	pt_delay delay_spec;         // --delay, read
 	// evaluation and learning-rate matching
 	char validation[32];      // "N" examples or "P%" of the training set
 	uint32_t evals_per_epoch; // with eval_every 0
@@ -110,13 +120,6 @@ int pt_config_set(pt_config *c, const char *name, const char *value);
 // its R:MS entries give worker rank (0 when none). PT_EINVAL naming the
 // flag when it does not parse or names a rank beyond --workers.
 int pt_config_straggler(const pt_config *c, uint32_t rank, double *ms);
-
-// --delay, read: none, exponential with mean a ms, or uniform in [a, b].
-enum { PT_DELAY_NONE = 0, PT_DELAY_EXP, PT_DELAY_UNIFORM };
-typedef struct pt_delay {
-	int kind;
-	double a, b;
-} pt_delay;
 
 // pt_config_delay reads --delay into *d. PT_EINVAL naming the flag.
 int pt_config_delay(const pt_config *c, pt_delay *d);

@@ -267,9 +267,8 @@ int pti_server_init(ps_server *s, const pt_config *c, const pt_layout *l,
 	if (s->opt.n_state >= 2 &&
 	    (s->state2 = calloc(s->n, sizeof(float))) == NULL)
 		return pti_err_set(PT_ENOMEM, "optimizer state");
-	if ((rv = pt_config_ckpt_every(c, &s->ckpt.every,
-		 &s->ckpt.seconds)) != 0)
-		return rv;
+	s->ckpt.every = c->ckpt_every;
+	s->ckpt.seconds = c->ckpt_seconds;
 	s->ckpt.last = pti_clock_s();
 	if (s->ckpt.every != 0) {
 		if (mkdir(c->checkpoint_dir, 0777) != 0 && errno != EEXIST)

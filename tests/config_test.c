@@ -127,7 +127,29 @@ static void test_config_straggler_delay(void)
 	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "--delay");
 }
 
+// Sub-specs are read once, with their flag, into typed fields; a bad one
+// is refused there, naming the flag.
+static void test_config_specs_read_once(void)
+{
+	pt_config c;
+	int help;
+	char *ok[] = {"--delay", "uniform:1:3", "--checkpoint-every", "5s",
+	    "--optimizer", "momentum:0.5"};
+	pt_config_defaults(&c);
+	PT_TEST_TRUE(c.delay_spec.kind == PT_DELAY_NONE && c.ckpt_every == 0);
+	PT_TEST_TRUE(c.optim.kind == PT_OPT_SGD);
+	PT_TEST_OK(pt_config_parse(&c, PT_CMD_RUN, 6, ok, &help));
+	PT_TEST_TRUE(c.delay_spec.kind == PT_DELAY_UNIFORM &&
+		     c.delay_spec.a == 1 && c.delay_spec.b == 3);
+	PT_TEST_TRUE(c.ckpt_every == 5 && c.ckpt_seconds == 1);
+	PT_TEST_TRUE(c.optim.kind == PT_OPT_MOMENTUM && c.optim.momentum == 0.5);
+	char *bad[] = {"--checkpoint-every", "5m"};
+	PT_TEST_ERR(pt_config_parse(&c, PT_CMD_RUN, 2, bad, &help), PT_EINVAL);
+	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "--checkpoint-every 5m");
+}
+
 static const pt_test_case cases[] = {
+    {"test_config_specs_read_once", test_config_specs_read_once},
     {"test_config_defaults", test_config_defaults},
     {"test_config_straggler_delay", test_config_straggler_delay},
     {"test_config_parse", test_config_parse},

@@ -147,8 +147,8 @@ static int worker_init(worker *w, const pt_config *c)
 	w->c = c;
 	w->t0 = c->t0 > 0 ? c->t0 : now_s();
 	w->best_acc = -1;
+	w->delay = c->delay_spec;
 	if ((rv = pt_config_straggler(c, c->rank, &w->straggle_ms)) != 0 ||
-	    (rv = pt_config_delay(c, &w->delay)) != 0 ||
 	    (rv = pt_config_load_data(c, &w->data)) != 0 ||
 	    (rv = pt_layout_init(&w->layout, c->model, w->data.train.dim,
 		 w->data.train.classes)) != 0)
