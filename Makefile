@@ -2,6 +2,8 @@
 #   make          install missing packages, build bin/pstrain and the tests
 #   make test     build, then run every test; last line "N passed, N failed"
 #   make demo     build, then run the demonstration job
+#   make bench    pstrain against baselines timed in the same run
+#                 (bench/run.sh, docs/PERFORMANCE.md)
 #   make asan     unit tests and pstrain under AddressSanitizer and UBSan
 #   make fuzz     libFuzzer over the decoder and the request handler
 #                 (clang), FUZZ_SECONDS (60) each, from tests/fuzz/corpus
@@ -36,12 +38,13 @@ UNIT_BIN = $(UNIT_NAMES:%=build/tests/%)
 AUNIT_BIN = $(UNIT_NAMES:%=build/asan/tests/%)
 PROC_BIN = $(PROC_SRC:tests/%.c=build/tests/%)
 
-.PHONY: all build deps test demo asan clean format bench fuzz fuzz-build \
+.PHONY: all build deps test demo asan clean format bench bench-build fuzz fuzz-build \
 	fuzz-seeds lib install FORCE
 all: deps
 	@$(MAKE) --no-print-directory build
 
-build: bin/pstrain lib $(UNIT_BIN) $(PROC_BIN) build/asan/pstrain $(AUNIT_BIN)
+build: bin/pstrain lib $(UNIT_BIN) $(PROC_BIN) build/asan/pstrain $(AUNIT_BIN) \
+	build/bench/comm build/bench/solo
 
 deps:
 	@sh scripts/deps.sh
@@ -131,6 +134,23 @@ $(OBJ)/%.o: %.c
 $(AOBJ)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN) -c -o $@ $<
+
+# make bench: bench/run.sh times pstrain against baselines it builds:
+# raw nng round trips of the same bytes (bench/comm.c, through pstrain.h
+# only) and the same model trained in one process (bench/solo.c).
+bench-build: bin/pstrain build/bench/comm build/bench/solo
+
+build/bench/comm: bench/comm.c include/pstrain.h build/lib/libpstrain.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -D_GNU_SOURCE -Iinclude -o $@ bench/comm.c build/lib/libpstrain.a $(LDLIBS)
+
+build/bench/solo: $(OBJ)/bench/solo.o $(LIB_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+bench: deps
+	@$(MAKE) --no-print-directory bench-build
+	@sh bench/run.sh
 
 asan: deps
 	@$(MAKE) --no-print-directory build/asan/pstrain $(AUNIT_BIN)

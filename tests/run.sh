@@ -52,6 +52,7 @@ run ckpt_test sh tests/ckpt_test.sh
 run attack_test sh tests/attack_test.sh
 run hygiene_test sh tests/hygiene_test.sh
 run library_test sh tests/library_test.sh
+run bench_test sh tests/bench_test.sh
 run fuzz_test sh tests/fuzz_test.sh
 # TLS against both builds too: handshakes and certificates under ASan.
 run tls_test sh tests/tls_test.sh

@@ -1,0 +1,180 @@
+// bench/comm.c - what a parameter server costs over the bare transport:
+// round trips of n floats each way, pstrain's pushpull (one server, one
+// worker, sync, through pstrain.h) against a raw nng REQ/REP exchange of
+// the same bytes, on the same transport, in the same process, rounds
+// interleaved so that both see the same machine.
+//
+//   comm URL_PREFIX N ROUNDS ITERS   e.g. comm ipc:///tmp/d 4352 7 200
+//
+// Prints one line per round: "raw_us ps_us" (mean round trip of ITERS
+// exchanges after a warm-up), for bench/run.sh to take the medians of.
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+#include <nng/protocol/reqrep0/req.h>
+
+#include <pstrain.h>
+
+static double now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static void die(const char *what, int rv, int nng)
+{
+	fprintf(stderr, "comm: %s: %s\n", what,
+	    nng ? nng_strerror(rv) : pt_errmsg(rv));
+	exit(1);
+}
+
+// The raw side: a REP socket that answers every request with a reply of
+// the same size, as a server answers a pushpull with the values.
+typedef struct raw_srv {
+	nng_socket sock;
+	size_t bytes;
+} raw_srv;
+
+static void *raw_serve(void *arg)
+{
+	raw_srv *r = arg;
+	for (;;) {
+		nng_msg *m;
+		if (nng_recvmsg(r->sock, &m, 0) != 0)
+			return NULL;
+		nng_msg *rep;
+		if (nng_msg_alloc(&rep, r->bytes) != 0) {
+			nng_msg_free(m);
+			return NULL;
+		}
+		memcpy(nng_msg_body(rep), nng_msg_body(m),
+		    nng_msg_len(m) < r->bytes ? nng_msg_len(m) : r->bytes);
+		nng_msg_free(m);
+		if (nng_sendmsg(r->sock, rep, 0) != 0)
+			return NULL;
+	}
+}
+
+static double raw_round(nng_socket req, size_t bytes, int iters)
+{
+	double t0 = 0;
+	for (int i = -iters / 10 - 1; i < iters; i++) {
+		if (i == 0)
+			t0 = now_us();
+		nng_msg *m, *rep;
+		int rv;
+		if ((rv = nng_msg_alloc(&m, bytes)) != 0 ||
+		    (rv = nng_sendmsg(req, m, 0)) != 0 ||
+		    (rv = nng_recvmsg(req, &rep, 0)) != 0)
+			die("raw round trip", rv, 1);
+		nng_msg_free(rep);
+	}
+	return (now_us() - t0) / iters;
+}
+
+static void *ps_serve(void *arg)
+{
+	pt_server_serve(arg);
+	return NULL;
+}
+
+static double ps_round(pt_worker *w, uint64_t n, float *g, float *v,
+    int64_t *step, int iters)
+{
+	double t0 = 0;
+	for (int i = -iters / 10 - 1; i < iters; i++) {
+		if (i == 0)
+			t0 = now_us();
+		pt_req *q;
+		int rv;
+		if ((rv = pt_pushpull(w, (*step)++, PT_ALL, 0, n, g, v, &q)) != 0 ||
+		    (rv = pt_wait(w, q)) != 0)
+			die("pushpull", rv, 0);
+	}
+	return (now_us() - t0) / iters;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 5) {
+		fprintf(stderr, "usage: comm URL_PREFIX N ROUNDS ITERS\n");
+		return 2;
+	}
+	const char *prefix = argv[1];
+	uint64_t n = strtoull(argv[2], NULL, 10);
+	int rounds = atoi(argv[3]), iters = atoi(argv[4]), rv;
+	size_t bytes = n * sizeof(float);
+	char url[512], raw_url[512];
+	// tcp: the ports are picked by the system.
+	int tcp = strncmp(prefix, "tcp://", 6) == 0;
+	snprintf(url, sizeof(url), tcp ? "%s:0" : "%s-ps", prefix);
+	snprintf(raw_url, sizeof(raw_url), tcp ? "%s:0" : "%s-raw", prefix);
+
+	raw_srv rs = {.bytes = bytes};
+	nng_socket req;
+	nng_listener l;
+	pthread_t rt, pst;
+	if ((rv = nng_rep0_open(&rs.sock)) != 0 ||
+	    (rv = nng_listener_create(&l, rs.sock, raw_url)) != 0 ||
+	    (rv = nng_socket_set_size(rs.sock, NNG_OPT_RECVMAXSZ, 0)) != 0 ||
+	    (rv = nng_listener_start(l, 0)) != 0)
+		die("raw listen", rv, 1);
+	if (tcp) {
+		nng_sockaddr sa;
+		nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa);
+		snprintf(raw_url, sizeof(raw_url), "%s:%u", prefix,
+		    (unsigned)ntohs(sa.s_in.sa_port));
+	}
+	if ((rv = nng_req0_open(&req)) != 0 ||
+	    (rv = nng_socket_set_size(req, NNG_OPT_RECVMAXSZ, 0)) != 0 ||
+	    (rv = nng_dial(req, raw_url, NULL, 0)) != 0)
+		die("raw dial", rv, 1);
+	pthread_create(&rt, NULL, raw_serve, &rs);
+
+	pt_job *job;
+	pt_server *s;
+	pt_worker *w;
+	char at[512];
+	if ((rv = pt_job_alloc(&job)) != 0 ||
+	    pt_job_var(job, "v", n, 0.0) < 0 ||
+	    (rv = pt_job_set(job, "lr", "0")) != 0 ||
+	    (rv = pt_server_open(&s, job, 0, url)) != 0 ||
+	    (rv = pt_server_url(s, at, sizeof(at))) != 0)
+		die("pstrain server", rv ? rv : PT_EINVAL, 0);
+	pthread_create(&pst, NULL, ps_serve, s);
+	if ((rv = pt_worker_open(&w, job, 0, at)) != 0)
+		die("pstrain worker", rv, 0);
+	float *g = calloc(n, sizeof(float)), *v = malloc(bytes);
+	int64_t step = pt_worker_start(w);
+	for (int r = 0; r < rounds; r++) {
+		// Alternate which goes first, so that neither always follows
+		// the other's cache and allocator state.
+		double a, b;
+		if (r % 2 == 0) {
+			a = raw_round(req, bytes, iters);
+			b = ps_round(w, n, g, v, &step, iters);
+		} else {
+			b = ps_round(w, n, g, v, &step, iters);
+			a = raw_round(req, bytes, iters);
+		}
+		printf("%.2f %.2f\n", a, b);
+		fflush(stdout);
+	}
+	pt_worker_close(w);
+	pt_server_stop(s);
+	pthread_join(pst, NULL);
+	pt_server_close(s);
+	pt_job_free(job);
+	nng_close(req);
+	nng_close(rs.sock);
+	pthread_join(rt, NULL);
+	free(g), free(v);
+	return 0;
+}

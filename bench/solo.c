@@ -1,0 +1,89 @@
+// bench/solo.c - the compute floor of a training step: pstrain's own
+// model and data order, trained in one process with no servers (the
+// gradient computed, then p -= lr * g with the servers' optimizer code).
+// What a 1 server x 1 worker sync job adds to this is the parameter
+// server's cost.
+//
+//   solo --model mlp:256,128 --data fashion-mnist --batch 256 --steps N
+//        [--lr 0.1] [--seed 1]
+//
+// Prints "samples_per_s S train_s T final_loss L" (training only).
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "config.h"
+#include "data.h"
+#include "err.h"
+#include "layout.h"
+#include "model.h"
+#include "optim.h"
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv)
+{
+	pt_config c;
+	pt_data d;
+	pt_layout l;
+	pt_model *m;
+	int help, rv;
+	pt_config_defaults(&c);
+	if ((rv = pt_config_parse(&c, PT_CMD_RUN, argc - 1, argv + 1,
+		 &help)) != 0 || help || c.steps == 0) {
+		fprintf(stderr, "solo: %s\n", rv ? pt_errmsg(rv)
+						 : "give --steps N and the "
+						   "job's --model --data "
+						   "--batch");
+		return 2;
+	}
+	if ((rv = pt_config_load_data(&c, &d)) != 0 ||
+	    (rv = pt_layout_init(&l, c.model, d.train.dim,
+		 d.train.classes)) != 0 ||
+	    (rv = pt_model_alloc(&m, &l, c.batch)) != 0) {
+		fprintf(stderr, "solo: %s\n", pt_errmsg(rv));
+		return 1;
+	}
+	uint64_t np = l.n_params;
+	uint32_t spe = d.train.n / c.batch;
+	float *p = malloc(np * 4), *g = malloc(np * 4);
+	float *x = malloc((size_t)c.batch * d.train.dim * 4);
+	uint8_t *y = malloc(c.batch);
+	uint32_t *perm = malloc((size_t)d.train.n * 4);
+	if (c.lr == 0) // as pstrain run: the optimizer's usual rate
+		c.lr = pti_optim_default_lr(&c.optim);
+	pti_optim opt = c.optim;
+	opt.weight_decay = c.weight_decay;
+	if (opt.n_state > 0) {
+		fprintf(stderr, "solo: runs optimizers without state only "
+				"(--optimizer sgd)\n");
+		return 2;
+	}
+	pt_layout_init_values(p, &l, c.seed, 0, np);
+	double loss = 0, t0 = now_s();
+	uint32_t have = UINT32_MAX;
+	for (uint64_t t = 0; t < c.steps; t++) {
+		uint32_t e = (uint32_t)(t / spe);
+		if (e != have) {
+			pti_data_perm(perm, d.train.n, c.seed, e);
+			have = e;
+		}
+		pti_data_gather(x, y, &d.train, perm + (t % spe) * c.batch,
+		    c.batch);
+		pt_model_grad(m, g, &loss, p, x, y, c.batch);
+		pti_optim_apply(&opt, p, NULL, NULL, g, np, 1, c.lr, t + 1);
+	}
+	double secs = now_s() - t0;
+	printf("samples_per_s %.1f train_s %.3f final_loss %.4f\n",
+	    (double)c.steps * c.batch / secs, secs, loss);
+	pt_model_free(m);
+	pt_data_fini(&d);
+	free(p), free(g), free(x), free(y), free(perm);
+	return 0;
+}
