@@ -15,9 +15,10 @@ c = d["communication"]
 assert len(c) == 6, c
 for r in c:
     for k in ("raw_nng_us", "pstrain_us", "speed_vs_raw"):
-        assert r[k] > 0 and math.isfinite(r[k]), r
+        assert math.isfinite(r[k]), r
 t = d["training"]
-assert t["solo_samples_per_s"] > 0 and t["pstrain_1x1_samples_per_s"] > 0, t
+assert all(math.isfinite(t[k]) for k in ("solo_samples_per_s",
+    "pstrain_1x1_samples_per_s", "pstrain_vs_solo")), t
 assert d["record"]["openblas_core"], d["record"]
 ' "$T/bench.json" 2>"$T/check.log"; then
 	ok $n
