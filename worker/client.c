@@ -93,6 +93,7 @@ struct pt_client {
 	pthread_cond_t cv;
 	int probing; // a wait's probe of a silent server is under way
 	int mode;    // the job's mode, from the hello (0 before)
+	double note_s; // a silent request is reported after this long
 };
 
 // link_pipe_cb follows the connection to one server. When it closes, the
@@ -224,6 +225,7 @@ int pt_client_open(pt_client **out, const char *urls, uint32_t role,
 	c->rank = rank;
 	c->secret = *secret;
 	c->timeout_s = timeout_s;
+	c->note_s = client_note_s(); // read once, not on every call
 	uint32_t n = 1;
 	for (const char *p = urls; *p; p++)
 		n += *p == ',';
@@ -504,7 +506,7 @@ int pti_call_wait(pt_req *q, pt_client_step *info)
 {
 	pt_client *c = q->c;
 	pthread_mutex_lock(&c->mu);
-	double every = client_note_s();
+	double every = c->note_s;
 	double start = pti_clock_s(), note = start + every;
 	while (q->pending > 0) {
 		pti_cond_wait_ms(&c->cv, &c->mu, 1000);
