@@ -9,6 +9,7 @@
 // Prints one line per round: "raw_us ps_us" (mean round trip of ITERS
 // exchanges after a warm-up), for bench/run.sh to take the medians of.
 #include <arpa/inet.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,7 +63,10 @@ static void *raw_serve(void *arg)
 	}
 }
 
-static double raw_round(nng_socket req, size_t bytes, int iters)
+// raw_round: the bytes come from the caller's buffer, as a sender's must
+// (one copy at each end: into the request here, into the reply there).
+static double raw_round(nng_socket req, const float *g, size_t bytes,
+    int iters)
 {
 	double t0 = 0;
 	for (int i = -iters / 10 - 1; i < iters; i++) {
@@ -70,8 +74,10 @@ static double raw_round(nng_socket req, size_t bytes, int iters)
 			t0 = now_us();
 		nng_msg *m, *rep;
 		int rv;
-		if ((rv = nng_msg_alloc(&m, bytes)) != 0 ||
-		    (rv = nng_sendmsg(req, m, 0)) != 0 ||
+		if ((rv = nng_msg_alloc(&m, bytes)) != 0)
+			die("raw round trip", rv, 1);
+		memcpy(nng_msg_body(m), g, bytes);
+		if ((rv = nng_sendmsg(req, m, 0)) != 0 ||
 		    (rv = nng_recvmsg(req, &rep, 0)) != 0)
 			die("raw round trip", rv, 1);
 		nng_msg_free(rep);
@@ -107,6 +113,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: comm URL_PREFIX N ROUNDS ITERS\n");
 		return 2;
 	}
+	// As bin/pstrain does (cli/main.c): large messages from the heap,
+	// kept for the next step. Both sides of the comparison share it.
+	mallopt(M_MMAP_THRESHOLD, 32 << 20);
+	mallopt(M_TRIM_THRESHOLD, 1 << 30);
 	const char *prefix = argv[1];
 	uint64_t n = strtoull(argv[2], NULL, 10);
 	int rounds = atoi(argv[3]), iters = atoi(argv[4]), rv;
@@ -158,11 +168,11 @@ int main(int argc, char **argv)
 		// the other's cache and allocator state.
 		double a, b;
 		if (r % 2 == 0) {
-			a = raw_round(req, bytes, iters);
+			a = raw_round(req, g, bytes, iters);
 			b = ps_round(w, n, g, v, &step, iters);
 		} else {
 			b = ps_round(w, n, g, v, &step, iters);
-			a = raw_round(req, bytes, iters);
+			a = raw_round(req, g, bytes, iters);
 		}
 		printf("%.2f %.2f\n", a, b);
 		fflush(stdout);

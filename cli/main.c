@@ -1,5 +1,6 @@
 // cli/main.c - bin/pstrain: dispatch to a subcommand. Kept thin so that
 // tests link the real code of every subcommand.
+#include <malloc.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,12 +75,24 @@ static void main_pin_one_cpu(int argc, char **argv, char **envp)
 __attribute__((used, section(".preinit_array"))) static void (
     *const main_preinit)(int, char **, char **) = main_pin_one_cpu;
 
+// malloc_keep: every training step allocates and frees messages of the
+// model's size (nng's receive, each reply). By default glibc maps large
+// ones fresh and gives freed memory back to the system, so each step pays
+// page faults and the kernel's zeroing again. Served from the heap and
+// kept, the same memory is reused step after step.
+static void malloc_keep(void)
+{
+	mallopt(M_MMAP_THRESHOLD, 32 << 20); // glibc's largest
+	mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
 int main(int argc, char **argv)
 {
 	if (main_pinned)
 		sched_setaffinity(0, sizeof(main_cpus), &main_cpus);
 	if (getenv("OPENBLAS_NUM_THREADS") == NULL)
 		setenv("OPENBLAS_NUM_THREADS", "1", 1);
+	malloc_keep();
 	if (argc == 2 && strcmp(argv[1], "--version") == 0) {
 		printf("pstrain %s\n", PT_VERSION);
 		return 0;

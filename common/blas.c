@@ -39,6 +39,25 @@ void pti_blas_sgemm_ref(int trans_a, int trans_b, uint32_t m, uint32_t n,
 		}
 }
 
+double pti_blas_sumsq(const float *x, uint64_t n)
+{
+	double s = 0;
+	// OpenBLAS takes an int count: long vectors go in parts.
+	for (uint64_t i = 0; i < n; i += 1u << 30) {
+		uint64_t k = n - i < (1u << 30) ? n - i : (1u << 30);
+		s += cblas_dsdot((blasint)k, x + i, 1, x + i, 1);
+	}
+	return s;
+}
+
+double pti_blas_sumsq_ref(const float *x, uint64_t n)
+{
+	double s = 0;
+	for (uint64_t i = 0; i < n; i++)
+		s += (double)x[i] * x[i];
+	return s;
+}
+
 int pti_blas_threads(int n)
 {
 	if (n < 1)

@@ -27,6 +27,13 @@ void pti_blas_sgemm_ref(int trans_a, int trans_b, uint32_t m, uint32_t n,
     uint32_t k, float alpha, const float *a, uint32_t lda, const float *b,
     uint32_t ldb, float beta, float *c, uint32_t ldc);
 
+// pti_blas_sumsq returns the sum of x[i]^2 over n floats, accumulated in
+// double (a gradient's squared norm); the order of the sum is OpenBLAS's.
+double pti_blas_sumsq(const float *x, uint64_t n);
+
+// pti_blas_sumsq_ref is pti_blas_sumsq as a plain loop, in index order.
+double pti_blas_sumsq_ref(const float *x, uint64_t n);
+
 // pti_blas_threads sets how many threads OpenBLAS uses for each call from
 // now on (process-wide). Returns 0, or PT_EINVAL when n < 1.
 int pti_blas_threads(int n);

@@ -4,6 +4,7 @@
 #include "data.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,7 +203,7 @@ static int idx_payload(gzFile f, const char *path, size_t len,
 		return pti_err_set(PT_ENOMEM,
 		    "%s: out of memory for %zu bytes of %s", path, cap, what);
 	for (;;) {
-		size_t got;
+		size_t got = 0;
 		rv = idx_read(f, path, buf + used, cap - used, &got);
 		if (rv != 0)
 			goto fail;
@@ -266,7 +267,7 @@ int pti_idx_read_images(const char *path, uint8_t **x, uint32_t *n,
 int pti_idx_read_labels(const char *path, uint8_t **y, uint32_t *n)
 {
 	gzFile f;
-	uint32_t hn;
+	uint32_t hn = 0;
 	uint8_t *buf;
 	int rv;
 	if ((rv = idx_open(&f, path)) != 0)
@@ -473,7 +474,7 @@ static int synth_load(pt_data *d, uint32_t n, uint64_t seed)
 int pt_data_load(pt_data *out, const char *spec, uint64_t seed)
 {
 	pt_data d;
-	data_spec s;
+	data_spec s = {0};
 	int rv;
 	memset(&d, 0, sizeof(d));
 	if ((rv = spec_parse(&s, spec)) != 0)
@@ -492,7 +493,7 @@ int pt_data_load(pt_data *out, const char *spec, uint64_t seed)
 
 int pt_data_dims(const char *spec, uint32_t *dim, uint32_t *classes)
 {
-	data_spec s;
+	data_spec s = {0};
 	uint32_t dm = PT_DATA_SYNTH_DIM;
 	int rv;
 	if ((rv = spec_parse(&s, spec)) != 0)
@@ -572,15 +573,27 @@ void pti_data_perm(uint32_t *out, uint32_t n, uint64_t seed,
 	}
 }
 
+// scaled[v] is pixel byte v as the model sees it, v / 255: divided once
+// for each value instead of once for each pixel of every batch.
+static float scaled[256];
+static pthread_once_t scaled_once = PTHREAD_ONCE_INIT;
+
+static void scaled_init(void)
+{
+	for (int v = 0; v < 256; v++)
+		scaled[v] = (float)v / 255.0f;
+}
+
 void pti_data_gather(float *xout, uint8_t *yout, const pt_dataset *d,
     const uint32_t *idx, uint32_t b)
 {
+	pthread_once(&scaled_once, scaled_init);
 	const size_t dim = d->dim;
 	for (uint32_t i = 0; i < b; i++) {
 		const uint8_t *x = d->x + (size_t)idx[i] * dim;
 		float *o = xout + (size_t)i * dim;
 		for (size_t j = 0; j < dim; j++)
-			o[j] = (float)x[j] / 255.0f;
+			o[j] = scaled[x[j]];
 		yout[i] = d->y[idx[i]];
 	}
 }

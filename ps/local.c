@@ -96,7 +96,10 @@ nng_msg *pti_local_request(pti_local_server *ls, uint32_t pipe, nng_msg *m)
 	p.id = pipe;
 	nng_msg_set_pipe(m, p);
 	x->stop_after = 0;
-	nng_msg *reply = pti_server_handle(s, x, m, &wake);
+	nng_msg *mine; // the handler takes its request
+	if (nng_msg_dup(&mine, m) != 0)
+		return NULL;
+	nng_msg *reply = pti_server_handle(s, x, mine, &wake);
 	local_settle(wake);
 	return reply;
 }

@@ -220,7 +220,7 @@ static nng_msg *op_pull(ps_server *s, ps_ctx *x, const pti_hdr *h,
     const void *pay, ps_ctx **wake)
 {
 	(void)pay, (void)wake;
-	uint64_t off, n;
+	uint64_t off = 0, n = 0;
 	char why[200];
 	int rv = shard_range(s, h, &off, &n);
 	if (rv != 0)
@@ -242,10 +242,6 @@ static nng_msg *op_pull(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	return reply_values(s, h->op, off, n, -1, 0);
 }
 
-// push_take validates a gradient and applies it (async, ssp) or files it
-// for the open step (sync). *lr and *stale get what was applied; *dropped
-// is set when a policy dropped it (counted, not an error). Returns 0 or an
-// error with a detail.
 // push_finite refuses a gradient with a NaN or infinite value: one would
 // make every parameter it touches non-finite for good. The refusals are
 // counted, and logged (the first ten, then every thousandth).
@@ -253,25 +249,46 @@ static int push_finite(ps_server *s, const pti_hdr *h, const void *pay,
     uint64_t n)
 {
 	const unsigned char *b = pay;
-	for (uint64_t i = 0; i < n; i++) {
-		float v;
-		memcpy(&v, b + i * sizeof(float), sizeof(float)); // unaligned
-		if (isfinite(v))
-			continue;
-		s->nonfinite++;
-		if (s->nonfinite <= 10 || s->nonfinite % 1000 == 0)
-			fprintf(stderr, "server %u: refused a push of worker %u "
-			    "with a non-finite value (%g at offset %llu); %llu "
-			    "so far\n", s->cfg->rank, h->rank, (double)v,
-			    (unsigned long long)(h->off + i),
-			    (unsigned long long)s->nonfinite);
-		return pti_err_set(PT_EINVAL, "worker %u pushed a non-finite "
-		    "gradient value at offset %llu", h->rank,
-		    (unsigned long long)(h->off + i));
+	uint64_t i = 0;
+	// Blocks of bits tested together (the loop vectorizes; the bytes
+	// may be unaligned), then the first bad value found in its block.
+	for (uint64_t lo = 0; lo < n && i == 0; lo += 1024) {
+		uint64_t hi = n - lo < 1024 ? n : lo + 1024;
+		uint32_t bad = 0;
+		for (uint64_t j = lo; j < hi; j++) {
+			uint32_t u;
+			memcpy(&u, b + j * 4, 4);
+			bad |= (u & 0x7f800000u) == 0x7f800000u;
+		}
+		for (uint64_t j = lo; bad && j < hi; j++) {
+			float v;
+			memcpy(&v, b + j * sizeof(float), sizeof(float));
+			if (!isfinite(v)) {
+				i = j + 1;
+				break;
+			}
+		}
 	}
-	return 0;
+	if (i-- == 0)
+		return 0;
+	float v;
+	memcpy(&v, b + i * sizeof(float), sizeof(float));
+	s->nonfinite++;
+	if (s->nonfinite <= 10 || s->nonfinite % 1000 == 0)
+		fprintf(stderr, "server %u: refused a push of worker %u with a "
+		    "non-finite value (%g at offset %llu); %llu so far\n",
+		    s->cfg->rank, h->rank, (double)v,
+		    (unsigned long long)(h->off + i),
+		    (unsigned long long)s->nonfinite);
+	return pti_err_set(PT_EINVAL, "worker %u pushed a non-finite "
+	    "gradient value at offset %llu", h->rank,
+	    (unsigned long long)(h->off + i));
 }
 
+// push_take validates a gradient and applies it (async, ssp) or files it
+// for the open step (sync). *lr and *stale get what was applied; *dropped
+// is set when a policy dropped it (counted, not an error). Returns 0 or an
+// error with a detail.
 static int push_take(ps_server *s, const pti_hdr *h, const void *pay,
     uint64_t *off, uint64_t *n, ps_take *t, ps_ctx **wake)
 {
@@ -297,7 +314,7 @@ static int push_take(ps_server *s, const pti_hdr *h, const void *pay,
 static nng_msg *op_push(ps_server *s, ps_ctx *x, const pti_hdr *h,
     const void *pay, ps_ctx **wake)
 {
-	uint64_t off, n;
+	uint64_t off = 0, n = 0;
 	ps_take t;
 	int rv = push_take(s, h, pay, &off, &n, &t, wake);
 	if (rv != 0)
@@ -394,7 +411,7 @@ static const struct {
 };
 
 // handle runs one request under the lock. NULL means parked.
-nng_msg *pti_server_handle(ps_server *s, ps_ctx *x, nng_msg *m, ps_ctx **wake)
+static nng_msg *handle(ps_server *s, ps_ctx *x, nng_msg *m, ps_ctx **wake)
 {
 	pti_hdr h;
 	const void *pay;
@@ -448,4 +465,13 @@ nng_msg *pti_server_handle(ps_server *s, ps_ctx *x, nng_msg *m, ps_ctx **wake)
 	if (h.role == PT_ROLE_WORKER)
 		s->m[h.rank].seen = pti_clock_s();
 	return op_table[h.op].fn(s, x, &h, pay, wake);
+}
+
+nng_msg *pti_server_handle(ps_server *s, ps_ctx *x, nng_msg *m, ps_ctx **wake)
+{
+	s->cur = m; // a handler may keep it (sync_take)
+	nng_msg *reply = handle(s, x, m, wake);
+	nng_msg_free(s->cur);
+	s->cur = NULL;
+	return reply;
 }

@@ -18,8 +18,10 @@ double pti_lr_at(double base, double warmup, int64_t step);
 // by gdiv (the number of gradients summed; 1 for one), with learning rate
 // lr. s1 and s2 are the optimizer's state for the same elements (each n
 // floats, zero at the start; unused ones may be NULL). t is the 1-based
-// count of updates this state has seen, for Adam's bias correction.
-void pti_optim_apply(const pti_optim *o, float *p, float *s1, float *s2,
-    const float *g, uint64_t n, double gdiv, double lr, uint64_t t);
+// count of updates this state has seen, for Adam's bias correction. The
+// arrays must not overlap.
+void pti_optim_apply(const pti_optim *o, float *restrict p,
+    float *restrict s1, float *restrict s2, const float *restrict g,
+    uint64_t n, double gdiv, double lr, uint64_t t);
 
 #endif // PT_PS_OPTIM_H

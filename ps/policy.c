@@ -3,10 +3,46 @@
 // gradient does to the shard, when a pushpull's reply may go, what parked
 // requests wait for, and which worker a stalled job waits for. Everything
 // else about a request (connections, checks, replies) is server.c's.
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "err.h"
 #include "server_impl.h"
+
+// ---------------------------------------------------------------- values
+
+// A request's values are read where they are: pti_msg_encode pads the
+// header so that they are aligned in the body; NULL when they are not
+// (a peer that pads otherwise), and then they are copied first.
+static const float *aligned(const void *pay)
+{
+	return (uintptr_t)pay % _Alignof(float) == 0 ? pay : NULL;
+}
+
+static void sum_into(float *restrict a, const float *restrict x,
+    const float *restrict y, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		a[i] = x[i] + y[i];
+}
+
+static void add_into(float *restrict a, const float *restrict x, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		a[i] += x[i];
+}
+
+// apply runs the optimizer on [off, off + n) of the shard with gradient g
+// divided by gdiv.
+static void apply(ps_server *s, uint64_t off, const float *g, uint64_t n,
+    double gdiv, double lr)
+{
+	pti_optim_apply(&s->opt, s->params + off,
+	    s->state1 ? s->state1 + off : NULL,
+	    s->state2 ? s->state2 + off : NULL, g, n, gdiv, lr,
+	    s->updates + 1);
+}
 
 // ---------------------------------------------------------------- pieces
 
@@ -80,26 +116,34 @@ void pti_policy_sealed(ps_server *s, uint32_t r)
 
 // sync_close applies the mean of the open step's gradients, summed in rank
 // order so that the result does not depend on arrival order, then answers
-// the requests that waited for it.
+// the requests that waited for it. The sum goes a chunk at a time, each
+// chunk applied while it is in cache; one gradient is applied where it is.
 static void sync_close(ps_server *s, ps_ctx **wake)
 {
-	uint32_t w = s->cfg->workers, first = 1;
-	float *acc = s->acc;
-	for (uint32_t r = 0; r < w; r++) {
-		if (!s->m[r].have)
-			continue; // a backup worker's gradient still to come
-		const float *g = s->grads + (size_t)r * s->n;
-		if (first)
-			memcpy(acc, g, s->n * sizeof(float));
-		else
-			for (uint64_t i = 0; i < s->n; i++)
-				acc[i] += g[i];
-		first = 0;
+	uint32_t w = s->cfg->workers;
+	double lr = pti_server_lr(s, s->version);
+	for (uint64_t c = 0; c < s->n; c += PS_CHUNK) {
+		size_t len = s->n - c < PS_CHUNK ? s->n - c : PS_CHUNK;
+		const float *g = NULL;
+		for (uint32_t r = 0; r < w; r++) {
+			if (!s->m[r].have)
+				continue; // a backup worker's, still to come
+			const float *x = s->src[r] + c;
+			if (g == NULL)
+				g = x;
+			else if (g != s->acc)
+				sum_into(s->acc, g, x, len), g = s->acc;
+			else
+				add_into(s->acc, x, len);
+		}
+		apply(s, c, g, len, s->n_have, lr);
 	}
-	pti_optim_apply(&s->opt, s->params, s->state1, s->state2, acc, s->n,
-	    s->n_have, pti_server_lr(s, s->version), s->updates + 1);
-	for (uint32_t r = 0; r < w; r++)
+	for (uint32_t r = 0; r < w; r++) {
 		s->m[r].have = 0;
+		nng_msg_free(s->held[r]);
+		s->held[r] = NULL;
+		s->src[r] = NULL;
+	}
 	s->n_have = 0;
 	pti_server_applied(s, 0);
 	pti_server_wake(s, wake);
@@ -145,11 +189,26 @@ static int sync_take(ps_server *s, const pti_hdr *h, const void *pay,
 		return pti_err_set(PT_ESTATE,
 		    "worker %u already pushed step %lld", h->rank,
 		    (long long)h->step);
-	int whole = piece_take(s, h->rank, h->step, off, n);
+	// A whole shard in one request stays there until the step closes;
+	// pieces are copied into the worker's row.
+	uint32_t r = h->rank;
+	int keep = n == s->n && aligned(pay) != NULL && s->cur != NULL;
+	if (!keep && s->grads == NULL &&
+	    (s->grads = malloc((size_t)s->cfg->workers * s->n *
+				sizeof(float))) == NULL)
+		return pti_err_set(PT_ENOMEM, "rows for gradients in pieces");
+	int whole = piece_take(s, r, h->step, off, n);
 	if (whole < 0)
 		return PT_ESTATE;
-	memcpy(s->grads + (size_t)h->rank * s->n + off, pay,
-	    n * sizeof(float));
+	if (keep) {
+		s->held[r] = s->cur;
+		s->cur = NULL;
+		s->src[r] = pay;
+	} else {
+		memcpy(s->grads + (size_t)r * s->n + off, pay,
+		    n * sizeof(float));
+		s->src[r] = s->grads + (size_t)r * s->n;
+	}
 	t->lr = pti_server_lr(s, s->version);
 	if (whole) {
 		s->m[h->rank].have = 1;
@@ -215,8 +274,6 @@ static int clock_take(ps_server *s, const pti_hdr *h, const void *pay,
 		s->dropped++;
 		t->dropped = 1;
 	} else {
-		// Bytes may be unaligned in the message body: copy, then apply.
-		memcpy(s->acc, pay, n * sizeof(float));
 		t->lr = pti_server_lr(s, h->step);
 		// Sync applies lr x the mean of W gradients per step; one
 		// gradient at lr / W moves the parameters as far per example.
@@ -224,10 +281,15 @@ static int clock_take(ps_server *s, const pti_hdr *h, const void *pay,
 			t->lr /= (double)c->workers;
 		if (c->staleness_lr && t->stale > 1)
 			t->lr /= (double)t->stale;
-		pti_optim_apply(&s->opt, s->params + off,
-		    s->state1 ? s->state1 + off : NULL,
-		    s->state2 ? s->state2 + off : NULL, s->acc, n, 1, t->lr,
-		    s->updates + 1);
+		if (aligned(pay) != NULL)
+			apply(s, off, pay, n, 1, t->lr);
+		else
+			for (uint64_t c = 0; c < n; c += PS_CHUNK) {
+				size_t len = n - c < PS_CHUNK ? n - c : PS_CHUNK;
+				memcpy(s->acc, (const char *)pay + c * 4,
+				    len * sizeof(float));
+				apply(s, off + c, s->acc, len, 1, t->lr);
+			}
 		pti_server_applied(s, t->stale);
 	}
 	// The clock moves even for a dropped gradient: the step is done,

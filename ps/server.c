@@ -171,7 +171,6 @@ static void ctx_cb(void *arg)
 	// and re-armed by another thread at any moment.
 	int parked = reply == NULL && x->state == CTX_WAIT;
 	pthread_mutex_unlock(&s->mu);
-	nng_msg_free(m);
 	if (reply != NULL)
 		ctx_send(x, reply);
 	else if (!parked)

@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/resource.h>
 
 #include <nng/nng.h>
 
@@ -24,6 +25,13 @@
 #define PS_STEP_MAX ((int64_t)1 << 50)
 
 typedef struct ps_server ps_server;
+
+// Floats summed and applied at a time: a chunk of the sum of a sync step's
+// gradients stays in the first level of cache while the update reads it.
+#define PS_CHUNK 2048
+
+// Updates after which a server's steady state is taken to begin.
+#define PS_STEADY_FROM 20
 typedef struct ps_ctx ps_ctx;
 typedef struct ps_policy ps_policy;
 
@@ -83,8 +91,15 @@ struct ps_server {
 	pt_layout layout;
 	uint64_t lo, hi, n; // shard [lo, hi) of the flat vector, n = hi - lo
 	float *params;      // (n)
-	float *acc;         // (n) sum of a sync step's gradients
-	float *grads;       // (workers, n) sync: gradients of the open step
+	float acc[PS_CHUNK]; // a chunk of a sync step's sum of gradients
+	// sync: the open step's gradients. A gradient pushed whole stays in
+	// its request (held), one pushed in pieces is copied into its row of
+	// grads (allocated at the first piece); src says where each is.
+	nng_msg **held;      // (workers) the kept request, or NULL
+	const float **src;   // (workers) its values, or NULL
+	float *grads;        // (workers, n) rows of pieces, or NULL
+	nng_msg *cur;        // the request being handled; a handler that
+			     // keeps it sets this to NULL
 	uint64_t *got_bits; // (workers, words(n)) pieces of a step received
 	ps_member *m;       // (workers) who they are and where they are
 	uint32_t n_have, n_hello, n_done, n_lost;
@@ -114,6 +129,9 @@ struct ps_server {
 	size_t recv_max;      // bytes: the largest legal message of this job
 	uint32_t unauth_max;  // connections not yet authenticated, at most
 	uint64_t hist[PT_STALE_BUCKETS];
+	// The process's resource use once PS_STEADY_FROM updates are done:
+	// what the rest of the job adds is its steady state (server-R.json).
+	struct rusage ru_steady;
 
 	nng_socket sock;
 	ps_ctx *ctxs;
@@ -186,7 +204,8 @@ void pti_server_wake(ps_server *s, ps_ctx **wake);
 // connection slots from c (no sockets), the learning rate ramped over
 // `warmup` steps; pti_server_fini frees what init made and what the
 // contexts still hold; pti_server_handle runs one request under the lock
-// and returns its reply, or NULL when parked; pti_server_pipe_removed:
+// and returns its reply, or NULL when parked (m is its to free, or to
+// keep: a sync gradient stays in its request until the step closes); pti_server_pipe_removed:
 // connection id closed (a worker's is then lost).
 int pti_server_init(ps_server *s, const pt_config *c, const pt_layout *l,
     double warmup);

@@ -77,6 +77,8 @@ void pti_server_applied(ps_server *s, int64_t stale)
 	stale_record(s, stale);
 	s->version++;
 	s->updates++;
+	if (s->updates == PS_STEADY_FROM)
+		getrusage(RUSAGE_SELF, &s->ru_steady);
 	server_checkpoint(s);
 }
 // ---------------------------------------------------------------- members
@@ -127,6 +129,12 @@ void pti_server_timeouts(ps_server *s, ps_ctx **wake)
 }
 // ---------------------------------------------------------------- life
 
+static double cpu_s(const struct rusage *ru)
+{
+	return (double)ru->ru_utime.tv_sec + ru->ru_utime.tv_usec * 1e-6 +
+	       (double)ru->ru_stime.tv_sec + ru->ru_stime.tv_usec * 1e-6;
+}
+
 void pti_server_write_stats(const ps_server *s)
 {
 	const pt_config *c = s->cfg;
@@ -157,6 +165,20 @@ void pti_server_write_stats(const ps_server *s)
 	for (int i = 0; i < PT_STALE_BUCKETS; i++)
 		json_array_append_new(hist, json_integer((json_int_t)s->hist[i]));
 	json_object_set_new(o, "staleness_hist", hist);
+	// The process's page faults, memory and CPU time: in all, and in
+	// the steady state after the first PS_STEADY_FROM updates.
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	json_object_set_new(o, "minor_faults", json_integer(ru.ru_minflt));
+	json_object_set_new(o, "max_rss_mb", json_real(ru.ru_maxrss / 1024.0));
+	json_object_set_new(o, "cpu_s", json_real(cpu_s(&ru)));
+	int steady = s->updates > PS_STEADY_FROM;
+	json_object_set_new(o, "steady_updates", json_integer(steady
+	    ? (json_int_t)(s->updates - PS_STEADY_FROM) : 0));
+	json_object_set_new(o, "steady_minor_faults", json_integer(steady
+	    ? ru.ru_minflt - s->ru_steady.ru_minflt : 0));
+	json_object_set_new(o, "steady_cpu_s", json_real(steady
+	    ? cpu_s(&ru) - cpu_s(&s->ru_steady) : 0));
 	json_object_set_new(o, "checkpoint_failures",
 	    json_integer((json_int_t)s->ckpt_failures));
 	json_object_set_new(o, "checkpoint_last_error",
@@ -180,7 +202,10 @@ void pti_server_fini(ps_server *s)
 		}
 	free(s->ctxs);
 	free(s->params);
-	free(s->acc);
+	for (uint32_t r = 0; s->held != NULL && r < s->cfg->workers; r++)
+		nng_msg_free(s->held[r]);
+	free(s->held);
+	free(s->src);
 	free(s->grads);
 	free(s->got_bits);
 	free(s->m);
@@ -243,9 +268,8 @@ int pti_server_init(ps_server *s, const pt_config *c, const pt_layout *l,
 		    "over %u servers", c->rank,
 		    (unsigned long long)s->layout.n_params, c->servers);
 	s->params = malloc(s->n * sizeof(float));
-	s->acc = malloc(s->n * sizeof(float));
-	if (c->mode == PT_MODE_SYNC)
-		s->grads = malloc((size_t)c->workers * s->n * sizeof(float));
+	s->held = calloc(c->workers, sizeof(*s->held));
+	s->src = calloc(c->workers, sizeof(*s->src));
 	s->got_bits = malloc((size_t)c->workers * ((s->n + 63) / 64) *
 	    sizeof(uint64_t));
 	s->m = calloc(c->workers, sizeof(ps_member));
@@ -253,9 +277,8 @@ int pti_server_init(ps_server *s, const pt_config *c, const pt_layout *l,
 	s->unauth_max = c->workers + PS_UNAUTH_MAX;
 	s->n_peers = c->workers + PS_CONTROL_MAX + s->unauth_max;
 	s->peers = calloc(s->n_peers, sizeof(ps_peer));
-	if (!s->params || !s->acc || !s->m || !s->clocks ||
-	    !s->peers || !s->got_bits ||
-	    (c->mode == PT_MODE_SYNC && !s->grads))
+	if (!s->params || !s->held || !s->src || !s->m || !s->clocks ||
+	    !s->peers || !s->got_bits)
 		return pti_err_set(PT_ENOMEM, "server %u: shard of %llu floats",
 		    c->rank, (unsigned long long)s->n);
 	pt_layout_init_values(s->params, &s->layout, c->seed, s->lo, s->hi);

@@ -126,6 +126,26 @@ static void test_blas_sgemm_beta_zero_ignores_c(void)
 	}
 }
 
+// The squared norm in double, against the loop in index order, over a
+// length that is no multiple of any vector width.
+static void test_blas_sumsq_matches_ref(void)
+{
+	enum { N = 100003 };
+	static float x[N];
+	uint64_t st = 7;
+	for (int i = 0; i < N; i++) {
+		st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+		x[i] = (float)((int64_t)(st >> 33) % 2001 - 1000) * 1e-3f;
+	}
+	double got = pti_blas_sumsq(x, N), want = pti_blas_sumsq_ref(x, N);
+	PT_TEST_TRUE(want > 1000);
+	PT_TEST_NEAR(got, want, 1e-9 * want);
+	PT_TEST_NEAR(pti_blas_sumsq(x, 3),
+	    (double)x[0] * x[0] + (double)x[1] * x[1] + (double)x[2] * x[2],
+	    1e-12);
+	PT_TEST_TRUE(pti_blas_sumsq(x, 0) == 0);
+}
+
 static void test_blas_threads(void)
 {
 	PT_TEST_OK(pti_blas_threads(2));
@@ -141,6 +161,7 @@ static const pt_test_case cases[] = {
     {"test_blas_sgemm_model_shapes", test_blas_sgemm_model_shapes},
     {"test_blas_sgemm_beta_zero_ignores_c",
 	test_blas_sgemm_beta_zero_ignores_c},
+    {"test_blas_sumsq_matches_ref", test_blas_sumsq_matches_ref},
     {"test_blas_threads", test_blas_threads},
     {NULL, NULL},
 };
