@@ -5,7 +5,7 @@
 // server's cost.
 //
 //   solo --model mlp:256,128 --data fashion-mnist --batch 256 --steps N
-//        [--lr 0.1] [--seed 1]
+//        [--lr 0.1] [--seed 1] [--prefetch]
 //
 // Prints "samples_per_s S train_s T final_loss L" (training only).
 #include <stdio.h>
@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "batch.h"
 #include "config.h"
 #include "data.h"
 #include "err.h"
@@ -51,11 +52,13 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	uint64_t np = l.n_params;
-	uint32_t spe = d.train.n / c.batch;
 	float *p = malloc(np * 4), *g = malloc(np * 4);
-	float *x = malloc((size_t)c.batch * d.train.dim * 4);
-	uint8_t *y = malloc(c.batch);
-	uint32_t *perm = malloc((size_t)d.train.n * 4);
+	pti_batches *bs;
+	if ((rv = pti_batches_open(&bs, &d.train, c.seed, c.batch, 1, 0,
+		 (int)c.prefetch)) != 0) {
+		fprintf(stderr, "solo: %s\n", pt_errmsg(rv));
+		return 1;
+	}
 	if (c.lr == 0) // as pstrain run: the optimizer's usual rate
 		c.lr = pti_optim_default_lr(&c.optim);
 	pti_optim opt = c.optim;
@@ -67,15 +70,10 @@ int main(int argc, char **argv)
 	}
 	pt_layout_init_values(p, &l, c.seed, 0, np);
 	double loss = 0, t0 = now_s();
-	uint32_t have = UINT32_MAX;
 	for (uint64_t t = 0; t < c.steps; t++) {
-		uint32_t e = (uint32_t)(t / spe);
-		if (e != have) {
-			pti_data_perm(perm, d.train.n, c.seed, e);
-			have = e;
-		}
-		pti_data_gather(x, y, &d.train, perm + (t % spe) * c.batch,
-		    c.batch);
+		const float *x;
+		const uint8_t *y;
+		pti_batches_get(bs, t, &x, &y);
 		pt_model_grad(m, g, &loss, p, x, y, c.batch);
 		pti_optim_apply(&opt, p, NULL, NULL, g, np, 1, c.lr, t + 1);
 	}
@@ -84,6 +82,7 @@ int main(int argc, char **argv)
 	    (double)c.steps * c.batch / secs, secs, loss);
 	pt_model_free(m);
 	pt_data_fini(&d);
-	free(p), free(g), free(x), free(y), free(perm);
+	pti_batches_close(bs);
+	free(p), free(g);
 	return 0;
 }

@@ -59,7 +59,16 @@ typedef struct sum_stats {
 	double first_s, last_s; // this job's first step began, last ended
 	double eval_s;          // every evaluation of this job
 	double eval_in_s;       // those between first_s and last_s
+	// The processes' own resource use (getrusage): page faults and CPU
+	// time in the steady state, summed with the updates or steps they
+	// span, and the largest resident size.
+	double srv_faults, srv_cpu_s, srv_updates, srv_rss_mb;
+	double wk_faults, wk_steps, wk_rss_mb;
 } sum_stats;
+
+// Steps after which a worker's steady state is taken to begin (as the
+// servers' PS_STEADY_FROM).
+#define SUM_STEADY_FROM 20
 
 // server_json reads server s's server-R.json; NULL when it is not there
 // (a server that did not stop normally writes none) or is damaged (said
@@ -110,6 +119,11 @@ static void gather_servers(const pt_config *c, sum_stats *st)
 		st->updates += server_count(j, "updates");
 		st->stale_sum += server_count(j, "staleness_sum");
 		st->dropped += server_count(j, "dropped_gradients");
+		st->srv_faults += server_count(j, "steady_minor_faults");
+		st->srv_updates += server_count(j, "steady_updates");
+		st->srv_cpu_s += fmax(pti_json_num(j, "steady_cpu_s"), 0);
+		st->srv_rss_mb = fmax(st->srv_rss_mb,
+		    pti_json_num(j, "max_rss_mb"));
 		uint64_t sm = server_count(j, "staleness_max");
 		if (sm > st->stale_max)
 			st->stale_max = sm;
@@ -130,16 +144,32 @@ static void gather_workers(const pti_run_facts *r, sum_stats *st)
 	char path[PT_PATH_MAX + 64];
 	const char *want[] = {PTI_COL(pti_csv_worker, PTI_WK_WALL),
 	    PTI_COL(pti_csv_worker, PTI_WK_STEP_MS),
-	    PTI_COL(pti_csv_worker, PTI_WK_COMM_MS)};
+	    PTI_COL(pti_csv_worker, PTI_WK_COMM_MS),
+	    PTI_COL(pti_csv_worker, PTI_WK_FAULTS),
+	    PTI_COL(pti_csv_worker, PTI_WK_RSS_MB)};
+	enum { K = sizeof(want) / sizeof(want[0]) };
 	for (uint32_t w = 0; w < c->workers; w++) {
 		pti_csv t;
 		snprintf(path, sizeof(path), "%s/worker-%u.csv", c->out, w);
 		// This job's rows: a resumed job appends to its files.
-		if (pti_csv_read(path, r->csv_from[w], want, 3, &t) != 0)
+		if (pti_csv_read(path, r->csv_from[w], want, K, &t) != 0)
 			continue;
+		// Page faults from the steady state's first row to the last
+		// (a file of before these columns has NaN there).
+		size_t last = t.n_rows - 1;
+		if (t.n_rows > SUM_STEADY_FROM + 1 &&
+		    !isnan(t.v[K * last + 3]) &&
+		    !isnan(t.v[K * SUM_STEADY_FROM + 3])) {
+			st->wk_faults += t.v[K * last + 3] -
+					 t.v[K * SUM_STEADY_FROM + 3];
+			st->wk_steps += (double)(last - SUM_STEADY_FROM);
+		}
 		for (size_t i = 0; i < t.n_rows; i++) {
-			double wall = t.v[3 * i], step_ms = t.v[3 * i + 1];
-			double comm_ms = t.v[3 * i + 2];
+			double wall = t.v[K * i], step_ms = t.v[K * i + 1];
+			double comm_ms = t.v[K * i + 2];
+			if (!isnan(t.v[K * i + 4]))
+				st->wk_rss_mb = fmax(st->wk_rss_mb,
+				    t.v[K * i + 4]);
 			if (isnan(wall) || isnan(step_ms) || isnan(comm_ms))
 				continue;
 			st->step_ms += step_ms;
@@ -356,6 +386,15 @@ int pti_summary_write(const pti_run_facts *r)
 	num(f, "checkpoint_failures", (double)ck_failures, 20);
 	str(f, "checkpoint_last_error", ck_error[0] ? ck_error : NULL);
 	num(f, "idle_fraction", idle, 4);
+	num(f, "server_faults_per_update", st.srv_updates > 0
+	    ? st.srv_faults / st.srv_updates : NAN, 4);
+	num(f, "server_cpu_ms_per_update", st.srv_updates > 0
+	    ? st.srv_cpu_s * 1e3 / st.srv_updates : NAN, 4);
+	num(f, "server_max_rss_mb", st.srv_rss_mb > 0 ? st.srv_rss_mb : NAN,
+	    5);
+	num(f, "worker_faults_per_step", st.wk_steps > 0
+	    ? st.wk_faults / st.wk_steps : NAN, 4);
+	num(f, "worker_max_rss_mb", st.wk_rss_mb > 0 ? st.wk_rss_mb : NAN, 5);
 	num(f, "worker_restarts", r->worker_restarts, 10);
 	num(f, "workers_lost", r->workers_lost, 10);
 	num(f, "server_restarts", r->server_restarts, 10);

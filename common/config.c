@@ -116,6 +116,13 @@ static const config_entry config_table[] = {
     E("backup-workers", T_U32, backup_workers, "0", 0, 1023, RUN | SRV,
 	"B", "sync: a step closes with the first W-B gradients; later ones "
 	"are dropped and counted"),
+    E("layer-push", T_BOOL, layer_push, "0", 0, 1, RUN | WRK, "",
+	"sync: push each layer's gradient as soon as backward has "
+	"produced it, last layer first, then pull the parameters (the "
+	"same result as one pushpull)"),
+    E("prefetch", T_BOOL, prefetch, "0", 0, 1, RUN | WRK, "",
+	"gather the next step's examples in a thread while this step "
+	"computes (the same examples)"),
     E("staleness-lr", T_BOOL, staleness_lr, "0", 0, 1, RUN | SRV, "",
 	"async/ssp: scale each gradient's lr by 1/max(1, staleness)"),
     E("max-staleness", T_I64, max_staleness, "-1", -1, 1e9, RUN | SRV,
@@ -601,6 +608,10 @@ int pt_config_check(const pt_config *c, uint32_t cmd)
 		return pti_err_set(PT_EINVAL,
 		    "--backup-workers %u needs --mode sync and fewer than "
 		    "--workers %u", c->backup_workers, c->workers);
+	if (c->layer_push && c->mode != PT_MODE_SYNC)
+		return pti_err_set(PT_EINVAL, "--layer-push needs --mode sync "
+		    "(in async and ssp each layer would be an update of its "
+		    "own)");
 	if (c->mode == PT_MODE_SYNC &&
 	    (c->staleness_lr || c->max_staleness >= 0 || c->matched_lr))
 		return pti_err_set(PT_EINVAL,

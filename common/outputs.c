@@ -15,6 +15,7 @@ static const pti_column worker_cols[] = {
     {"loss", "%.6f"}, {"grad_norm", "%.6f"}, {"step_ms", "%.3f"},
     {"compute_ms", "%.3f"}, {"comm_ms", "%.3f"}, {"staleness", "%.0f"},
     {"lr", "%.6g"}, {"delay_ms", "%.3f"}, {"version", "%.0f"},
+    {"minor_faults", "%.0f"}, {"max_rss_mb", "%.1f"},
 };
 const pti_table pti_csv_worker = {worker_cols, COUNT(worker_cols)};
 

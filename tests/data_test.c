@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "batch.h"
 #include "data.h"
 #include "rng.h"
 #include "test.h"
@@ -246,6 +247,40 @@ static void test_data_fashion_dir_small(void)
 	PT_TEST_TRUE(d.train.y[13] == 3);
 	pt_data_fini(&d);
 	pt_test_rmdir(dir);
+}
+
+// A worker's batches, gathered in place and ahead (--prefetch): the same
+// rows at every step, across an epoch's end and after a jump back (a
+// worker that rejoined at an earlier step), and each worker its slice.
+static void test_data_batches_ahead_same(void)
+{
+	pt_data d;
+	PT_TEST_OK(pt_data_load(&d, "synthetic:500", 1));
+	pti_batches *now, *ahead;
+	PT_TEST_OK(pti_batches_open(&now, &d.train, 9, 60, 3, 1, 0));
+	PT_TEST_OK(pti_batches_open(&ahead, &d.train, 9, 60, 3, 1, 1));
+	uint32_t spe = d.train.n / 60, b = 20, dim = d.train.dim;
+	uint32_t *perm = malloc(d.train.n * sizeof(uint32_t));
+	const uint64_t steps[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 4, 5, 20,
+	    21, 21};
+	for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++) {
+		uint64_t t = steps[k];
+		const float *x1, *x2;
+		const uint8_t *y1, *y2;
+		pti_batches_get(now, t, &x1, &y1);
+		pti_batches_get(ahead, t, &x2, &y2);
+		PT_TEST_TRUE(memcmp(x1, x2, (size_t)b * dim * 4) == 0);
+		PT_TEST_TRUE(memcmp(y1, y2, b) == 0);
+		// Rank 1's rows: [20, 40) of block t % spe of the epoch.
+		pti_data_perm(perm, d.train.n, 9, (uint32_t)(t / spe));
+		uint32_t row = perm[(t % spe) * 60 + 20 + 7];
+		PT_TEST_TRUE(y1[7] == d.train.y[row]);
+		PT_TEST_TRUE(x1[7 * dim + 3] == d.train.x[row * dim + 3] / 255.0f);
+	}
+	pti_batches_close(now);
+	pti_batches_close(ahead);
+	free(perm);
+	pt_data_fini(&d);
 }
 
 // ---------------------------------------------------------------------
@@ -712,6 +747,7 @@ static const pt_test_case cases[] = {
 	{"test_data_fashion_loads", test_data_fashion_loads},
 	{"test_data_dims", test_data_dims},
 	{"test_data_fashion_dir_small", test_data_fashion_dir_small},
+	{"test_data_batches_ahead_same", test_data_batches_ahead_same},
 	{"test_data_missing_file", test_data_missing_file},
 	{"test_data_truncated", test_data_truncated},
 	{"test_data_gzip_corrupt", test_data_gzip_corrupt},

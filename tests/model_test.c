@@ -338,6 +338,48 @@ static void test_model_grad_overwrites(void)
 	fixture_fini(&f);
 }
 
+// pt_model_grad_layers: the same gradient and loss as pt_model_grad, and
+// each layer handed over once, last first, with its range already final.
+typedef struct seen_layers {
+	const float *grad, *want;
+	const pt_layout *l;
+	uint32_t order[PT_MAX_LAYERS], n;
+	int ranges_final;
+} seen_layers;
+
+static void seen_layer(void *arg, uint32_t l, double loss)
+{
+	seen_layers *s = arg;
+	(void)loss;
+	s->order[s->n++] = l;
+	uint64_t off = s->l->vars[2 * l].off;
+	uint64_t n = s->l->vars[2 * l].n + s->l->vars[2 * l + 1].n;
+	if (memcmp(s->grad + off, s->want + off, n * sizeof(float)) != 0)
+		s->ranges_final = 0;
+}
+
+static void test_model_grad_layers_same(void)
+{
+	fixture f;
+	double loss, loss2;
+	PT_TEST_OK(fixture_init(&f, "mlp:5,4", 7, 3, 4, 6));
+	PT_TEST_OK(pt_model_grad(f.m, f.grad, &loss, f.params, f.x, f.y, 4));
+	float *g = malloc(f.l.n_params * sizeof(float));
+	for (uint64_t i = 0; i < f.l.n_params; i++)
+		g[i] = NAN;
+	seen_layers s = {.grad = g, .want = f.grad, .l = &f.l,
+	    .ranges_final = 1};
+	PT_TEST_OK(pt_model_grad_layers(f.m, g, &loss2, f.params, f.x, f.y, 4,
+	    seen_layer, &s));
+	PT_TEST_TRUE(loss == loss2);
+	PT_TEST_TRUE(memcmp(g, f.grad, f.l.n_params * sizeof(float)) == 0);
+	PT_TEST_TRUE(s.n == 3 && s.order[0] == 2 && s.order[1] == 1 &&
+		     s.order[2] == 0);
+	PT_TEST_TRUE(s.ranges_final);
+	free(g);
+	fixture_fini(&f);
+}
+
 static void test_model_batch_is_mean(void)
 {
 	fixture f;
@@ -425,6 +467,7 @@ static void test_model_sgd_lowers_loss(void)
 }
 
 static const pt_test_case cases[] = {
+    {"test_model_grad_layers_same", test_model_grad_layers_same},
     {"test_model_grad_check_softmax", test_model_grad_check_softmax},
     {"test_model_grad_check_mlp", test_model_grad_check_mlp},
     {"test_model_grad_check_catches_errors",

@@ -64,6 +64,46 @@ test_mp_sync_deterministic() {
 	fi
 }
 
+# --layer-push (each layer's gradient pushed as backward produces it,
+# then a pull) and --prefetch (the next batch gathered in a thread) change
+# how a step runs, not what it computes: the model is the same, byte for
+# byte, as the pushpull job's (det-a above), with 2 servers sharing the
+# layers out, and with 3; the lr column still says what was applied.
+test_mp_layer_push_prefetch_same_model() {
+	n=test_mp_layer_push_prefetch_same_model
+	for f in --layer-push --prefetch "--layer-push --prefetch"; do
+		k=$(echo "$f" | tr -d ' -')
+		$P run --mode sync --servers 2 --workers 3 $D --batch 48 \
+			--steps 30 $f --out "$T/lp-$k" \
+			--save-model "$T/lp-$k/m.bin" >"$T/lp-$k.log" 2>&1 ||
+			{ no $n "run $f failed" "$T/lp-$k.log"; return; }
+		cmp -s "$T/det-a/m.bin" "$T/lp-$k/m.bin" ||
+			{ no $n "$f changed the model"; return; }
+	done
+	for f in "" --layer-push; do
+		k=3s$(echo "$f" | tr -d ' -')
+		$P run --mode sync --servers 3 --workers 2 $D --batch 48 \
+			--steps 20 $f --out "$T/lp-$k" \
+			--save-model "$T/lp-$k/m.bin" >"$T/lp-$k.log" 2>&1 ||
+			{ no $n "run 3 servers $f failed" "$T/lp-$k.log"; return; }
+	done
+	lr=$(awk -F, 'NR == 2 { print $10 }' "$T/lp-layerpush/worker-1.csv")
+	if cmp -s "$T/lp-3s/m.bin" "$T/lp-3slayerpush/m.bin" &&
+		[ "$lr" = "$(awk -F, 'NR == 2 { print $10 }' "$T/det-a/worker-1.csv")" ]; then
+		ok $n
+	else
+		no $n "3 servers: --layer-push changed the model, or lr $lr"
+	fi
+	if $P run --mode async --layer-push $D --steps 5 --out "$T/lp-async" \
+		>"$T/lp-async.log" 2>&1 ||
+		! grep -q "layer-push needs --mode sync" "$T/lp-async.log"; then
+		no test_mp_layer_push_needs_sync "async --layer-push not refused" \
+			"$T/lp-async.log"
+	else
+		ok test_mp_layer_push_needs_sync
+	fi
+}
+
 test_mp_async_learns() {
 	n=test_mp_async_learns
 	$P run --mode async --servers 2 --workers 4 --data synthetic:4000 \
@@ -132,7 +172,7 @@ test_mp_outputs() {
 			(r * t - n) ^ 2 < (r * 0.0006 + 0.001 * n) ^ 2) }' ||
 		{ no $n "samples, samples_per_s, train_s, wall_s disagree"; return; }
 	h=$(head -n 1 "$T/w2/worker-1.csv")
-	[ "$h" = "step,epoch,wall_s,loss,grad_norm,step_ms,compute_ms,comm_ms,staleness,lr,delay_ms,version" ] ||
+	[ "$h" = "step,epoch,wall_s,loss,grad_norm,step_ms,compute_ms,comm_ms,staleness,lr,delay_ms,version,minor_faults,max_rss_mb" ] ||
 		{ no $n "worker CSV header: $h"; return; }
 	[ "$(wc -l <"$T/w2/worker-1.csv")" = 41 ] ||
 		{ no $n "worker-1.csv lacks rows"; return; }
@@ -532,6 +572,7 @@ test_mp_lost_reply_rejoins
 test_mp_sync_w2_equals_w1
 test_mp_per_worker_batch
 test_mp_sync_deterministic
+test_mp_layer_push_prefetch_same_model
 test_mp_outputs
 test_mp_eval_matches_summary
 test_mp_async_learns

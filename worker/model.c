@@ -134,6 +134,14 @@ static float row_max(const float *z, uint32_t n, uint32_t *at)
 int pt_model_grad(pt_model *m, float *grad, double *loss,
     const float *params, const float *x, const uint8_t *y, uint32_t b)
 {
+	return pt_model_grad_layers(m, grad, loss, params, x, y, b, NULL,
+	    NULL);
+}
+
+int pt_model_grad_layers(pt_model *m, float *grad, double *loss,
+    const float *params, const float *x, const uint8_t *y, uint32_t b,
+    void (*done)(void *arg, uint32_t l, double loss), void *arg)
+{
 	int rv;
 	if (b == 0)
 		return pti_err_set(PT_EINVAL, "model: empty batch");
@@ -179,14 +187,15 @@ int pt_model_grad(pt_model *m, float *grad, double *loss,
 			for (uint32_t j = 0; j < n_out; j++)
 				gb[j] += row[j];
 		}
+		if (done != NULL)
+			done(arg, l, total / b);
 		if (l == 0)
 			break;
 		float *da = m->delta[next]; // (b, n_in)
 		pti_blas_sgemm(0, 1, b, n_in, n_out, 1.0f, dz, n_out, w, n_out,
 		    0.0f, da, n_in);
 		for (size_t i = 0; i < (size_t)b * n_in; i++)
-			if (!(in[i] > 0.0f))
-				da[i] = 0.0f;
+			da[i] = in[i] > 0.0f ? da[i] : 0.0f;
 		dz = da;
 		next ^= 1;
 	}

@@ -37,6 +37,14 @@ void pt_model_free(pt_model *m);
 int pt_model_grad(pt_model *m, float *grad, double *loss,
     const float *params, const float *x, const uint8_t *y, uint32_t b);
 
+// pt_model_grad_layers is pt_model_grad that calls done(arg, l, loss) as
+// soon as backward has written layer l's gradient (w_l and b_l, adjacent
+// in grad), last layer first: that range may be sent while the layers
+// below are computed. The gradient is the same as pt_model_grad's.
+int pt_model_grad_layers(pt_model *m, float *grad, double *loss,
+    const float *params, const float *x, const uint8_t *y, uint32_t b,
+    void (*done)(void *arg, uint32_t l, double loss), void *arg);
+
 // pt_model_eval runs forward only on b examples, 0 <= b <= max_batch,
 // and writes the summed (not mean) cross-entropy to *loss_sum and the
 // number of examples whose largest logit (first one on ties) is the label

@@ -11,10 +11,13 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "api.h"
+#include "batch.h"
+#include "blas.h"
 #include "client.h"
 #include "data.h"
 #include "err.h"
@@ -70,7 +73,8 @@ typedef struct worker {
 	float *params, *grad; // (n_params)
 	float *x;             // (max(b, EVAL_CHUNK), dim)
 	uint8_t *y;
-	uint32_t *perm, *idx;
+	uint32_t *idx;
+	pti_batches *batches; // each step's examples (--prefetch: ahead)
 	float *best;          // (n_params) best-validation parameters, or NULL
 	double best_acc;      // their validation accuracy; -1: none yet
 	uint64_t best_step;   // worker steps done when they were evaluated
@@ -135,7 +139,7 @@ static void worker_fini(worker *w)
 	free(w->grad);
 	free(w->x);
 	free(w->y);
-	free(w->perm);
+	pti_batches_close(w->batches);
 	free(w->idx);
 	free(w->best);
 }
@@ -167,9 +171,11 @@ static int worker_init(worker *w, const pt_config *c)
 	w->x = malloc((size_t)rows * w->data.train.dim * sizeof(float));
 	w->y = malloc(rows);
 	w->idx = malloc(rows * sizeof(uint32_t));
-	w->perm = malloc((size_t)w->data.train.n * sizeof(uint32_t));
-	if (!w->params || !w->grad || !w->x || !w->y || !w->idx || !w->perm)
+	if (!w->params || !w->grad || !w->x || !w->y || !w->idx)
 		return pti_err_set(PT_ENOMEM, "worker %u buffers", c->rank);
+	if ((rv = pti_batches_open(&w->batches, &w->data.train, c->seed,
+		 c->batch, c->workers, c->rank, (int)c->prefetch)) != 0)
+		return rv;
 	return pt_model_alloc(&w->model, &w->layout, rows);
 }
 
@@ -386,16 +392,80 @@ static void sleep_ms(double ms)
 		;
 }
 
+// --layer-push: backward hands over each layer's gradient as soon as it
+// is written, and it goes to the servers while the layers below are
+// computed (pt_push); the step's pull follows once all are sent.
+typedef struct layer_push {
+	worker *w;
+	int64_t step;
+	pt_req *req[PT_MAX_LAYERS];
+	uint32_t n;   // pushes under way
+	int rv;       // the first push that could not be sent
+	double sumsq; // the gradient's squared norm, layer by layer
+} layer_push;
+
+static void push_layer(void *arg, uint32_t l, double loss)
+{
+	layer_push *lp = arg;
+	worker *w = lp->w;
+	(void)loss; // judged once the whole gradient is in (worker_loop)
+	uint64_t off = w->layout.vars[2 * l].off;
+	uint64_t n = w->layout.vars[2 * l].n + w->layout.vars[2 * l + 1].n;
+	double sq = pti_blas_sumsq(w->grad + off, n);
+	lp->sumsq += sq;
+	// A non-finite gradient is never pushed: the step then fails as
+	// diverged.
+	if (lp->rv != 0 || !isfinite(lp->sumsq))
+		return;
+	lp->rv = pt_push(w->pw, lp->step, PT_ALL, off, n, w->grad + off,
+	    &lp->req[lp->n]);
+	if (lp->rv == 0)
+		lp->n++;
+}
+
+// layers_sent waits for the layers' pushes (each answered at once) and
+// gives the learning rate the servers will apply (one rate in sync).
+static int layers_sent(layer_push *lp, double *lr)
+{
+	pt_client_step info;
+	int rv = lp->rv;
+	*lr = 0;
+	for (uint32_t i = 0; i < lp->n; i++) {
+		int r = pti_wait_info(lp->w->pw, lp->req[i], &info);
+		if (rv == 0)
+			rv = r;
+		if (r == 0 && info.lr > *lr)
+			*lr = info.lr;
+	}
+	lp->n = 0;
+	return rv;
+}
+
+// layers_pulled: once the layers are sent, the parameters of the step
+// after (the servers answer once it has closed).
+static int layers_pulled(layer_push *lp, pt_client_step *info)
+{
+	worker *w = lp->w;
+	double lr;
+	pt_req *req;
+	int rv = layers_sent(lp, &lr);
+	if (rv == 0 &&
+	    (rv = pt_pull(w->pw, PT_ALL, 0, w->layout.n_params, w->params,
+		 &req)) == 0 &&
+	    (rv = pti_wait_info(w->pw, req, info)) == 0)
+		info->lr = lr;
+	return rv;
+}
+
 static int worker_loop(worker *w)
 {
 	const pt_config *c = w->c;
-	const pt_dataset *tr = &w->data.train;
 	uint64_t eval_every = c->eval_every ? c->eval_every
 			      : w->spe / c->evals_per_epoch > 0
 				  ? w->spe / c->evals_per_epoch
 				  : 1;
-	uint32_t epoch_have = UINT32_MAX;
 	pt_client_step info;
+	layer_push lp = {.w = w};
 	double t_start = now_s(), t_log = t_start, first_loss = -1;
 	uint64_t t = 0;
 	int rv, rejoins = 0;
@@ -419,23 +489,26 @@ static int worker_loop(worker *w)
 		}
 		double t_a = now_s();
 		uint32_t epoch = (uint32_t)(t / w->spe);
-		if (epoch != epoch_have) {
-			pti_data_perm(w->perm, tr->n, c->seed, epoch);
-			epoch_have = epoch;
-		}
-		const uint32_t *slice = w->perm +
-					(size_t)(t % w->spe) * c->batch +
-					(size_t)c->rank * w->b;
-		pti_data_gather(w->x, w->y, tr, slice, w->b);
+		const float *x;
+		const uint8_t *y;
+		pti_batches_get(w->batches, t, &x, &y);
 		double delay = worker_delay(w, t);
 		sleep_ms(delay);
-		double t_b = now_s(), loss;
-		if ((rv = pt_model_grad(w->model, w->grad, &loss, w->params,
-			 w->x, w->y, w->b)) != 0)
+		double t_b = now_s(), loss, norm;
+		if (c->layer_push) {
+			lp.step = (int64_t)t;
+			lp.rv = 0;
+			lp.sumsq = 0;
+			rv = pt_model_grad_layers(w->model, w->grad, &loss,
+			    w->params, x, y, w->b, push_layer, &lp);
+			norm = lp.sumsq;
+		} else {
+			rv = pt_model_grad(w->model, w->grad, &loss,
+			    w->params, x, y, w->b);
+			norm = pti_blas_sumsq(w->grad, w->layout.n_params);
+		}
+		if (rv != 0)
 			return rv;
-		double norm = 0;
-		for (uint64_t i = 0; i < w->layout.n_params; i++)
-			norm += (double)w->grad[i] * w->grad[i];
 		if (first_loss < 0)
 			first_loss = loss;
 		// Far above its start: ten times the first step's loss, and
@@ -443,17 +516,23 @@ static int worker_loop(worker *w)
 		// non-finite gradient is never pushed: servers refuse it.
 		double limit = fmax(10 * first_loss,
 		    2 * log((double)w->data.train.classes));
-		if (!isfinite(loss) || !isfinite(norm) || loss > limit)
+		if (!isfinite(loss) || !isfinite(norm) || loss > limit) {
+			double lr_unused; // the layers already sent are done
+			if (lp.n > 0)
+				(void)layers_sent(&lp, &lr_unused);
 			return pti_err_set(PT_EDIVERGED,
 			    "worker %u: loss %g, gradient norm %g at step %llu "
 			    "(it started at %g): training diverged", c->rank,
 			    loss, sqrt(norm), (unsigned long long)(t + 1),
 			    first_loss);
+		}
 		double t_c = now_s();
 		pt_req *req;
-		rv = pt_pushpull(w->pw, (int64_t)t, PT_ALL, 0,
-		    w->layout.n_params, w->grad, w->params, &req);
-		if (rv == 0)
+		if (c->layer_push)
+			rv = layers_pulled(&lp, &info);
+		else if ((rv = pt_pushpull(w->pw, (int64_t)t, PT_ALL, 0,
+			      w->layout.n_params, w->grad, w->params,
+			      &req)) == 0)
 			rv = pti_wait_info(w->pw, req, &info);
 		if (rv != 0) {
 			// A server went away or came back from a checkpoint:
@@ -470,10 +549,13 @@ static int worker_loop(worker *w)
 		}
 		rejoins = 0;
 		double t_d = now_s();
+		struct rusage ru; // the process's page faults and memory
+		getrusage(RUSAGE_SELF, &ru);
 		double row[PTI_WK_N] = {(double)(t + 1), epoch, t_d - w->t0,
 		    loss, sqrt(norm), (t_d - t_a) * 1e3, (t_c - t_b) * 1e3,
 		    (t_d - t_c) * 1e3, (double)info.stale_max, info.lr, delay,
-		    (double)info.ver_min};
+		    (double)info.ver_min, (double)ru.ru_minflt,
+		    (double)ru.ru_maxrss / 1024};
 		pti_csv_row(w->csv, &pti_csv_worker, row);
 		fflush(w->csv);
 		if (t_d - t_log >= 10.0) {

@@ -1,0 +1,28 @@
+// worker/batch.h - the minibatch a worker computes on at each step: its
+// B / W rows of block t % spe of epoch t / spe's seeded permutation of the
+// training set, the same data whether gathered in place or ahead.
+//
+// With `ahead` (--prefetch), a thread gathers step t + 1's rows into a
+// second buffer while step t computes, as input pipelines do; the rows
+// are the same either way, so results do not change.
+#ifndef PT_WORKER_BATCH_H
+#define PT_WORKER_BATCH_H
+
+#include <stdint.h>
+
+struct pt_dataset;
+typedef struct pti_batches pti_batches;
+
+int pti_batches_open(pti_batches **out, const struct pt_dataset *d,
+    uint64_t seed, uint32_t batch, uint32_t workers, uint32_t rank,
+    int ahead);
+
+// pti_batches_get points *x and *y at step t's rows, valid until the
+// next call: gathered ahead when t follows the last step asked for,
+// otherwise now (the first step, a worker that rejoined elsewhere).
+void pti_batches_get(pti_batches *bs, uint64_t t, const float **x,
+    const uint8_t **y);
+
+void pti_batches_close(pti_batches *bs);
+
+#endif // PT_WORKER_BATCH_H
