@@ -4,12 +4,18 @@
 #  1. communication: a pushpull of n floats through one server (pstrain.h)
 #     against a raw nng REQ/REP round trip of the same bytes, ipc and tcp,
 #     at the sizes of a tiny model, mlp:256,128 and mlp:2048,2048;
-#  2. training: a 1 server x 1 worker sync job against the same model
-#     trained in one process with no servers (bench/solo.c), samples/s
-#     of training time (evaluation excluded);
-#  3. PyTorch, when python3-torch is installed (said when it is not).
+#  2. training, samples/s of training time (evaluation excluded): sync
+#     jobs of 1x1, 1x2, 2x2, 1x4 and 2x4 servers x workers, 1x1 and 2x4
+#     also with --prefetch and with --layer-push; the same model, data
+#     order and update in one process with no servers (bench/solo.c);
+#  3. the same job in PyTorch, one process and DDP (gloo) with 2 and 4
+#     workers, when python3-torch is installed (said when it is not);
+#  4. resources: page faults and server CPU per step in the steady state,
+#     peak RSS, and a server's peak RSS with mlp:2048,2048 at 1, 4 and 8
+#     workers against issue 12's bound.
 # Writes build/bench/bench.json (BENCH_OUT to change) with the machine
-# record. BENCH_ROUNDS (default 5) rounds each.
+# record. BENCH_ROUNDS (default 5) rounds each; BENCH_STEPS (600)
+# training steps; BENCH_MEM_STEPS (30) steps of the memory runs.
 cd "$(dirname "$0")/.." || exit 2
 P=bin/pstrain
 R=${BENCH_ROUNDS:-5}
@@ -47,34 +53,158 @@ for tr in ipc tcp; do
 done
 json="$json\n  ],"
 
-# Training: the same job as pstrain run and as one process.
+# Training: the same job as pstrain run, as one process (bench/solo) and
+# in PyTorch alone and as DDP, samples/s of training time. Each round runs
+# every configuration once, so a ratio pairs figures of the same round.
 M="--model mlp:256,128 --data fashion-mnist --batch 256 --seed 1 --lr 0.1"
 STEPS=${BENCH_STEPS:-600}
-: >"$T/solo.txt"
-: >"$T/ps.txt"
+PY=""
+for p in python3 /usr/bin/python3; do
+	if $p -c 'import torch' 2>/dev/null; then PY=$p; break; fi
+done
+# psSxW: a sync job of S servers x W workers; _pf adds --prefetch, _lp
+# --layer-push (each measured on and off).
+CONFIGS="solo solo_pf ps1x1 ps1x1_pf ps1x1_lp ps1x2 ps2x2 ps1x4 ps2x4 ps2x4_pf ps2x4_lp"
+[ -n "$PY" ] && CONFIGS="$CONFIGS torch1 ddp2 ddp4"
+# pstrain CONFIG: runs psSxW[_pf|_lp]; prints samples/s, and appends its
+# resource figures (summary.json) to $T/CONFIG.res
+RES="server_faults_per_update worker_faults_per_step server_cpu_ms_per_update server_max_rss_mb worker_max_rss_mb"
+pstrain() {
+	sw=${1#ps}
+	sw=${sw%_*}
+	case $1 in *_pf) f=--prefetch ;; *_lp) f=--layer-push ;; *) f="" ;; esac
+	rm -rf "$T/run"
+	$P run --mode sync --servers "${sw%x*}" --workers "${sw#*x}" $M $f \
+		--steps "$STEPS" --eval-every 1000000 --out "$T/run" \
+		>"$T/run.log" 2>&1 ||
+		{ echo "bench: pstrain run failed:" >&2; tail "$T/run.log" >&2
+		  return 1; }
+	for k in $RES; do
+		printf '%s ' "$(jnum "$k")"
+	done >>"$T/$1.res"
+	echo >>"$T/$1.res"
+	jnum samples_per_s
+}
+# jnum KEY: a number of the last run's summary.json ("nan" for null)
+jnum() {
+	v=$(sed -n "s/^  \"$1\": \([^,]*\),*\$/\1/p" "$T/run/summary.json")
+	[ "$v" = null ] || [ -z "$v" ] && v=nan
+	echo "$v"
+}
+for c in $CONFIGS; do : >"$T/$c.txt"; : >"$T/$c.res"; done
 i=0
 while [ $i -lt "$R" ]; do
-	build/bench/solo $M --steps "$STEPS" | awk '{print $2}' >>"$T/solo.txt" ||
-		exit 1
-	rm -rf "$T/run"
-	$P run --mode sync --servers 1 --workers 1 $M --steps "$STEPS" \
-		--eval-every 1000000 --out "$T/run" >"$T/run.log" 2>&1 ||
-		{ echo "bench: pstrain run failed:"; tail "$T/run.log"; exit 1; }
-	sed -n 's/^  "samples_per_s": \([0-9.e+]*\),*$/\1/p' \
-		"$T/run/summary.json" >>"$T/ps.txt"
+	for c in $CONFIGS; do
+		case $c in
+		solo) v=$(build/bench/solo $M --steps "$STEPS" | awk '{print $2}') ;;
+		solo_pf) v=$(build/bench/solo $M --steps "$STEPS" --prefetch |
+			awk '{print $2}') ;;
+		ps*) v=$(pstrain $c) ;;
+		torch1) v=$($PY bench/torch_ref.py --workers 1 --steps "$STEPS" |
+			awk '{print $2}') ;;
+		ddp*) v=$($PY bench/torch_ref.py --workers "${c#ddp}" \
+			--steps "$STEPS" | awk '{print $2}') ;;
+		esac
+		[ -n "$v" ] || { echo "bench: $c failed"; exit 1; }
+		echo "$v" >>"$T/$c.txt"
+	done
 	i=$((i + 1))
+	echo "training round $i of $R done" >&2
 done
-solo=$(median <"$T/solo.txt")
-ps=$(median <"$T/ps.txt")
-paste "$T/solo.txt" "$T/ps.txt" | awk '{print $2 / $1}' >"$T/r.txt"
-ratio=$(median <"$T/r.txt")
-printf '\n%-44s %12s\n' "training, mlp:256,128, batch 256, $STEPS steps" samples/s
-printf '%-44s %12.0f\n' "one process, no servers (bench/solo)" "$solo"
-printf '%-44s %12.0f  %.2fx of solo\n' "pstrain sync, 1 server x 1 worker" "$ps" "$ratio"
-json="$json\n  \"training\": {\"model\": \"mlp:256,128\", \"batch\": 256, \"steps\": $STEPS, \"solo_samples_per_s\": $solo, \"pstrain_1x1_samples_per_s\": $ps, \"pstrain_vs_solo\": $ratio},"
+# ratio A B: the median over rounds of A's figure / B's
+ratio() { paste "$T/$1.txt" "$T/$2.txt" | awk '{print $1 / $2}' | median; }
+printf '\n%-46s %12s %10s\n' "training, mlp:256,128, batch 256, $STEPS steps" \
+	samples/s speed
+json="$json\n  \"training\": {\"model\": \"mlp:256,128\", \"batch\": 256, \"steps\": $STEPS, \"samples_per_s\": {"
+sep=""
+for c in $CONFIGS; do
+	v=$(median <"$T/$c.txt")
+	eval "med_$c=$v"
+	json="$json$sep\"$c\": $v"
+	sep=", "
+done
+json="$json}, \"speed\": {"
+sep=""
+# line NAME CONFIG BASE: one row, speed = CONFIG / BASE per round
+line() {
+	if [ -f "$T/$3.txt" ]; then
+		r=$(ratio "$2" "$3")
+		json="$json$sep\"${2}_vs_$3\": $r"
+		sep=", "
+		printf '%-46s %12.0f %9.2fx %s\n' "$1" "$(median <"$T/$2.txt")" \
+			"$r" "of $3"
+	else
+		printf '%-46s %12.0f\n' "$1" "$(median <"$T/$2.txt")"
+	fi
+}
+printf '%-46s %12.0f\n' "one process, no servers (bench/solo)" "$med_solo"
+[ -n "$PY" ] && printf '%-46s %12.0f\n' "PyTorch, one process" "$med_torch1"
+[ -n "$PY" ] && printf '%-46s %12.0f\n' "PyTorch DDP (gloo), 2 workers" "$med_ddp2"
+[ -n "$PY" ] && printf '%-46s %12.0f\n' "PyTorch DDP (gloo), 4 workers" "$med_ddp4"
+line "pstrain sync, 1 server x 1 worker" ps1x1 solo
+line "  the same, against PyTorch" ps1x1 torch1
+line "pstrain sync, 1 server x 2 workers" ps1x2 ddp2
+line "pstrain sync, 2 servers x 2 workers" ps2x2 ddp2
+line "pstrain sync, 1 server x 4 workers" ps1x4 ddp4
+line "pstrain sync, 2 servers x 4 workers" ps2x4 ddp4
+line "one process, --prefetch" solo_pf solo
+line "pstrain 1 x 1, --prefetch" ps1x1_pf ps1x1
+line "pstrain 1 x 1, --layer-push" ps1x1_lp ps1x1
+line "pstrain 2 x 4, --prefetch" ps2x4_pf ps2x4
+line "pstrain 2 x 4, --layer-push" ps2x4_lp ps2x4
+json="$json}},"
 
-if python3 -c 'import torch' 2>/dev/null; then
-	torch="installed, but the PyTorch and DDP comparison is not written yet"
+# The processes' own resource use (getrusage), steady state from the 20th
+# step or update on: medians over rounds.
+printf '\n%-22s %14s %14s %14s %11s %11s\n' "resources" faults/update \
+	faults/step "cpu ms/update" "server MB" "worker MB"
+printf '%-22s %14s %14s %14s %11s %11s\n' "" "(server)" "(worker)" \
+	"(server)" "(peak RSS)" "(peak RSS)"
+json="$json\n  \"resources\": {"
+sep=""
+for c in $CONFIGS; do
+	case $c in ps*) ;; *) continue ;; esac
+	line=""
+	jl=""
+	i=1
+	for k in $RES; do
+		v=$(awk -v i=$i '{print $i}' "$T/$c.res" | median)
+		line="$line $v"
+		jl="$jl${jl:+, }\"$k\": $v"
+		i=$((i + 1))
+	done
+	set -- $line
+	printf '%-22s %14.3f %14.3f %14.3f %11.1f %11.1f\n' "$c" "$1" "$2" \
+		"$3" "$4" "$5"
+	json="$json$sep\n    \"$c\": {$jl}"
+	sep=","
+done
+json="$json\n  },"
+# Server memory with a large model: mlp:2048,2048 (4.35M floats, one
+# server) with 1, 4 and 8 workers, against the bound issue 12 sets:
+# the shard x (1 + the optimizer's state vectors) + one gradient per
+# worker + 32 MiB. Memory is no timing: one run each.
+MEM_STEPS=${BENCH_MEM_STEPS:-30}
+printf '\n%-40s %12s %12s\n' "server peak RSS, mlp:2048,2048, sgd" MiB "bound MiB"
+json="$json\n  \"server_memory\": {\"model\": \"mlp:2048,2048\", \"steps\": $MEM_STEPS"
+for wk in 1 4 8; do
+	rm -rf "$T/run"
+	$P run --mode sync --servers 1 --workers $wk --model mlp:2048,2048 \
+		--data fashion-mnist --batch 256 --seed 1 --lr 0.1 \
+		--steps "$MEM_STEPS" --eval-every 1000000 --out "$T/run" \
+		>"$T/run.log" 2>&1 ||
+		{ echo "bench: pstrain run failed:"; tail "$T/run.log"; exit 1; }
+	rss=$(jnum server_max_rss_mb)
+	n=$(sed -n 's/^  "hi": \([0-9]*\),*$/\1/p' "$T/run/server-0.json")
+	bound=$(awk -v n="$n" -v w=$wk 'BEGIN { print n * 4 * (1 + w) / 1048576 + 32 }')
+	printf '%-40s %12.1f %12.1f\n' "1 server x $wk workers" "$rss" "$bound"
+	json="$json, \"w$wk\": {\"server_max_rss_mb\": $rss, \"bound_mb\": $bound}"
+done
+json="$json},"
+
+if [ -n "$PY" ]; then
+	torch=$($PY -c 'import torch; print(torch.__version__)')
+	torch="PyTorch $torch ($PY), one thread per process"
 else
 	torch="not installed (Debian: python3-torch); PyTorch and DDP not compared"
 fi

@@ -1,8 +1,9 @@
 #!/bin/sh
 # scripts/deps.sh - install the Debian packages pstrain needs, once.
-# Does nothing when every package is already installed.
+# Does nothing when every package is already installed. Arguments name
+# further packages (make bench: python3-torch for its PyTorch anchors).
 set -e
-pkgs="libnng-dev libmsgpack-dev libopenblas-dev zlib1g-dev pkg-config \
+pkgs="$* libnng-dev libmsgpack-dev libopenblas-dev zlib1g-dev pkg-config \
 dataset-fashion-mnist gnuplot-nox valgrind libmbedtls-dev clang libclang-rt-dev \
 openssl python3-numpy libjansson-dev"
 missing=""

@@ -6,7 +6,7 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/pt-bt-XXXXXX")
 trap 'rm -rf "$T"' EXIT
 . tests/lib.sh
 n=test_bench_reports_every_figure
-if BENCH_ROUNDS=1 BENCH_STEPS=20 BENCH_OUT="$T/bench.json" sh bench/run.sh \
+if BENCH_ROUNDS=1 BENCH_STEPS=40 BENCH_MEM_STEPS=3 BENCH_OUT="$T/bench.json" sh bench/run.sh \
 	>"$T/bench.log" 2>&1 &&
 	python3 -c '
 import json, math, sys
@@ -17,8 +17,22 @@ for r in c:
     for k in ("raw_nng_us", "pstrain_us", "speed_vs_raw"):
         assert math.isfinite(r[k]), r
 t = d["training"]
-assert all(math.isfinite(t[k]) for k in ("solo_samples_per_s",
-    "pstrain_1x1_samples_per_s", "pstrain_vs_solo")), t
+ps = ["solo", "ps1x1", "ps1x2", "ps2x2", "ps1x4", "ps2x4"]
+for k in ps:
+    assert math.isfinite(t["samples_per_s"][k]), (k, t)
+assert math.isfinite(t["speed"]["ps1x1_vs_solo"]), t
+for k in ps[1:]:
+    r = d["resources"][k]
+    for f in ("server_faults_per_update", "worker_faults_per_step",
+              "server_cpu_ms_per_update", "server_max_rss_mb",
+              "worker_max_rss_mb"):
+        assert math.isfinite(r[f]), (k, f, r)
+if not d["pytorch"].startswith("not installed"):
+    for k in ("torch1", "ddp2", "ddp4"):
+        assert math.isfinite(t["samples_per_s"][k]), (k, t)
+for k in ("w1", "w4", "w8"):
+    m = d["server_memory"][k]
+    assert math.isfinite(m["server_max_rss_mb"]) and m["bound_mb"] > 32, m
 assert d["record"]["openblas_core"], d["record"]
 ' "$T/bench.json" 2>"$T/check.log"; then
 	ok $n
