@@ -115,6 +115,7 @@ int main(int argc, char **argv)
 	}
 	// As bin/pstrain does (cli/main.c): large messages from the heap,
 	// kept for the next step. Both sides of the comparison share it.
+	mallopt(M_ARENA_MAX, 1);
 	mallopt(M_MMAP_THRESHOLD, 32 << 20);
 	mallopt(M_TRIM_THRESHOLD, 1 << 30);
 	const char *prefix = argv[1];

@@ -79,9 +79,12 @@ __attribute__((used, section(".preinit_array"))) static void (
 // model's size (nng's receive, each reply). By default glibc maps large
 // ones fresh and gives freed memory back to the system, so each step pays
 // page faults and the kernel's zeroing again. Served from the heap and
-// kept, the same memory is reused step after step.
+// kept, the same memory is reused step after step. One arena: nng's
+// threads allocate and free those messages on whichever thread runs, and
+// an arena per thread would keep a copy of each in every one of them.
 static void malloc_keep(void)
 {
+	mallopt(M_ARENA_MAX, 1);
 	mallopt(M_MMAP_THRESHOLD, 32 << 20); // glibc's largest
 	mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
