@@ -1,10 +1,11 @@
 // bench/comm.c - what a parameter server costs over the bare transport:
 // round trips of n floats each way, pstrain's pushpull (one server, one
 // worker, sync, through pstrain.h) against a raw nng REQ/REP exchange of
-// the same bytes, on the same transport, in the same process, rounds
-// interleaved so that both see the same machine.
+// the same bytes, on the same transport, rounds interleaved so that both
+// see the same machine. The servers run as threads of this process, or
+// with "procs" in a forked process of their own, as in a job.
 //
-//   comm URL_PREFIX N ROUNDS ITERS   e.g. comm ipc:///tmp/d 4352 7 200
+//   comm URL_PREFIX N ROUNDS ITERS [procs]   e.g. comm ipc:///tmp/d 4352 7 200
 //
 // Prints one line per round: "raw_us ps_us" (mean round trip of ITERS
 // exchanges after a warm-up), for bench/run.sh to take the medians of.
@@ -15,6 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+#include <sys/wait.h>
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
@@ -107,10 +111,60 @@ static double ps_round(pt_worker *w, uint64_t n, float *g, float *v,
 	return (now_us() - t0) / iters;
 }
 
+// The serving side: a raw REP socket and a pstrain server of one n-float
+// variable, each served by a thread; their addresses go to raw_url and
+// ps_url.
+typedef struct serving {
+	raw_srv rs;
+	pt_job *job;
+	pt_server *s;
+	pthread_t rt, pst;
+} serving;
+
+static void serve_open(serving *sv, const char *prefix, uint64_t n,
+    char *raw_url, char *ps_url, size_t cap)
+{
+	nng_listener l;
+	int rv, tcp = strncmp(prefix, "tcp://", 6) == 0;
+	// tcp: the ports are picked by the system.
+	snprintf(raw_url, cap, tcp ? "%s:0" : "%s-raw", prefix);
+	snprintf(ps_url, cap, tcp ? "%s:0" : "%s-ps", prefix);
+	sv->rs.bytes = n * sizeof(float);
+	if ((rv = nng_rep0_open(&sv->rs.sock)) != 0 ||
+	    (rv = nng_listener_create(&l, sv->rs.sock, raw_url)) != 0 ||
+	    (rv = nng_socket_set_size(sv->rs.sock, NNG_OPT_RECVMAXSZ, 0)) != 0 ||
+	    (rv = nng_listener_start(l, 0)) != 0)
+		die("raw listen", rv, 1);
+	if (tcp) {
+		nng_sockaddr sa;
+		nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa);
+		snprintf(raw_url, cap, "%s:%u", prefix,
+		    (unsigned)ntohs(sa.s_in.sa_port));
+	}
+	pthread_create(&sv->rt, NULL, raw_serve, &sv->rs);
+	if ((rv = pt_job_alloc(&sv->job)) != 0 ||
+	    pt_job_var(sv->job, "v", n, 0.0) < 0 ||
+	    (rv = pt_job_set(sv->job, "lr", "0")) != 0 ||
+	    (rv = pt_server_open(&sv->s, sv->job, 0, ps_url)) != 0 ||
+	    (rv = pt_server_url(sv->s, ps_url, cap)) != 0)
+		die("pstrain server", rv ? rv : PT_EINVAL, 0);
+	pthread_create(&sv->pst, NULL, ps_serve, sv->s);
+}
+
+static void serve_close(serving *sv)
+{
+	pt_server_stop(sv->s);
+	pthread_join(sv->pst, NULL);
+	pt_server_close(sv->s);
+	pt_job_free(sv->job);
+	nng_close(sv->rs.sock);
+	pthread_join(sv->rt, NULL);
+}
+
 int main(int argc, char **argv)
 {
-	if (argc != 5) {
-		fprintf(stderr, "usage: comm URL_PREFIX N ROUNDS ITERS\n");
+	if (argc != 5 && !(argc == 6 && strcmp(argv[5], "procs") == 0)) {
+		fprintf(stderr, "usage: comm URL_PREFIX N ROUNDS ITERS [procs]\n");
 		return 2;
 	}
 	// As bin/pstrain does (cli/main.c): large messages from the heap,
@@ -122,45 +176,49 @@ int main(int argc, char **argv)
 	uint64_t n = strtoull(argv[2], NULL, 10);
 	int rounds = atoi(argv[3]), iters = atoi(argv[4]), rv;
 	size_t bytes = n * sizeof(float);
-	char url[512], raw_url[512];
-	// tcp: the ports are picked by the system.
-	int tcp = strncmp(prefix, "tcp://", 6) == 0;
-	snprintf(url, sizeof(url), tcp ? "%s:0" : "%s-ps", prefix);
-	snprintf(raw_url, sizeof(raw_url), tcp ? "%s:0" : "%s-raw", prefix);
+	char ps_url[512], raw_url[512];
+	serving sv;
+	int procs = argc == 6, up[2], down[2];
+	pid_t child = -1;
+	if (procs) {
+		// "procs": the servers in a process of their own, as in a job
+		// (forked before nng starts any thread). They say their
+		// addresses on one pipe and stop when the other closes.
+		if (pipe(up) != 0 || pipe(down) != 0 || (child = fork()) < 0)
+			die("fork", PT_EIO, 0);
+		if (child == 0) {
+			close(up[0]);
+			close(down[1]);
+			serve_open(&sv, prefix, n, raw_url, ps_url,
+			    sizeof(raw_url));
+			dprintf(up[1], "%s\n%s\n", raw_url, ps_url);
+			close(up[1]);
+			char c;
+			while (read(down[0], &c, 1) > 0)
+				;
+			serve_close(&sv);
+			_exit(0);
+		}
+		close(up[1]);
+		close(down[0]);
+		FILE *f = fdopen(up[0], "r");
+		if (f == NULL || fscanf(f, "%511s %511s", raw_url, ps_url) != 2)
+			die("the serving process", PT_EIO, 0);
+		fclose(f);
+	} else
+		serve_open(&sv, prefix, n, raw_url, ps_url, sizeof(raw_url));
 
-	raw_srv rs = {.bytes = bytes};
 	nng_socket req;
-	nng_listener l;
-	pthread_t rt, pst;
-	if ((rv = nng_rep0_open(&rs.sock)) != 0 ||
-	    (rv = nng_listener_create(&l, rs.sock, raw_url)) != 0 ||
-	    (rv = nng_socket_set_size(rs.sock, NNG_OPT_RECVMAXSZ, 0)) != 0 ||
-	    (rv = nng_listener_start(l, 0)) != 0)
-		die("raw listen", rv, 1);
-	if (tcp) {
-		nng_sockaddr sa;
-		nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa);
-		snprintf(raw_url, sizeof(raw_url), "%s:%u", prefix,
-		    (unsigned)ntohs(sa.s_in.sa_port));
-	}
+	pt_job *job;
+	pt_worker *w;
 	if ((rv = nng_req0_open(&req)) != 0 ||
 	    (rv = nng_socket_set_size(req, NNG_OPT_RECVMAXSZ, 0)) != 0 ||
 	    (rv = nng_dial(req, raw_url, NULL, 0)) != 0)
 		die("raw dial", rv, 1);
-	pthread_create(&rt, NULL, raw_serve, &rs);
-
-	pt_job *job;
-	pt_server *s;
-	pt_worker *w;
-	char at[512];
 	if ((rv = pt_job_alloc(&job)) != 0 ||
 	    pt_job_var(job, "v", n, 0.0) < 0 ||
 	    (rv = pt_job_set(job, "lr", "0")) != 0 ||
-	    (rv = pt_server_open(&s, job, 0, url)) != 0 ||
-	    (rv = pt_server_url(s, at, sizeof(at))) != 0)
-		die("pstrain server", rv ? rv : PT_EINVAL, 0);
-	pthread_create(&pst, NULL, ps_serve, s);
-	if ((rv = pt_worker_open(&w, job, 0, at)) != 0)
+	    (rv = pt_worker_open(&w, job, 0, ps_url)) != 0)
 		die("pstrain worker", rv, 0);
 	float *g = calloc(n, sizeof(float)), *v = malloc(bytes);
 	int64_t step = pt_worker_start(w);
@@ -179,13 +237,13 @@ int main(int argc, char **argv)
 		fflush(stdout);
 	}
 	pt_worker_close(w);
-	pt_server_stop(s);
-	pthread_join(pst, NULL);
-	pt_server_close(s);
 	pt_job_free(job);
 	nng_close(req);
-	nng_close(rs.sock);
-	pthread_join(rt, NULL);
+	if (procs) {
+		close(down[1]);
+		waitpid(child, NULL, 0);
+	} else
+		serve_close(&sv);
 	free(g), free(v);
 	return 0;
 }

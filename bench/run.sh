@@ -3,7 +3,8 @@
 # same run, rounds interleaved, medians reported (docs/PERFORMANCE.md).
 #  1. communication: a pushpull of n floats through one server (pstrain.h)
 #     against a raw nng REQ/REP round trip of the same bytes, ipc and tcp,
-#     at the sizes of a tiny model, mlp:256,128 and mlp:2048,2048;
+#     at the sizes of a tiny model, mlp:256,128 and mlp:2048,2048, the
+#     servers in a process of their own (bench/comm.c "procs");
 #  2. training, samples/s of training time (evaluation excluded): sync
 #     jobs of 1x1, 1x2, 2x2, 1x4 and 2x4 servers x workers, 1x1 and 2x4
 #     also with --prefetch and with --layer-push; the same model, data
@@ -40,7 +41,7 @@ for tr in ipc tcp; do
 		"mlp2048x2048_17.4MB 4350000 8"; do
 		set -- $spec
 		if [ $tr = ipc ]; then url="ipc://$T/c"; else url=tcp://127.0.0.1; fi
-		build/bench/comm "$url" "$2" "$R" "$3" >"$T/c.txt" 2>"$T/c.err" ||
+		build/bench/comm "$url" "$2" "$R" "$3" procs >"$T/c.txt" 2>"$T/c.err" ||
 			{ echo "bench: comm failed:"; cat "$T/c.err"; exit 1; }
 		raw=$(awk '{print $1}' "$T/c.txt" | median)
 		ps=$(awk '{print $2}' "$T/c.txt" | median)
