@@ -41,30 +41,42 @@ static void die(const char *what, int rv, int nng)
 }
 
 // The raw side: a REP socket that answers every request with a reply of
-// the same size, as a server answers a pushpull with the values.
+// the same size, as a server answers a pushpull with the values. It is
+// served the way nng serves best (and as pstrain's server is): a context
+// whose aio callback receives, answers and receives again on nng's own
+// threads, with no hand-over to a thread of ours.
 typedef struct raw_srv {
 	nng_socket sock;
+	nng_ctx ctx;
+	nng_aio *aio;
 	size_t bytes;
+	int sending;
 } raw_srv;
 
-static void *raw_serve(void *arg)
+static void raw_cb(void *arg)
 {
 	raw_srv *r = arg;
-	for (;;) {
-		nng_msg *m;
-		if (nng_recvmsg(r->sock, &m, 0) != 0)
-			return NULL;
-		nng_msg *rep;
-		if (nng_msg_alloc(&rep, r->bytes) != 0) {
-			nng_msg_free(m);
-			return NULL;
-		}
-		memcpy(nng_msg_body(rep), nng_msg_body(m),
-		    nng_msg_len(m) < r->bytes ? nng_msg_len(m) : r->bytes);
-		nng_msg_free(m);
-		if (nng_sendmsg(r->sock, rep, 0) != 0)
-			return NULL;
+	if (nng_aio_result(r->aio) != 0) {
+		if (r->sending)
+			nng_msg_free(nng_aio_get_msg(r->aio));
+		return; // closed
 	}
+	if (r->sending) {
+		r->sending = 0;
+		nng_ctx_recv(r->ctx, r->aio);
+		return;
+	}
+	nng_msg *m = nng_aio_get_msg(r->aio), *rep;
+	if (nng_msg_alloc(&rep, r->bytes) != 0) {
+		nng_msg_free(m);
+		return;
+	}
+	memcpy(nng_msg_body(rep), nng_msg_body(m),
+	    nng_msg_len(m) < r->bytes ? nng_msg_len(m) : r->bytes);
+	nng_msg_free(m);
+	r->sending = 1;
+	nng_aio_set_msg(r->aio, rep);
+	nng_ctx_send(r->ctx, r->aio);
 }
 
 // raw_round: the bytes come from the caller's buffer, as a sender's must
@@ -118,7 +130,7 @@ typedef struct serving {
 	raw_srv rs;
 	pt_job *job;
 	pt_server *s;
-	pthread_t rt, pst;
+	pthread_t pst;
 } serving;
 
 static void serve_open(serving *sv, const char *prefix, uint64_t n,
@@ -141,7 +153,10 @@ static void serve_open(serving *sv, const char *prefix, uint64_t n,
 		snprintf(raw_url, cap, "%s:%u", prefix,
 		    (unsigned)ntohs(sa.s_in.sa_port));
 	}
-	pthread_create(&sv->rt, NULL, raw_serve, &sv->rs);
+	if ((rv = nng_ctx_open(&sv->rs.ctx, sv->rs.sock)) != 0 ||
+	    (rv = nng_aio_alloc(&sv->rs.aio, raw_cb, &sv->rs)) != 0)
+		die("raw context", rv, 1);
+	nng_ctx_recv(sv->rs.ctx, sv->rs.aio);
 	if ((rv = pt_job_alloc(&sv->job)) != 0 ||
 	    pt_job_var(sv->job, "v", n, 0.0) < 0 ||
 	    (rv = pt_job_set(sv->job, "lr", "0")) != 0 ||
@@ -157,8 +172,9 @@ static void serve_close(serving *sv)
 	pthread_join(sv->pst, NULL);
 	pt_server_close(sv->s);
 	pt_job_free(sv->job);
+	nng_aio_stop(sv->rs.aio);
 	nng_close(sv->rs.sock);
-	pthread_join(sv->rt, NULL);
+	nng_aio_free(sv->rs.aio);
 }
 
 int main(int argc, char **argv)
