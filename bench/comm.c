@@ -138,6 +138,7 @@ static void serve_open(serving *sv, const char *prefix, uint64_t n,
 {
 	nng_listener l;
 	int rv, tcp = strncmp(prefix, "tcp://", 6) == 0;
+	memset(sv, 0, sizeof(*sv));
 	// tcp: the ports are picked by the system.
 	snprintf(raw_url, cap, tcp ? "%s:0" : "%s-raw", prefix);
 	snprintf(ps_url, cap, tcp ? "%s:0" : "%s-ps", prefix);
@@ -172,8 +173,12 @@ static void serve_close(serving *sv)
 	pthread_join(sv->pst, NULL);
 	pt_server_close(sv->s);
 	pt_job_free(sv->job);
+	// A reply handed to nng_ctx_send after the aio was stopped is
+	// refused without a callback: it is still ours.
 	nng_aio_stop(sv->rs.aio);
 	nng_close(sv->rs.sock);
+	if (sv->rs.sending)
+		nng_msg_free(nng_aio_get_msg(sv->rs.aio));
 	nng_aio_free(sv->rs.aio);
 }
 
