@@ -185,18 +185,38 @@ static uint32_t hdr_count(const pti_hdr *h)
 int pti_msg_encode(nng_msg **out, const pti_hdr *h, const float *payload,
     uint64_t n)
 {
+	nng_msg *m;
+	int rv;
+	if (nng_msg_alloc(&m, 0) != 0)
+		return pti_err_set(PT_ENOMEM, "a message");
+	if ((rv = pti_msg_encode_in(m, h, payload, n)) != 0) {
+		nng_msg_free(m);
+		return rv;
+	}
+	*out = m;
+	return 0;
+}
+
+int pti_msg_encode_in(nng_msg *m, const pti_hdr *h, const float *payload,
+    uint64_t n)
+{
 	msgpack_sbuffer sb;
 	msgpack_packer pk;
 	pti_hdr hh = *h;
-	nng_msg *m;
 
 	if (payload != NULL) {
 		hh.has |= PTI_H_RANGE;
 		hh.n = n;
 	}
+	// A message of many values gets a header of PTI_HDR_ROOM bytes at
+	// least (an ignored "room" key pads it), so that the request that a
+	// reply of the same values answers can carry that reply unchanged
+	// in size: the server writes its reply into the request, the worker
+	// its next request into the reply (pti_msg_encode_in).
+	int room = payload != NULL && n * sizeof(float) >= PTI_ROOM_FROM;
 	msgpack_sbuffer_init(&sb);
 	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-	msgpack_pack_map(&pk, hdr_count(&hh));
+	msgpack_pack_map(&pk, hdr_count(&hh) + (uint32_t)room);
 	pack_u(&pk, "pv", hh.pv);
 	pack_u(&pk, "op", hh.op);
 	pack_u(&pk, "role", hh.role);
@@ -263,6 +283,14 @@ int pti_msg_encode(nng_msg **out, const pti_hdr *h, const float *payload,
 		for (int i = 0; i < PT_STALE_BUCKETS; i++)
 			msgpack_pack_uint64(&pk, hh.hist[i]);
 	}
+	if (room) {
+		static const uint8_t zeros[PTI_HDR_ROOM];
+		size_t k = sb.size + 7 < PTI_HDR_ROOM ? PTI_HDR_ROOM - 7 - sb.size
+						    : 0; // 7: key and bin8 length
+		pack_key(&pk, "room");
+		msgpack_pack_bin(&pk, k);
+		msgpack_pack_bin_body(&pk, zeros, k);
+	}
 	if (sb.data == NULL) {
 		msgpack_sbuffer_destroy(&sb);
 		return pti_err_set(PT_ENOMEM, "encoding a header");
@@ -273,7 +301,10 @@ int pti_msg_encode(nng_msg **out, const pti_hdr *h, const float *payload,
 	}
 	size_t hl = sb.size, pad = (4 - hl % 4) % 4;
 	size_t pay = payload != NULL ? (size_t)n * sizeof(float) : 0;
-	if (nng_msg_alloc(&m, 4 + hl + pad + pay) != 0) {
+	// Within the message's capacity nothing is allocated or zeroed.
+	nng_msg_clear(m);
+	nng_msg_header_clear(m);
+	if (nng_msg_realloc(m, 4 + hl + pad + pay) != 0) {
 		msgpack_sbuffer_destroy(&sb);
 		return pti_err_set(PT_ENOMEM, "a message of %zu bytes",
 		    4 + hl + pad + pay);
@@ -288,7 +319,6 @@ int pti_msg_encode(nng_msg **out, const pti_hdr *h, const float *payload,
 	if (pay > 0)
 		memcpy(body + 4 + hl + pad, payload, pay); // host is LE
 	msgpack_sbuffer_destroy(&sb);
-	*out = m;
 	return 0;
 }
 

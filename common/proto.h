@@ -23,6 +23,10 @@
 
 #define PT_PROTO_VERSION 2 // 2: challenge, and hello proves the job secret
 #define PT_HDR_MAX 4096     // bytes of msgpack header, at most
+// Messages of PTI_ROOM_FROM bytes of values or more have headers of
+// PTI_HDR_ROOM bytes at least (pti_msg_encode), more than any reply needs.
+#define PTI_ROOM_FROM 65536
+#define PTI_HDR_ROOM 128
 #define PT_MSG_MAX 200      // bytes of an error text
 #define PT_STALE_BUCKETS 64 // staleness histogram: 0..62, and 63 = ">= 63"
 
@@ -96,6 +100,14 @@ void pti_hdr_init(pti_hdr *h, uint32_t op, uint32_t role, uint32_t rank);
 // set to n when payload is given). On success *out is the caller's.
 // Returns PT_ENOMEM or PT_EINVAL.
 int pti_msg_encode(nng_msg **out, const pti_hdr *h, const float *payload,
+    uint64_t n);
+
+// pti_msg_encode_in is pti_msg_encode into a message of the caller's (a
+// request or reply done with), whose body and header it replaces: while
+// its capacity suffices nothing is allocated or zero-filled, which for a
+// shard-sized message saves a fresh buffer per step. m stays the
+// caller's; on failure its contents are undefined.
+int pti_msg_encode_in(nng_msg *m, const pti_hdr *h, const float *payload,
     uint64_t n);
 
 // pti_msg_decode parses m into h and points *payload at its floats (in m's

@@ -15,14 +15,32 @@
 
 // ---------------------------------------------------------------- replies
 
+void pti_server_spare(ps_server *s, nng_msg *m)
+{
+	if (m != NULL && s->n_spare < s->cfg->workers + 1)
+		s->spare[s->n_spare++] = m;
+	else
+		nng_msg_free(m);
+}
+
 nng_msg *pti_server_reply(ps_server *s, pti_hdr *h, const float *pay,
     uint64_t n)
 {
 	nng_msg *m = NULL;
 	h->has |= PTI_H_STATUS;
+	// Many values go in a kept request that holds them without growing
+	// (its header had PTI_HDR_ROOM bytes: room for any reply's).
+	if (pay != NULL && n * sizeof(float) >= PTI_ROOM_FROM &&
+	    s->n_spare > 0 && nng_msg_capacity(s->spare[s->n_spare - 1]) >=
+				  4 + PTI_HDR_ROOM + n * sizeof(float)) {
+		m = s->spare[--s->n_spare];
+		if (pti_msg_encode_in(m, h, pay, n) == 0)
+			return m;
+		nng_msg_free(m);
+		m = NULL;
+	}
 	if (pti_msg_encode(&m, h, pay, n) != 0)
 		return NULL; // out of memory: the peer times out
-	(void)s;
 	return m;
 }
 
@@ -319,6 +337,10 @@ static nng_msg *op_push(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	int rv = push_take(s, h, pay, &off, &n, &t, wake);
 	if (rv != 0)
 		return pti_server_error(s, h, rv, pt_errmsg(rv));
+	// Applied or copied: the request may carry a reply (h and pay are
+	// not read from here on).
+	pti_server_spare(s, s->cur);
+	s->cur = NULL;
 	int64_t after = h->op == PT_OP_PUSHPULL
 			    ? s->policy->reply_after(s, h, &t) : -1;
 	if (after >= 0) {
@@ -469,7 +491,7 @@ static nng_msg *handle(ps_server *s, ps_ctx *x, nng_msg *m, ps_ctx **wake)
 
 nng_msg *pti_server_handle(ps_server *s, ps_ctx *x, nng_msg *m, ps_ctx **wake)
 {
-	s->cur = m; // a handler may keep it (sync_take)
+	s->cur = m; // a handler may keep it (sync_take) or spare it (op_push)
 	nng_msg *reply = handle(s, x, m, wake);
 	nng_msg_free(s->cur);
 	s->cur = NULL;

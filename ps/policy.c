@@ -140,7 +140,7 @@ static void sync_close(ps_server *s, ps_ctx **wake)
 	}
 	for (uint32_t r = 0; r < w; r++) {
 		s->m[r].have = 0;
-		nng_msg_free(s->held[r]);
+		pti_server_spare(s, s->held[r]); // to carry the replies
 		s->held[r] = NULL;
 		s->src[r] = NULL;
 	}

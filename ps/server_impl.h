@@ -100,6 +100,11 @@ struct ps_server {
 	float *grads;        // (workers, n) rows of pieces, or NULL
 	nng_msg *cur;        // the request being handled; a handler that
 			     // keeps it sets this to NULL
+	// Requests done with, kept to carry replies with values (a sync
+	// step's gradients become the values sent back), so that a step
+	// allocates and zero-fills no fresh shard-sized buffer.
+	nng_msg **spare;     // (workers + 1)
+	uint32_t n_spare;
 	uint64_t *got_bits; // (workers, words(n)) pieces of a step received
 	ps_member *m;       // (workers) who they are and where they are
 	uint32_t n_have, n_hello, n_done, n_lost;
@@ -230,6 +235,9 @@ void pti_server_write_stats(const ps_server *s);
 // NULL when out of memory (the peer times out).
 nng_msg *pti_server_reply(ps_server *s, pti_hdr *h, const float *pay,
     uint64_t n);
+// pti_server_spare keeps m, a request done with, to carry a later reply
+// (freed when enough are kept already).
+void pti_server_spare(ps_server *s, nng_msg *m);
 nng_msg *pti_server_error(ps_server *s, const pti_hdr *req, int code,
     const char *what);
 

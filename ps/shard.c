@@ -205,6 +205,9 @@ void pti_server_fini(ps_server *s)
 	for (uint32_t r = 0; s->held != NULL && r < s->cfg->workers; r++)
 		nng_msg_free(s->held[r]);
 	free(s->held);
+	for (uint32_t i = 0; i < s->n_spare; i++)
+		nng_msg_free(s->spare[i]);
+	free(s->spare);
 	free(s->src);
 	free(s->grads);
 	free(s->got_bits);
@@ -270,6 +273,7 @@ int pti_server_init(ps_server *s, const pt_config *c, const pt_layout *l,
 	s->params = malloc(s->n * sizeof(float));
 	s->held = calloc(c->workers, sizeof(*s->held));
 	s->src = calloc(c->workers, sizeof(*s->src));
+	s->spare = calloc(c->workers + 1, sizeof(*s->spare));
 	s->got_bits = malloc((size_t)c->workers * ((s->n + 63) / 64) *
 	    sizeof(uint64_t));
 	s->m = calloc(c->workers, sizeof(ps_member));
@@ -277,7 +281,7 @@ int pti_server_init(ps_server *s, const pt_config *c, const pt_layout *l,
 	s->unauth_max = c->workers + PS_UNAUTH_MAX;
 	s->n_peers = c->workers + PS_CONTROL_MAX + s->unauth_max;
 	s->peers = calloc(s->n_peers, sizeof(ps_peer));
-	if (!s->params || !s->held || !s->src || !s->m || !s->clocks ||
+	if (!s->params || !s->held || !s->src || !s->spare || !s->m || !s->clocks ||
 	    !s->peers || !s->got_bits)
 		return pti_err_set(PT_ENOMEM, "server %u: shard of %llu floats",
 		    c->rank, (unsigned long long)s->n);

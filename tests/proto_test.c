@@ -266,6 +266,58 @@ static void test_proto_check_walks(void)
 	PT_TEST_ERR(pti_msgpack_check(bad, 1, 3, &used), PT_EPROTO);
 }
 
+// A message of many values carries a header of PTI_HDR_ROOM bytes or
+// more, so that the reply of the same values (a bigger header) is
+// written into the request it answers, and the next request into that
+// reply, without a new buffer; both decode to what was encoded.
+static void test_proto_reuse_in_place(void)
+{
+	enum { N = PTI_ROOM_FROM / 4 + 1 };
+	float *g = malloc(N * sizeof(float)), *v = malloc(N * sizeof(float));
+	PT_TEST_TRUE(g != NULL && v != NULL);
+	for (int i = 0; i < N; i++)
+		g[i] = (float)i, v[i] = -(float)i;
+	pti_hdr h, r, d;
+	const void *pay;
+	nng_msg *m;
+	pti_hdr_init(&h, PT_OP_PUSHPULL, PT_ROLE_WORKER, 3);
+	h.has |= PTI_H_STEP | PTI_H_VER;
+	h.step = 7;
+	h.ver = 7;
+	PT_TEST_OK(pti_msg_encode(&m, &h, g, N));
+	const uint8_t *b = nng_msg_body(m);
+	PT_TEST_TRUE(b[0] + 256u * b[1] >= PTI_HDR_ROOM);
+	size_t cap = nng_msg_capacity(m);
+	void *body = nng_msg_body(m);
+	// The reply: more keys, larger numbers.
+	pti_hdr_init(&r, PT_OP_PUSHPULL, PT_ROLE_SERVER, 1);
+	r.has |= PTI_H_STATUS | PTI_H_VER | PTI_H_RANGE | PTI_H_LR |
+		 PTI_H_STALE;
+	r.ver = (int64_t)1 << 49;
+	r.off = (uint64_t)1 << 40;
+	r.lr = 0.1;
+	r.staleness = 1 << 20;
+	PT_TEST_OK(pti_msg_encode_in(m, &r, v, N));
+	PT_TEST_TRUE(nng_msg_body(m) == body && nng_msg_capacity(m) == cap);
+	PT_TEST_OK(pti_msg_decode(&d, &pay, m));
+	PT_TEST_TRUE(d.op == PT_OP_PUSHPULL && d.ver == r.ver &&
+		     d.off == r.off && d.n == N && d.staleness == 1 << 20);
+	PT_TEST_TRUE(memcmp(pay, v, N * sizeof(float)) == 0);
+	// And the next request back into it.
+	PT_TEST_OK(pti_msg_encode_in(m, &h, g, N));
+	PT_TEST_TRUE(nng_msg_body(m) == body);
+	PT_TEST_OK(pti_msg_decode(&d, &pay, m));
+	PT_TEST_TRUE(d.step == 7 && d.rank == 3 && d.n == N);
+	PT_TEST_TRUE(memcmp(pay, g, N * sizeof(float)) == 0);
+	nng_msg_free(m);
+	// Few values: no padding.
+	PT_TEST_OK(pti_msg_encode(&m, &h, g, 4));
+	b = nng_msg_body(m);
+	PT_TEST_TRUE(b[0] + 256u * b[1] < PTI_HDR_ROOM);
+	nng_msg_free(m);
+	free(g), free(v);
+}
+
 static const pt_test_case cases[] = {
     {"test_proto_roundtrip", test_proto_roundtrip},
     {"test_proto_minimal", test_proto_minimal},
@@ -281,6 +333,7 @@ static const pt_test_case cases[] = {
     {"test_proto_wrong_types", test_proto_wrong_types},
     {"test_proto_payload_mismatch", test_proto_payload_mismatch},
     {"test_proto_check_walks", test_proto_check_walks},
+    {"test_proto_reuse_in_place", test_proto_reuse_in_place},
     {NULL, NULL},
 };
 

@@ -38,6 +38,7 @@ typedef struct client_part {
 	int lost;        // the connection closed while it was under way
 	int unanswered;  // the server answered it, the reply never came
 	nng_msg *reply;
+	nng_msg *spare;  // the last reply, to carry the next request
 	pti_hdr hdr;     // the request sent, then the reply decoded
 	const void *pay; // the reply's values, in reply
 	float *dst;      // where they go (dst[0] is element hdr.off), or NULL
@@ -160,6 +161,7 @@ static void part_free(client_part *p)
 		nng_aio_free(p->aio);
 	}
 	nng_msg_free(p->reply);
+	nng_msg_free(p->spare);
 	free(p);
 }
 
@@ -399,14 +401,27 @@ int pti_call_send(pt_req *q, uint32_t server, const pti_hdr *h,
 	if (q->n == q->cap)
 		return pti_err_set(PT_EINVAL, "a call has at most %u parts",
 		    q->cap);
-	if ((rv = pti_msg_encode(&m, h, pay, pay ? n : 0)) != 0)
-		return rv;
 	pthread_mutex_lock(&c->mu);
-	if ((rv = part_get(k, &p)) != 0) {
+	rv = part_get(k, &p);
+	pthread_mutex_unlock(&c->mu);
+	if (rv != 0)
+		return rv;
+	// The part's last reply carries the request when it holds it
+	// without growing (a pushpull's values, step after step).
+	size_t need = 4 + PTI_HDR_ROOM + (size_t)n * sizeof(float);
+	if (pay != NULL && n * sizeof(float) >= PTI_ROOM_FROM &&
+	    p->spare != NULL && nng_msg_capacity(p->spare) >= need &&
+	    pti_msg_encode_in(p->spare, h, pay, n) == 0) {
+		m = p->spare;
+		p->spare = NULL;
+	} else if ((rv = pti_msg_encode(&m, h, pay, pay ? n : 0)) != 0) {
+		pthread_mutex_lock(&c->mu);
+		p->next = k->free; // back, unused
+		k->free = p;
 		pthread_mutex_unlock(&c->mu);
-		nng_msg_free(m);
 		return rv;
 	}
+	pthread_mutex_lock(&c->mu);
 	p->call = q;
 	p->hdr = *h;
 	p->state = PART_SEND;
@@ -608,7 +623,9 @@ void pti_call_free(pt_req *q)
 			nng_aio_wait(p->aio);
 			pthread_mutex_lock(&c->mu);
 		}
-		nng_msg_free(p->reply);
+		// The reply is kept to carry the part's next request.
+		nng_msg_free(p->spare);
+		p->spare = p->reply;
 		p->reply = NULL;
 		p->next = p->k->free;
 		p->k->free = p;
