@@ -7,7 +7,8 @@
 #     servers in a process of their own (bench/comm.c "procs");
 #  2. training, samples/s of training time (evaluation excluded): sync
 #     jobs of 1x1, 1x2, 2x2, 1x4 and 2x4 servers x workers, 1x1 and 2x4
-#     also with --prefetch and with --layer-push; the same model, data
+#     also with --prefetch, --layer-push and --pin, 1x2 with --pin (the
+#     PyTorch processes are not pinned); the same model, data
 #     order and update in one process with no servers (bench/solo.c);
 #  3. the same job in PyTorch, one process and DDP (gloo) with 2 and 4
 #     workers, when python3-torch is installed (said when it is not);
@@ -64,8 +65,9 @@ for p in python3 /usr/bin/python3; do
 	if $p -c 'import torch' 2>/dev/null; then PY=$p; break; fi
 done
 # psSxW: a sync job of S servers x W workers; _pf adds --prefetch, _lp
-# --layer-push (each measured on and off).
-CONFIGS="solo solo_pf ps1x1 ps1x1_pf ps1x1_lp ps1x2 ps2x2 ps1x4 ps2x4 ps2x4_pf ps2x4_lp"
+# --layer-push, _pin --pin (each measured on and off).
+CONFIGS="solo solo_pf ps1x1 ps1x1_pf ps1x1_lp ps1x1_pin ps1x2 ps1x2_pin ps2x2 \
+ps1x4 ps2x4 ps2x4_pf ps2x4_lp ps2x4_pin"
 [ -n "$PY" ] && CONFIGS="$CONFIGS torch1 ddp2 ddp4"
 # pstrain CONFIG: runs psSxW[_pf|_lp]; prints samples/s, and appends its
 # resource figures (summary.json) to $T/CONFIG.res
@@ -73,7 +75,8 @@ RES="server_faults_per_update worker_faults_per_step server_cpu_ms_per_update se
 pstrain() {
 	sw=${1#ps}
 	sw=${sw%_*}
-	case $1 in *_pf) f=--prefetch ;; *_lp) f=--layer-push ;; *) f="" ;; esac
+	case $1 in *_pf) f=--prefetch ;; *_lp) f=--layer-push ;;
+	*_pin) f=--pin ;; *) f="" ;; esac
 	rm -rf "$T/run"
 	$P run --mode sync --servers "${sw%x*}" --workers "${sw#*x}" $M $f \
 		--steps "$STEPS" --eval-every 1000000 --out "$T/run" \
@@ -153,6 +156,12 @@ line "pstrain 1 x 1, --prefetch" ps1x1_pf ps1x1
 line "pstrain 1 x 1, --layer-push" ps1x1_lp ps1x1
 line "pstrain 2 x 4, --prefetch" ps2x4_pf ps2x4
 line "pstrain 2 x 4, --layer-push" ps2x4_lp ps2x4
+line "pstrain 1 x 1, --pin" ps1x1_pin ps1x1
+line "  the same, against solo" ps1x1_pin solo
+line "  the same, against PyTorch" ps1x1_pin torch1
+line "pstrain 1 x 2, --pin, against DDP 2" ps1x2_pin ddp2
+line "pstrain 2 x 4, --pin" ps2x4_pin ps2x4
+line "  the same, against DDP 4" ps2x4_pin ddp4
 json="$json}},"
 
 # The processes' own resource use (getrusage), steady state from the 20th

@@ -3,6 +3,7 @@
 // waiting for a server to be ready, reaping children, stopping one or all.
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,31 @@ double pti_run_now(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// run_pin binds the calling process (a child about to exec, whose threads
+// inherit it) to the k-th CPU, counted round the CPUs the launcher may
+// use: worker r is k = r and server s is k = W + s, so that with as many
+// CPUs as processes each has one of its own and the scheduler moves
+// none of them (a 1 x 1 job's step took 15% less so on 2 cores).
+static void run_pin(uint32_t k)
+{
+	cpu_set_t all, one;
+	if (sched_getaffinity(0, sizeof(all), &all) != 0 || CPU_COUNT(&all) == 0)
+		return;
+	k %= (uint32_t)CPU_COUNT(&all);
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+		if (CPU_ISSET(cpu, &all) && k-- == 0) {
+			CPU_ZERO(&one);
+			CPU_SET(cpu, &one);
+			if (sched_setaffinity(0, sizeof(one), &one) != 0)
+				fprintf(stderr, "pstrain: --pin: CPU %d: %s\n",
+				    cpu, strerror(errno));
+			else
+				fprintf(stderr, "pstrain: pinned to CPU %d\n",
+				    cpu);
+			return;
+		}
 }
 
 static int run_spawn(run_job *j, int server, uint32_t rank, char **extra,
@@ -55,6 +81,8 @@ static int run_spawn(run_job *j, int server, uint32_t rank, char **extra,
 		dup2(fd, 2);
 		close(fd);
 		signal(SIGINT, SIG_IGN); // the launcher stops us itself
+		if (c->pin)
+			run_pin(server ? c->workers + rank : rank);
 		execv(pti_self_exe(), argv);
 		fprintf(stderr, "pstrain: cannot execute itself: %s\n",
 		    strerror(errno));

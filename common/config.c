@@ -123,6 +123,9 @@ static const config_entry config_table[] = {
     E("prefetch", T_BOOL, prefetch, "0", 0, 1, RUN | WRK, "",
 	"gather the next step's examples in a thread while this step "
 	"computes (the same examples)"),
+    E("pin", T_BOOL, pin, "0", 0, 1, RUN, "",
+	"bind worker r to the r-th CPU the launcher may use and server s "
+	"to the (W+s)-th, round the CPUs (the same results)"),
     E("staleness-lr", T_BOOL, staleness_lr, "0", 0, 1, RUN | SRV, "",
 	"async/ssp: scale each gradient's lr by 1/max(1, staleness)"),
     E("max-staleness", T_I64, max_staleness, "-1", -1, 1e9, RUN | SRV,

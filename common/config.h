@@ -94,6 +94,7 @@ typedef struct pt_config {
 	uint32_t matched_lr;      // async/ssp: lr / W per applied gradient
 	uint32_t layer_push;      // sync: push each layer as backward ends it
 	uint32_t prefetch;        // gather the next batch in a thread
+	uint32_t pin;             // run: each process on a core of its own
 	uint32_t force;           // run: overwrite a previous run's --out
 	// compare
 	char modes[PT_PATH_MAX];

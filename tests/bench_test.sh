@@ -17,7 +17,7 @@ for r in c:
     for k in ("raw_nng_us", "pstrain_us", "speed_vs_raw"):
         assert math.isfinite(r[k]), r
 t = d["training"]
-ps = ["solo", "ps1x1", "ps1x2", "ps2x2", "ps1x4", "ps2x4"]
+ps = ["solo", "ps1x1", "ps1x2", "ps2x2", "ps1x4", "ps2x4", "ps1x1_pin", "ps1x2_pin", "ps2x4_pin"]
 for k in ps:
     assert math.isfinite(t["samples_per_s"][k]), (k, t)
 assert math.isfinite(t["speed"]["ps1x1_vs_solo"]), t

@@ -71,7 +71,7 @@ test_mp_sync_deterministic() {
 # layers out, and with 3; the lr column still says what was applied.
 test_mp_layer_push_prefetch_same_model() {
 	n=test_mp_layer_push_prefetch_same_model
-	for f in --layer-push --prefetch "--layer-push --prefetch"; do
+	for f in --layer-push --prefetch "--layer-push --prefetch" --pin; do
 		k=$(echo "$f" | tr -d ' -')
 		$P run --mode sync --servers 2 --workers 3 $D --batch 48 \
 			--steps 30 $f --out "$T/lp-$k" \
@@ -87,6 +87,15 @@ test_mp_layer_push_prefetch_same_model() {
 			--save-model "$T/lp-$k/m.bin" >"$T/lp-$k.log" 2>&1 ||
 			{ no $n "run 3 servers $f failed" "$T/lp-$k.log"; return; }
 	done
+	# --pin: every process bound, workers 0 and 1 to different CPUs
+	# where there are two.
+	c0=$(sed -n 's/^pstrain: pinned to CPU //p' "$T/lp-pin/worker-0.log")
+	c1=$(sed -n 's/^pstrain: pinned to CPU //p' "$T/lp-pin/worker-1.log")
+	if [ "$(cat "$T"/lp-pin/*-[0-9].log | grep -c '^pstrain: pinned to CPU')" != 5 ] ||
+		{ [ "$(nproc)" -ge 2 ] && [ "$c0" = "$c1" ]; }; then
+		no $n "--pin did not bind the 5 processes (workers at '$c0' '$c1')"
+		return
+	fi
 	lr=$(awk -F, 'NR == 2 { print $10 }' "$T/lp-layerpush/worker-1.csv")
 	if cmp -s "$T/lp-3s/m.bin" "$T/lp-3slayerpush/m.bin" &&
 		[ "$lr" = "$(awk -F, 'NR == 2 { print $10 }' "$T/det-a/worker-1.csv")" ]; then
