@@ -197,6 +197,12 @@ int pti_msg_encode(nng_msg **out, const pti_hdr *h, const float *payload,
 	return 0;
 }
 
+int pti_msg_roomy(nng_msg *m, uint64_t n)
+{
+	return m != NULL && n * sizeof(float) >= PTI_ROOM_FROM &&
+	       nng_msg_capacity(m) >= 4 + PTI_HDR_ROOM + n * sizeof(float);
+}
+
 int pti_msg_encode_in(nng_msg *m, const pti_hdr *h, const float *payload,
     uint64_t n)
 {

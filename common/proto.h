@@ -110,6 +110,12 @@ int pti_msg_encode(nng_msg **out, const pti_hdr *h, const float *payload,
 int pti_msg_encode_in(nng_msg *m, const pti_hdr *h, const float *payload,
     uint64_t n);
 
+// pti_msg_roomy tells whether m (may be NULL) takes a message of n values
+// through pti_msg_encode_in without growing: n values are PTI_ROOM_FROM
+// bytes or more (their header then needs PTI_HDR_ROOM bytes, unless it
+// is as large as its own) and m holds that much.
+int pti_msg_roomy(nng_msg *m, uint64_t n);
+
 // pti_msg_decode parses m into h and points *payload at its floats (in m's
 // body, possibly unaligned: copy them with memcpy). m stays the caller's.
 // Returns PT_EPROTO with a detail naming the problem when the message is

@@ -30,9 +30,8 @@ nng_msg *pti_server_reply(ps_server *s, pti_hdr *h, const float *pay,
 	h->has |= PTI_H_STATUS;
 	// Many values go in a kept request that holds them without growing
 	// (its header had PTI_HDR_ROOM bytes: room for any reply's).
-	if (pay != NULL && n * sizeof(float) >= PTI_ROOM_FROM &&
-	    s->n_spare > 0 && nng_msg_capacity(s->spare[s->n_spare - 1]) >=
-				  4 + PTI_HDR_ROOM + n * sizeof(float)) {
+	if (pay != NULL && s->n_spare > 0 &&
+	    pti_msg_roomy(s->spare[s->n_spare - 1], n)) {
 		m = s->spare[--s->n_spare];
 		if (pti_msg_encode_in(m, h, pay, n) == 0)
 			return m;

@@ -288,6 +288,8 @@ static void test_proto_reuse_in_place(void)
 	const uint8_t *b = nng_msg_body(m);
 	PT_TEST_TRUE(b[0] + 256u * b[1] >= PTI_HDR_ROOM);
 	size_t cap = nng_msg_capacity(m);
+	PT_TEST_TRUE(pti_msg_roomy(m, N) && !pti_msg_roomy(m, N + 64) &&
+		     !pti_msg_roomy(NULL, N));
 	void *body = nng_msg_body(m);
 	// The reply: more keys, larger numbers.
 	pti_hdr_init(&r, PT_OP_PUSHPULL, PT_ROLE_SERVER, 1);

@@ -408,9 +408,7 @@ int pti_call_send(pt_req *q, uint32_t server, const pti_hdr *h,
 		return rv;
 	// The part's last reply carries the request when it holds it
 	// without growing (a pushpull's values, step after step).
-	size_t need = 4 + PTI_HDR_ROOM + (size_t)n * sizeof(float);
-	if (pay != NULL && n * sizeof(float) >= PTI_ROOM_FROM &&
-	    p->spare != NULL && nng_msg_capacity(p->spare) >= need &&
+	if (pay != NULL && pti_msg_roomy(p->spare, n) &&
 	    pti_msg_encode_in(p->spare, h, pay, n) == 0) {
 		m = p->spare;
 		p->spare = NULL;
