@@ -3,7 +3,8 @@
 # same run, rounds interleaved, medians reported (docs/PERFORMANCE.md).
 #  1. communication: a pushpull of n floats through one server (pstrain.h)
 #     against a raw nng REQ/REP round trip of the same bytes, ipc and tcp,
-#     at the sizes of a tiny model, mlp:256,128 and mlp:2048,2048, the
+#     at the sizes of a tiny model, mlp:256,128 and 4.35M floats (17.4 MB,
+#     the size issue 12 names; mlp:2048,2048 has 5.82M), the
 #     servers in a process of their own (bench/comm.c "procs");
 #  2. training, samples/s of training time (evaluation excluded): sync
 #     jobs of 1x1, 1x2, 2x2, 1x4 and 2x4 servers x workers, 1x1 and 2x4
@@ -31,15 +32,19 @@ export PSTRAIN_SECRET OPENBLAS_NUM_THREADS=1
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan";
 	else if (NR % 2) print v[(NR + 1) / 2];
 	else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# span: "MIN MAX" of the numbers on stdin (how far the rounds spread)
+span() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 }
+	END { if (NR == 0) print "nan nan"; else print lo, hi }'; }
 
 echo "pstrain bench: $R interleaved rounds per figure; machine record below"
 json="{\n  \"rounds\": $R,\n  \"communication\": ["
 sep=""
-printf '\n%-5s %-22s %12s %12s %8s\n' transport size raw_nng_us pstrain_us speed
+printf '\n%-5s %-22s %12s %12s %8s %14s\n' transport size raw_nng_us \
+	pstrain_us speed "rounds min-max"
 # name floats iterations
 for tr in ipc tcp; do
 	for spec in "tiny_2.6KB 650 2000" "mlp256x128_0.94MB 235146 100" \
-		"mlp2048x2048_17.4MB 4350000 8"; do
+		"large_17.4MB 4350000 8"; do
 		set -- $spec
 		if [ $tr = ipc ]; then url="ipc://$T/c"; else url=tcp://127.0.0.1; fi
 		build/bench/comm "$url" "$2" "$R" "$3" procs >"$T/c.txt" 2>"$T/c.err" ||
@@ -48,8 +53,10 @@ for tr in ipc tcp; do
 		ps=$(awk '{print $2}' "$T/c.txt" | median)
 		# speed: raw time / pstrain time per round, median (1 = as fast)
 		sp=$(awk '{print $1 / $2}' "$T/c.txt" | median)
-		printf '%-5s %-22s %12.1f %12.1f %7.2fx\n' $tr "$1" "$raw" "$ps" "$sp"
-		json="$json$sep\n    {\"transport\": \"$tr\", \"size\": \"$1\", \"floats\": $2, \"raw_nng_us\": $raw, \"pstrain_us\": $ps, \"speed_vs_raw\": $sp}"
+		set -- "$@" $(awk '{print $1 / $2}' "$T/c.txt" | span)
+		printf '%-5s %-22s %12.1f %12.1f %7.2fx %8.2f-%.2f\n' $tr "$1" \
+			"$raw" "$ps" "$sp" "$4" "$5"
+		json="$json$sep\n    {\"transport\": \"$tr\", \"size\": \"$1\", \"floats\": $2, \"raw_nng_us\": $raw, \"pstrain_us\": $ps, \"speed_vs_raw\": $sp, \"speed_range\": [$4, $5]}"
 		sep=","
 	done
 done
@@ -116,9 +123,10 @@ while [ $i -lt "$R" ]; do
 	echo "training round $i of $R done" >&2
 done
 # ratio A B: the median over rounds of A's figure / B's
-ratio() { paste "$T/$1.txt" "$T/$2.txt" | awk '{print $1 / $2}' | median; }
-printf '\n%-46s %12s %10s\n' "training, mlp:256,128, batch 256, $STEPS steps" \
-	samples/s speed
+ratios() { paste "$T/$1.txt" "$T/$2.txt" | awk '{print $1 / $2}'; }
+ratio() { ratios "$1" "$2" | median; }
+printf '\n%-46s %12s %10s %s\n' "training, mlp:256,128, batch 256, $STEPS steps" \
+	samples/s speed "(rounds min-max)"
 json="$json\n  \"training\": {\"model\": \"mlp:256,128\", \"batch\": 256, \"steps\": $STEPS, \"samples_per_s\": {"
 sep=""
 for c in $CONFIGS; do
@@ -129,14 +137,17 @@ for c in $CONFIGS; do
 done
 json="$json}, \"speed\": {"
 sep=""
+rj="" # the same ratios' spread over rounds, "speed_range"
 # line NAME CONFIG BASE: one row, speed = CONFIG / BASE per round
 line() {
 	if [ -f "$T/$3.txt" ]; then
 		r=$(ratio "$2" "$3")
+		set -- "$@" $(ratios "$2" "$3" | span)
 		json="$json$sep\"${2}_vs_$3\": $r"
+		rj="$rj$sep\"${2}_vs_$3\": [$4, $5]"
 		sep=", "
-		printf '%-46s %12.0f %9.2fx %s\n' "$1" "$(median <"$T/$2.txt")" \
-			"$r" "of $3"
+		printf '%-46s %12.0f %9.2fx %-10s (%.2f-%.2f)\n' "$1" \
+			"$(median <"$T/$2.txt")" "$r" "of $3" "$4" "$5"
 	else
 		printf '%-46s %12.0f\n' "$1" "$(median <"$T/$2.txt")"
 	fi
@@ -162,7 +173,7 @@ line "  the same, against PyTorch" ps1x1_pin torch1
 line "pstrain 1 x 2, --pin, against DDP 2" ps1x2_pin ddp2
 line "pstrain 2 x 4, --pin" ps2x4_pin ps2x4
 line "  the same, against DDP 4" ps2x4_pin ddp4
-json="$json}},"
+json="$json}, \"speed_range\": {$rj}},"
 
 # The processes' own resource use (getrusage), steady state from the 20th
 # step or update on: medians over rounds.
@@ -190,7 +201,7 @@ for c in $CONFIGS; do
 	sep=","
 done
 json="$json\n  },"
-# Server memory with a large model: mlp:2048,2048 (4.35M floats, one
+# Server memory with a large model: mlp:2048,2048 (5.82M floats, one
 # server) with 1, 4 and 8 workers, against the bound issue 12 sets:
 # the shard x (1 + the optimizer's state vectors) + one gradient per
 # worker + 32 MiB. Memory is no timing: one run each.

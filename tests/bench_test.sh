@@ -21,6 +21,10 @@ ps = ["solo", "ps1x1", "ps1x2", "ps2x2", "ps1x4", "ps2x4", "ps1x1_pin", "ps1x2_p
 for k in ps:
     assert math.isfinite(t["samples_per_s"][k]), (k, t)
 assert math.isfinite(t["speed"]["ps1x1_vs_solo"]), t
+lo, hi = t["speed_range"]["ps1x1_vs_solo"]
+assert lo <= t["speed"]["ps1x1_vs_solo"] <= hi, t
+for r in c:
+    assert r["speed_range"][0] <= r["speed_vs_raw"] <= r["speed_range"][1], r
 for k in ps[1:]:
     r = d["resources"][k]
     for f in ("server_faults_per_update", "worker_faults_per_step",
