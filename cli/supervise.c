@@ -34,7 +34,8 @@ double pti_run_now(void)
 static void run_pin(uint32_t k)
 {
 	cpu_set_t all, one;
-	if (sched_getaffinity(0, sizeof(all), &all) != 0 || CPU_COUNT(&all) == 0)
+	if (sched_getaffinity(0, sizeof(all), &all) != 0 ||
+	    CPU_COUNT(&all) == 0)
 		return;
 	k %= (uint32_t)CPU_COUNT(&all);
 	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)

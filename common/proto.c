@@ -291,8 +291,10 @@ int pti_msg_encode_in(nng_msg *m, const pti_hdr *h, const float *payload,
 	}
 	if (room) {
 		static const uint8_t zeros[PTI_HDR_ROOM];
-		size_t k = sb.size + 7 < PTI_HDR_ROOM ? PTI_HDR_ROOM - 7 - sb.size
-						    : 0; // 7: key and bin8 length
+		// 7 bytes: the key and the bin8 length.
+		size_t k = sb.size + 7 < PTI_HDR_ROOM
+			       ? PTI_HDR_ROOM - 7 - sb.size
+			       : 0;
 		pack_key(&pk, "room");
 		msgpack_pack_bin(&pk, k);
 		msgpack_pack_bin_body(&pk, zeros, k);

@@ -281,8 +281,8 @@ int pti_server_init(ps_server *s, const pt_config *c, const pt_layout *l,
 	s->unauth_max = c->workers + PS_UNAUTH_MAX;
 	s->n_peers = c->workers + PS_CONTROL_MAX + s->unauth_max;
 	s->peers = calloc(s->n_peers, sizeof(ps_peer));
-	if (!s->params || !s->held || !s->src || !s->spare || !s->m || !s->clocks ||
-	    !s->peers || !s->got_bits)
+	if (!s->params || !s->held || !s->src || !s->spare || !s->m ||
+	    !s->clocks || !s->peers || !s->got_bits)
 		return pti_err_set(PT_ENOMEM, "server %u: shard of %llu floats",
 		    c->rank, (unsigned long long)s->n);
 	pt_layout_init_values(s->params, &s->layout, c->seed, s->lo, s->hi);
