@@ -674,6 +674,29 @@ static void test_data_gather(void)
 		PT_TEST_TRUE(xo[i] >= 0.0f && xo[i] <= 1.0f);
 }
 
+// test_data_gather_every_byte: each byte value, in a row long enough for
+// the vectorized loop and its tail, becomes exactly v / 255 as a scalar
+// division gives it (the values every earlier result was trained on).
+static void test_data_gather_every_byte(void)
+{
+	enum { DIM = 3 * 256 + 7 };
+	static uint8_t x[DIM];
+	static float xo[DIM];
+	uint8_t y = 3, yo;
+	uint32_t idx = 0;
+	volatile float den = 255.0f; // keeps the reference a scalar divide
+	for (int j = 0; j < DIM; j++)
+		x[j] = (uint8_t)(j * 7 + 1);
+	pt_dataset d = {.n = 1, .dim = DIM, .classes = 10, .x = x, .y = &y};
+	pti_data_gather(xo, &yo, &d, &idx, 1);
+	int same = 1;
+	for (int j = 0; j < DIM; j++)
+		same &= memcmp(&xo[j], &(float){(float)x[j] / den},
+		    sizeof(float)) == 0;
+	PT_TEST_TRUE(same);
+	PT_TEST_TRUE(yo == 3);
+}
+
 static void test_data_fini_zeroed(void)
 {
 	pt_data d;
@@ -765,6 +788,7 @@ static const pt_test_case cases[] = {
 	{"test_data_synthetic_learnable", test_data_synthetic_learnable},
 	{"test_data_perm", test_data_perm},
 	{"test_data_gather", test_data_gather},
+	{"test_data_gather_every_byte", test_data_gather_every_byte},
 	{"test_data_fini_zeroed", test_data_fini_zeroed},
 	{"test_data_holdout", test_data_holdout},
 	{NULL, NULL},
