@@ -4,10 +4,17 @@
 // built from them, since a dialer's must name the host it dials.
 #include "transport.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <nng/supplemental/tls/tls.h>
 
@@ -259,4 +266,72 @@ int pti_transport_dial(nng_socket s, const char *url, nng_dialer *out,
 	if (out != NULL)
 		*out = d;
 	return 0;
+}
+
+// ============================================================
+// Socket buffers of ipc connections
+// ============================================================
+
+// sock_at tells whether fd is a Unix stream socket whose own or peer
+// address is path.
+static int sock_at(int fd, const char *path)
+{
+	struct stat st;
+	int v = 0;
+	socklen_t len = sizeof(v);
+	if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) ||
+	    getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &len) != 0 ||
+	    v != AF_UNIX)
+		return 0;
+	len = sizeof(v);
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len) != 0 ||
+	    v != SOCK_STREAM)
+		return 0;
+	for (int peer = 0; peer < 2; peer++) {
+		struct sockaddr_un a;
+		len = sizeof(a);
+		memset(&a, 0, sizeof(a));
+		int rv = peer ? getpeername(fd, (struct sockaddr *)&a, &len)
+			      : getsockname(fd, (struct sockaddr *)&a, &len);
+		if (rv == 0 && len > offsetof(struct sockaddr_un, sun_path) &&
+		    strncmp(a.sun_path, path, sizeof(a.sun_path)) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+int pti_transport_widen(nng_pipe p)
+{
+	nng_sockaddr sa;
+	if (nng_pipe_get_addr(p, NNG_OPT_LOCADDR, &sa) != 0 ||
+	    sa.s_family != NNG_AF_IPC || sa.s_ipc.sa_path[0] == '\0') {
+		if (nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) != 0 ||
+		    sa.s_family != NNG_AF_IPC || sa.s_ipc.sa_path[0] == '\0')
+			return 0;
+	}
+	DIR *d = opendir("/proc/self/fd");
+	if (d == NULL)
+		return 0;
+	int widened = 0, fd_dir = dirfd(d);
+	for (struct dirent *e; (e = readdir(d)) != NULL;) {
+		char *end;
+		long fd = strtol(e->d_name, &end, 10);
+		if (*end != '\0' || end == e->d_name || fd == fd_dir ||
+		    !sock_at((int)fd, sa.s_ipc.sa_path))
+			continue;
+		int want = PTI_IPC_SOCKBUF, have = 0;
+		socklen_t len = sizeof(have);
+		// The kernel reports twice what was asked (its bookkeeping):
+		// a socket widened already is left alone.
+		if (getsockopt((int)fd, SOL_SOCKET, SO_SNDBUF, &have, &len) ==
+			0 && have >= want)
+			continue;
+		if (setsockopt((int)fd, SOL_SOCKET, SO_SNDBUF, &want,
+			sizeof(want)) == 0)
+			widened++;
+		(void)setsockopt((int)fd, SOL_SOCKET, SO_RCVBUF, &want,
+		    sizeof(want));
+	}
+	closedir(d);
+	return widened;
 }

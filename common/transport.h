@@ -50,4 +50,20 @@ int pti_transport_listen(nng_listener *out, nng_socket s, const char *url);
 int pti_transport_dial(nng_socket s, const char *url, nng_dialer *out,
     int flags);
 
+// PTI_IPC_SOCKBUF: the send buffer asked for on an ipc connection. Linux
+// gives a Unix socket 208 KB (net.core.wmem_default), so a 1 MB message
+// crosses in five or more wake-ups of both processes; the kernel caps
+// what is asked at net.core.wmem_max.
+#define PTI_IPC_SOCKBUF (4 << 20)
+
+// pti_transport_widen raises the send and receive buffers of pipe p's
+// socket to PTI_IPC_SOCKBUF when p is an ipc:// connection; any other
+// transport is left as it is (tcp tunes its own). nng 1.5.2 does not give
+// a pipe's descriptor, so this finds it among the process's descriptors:
+// the Unix stream sockets whose own or peer address is p's path (every
+// connection of that path, which is this job's). Best effort: returns the
+// number of sockets widened, and never fails a connection. Call it from
+// a pipe callback (NNG_PIPE_EV_ADD_PRE or ADD_POST); any thread.
+int pti_transport_widen(nng_pipe p);
+
 #endif // PT_COMMON_TRANSPORT_H

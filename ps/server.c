@@ -110,6 +110,7 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 	uint32_t id = (uint32_t)nng_pipe_id(p), evict = 0;
 	char name[sizeof(((ps_peer *)0)->name)];
 	if (ev == NNG_PIPE_EV_ADD_PRE) {
+		(void)pti_transport_widen(p);
 		pti_peer_name(p, name, sizeof(name));
 		pthread_mutex_lock(&s->mu);
 		ps_peer *q = pti_peer_add(s, id, &evict);

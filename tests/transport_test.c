@@ -2,10 +2,16 @@
 // with, the launcher's hand-on of them, files that cannot be read, and
 // a TLS address with no files loaded. Real handshakes, with certificates
 // from scripts/certs.sh, are in tests/tls_test.sh.
+#include <dirent.h>
 #include <stdlib.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <sys/socket.h>
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
+#include <nng/protocol/reqrep0/req.h>
 
 #include "config.h"
 #include "test.h"
@@ -115,6 +121,114 @@ static void test_transport_tls_without_files_refused(void)
 	nng_close(s);
 }
 
+// ---------------------------------------------------------------- buffers
+
+static int widened_rep, widened_req; // what the pipe callbacks widened
+
+static void widen_rep_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+	(void)ev, (void)arg;
+	widened_rep += pti_transport_widen(p);
+}
+
+static void widen_req_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+	(void)ev, (void)arg;
+	widened_req += pti_transport_widen(p);
+}
+
+// unix_bufs counts this process's Unix stream sockets whose send buffer
+// is `size` bytes as the kernel reports it.
+static int unix_bufs(int size)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+	for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
+		int fd = atoi(e->d_name), v = 0, t = 0;
+		socklen_t len = sizeof(v);
+		if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &len) != 0 ||
+		    v != AF_UNIX)
+			continue;
+		len = sizeof(t);
+		getsockopt(fd, SOL_SOCKET, SO_TYPE, &t, &len);
+		len = sizeof(v);
+		if (t == SOCK_STREAM &&
+		    getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, &len) == 0 &&
+		    v == size)
+			n++;
+	}
+	if (d != NULL)
+		closedir(d);
+	return n;
+}
+
+// pair_up connects a REQ socket to a REP socket at url (":0" ports are
+// resolved) with the widening callbacks, and makes one round trip so
+// that both ends have their pipe.
+static void pair_up(nng_socket *rep, nng_socket *req, const char *url)
+{
+	nng_listener l;
+	nng_sockaddr sa;
+	char at[256];
+	nng_msg *m;
+	widened_rep = widened_req = 0;
+	PT_TEST_OK(nng_rep0_open(rep));
+	PT_TEST_OK(nng_req0_open(req));
+	PT_TEST_OK(nng_pipe_notify(*rep, NNG_PIPE_EV_ADD_PRE, widen_rep_cb,
+	    NULL));
+	PT_TEST_OK(nng_pipe_notify(*req, NNG_PIPE_EV_ADD_POST, widen_req_cb,
+	    NULL));
+	PT_TEST_OK(pti_transport_listen(&l, *rep, url));
+	snprintf(at, sizeof(at), "%s", url);
+	if (nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa) == 0 &&
+	    sa.s_family == NNG_AF_INET)
+		snprintf(at, sizeof(at), "tcp://127.0.0.1:%u",
+		    (unsigned)ntohs(sa.s_in.sa_port));
+	PT_TEST_OK(pti_transport_dial(*req, at, NULL, 0));
+	PT_TEST_OK(nng_msg_alloc(&m, 8));
+	PT_TEST_OK(nng_sendmsg(*req, m, 0));
+	PT_TEST_OK(nng_recvmsg(*rep, &m, 0));
+	PT_TEST_OK(nng_sendmsg(*rep, m, 0));
+	PT_TEST_OK(nng_recvmsg(*req, &m, 0));
+	nng_msg_free(m);
+}
+
+// test_transport_ipc_buffers_widened: both ends of an ipc connection get
+// the larger buffers (as far as net.core.wmem_max lets them), a tcp
+// connection is left to the kernel's own tuning.
+static void test_transport_ipc_buffers_widened(void)
+{
+	char dir[] = "/tmp/pt-widen-XXXXXX", url[300];
+	nng_socket rep, req;
+	long max = 0;
+	FILE *f = fopen("/proc/sys/net/core/wmem_max", "r");
+	if (f != NULL) {
+		if (fscanf(f, "%ld", &max) != 1)
+			max = 0;
+		fclose(f);
+	}
+	PT_TEST_TRUE(mkdtemp(dir) != NULL);
+	snprintf(url, sizeof(url), "ipc://%s/s", dir);
+	pair_up(&rep, &req, url);
+	// Both ends live in this process: the first callback finds them
+	// all (and the listener), the second finds them widened already.
+	PT_TEST_TRUE(widened_rep + widened_req >= 2);
+	// The kernel keeps twice what was asked, capped at wmem_max first.
+	int want = 2 * (int)(max > 0 && max < PTI_IPC_SOCKBUF ? max
+							   : PTI_IPC_SOCKBUF);
+	PT_TEST_TRUE(unix_bufs(want) >= 2); // the dialed and the accepted
+	nng_close(req);
+	nng_close(rep);
+	snprintf(url, sizeof(url), "%s/s", dir);
+	unlink(url);
+	rmdir(dir);
+
+	pair_up(&rep, &req, "tcp://127.0.0.1:0");
+	PT_TEST_TRUE(widened_rep == 0 && widened_req == 0);
+	nng_close(req);
+	nng_close(rep);
+}
+
 static const pt_test_case cases[] = {
     {"test_transport_is_tls", test_transport_is_tls},
     {"test_transport_tls_address_needs_every_flag",
@@ -126,6 +240,8 @@ static const pt_test_case cases[] = {
 	test_transport_load_names_the_file},
     {"test_transport_tls_without_files_refused",
 	test_transport_tls_without_files_refused},
+    {"test_transport_ipc_buffers_widened",
+	test_transport_ipc_buffers_widened},
     {NULL, NULL},
 };
 

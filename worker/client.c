@@ -110,6 +110,8 @@ static void link_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 	pt_client *c = k->c;
 	uint32_t id = (uint32_t)nng_pipe_id(p);
 	int at = -1;
+	if (ev == NNG_PIPE_EV_ADD_POST)
+		(void)pti_transport_widen(p);
 	pthread_mutex_lock(&c->mu);
 	for (int i = 0; i < k->up; i++)
 		if (k->pipes[i] == id)
