@@ -15,7 +15,10 @@
 #     workers, when python3-torch is installed (said when it is not);
 #  4. resources: page faults and server CPU per step in the steady state,
 #     peak RSS, and a server's peak RSS with mlp:2048,2048 at 1, 4 and 8
-#     workers against issue 12's bound.
+#     workers against issue 12's bound;
+#  5. whether this OpenBLAS kernel keeps a layer's product bit-identical
+#     when it is cut into blocks (bench/split.c): what hiding a 1 x 1
+#     job's round trip inside its compute would need.
 # Writes build/bench/bench.json (BENCH_OUT to change) with the machine
 # record. BENCH_ROUNDS (default 5) rounds each; BENCH_STEPS (600)
 # training steps; BENCH_MEM_STEPS (30) steps of the memory runs.
@@ -72,9 +75,10 @@ for p in python3 /usr/bin/python3; do
 	if $p -c 'import torch' 2>/dev/null; then PY=$p; break; fi
 done
 # psSxW: a sync job of S servers x W workers; _pf adds --prefetch, _lp
-# --layer-push, _pin --pin (each measured on and off).
-CONFIGS="solo solo_pf ps1x1 ps1x1_pf ps1x1_lp ps1x1_pin ps1x2 ps1x2_pin ps2x2 \
-ps1x4 ps2x4 ps2x4_pf ps2x4_lp ps2x4_pin"
+# --layer-push, _pin --pin (each measured on and off), _tcp --transport
+# tcp (the default is ipc).
+CONFIGS="solo solo_pf ps1x1 ps1x1_pf ps1x1_lp ps1x1_pin ps1x1_tcp ps1x2 \
+ps1x2_pin ps2x2 ps1x4 ps2x4 ps2x4_pf ps2x4_lp ps2x4_pin"
 [ -n "$PY" ] && CONFIGS="$CONFIGS torch1 ddp2 ddp4"
 # pstrain CONFIG: runs psSxW[_pf|_lp]; prints samples/s, and appends its
 # resource figures (summary.json) to $T/CONFIG.res
@@ -83,7 +87,7 @@ pstrain() {
 	sw=${1#ps}
 	sw=${sw%_*}
 	case $1 in *_pf) f=--prefetch ;; *_lp) f=--layer-push ;;
-	*_pin) f=--pin ;; *) f="" ;; esac
+	*_pin) f=--pin ;; *_tcp) f="--transport tcp" ;; *) f="" ;; esac
 	rm -rf "$T/run"
 	$P run --mode sync --servers "${sw%x*}" --workers "${sw#*x}" $M $f \
 		--steps "$STEPS" --eval-every 1000000 --out "$T/run" \
@@ -167,6 +171,8 @@ line "pstrain 1 x 1, --prefetch" ps1x1_pf ps1x1
 line "pstrain 1 x 1, --layer-push" ps1x1_lp ps1x1
 line "pstrain 2 x 4, --prefetch" ps2x4_pf ps2x4
 line "pstrain 2 x 4, --layer-push" ps2x4_lp ps2x4
+line "pstrain 1 x 1, --transport tcp" ps1x1_tcp ps1x1
+line "  the same, against solo" ps1x1_tcp solo
 line "pstrain 1 x 1, --pin" ps1x1_pin ps1x1
 line "  the same, against solo" ps1x1_pin solo
 line "  the same, against PyTorch" ps1x1_pin torch1
@@ -222,6 +228,16 @@ for wk in 1 4 8; do
 	json="$json, \"w$wk\": {\"server_max_rss_mb\": $rss, \"bound_mb\": $bound}"
 done
 json="$json},"
+
+# Cutting the first layer's products into 4 blocks: the same bits?
+printf '\n%-40s %s\n' "mlp:256,128's first layer in 4 blocks" "(bench/split)"
+build/bench/split >"$T/split.txt" || { echo "bench: split failed"; exit 1; }
+sj=""
+while read -r name verdict; do
+	printf '%-40s %s\n' "  $name" "$verdict"
+	sj="$sj${sj:+, }\"$name\": \"$verdict\""
+done <"$T/split.txt"
+json="$json\n  \"split_products\": {$sj},"
 
 if [ -n "$PY" ]; then
 	torch=$($PY -c 'import torch; print(torch.__version__)')

@@ -17,7 +17,8 @@ for r in c:
     for k in ("raw_nng_us", "pstrain_us", "speed_vs_raw"):
         assert math.isfinite(r[k]), r
 t = d["training"]
-ps = ["solo", "ps1x1", "ps1x2", "ps2x2", "ps1x4", "ps2x4", "ps1x1_pin", "ps1x2_pin", "ps2x4_pin"]
+ps = ["solo", "ps1x1", "ps1x2", "ps2x2", "ps1x4", "ps2x4", "ps1x1_pin",
+      "ps1x2_pin", "ps2x4_pin", "ps1x1_tcp"]
 for k in ps:
     assert math.isfinite(t["samples_per_s"][k]), (k, t)
 assert math.isfinite(t["speed"]["ps1x1_vs_solo"]), t
@@ -38,6 +39,10 @@ for k in ("w1", "w4", "w8"):
     m = d["server_memory"][k]
     assert math.isfinite(m["server_max_rss_mb"]) and m["bound_mb"] > 32, m
 assert d["record"]["openblas_core"], d["record"]
+sp = d["split_products"]
+assert sorted(sp) == ["forward_by_columns", "gradient_by_columns",
+                      "gradient_by_rows"], sp
+assert all(v in ("identical", "differs") for v in sp.values()), sp
 ' "$T/bench.json" 2>"$T/check.log"; then
 	ok $n
 else
