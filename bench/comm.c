@@ -1,14 +1,18 @@
 // bench/comm.c - what a parameter server costs over the bare transport:
 // round trips of n floats each way, pstrain's pushpull (one server, one
 // worker, sync, through pstrain.h) against a raw nng REQ/REP exchange of
-// the same bytes, on the same transport, rounds interleaved so that both
-// see the same machine. The servers run as threads of this process, or
-// with "procs" in a forked process of their own, as in a job.
+// the same bytes, on the same transport, rounds interleaved so that all
+// see the same machine. pstrain's pushpull is timed twice: with its
+// values copied into the caller's array (pt_wait), and lent (vals NULL,
+// pt_wait_lent: read where they arrived, then pt_lent_free, so that the
+// reply carries the next request). The servers run as threads of this
+// process, or with "procs" in a forked process of their own, as in a job.
 //
 //   comm URL_PREFIX N ROUNDS ITERS [procs]   e.g. comm ipc:///tmp/d 4352 7 200
 //
-// Prints one line per round: "raw_us ps_us" (mean round trip of ITERS
-// exchanges after a warm-up), for bench/run.sh to take the medians of.
+// Prints one line per round: "raw_us ps_us ps_lent_us" (mean round trip
+// of ITERS exchanges after a warm-up), for bench/run.sh to take the
+// medians of.
 #include <arpa/inet.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -119,6 +123,29 @@ static double ps_round(pt_worker *w, uint64_t n, float *g, float *v,
 		if ((rv = pt_pushpull(w, (*step)++, PT_ALL, 0, n, g, v, &q)) != 0 ||
 		    (rv = pt_wait(w, q)) != 0)
 			die("pushpull", rv, 0);
+	}
+	return (now_us() - t0) / iters;
+}
+
+// ps_lent_round is ps_round with the values lent instead of copied: the
+// reply's values are where the program would read them (as the raw side,
+// it does not), and the loan is given back before the next step.
+static double ps_lent_round(pt_worker *w, uint64_t n, float *g,
+    int64_t *step, int iters)
+{
+	double t0 = 0;
+	for (int i = -iters / 10 - 1; i < iters; i++) {
+		if (i == 0)
+			t0 = now_us();
+		pt_req *q;
+		pt_lent *l;
+		const float *v;
+		int rv;
+		if ((rv = pt_pushpull(w, (*step)++, PT_ALL, 0, n, g, NULL,
+			 &q)) != 0 ||
+		    (rv = pt_wait_lent(w, q, &v, &l)) != 0)
+			die("lent pushpull", rv, 0);
+		pt_lent_free(w, l);
 	}
 	return (now_us() - t0) / iters;
 }
@@ -244,17 +271,20 @@ int main(int argc, char **argv)
 	float *g = calloc(n, sizeof(float)), *v = malloc(bytes);
 	int64_t step = pt_worker_start(w);
 	for (int r = 0; r < rounds; r++) {
-		// Alternate which goes first, so that neither always follows
-		// the other's cache and allocator state.
-		double a, b;
-		if (r % 2 == 0) {
-			a = raw_round(req, g, bytes, iters);
-			b = ps_round(w, n, g, v, &step, iters);
-		} else {
-			b = ps_round(w, n, g, v, &step, iters);
-			a = raw_round(req, g, bytes, iters);
+		// Turn which goes first (raw, copied, lent; then copied, lent,
+		// raw; ...), so that none always follows another's cache and
+		// allocator state.
+		double t[3] = {0, 0, 0}; // raw, copied, lent
+		for (int k = 0; k < 3; k++) {
+			int which = (r + k) % 3;
+			if (which == 0)
+				t[0] = raw_round(req, g, bytes, iters);
+			else if (which == 1)
+				t[1] = ps_round(w, n, g, v, &step, iters);
+			else
+				t[2] = ps_lent_round(w, n, g, &step, iters);
 		}
-		printf("%.2f %.2f\n", a, b);
+		printf("%.2f %.2f %.2f\n", t[0], t[1], t[2]);
 		fflush(stdout);
 	}
 	pt_worker_close(w);

@@ -126,6 +126,7 @@ PT_API void pt_server_close(pt_server *s);
 
 typedef struct pt_worker pt_worker;
 typedef struct pt_req pt_req; // one push, pull or pushpull under way
+typedef struct pt_lent pt_lent; // a reply whose values are read in place
 
 // pt_worker_open dials every server (urls: comma-separated, in server
 // rank order) as worker `rank`, and says hello: the servers check that
@@ -137,7 +138,7 @@ PT_API int pt_worker_open(pt_worker **out, const pt_job *job, uint32_t rank,
 
 // Ranges: (var, off, n) is elements [off, off + n) of variable var, or of
 // the whole key space when var is PT_ALL. A range may span servers; each
-// gets its part.
+// gets its part (except a range whose values are lent).
 #define PT_ALL (-1)
 
 // pt_push sends the gradient of step `step` for a range: grad (n floats)
@@ -152,21 +153,44 @@ PT_API int pt_push(pt_worker *w, int64_t step, int var, uint64_t off,
 
 // pt_pull fetches a range into vals (n floats, written by pt_wait): in
 // sync mode the values after the last step this worker pushed (waiting
-// for that step to close), otherwise the latest.
+// for that step to close), otherwise the latest. vals NULL lends the
+// values instead (pt_wait_lent): the range must then lie within one
+// server's shard, else PT_EINVAL saying that it spans servers.
 PT_API int pt_pull(pt_worker *w, int var, uint64_t off, uint64_t n,
     float *vals, pt_req **req);
 
 // pt_pushpull is pt_push then pt_pull of the same range; in ssp mode it
 // is where the staleness bound holds the worker back. One round trip
-// per server when the range covers its whole shard.
+// per server when the range covers its whole shard. vals NULL lends the
+// values, as pt_pull does.
 PT_API int pt_pushpull(pt_worker *w, int64_t step, int var, uint64_t off,
     uint64_t n, const float *grad, float *vals, pt_req **req);
 
 // pt_wait blocks until req is answered, writes any values, and frees
 // req. Returns 0, or the first server's error (PT_ESTATE for a step out
 // of turn, PT_ERANGE for a range outside the variables, PT_ETIMEDOUT,
-// PT_ECLOSED for a server that went away, ...).
+// PT_ECLOSED for a server that went away, ...). A request that lends its
+// values (vals NULL) is waited for too: its values are dropped.
 PT_API int pt_wait(pt_worker *w, pt_req *req);
+
+// pt_wait_lent is pt_wait for a pull or pushpull made with vals NULL: it
+// blocks, frees req and fails as pt_wait does, and on success points
+// *vals at the n values (read-only) where the reply brought them, no
+// copy made, and gives the loan to *lent. The values stay valid until
+// pt_lent_free(w, *lent), which the caller owes. Values the reply does
+// not hold aligned for floats (a peer or transport that places them
+// otherwise; pstrain's server pads its headers so that they are) are
+// copied into an aligned buffer the loan owns, and that copy is lent.
+// Any other request, or vals or lent NULL: PT_EINVAL, with req
+// still waited for and freed as pt_wait does (values written into its
+// buffer); *vals and *lent are written only on success.
+PT_API int pt_wait_lent(pt_worker *w, pt_req *req, const float **vals,
+    pt_lent **lent);
+
+// pt_lent_free ends the loan: the values are gone, and the reply carries
+// the next request of its server (no message allocated for it). NULL is
+// fine. pt_worker_close frees the loans still out, and their values.
+PT_API void pt_lent_free(pt_worker *w, pt_lent *lent);
 
 // pt_worker_start is the step this worker goes on from: 0 in a new job;
 // later when the servers resumed from a checkpoint or the worker
@@ -193,6 +217,8 @@ PT_API int pt_worker_stats(pt_worker *w, pt_stats *st);
 // that pt_server_serve returns.
 PT_API int pt_worker_done(pt_worker *w);
 
+// pt_worker_close closes the connections and frees w, with the loans of
+// pt_wait_lent not given back.
 PT_API void pt_worker_close(pt_worker *w);
 
 #ifdef __cplusplus

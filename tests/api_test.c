@@ -1,10 +1,15 @@
 // tests/api_test.c - the public API (pstrain.h) as a program of its own
 // uses it: servers served by threads of this process on tcp ports, and
 // workers pushing and pulling ranges of named variables through them.
+// The lent-value cases also read the client's counters (client.h), to
+// see that a lent reply carries the next request once given back.
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "api.h"
+#include "client.h"
 #include "pstrain.h"
 #include "test.h"
 
@@ -191,10 +196,381 @@ static void test_api_refusals(void)
 	api_job_close(&j);
 }
 
+// ---------------------------------------------------------------- lent values
+
+// Variable a of LENT_N floats: a whole-shard reply of LENT_ALL values is
+// large enough (64 KiB and more) for the client to write the next
+// request into it.
+#define LENT_N 20000
+#define LENT_ALL (LENT_N + 3)
+
+static void lent_grad(float *g, uint64_t n, int64_t step)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		int64_t k = (int64_t)((i + (uint64_t)step) % 7);
+		g[i] = (float)(k - 3) * 0.01f;
+	}
+}
+
+// lent_counts reads how many requests reused a reply, and how many
+// loans copied their values.
+static void lent_counts(pt_worker *w, uint64_t *reused, uint64_t *copied)
+{
+	uint64_t c;
+	pti_client_counts(pti_worker_client(w), reused, copied ? copied : &c);
+}
+
+// lent_sum reads every value (so that AddressSanitizer sees a loan read
+// after its reply was freed, and UBSan an unaligned one).
+static double lent_sum(const float *v, uint64_t n)
+{
+	double s = 0;
+	for (uint64_t i = 0; i < n; i++)
+		s += v[i];
+	return s;
+}
+
+// lent_matches: in one mode, lent pulls and pushpulls give the bytes a
+// copying pull gives, waited for at once or with others under way.
+static void lent_matches(const char *mode)
+{
+	const char *const opts[] = {"mode", mode, NULL};
+	const size_t bytes = LENT_ALL * sizeof(float);
+	api_job j;
+	pt_worker *w;
+	pt_req *q, *q2, *q3, *q4;
+	pt_lent *l, *l2;
+	const float *v, *v2;
+	float *g = calloc(LENT_ALL, sizeof(float));
+	float *c = calloc(LENT_ALL, sizeof(float));
+	PT_TEST_TRUE(g != NULL && c != NULL);
+	api_job_new(&j, LENT_N, 1, opts);
+	PT_TEST_OK(pt_worker_open(&w, j.job, 0, j.urls));
+	// A lent and a copying pull of everything, under way together.
+	PT_TEST_OK(pt_pull(w, PT_ALL, 0, LENT_ALL, NULL, &q));
+	PT_TEST_OK(pt_pull(w, PT_ALL, 0, LENT_ALL, c, &q2));
+	PT_TEST_OK(pt_wait(w, q2));
+	PT_TEST_OK(pt_wait_lent(w, q, &v, &l));
+	PT_TEST_TRUE(memcmp(v, c, bytes) == 0);
+	PT_TEST_TRUE(lent_sum(v, LENT_ALL) != 0); // initial values drawn
+	pt_lent_free(w, l);
+	// Lent pushpulls of the whole shard (one request), each against a
+	// copying pull after it.
+	for (int64_t s = 0; s < 3; s++) {
+		lent_grad(g, LENT_ALL, s);
+		PT_TEST_OK(pt_pushpull(w, s, PT_ALL, 0, LENT_ALL, g, NULL,
+		    &q));
+		PT_TEST_OK(pt_wait_lent(w, q, &v, &l));
+		PT_TEST_OK(pt_pull(w, PT_ALL, 0, LENT_ALL, c, &q2));
+		PT_TEST_OK(pt_wait(w, q2));
+		PT_TEST_TRUE(memcmp(v, c, bytes) == 0);
+		pt_lent_free(w, l);
+	}
+	// Step 3: a lent pushpull of part of a (in sync mode a push and a
+	// pull that waits for the step), and a lent pull of b, while the
+	// rest of the step is pushed.
+	lent_grad(g, LENT_ALL, 3);
+	PT_TEST_OK(pt_pushpull(w, 3, 0, 100, 5000, g + 100, NULL, &q));
+	PT_TEST_OK(pt_push(w, 3, 0, 0, 100, g, &q2));
+	PT_TEST_OK(pt_push(w, 3, 0, 5100, LENT_N - 5100, g + 5100, &q3));
+	PT_TEST_OK(pt_push(w, 3, 1, 0, 3, g + LENT_N, &q4));
+	PT_TEST_OK(pt_wait(w, q2));
+	PT_TEST_OK(pt_wait(w, q3));
+	PT_TEST_OK(pt_wait(w, q4));
+	PT_TEST_OK(pt_pull(w, 1, 0, 3, NULL, &q2));
+	PT_TEST_OK(pt_wait_lent(w, q, &v, &l));
+	PT_TEST_OK(pt_wait_lent(w, q2, &v2, &l2));
+	PT_TEST_OK(pt_pull(w, PT_ALL, 0, LENT_ALL, c, &q));
+	PT_TEST_OK(pt_wait(w, q));
+	PT_TEST_TRUE(memcmp(v, c + 100, 5000 * sizeof(float)) == 0);
+	PT_TEST_TRUE(memcmp(v2, c + LENT_N, 3 * sizeof(float)) == 0);
+	double b2 = 0; // b starts at zeros
+	for (int s = 0; s < 4; s++)
+		b2 -= 0.5 * ((LENT_N + 2 + s) % 7 - 3) * 0.01;
+	PT_TEST_NEAR(v2[2], b2, 1e-6);
+	pt_lent_free(w, l2);
+	pt_lent_free(w, l);
+	pt_worker_close(w);
+	api_job_close(&j);
+	free(g);
+	free(c);
+}
+
+// Lent values are the bytes a copying pull gives, in sync and async mode.
+static void test_api_lent_matches_copy(void)
+{
+	lent_matches("sync");
+	lent_matches("async");
+}
+
+// A lent range must lie within one server's shard: one across the edge
+// is refused, by name, and leaves *req alone; ones within either server
+// are lent.
+static void test_api_lent_spanning_refused(void)
+{
+	api_job j;
+	pt_worker *w;
+	pt_req *q = NULL, *q2;
+	pt_lent *l;
+	const float *v;
+	float g[12] = {0}, c[12];
+	api_job_new(&j, 9, 2, NULL); // 12 floats: server 0 holds a[0..6)
+	PT_TEST_OK(pt_worker_open(&w, j.job, 0, j.urls));
+	PT_TEST_ERR(pt_pull(w, 0, 0, 9, NULL, &q), PT_EINVAL);
+	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "spans servers 0 to 1");
+	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "within one server's shard");
+	PT_TEST_TRUE(q == NULL);
+	PT_TEST_ERR(pt_pull(w, 0, 5, 2, NULL, &q), PT_EINVAL);
+	PT_TEST_ERR(pt_pushpull(w, 0, PT_ALL, 0, 12, g, NULL, &q), PT_EINVAL);
+	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "spans servers");
+	PT_TEST_TRUE(q == NULL);
+	// Nothing was sent: step 0 is still whole to push. Server 1's part
+	// of a as a lent pushpull, the rest pushed.
+	for (int i = 0; i < 12; i++)
+		g[i] = (float)i;
+	PT_TEST_OK(pt_pushpull(w, 0, 0, 6, 3, g + 6, NULL, &q));
+	PT_TEST_OK(pt_push(w, 0, 0, 0, 6, g, &q2));
+	PT_TEST_OK(pt_wait(w, q2));
+	PT_TEST_OK(pt_push(w, 0, 1, 0, 3, g + 9, &q2));
+	PT_TEST_OK(pt_wait(w, q2));
+	PT_TEST_OK(pt_wait_lent(w, q, &v, &l));
+	PT_TEST_OK(pt_pull(w, PT_ALL, 0, 12, c, &q2));
+	PT_TEST_OK(pt_wait(w, q2));
+	PT_TEST_TRUE(memcmp(v, c + 6, 3 * sizeof(float)) == 0);
+	pt_lent_free(w, l);
+	// Server 0's whole shard, lent.
+	PT_TEST_OK(pt_pull(w, PT_ALL, 0, 6, NULL, &q));
+	PT_TEST_OK(pt_wait_lent(w, q, &v, &l));
+	PT_TEST_TRUE(memcmp(v, c, 6 * sizeof(float)) == 0);
+	pt_lent_free(w, l);
+	pt_worker_close(w);
+	api_job_close(&j);
+}
+
+// pt_wait_lent refuses a request that lends nothing, after waiting for
+// it as pt_wait does (values written, push applied, req freed), and
+// writes neither *vals nor *lent; pt_wait takes a lent request.
+static void test_api_lent_wait_mismatch(void)
+{
+	api_job j;
+	pt_worker *w;
+	pt_req *q;
+	pt_lent *l = NULL, *keep;
+	const float *v = NULL, *vkeep;
+	float a0[4], a[4], c[4], g[7] = {1, 2, 3, 4, 5, 6, 7};
+	api_job_new(&j, 4, 1, NULL);
+	PT_TEST_OK(pt_worker_open(&w, j.job, 0, j.urls));
+	keep = l = (pt_lent *)&keep; // stand-ins that must stay as they are
+	vkeep = v = a;
+	memset(a0, 0, sizeof(a0));
+	PT_TEST_OK(pt_pull(w, 0, 0, 4, a0, &q));
+	PT_TEST_ERR(pt_wait_lent(w, q, &v, &l), PT_EINVAL);
+	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "lends no values");
+	PT_TEST_TRUE(v == vkeep && l == keep);
+	PT_TEST_OK(pt_pull(w, 0, 0, 4, c, &q));
+	PT_TEST_OK(pt_wait(w, q));
+	PT_TEST_TRUE(memcmp(a0, c, sizeof(c)) == 0); // written all the same
+	// A push too: refused, and applied (the step closes).
+	PT_TEST_OK(pt_push(w, 0, PT_ALL, 0, 7, g, &q));
+	PT_TEST_ERR(pt_wait_lent(w, q, &v, &l), PT_EINVAL);
+	PT_TEST_TRUE(v == vkeep && l == keep);
+	// pt_wait on a lent request: the values are not kept.
+	PT_TEST_OK(pt_pull(w, 0, 0, 4, NULL, &q));
+	PT_TEST_OK(pt_wait(w, q));
+	PT_TEST_OK(pt_pull(w, 0, 0, 4, a, &q));
+	PT_TEST_OK(pt_wait(w, q));
+	for (int i = 0; i < 4; i++)
+		PT_TEST_NEAR(a[i], a0[i] - 0.5f * g[i], 1e-6);
+	// A lent request with nowhere to put the loan: refused, freed.
+	PT_TEST_OK(pt_pull(w, 0, 0, 4, NULL, &q));
+	PT_TEST_ERR(pt_wait_lent(w, q, NULL, &l), PT_EINVAL);
+	PT_TEST_OK(pt_pull(w, 0, 0, 4, NULL, &q));
+	PT_TEST_ERR(pt_wait_lent(w, q, &v, NULL), PT_EINVAL);
+	PT_TEST_TRUE(v == vkeep && l == keep);
+	PT_TEST_ERR(pt_wait_lent(w, NULL, &v, &l), PT_EINVAL);
+	pt_lent_free(w, NULL); // nothing
+	// A server's refusal comes back as pt_wait's would, with no loan:
+	// step 1's a[0..2) is pushed, then a lent pushpull of a[0..4) (a
+	// push, refused, and a pull that waits for the step), then the
+	// rest of the step.
+	pt_req *q2, *q3;
+	PT_TEST_OK(pt_push(w, 1, 0, 0, 2, g, &q));
+	PT_TEST_OK(pt_wait(w, q));
+	PT_TEST_OK(pt_pushpull(w, 1, 0, 0, 4, g, NULL, &q));
+	PT_TEST_OK(pt_push(w, 1, 0, 2, 2, g + 2, &q2));
+	PT_TEST_OK(pt_push(w, 1, 1, 0, 3, g + 4, &q3));
+	PT_TEST_OK(pt_wait(w, q2));
+	PT_TEST_OK(pt_wait(w, q3));
+	PT_TEST_ERR(pt_wait_lent(w, q, &v, &l), PT_ESTATE);
+	PT_TEST_STR_HAS(pt_errmsg(PT_ESTATE), "already pushed");
+	PT_TEST_TRUE(v == vkeep && l == keep);
+	pt_worker_close(w);
+	api_job_close(&j);
+}
+
+// lent_steps runs steps [*step, *step + k) as lent pushpulls of the whole
+// key space, checking each step's values against the last ones less
+// lr x gradient; with hold, each loan is given back only after the next
+// step's request was sent (double buffering).
+static void lent_steps(pt_worker *w, int64_t *step, int k, int hold,
+    float *prev, float *g)
+{
+	pt_lent *held = NULL;
+	for (int i = 0; i < k; i++, (*step)++) {
+		pt_req *q;
+		pt_lent *l;
+		const float *v;
+		lent_grad(g, LENT_ALL, *step);
+		PT_TEST_OK(pt_pushpull(w, *step, PT_ALL, 0, LENT_ALL, g, NULL,
+		    &q));
+		pt_lent_free(w, held);
+		held = NULL;
+		PT_TEST_OK(pt_wait_lent(w, q, &v, &l));
+		double s = lent_sum(v, LENT_ALL), want = 0;
+		for (uint64_t e = 0; e < LENT_ALL; e++) {
+			float x = prev[e] - 0.5f * g[e];
+			want += x;
+			if (v[e] != x) {
+				PT_TEST_NEAR(v[e], x, 1e-6);
+				break;
+			}
+		}
+		PT_TEST_NEAR(s, want, 1e-6);
+		memcpy(prev, v, LENT_ALL * sizeof(float));
+		if (hold)
+			held = l;
+		else
+			pt_lent_free(w, l);
+	}
+	pt_lent_free(w, held);
+}
+
+// A lent reply, once given back, carries the next pushpull of its
+// server: every step after the first writes its request into the last
+// step's reply (the client's count of reused messages says so), and so
+// it does with the loan given back a step late. Many steps, every value
+// read, under AddressSanitizer in make test.
+static void test_api_lent_reuse(void)
+{
+	api_job j;
+	pt_worker *w;
+	pt_req *q;
+	uint64_t r0, r1, r2, r3;
+	int64_t step = 0;
+	float *g = calloc(LENT_ALL, sizeof(float));
+	float *prev = calloc(LENT_ALL, sizeof(float));
+	float *c = calloc(LENT_ALL, sizeof(float));
+	PT_TEST_TRUE(g != NULL && prev != NULL && c != NULL);
+	api_job_new(&j, LENT_N, 1, NULL);
+	PT_TEST_OK(pt_worker_open(&w, j.job, 0, j.urls));
+	PT_TEST_OK(pt_pull(w, PT_ALL, 0, LENT_ALL, prev, &q));
+	PT_TEST_OK(pt_wait(w, q));
+	// The first step's request has no lent reply to go in.
+	lent_steps(w, &step, 1, 0, prev, g);
+	lent_counts(w, &r0, NULL);
+	lent_steps(w, &step, 60, 0, prev, g);
+	lent_counts(w, &r1, NULL);
+	PT_TEST_TRUE(r1 - r0 == 60);
+	// Double buffering: the second step's request goes out while the
+	// first's reply is lent and no other is kept, so it needs a new
+	// message; each later one takes the reply given back while the
+	// step before was under way.
+	lent_steps(w, &step, 60, 1, prev, g);
+	lent_counts(w, &r2, NULL);
+	PT_TEST_TRUE(r2 - r1 == 59);
+	// Replies not given back carry nothing: the first of three steps
+	// takes the reply kept from before, the other two new messages.
+	pt_lent *l[3];
+	for (int i = 0; i < 3; i++) {
+		const float *v;
+		lent_grad(g, LENT_ALL, step);
+		PT_TEST_OK(pt_pushpull(w, step++, PT_ALL, 0, LENT_ALL, g, NULL,
+		    &q));
+		PT_TEST_OK(pt_wait_lent(w, q, &v, &l[i]));
+		memcpy(prev, v, LENT_ALL * sizeof(float));
+	}
+	lent_counts(w, &r3, NULL);
+	PT_TEST_TRUE(r3 - r2 == 1);
+	pt_lent_free(w, l[0]);
+	PT_TEST_OK(pt_pull(w, PT_ALL, 0, LENT_ALL, c, &q));
+	PT_TEST_OK(pt_wait(w, q));
+	PT_TEST_TRUE(memcmp(c, prev, LENT_ALL * sizeof(float)) == 0);
+	pt_worker_close(w); // frees the two loans still out
+	api_job_close(&j);
+	free(g);
+	free(prev);
+	free(c);
+}
+
+// Values a reply does not hold aligned for floats are copied into the
+// loan (the test hook moves each lent reply one byte off): the pointer
+// handed out is aligned, the bytes are the server's, and the unaligned
+// reply still carries the next request.
+static void test_api_lent_unaligned(void)
+{
+	api_job j;
+	pt_worker *w;
+	pt_req *q;
+	pt_lent *l;
+	const float *v;
+	uint64_t r0, c0, r1, c1;
+	int64_t step = 0;
+	float *g = calloc(LENT_ALL, sizeof(float));
+	float *prev = calloc(LENT_ALL, sizeof(float));
+	PT_TEST_TRUE(g != NULL && prev != NULL);
+	api_job_new(&j, LENT_N, 1, NULL);
+	setenv("PSTRAIN_TEST_LEND_SKEW", "1", 1);
+	PT_TEST_OK(pt_worker_open(&w, j.job, 0, j.urls));
+	unsetenv("PSTRAIN_TEST_LEND_SKEW"); // read as the worker opens
+	PT_TEST_OK(pt_pull(w, PT_ALL, 0, LENT_ALL, prev, &q));
+	PT_TEST_OK(pt_wait(w, q));
+	lent_counts(w, &r0, &c0);
+	PT_TEST_OK(pt_pull(w, PT_ALL, 0, LENT_ALL, NULL, &q));
+	PT_TEST_OK(pt_wait_lent(w, q, &v, &l));
+	lent_counts(w, &r1, &c1);
+	PT_TEST_TRUE(c1 - c0 == 1);
+	PT_TEST_TRUE((uintptr_t)v % sizeof(float) == 0);
+	PT_TEST_TRUE(memcmp(v, prev, LENT_ALL * sizeof(float)) == 0);
+	pt_lent_free(w, l);
+	lent_steps(w, &step, 5, 0, prev, g);
+	lent_counts(w, &r1, &c1);
+	PT_TEST_TRUE(c1 - c0 == 6 && r1 - r0 == 5);
+	pt_worker_close(w);
+	api_job_close(&j);
+	free(g);
+	free(prev);
+}
+
+// Loans still out when the worker closes are freed with it (make test
+// runs this under AddressSanitizer's leak check).
+static void test_api_lent_close_frees_loans(void)
+{
+	api_job j;
+	pt_worker *w;
+	pt_req *q, *q2;
+	pt_lent *l, *l2;
+	const float *v, *v2;
+	api_job_new(&j, LENT_N, 2, NULL);
+	PT_TEST_OK(pt_worker_open(&w, j.job, 0, j.urls));
+	PT_TEST_OK(pt_pull(w, 0, 0, 100, NULL, &q));
+	PT_TEST_OK(pt_pull(w, PT_ALL, LENT_N, 3, NULL, &q2));
+	PT_TEST_OK(pt_wait_lent(w, q, &v, &l));
+	PT_TEST_OK(pt_wait_lent(w, q2, &v2, &l2));
+	PT_TEST_TRUE(lent_sum(v, 100) != 0 && lent_sum(v2, 3) == 0);
+	pt_worker_close(w);
+	api_job_close(&j);
+}
+
 static const pt_test_case cases[] = {
     {"test_api_ranges_across_servers", test_api_ranges_across_servers},
     {"test_api_sync_mean", test_api_sync_mean},
     {"test_api_refusals", test_api_refusals},
+    {"test_api_lent_matches_copy", test_api_lent_matches_copy},
+    {"test_api_lent_spanning_refused", test_api_lent_spanning_refused},
+    {"test_api_lent_wait_mismatch", test_api_lent_wait_mismatch},
+    {"test_api_lent_reuse", test_api_lent_reuse},
+    {"test_api_lent_unaligned", test_api_lent_unaligned},
+    {"test_api_lent_close_frees_loans", test_api_lent_close_frees_loans},
     {NULL, NULL},
 };
 

@@ -138,21 +138,50 @@ static int range_flat(const pt_worker *w, int var, uint64_t off, uint64_t n,
 
 enum { SEND_PUSH = 1, SEND_PULL = 2 };
 
+// worker_lendable checks that flat [lo, lo + n) lies within one
+// server's shard, as a range whose values are lent must.
+static int worker_lendable(const pt_worker *w, uint64_t lo, uint64_t n)
+{
+	uint32_t ns = pt_client_servers(w->client), first = ns, last = 0;
+	for (uint32_t i = 0; i < ns; i++) {
+		uint64_t slo, shi;
+		pti_client_shard(w->client, i, &slo, &shi);
+		if (lo < shi && lo + n > slo) {
+			first = i < first ? i : first;
+			last = i;
+		}
+	}
+	if (first == last)
+		return 0;
+	return pti_err_set(PT_EINVAL, "flat range [%llu, +%llu) spans "
+	    "servers %u to %u: values are lent (vals NULL) only for a range "
+	    "within one server's shard, since each server's reply is a "
+	    "message of its own", (unsigned long long)lo,
+	    (unsigned long long)n, first, last);
+}
+
 // worker_send cuts flat [lo, lo + n) at the shard edges and sends each
 // server its part: a push of grad (what = SEND_PUSH), a pull into vals
-// (SEND_PULL), or both. A pushpull is one request per server, except in
-// sync mode for a part short of the server's whole shard: its reply could
-// only come once the step closes, which the worker's later parts may be
-// needed for, so it goes as a push and a pull that waits.
+// (SEND_PULL), or both; a pull with vals NULL lends the reply's values
+// (the range then lies within one shard). A pushpull is one request per
+// server, except in sync mode for a part short of the server's whole
+// shard: its reply could only come once the step closes, which the
+// worker's later parts may be needed for, so it goes as a push and a
+// pull that waits.
 static int worker_send(pt_worker *w, int what, int64_t step, uint64_t lo,
     uint64_t n, const float *grad, float *vals, pt_req **out)
 {
 	pt_client *cl = w->client;
 	pt_req *q = NULL;
-	int rv;
+	int rv, lend = (what & SEND_PULL) && vals == NULL;
 	if ((what & SEND_PUSH) && (step < 0 || step > ((int64_t)1 << 50)))
 		return pti_err_set(PT_EINVAL, "step %lld: must be from 0 to "
 		    "2^50", (long long)step);
+	if ((what & SEND_PUSH) && grad == NULL)
+		return pti_err_set(PT_EINVAL, "step %lld: no gradient (grad "
+		    "is NULL)", (long long)step);
+	if (lend && (rv = worker_lendable(w, lo, n)) != 0)
+		return rv;
 	if ((rv = pti_call_new(cl, &q)) != 0)
 		return rv;
 	uint32_t ns = pt_client_servers(cl);
@@ -184,17 +213,21 @@ static int worker_send(pt_worker *w, int what, int64_t step, uint64_t lo,
 			h.has |= PTI_H_VER;
 			h.ver = w->next_ver;
 		}
-		rv = pti_call_send(q, i, &h, op == PT_OP_PULL ? NULL
-							      : grad + (a - lo),
-		    b - a, op == PT_OP_PUSH ? NULL : vals + (a - lo));
+		const float *g = op == PT_OP_PULL ? NULL : grad + (a - lo);
+		if (lend && op != PT_OP_PUSH)
+			rv = pti_call_send_lent(q, i, &h, g, b - a);
+		else
+			rv = pti_call_send(q, i, &h, g, b - a,
+			    op == PT_OP_PUSH ? NULL : vals + (a - lo));
 		if (rv == 0 && split) {
 			pti_hdr_init(&h, PT_OP_PULL, PT_ROLE_WORKER, w->c.rank);
 			h.has |= PTI_H_RANGE | PTI_H_VER;
 			h.off = a;
 			h.n = b - a;
 			h.ver = step + 1;
-			rv = pti_call_send(q, i, &h, NULL, b - a,
-			    vals + (a - lo));
+			rv = lend ? pti_call_send_lent(q, i, &h, NULL, b - a)
+				  : pti_call_send(q, i, &h, NULL, b - a,
+					vals + (a - lo));
 		}
 	}
 	if (rv != 0) {
@@ -243,6 +276,33 @@ int pti_wait_info(pt_worker *w, pt_req *req, pt_client_step *info)
 int pt_wait(pt_worker *w, pt_req *req)
 {
 	return pti_wait_info(w, req, NULL);
+}
+
+int pt_wait_lent(pt_worker *w, pt_req *req, const float **vals,
+    pt_lent **lent)
+{
+	if (req == NULL)
+		return pti_err_set(PT_EINVAL, "pt_wait_lent: no request");
+	if (!pti_call_lends(req) || vals == NULL || lent == NULL) {
+		// Still waited for and freed, as the header says: cancelling
+		// it could leave a push applied or not.
+		int lends = pti_call_lends(req);
+		pti_wait_info(w, req, NULL);
+		return pti_err_set(PT_EINVAL, "pt_wait_lent: %s (it was "
+		    "waited for as pt_wait does)", lends ? "vals or lent is "
+		    "NULL" : "the request lends no values: it was made with "
+		    "a buffer for them (use pt_wait), or is a push");
+	}
+	int rv = pti_call_wait(req, NULL);
+	if (rv == 0)
+		rv = pti_call_lend(req, vals, lent);
+	pti_call_free(req);
+	return rv;
+}
+
+void pt_lent_free(pt_worker *w, pt_lent *lent)
+{
+	pti_lent_free(w->client, lent);
 }
 
 // worker_stats asks every server for its counters: their sum into *st,

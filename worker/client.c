@@ -2,6 +2,7 @@
 #include "client.h"
 
 #include <pthread.h>
+#include <stdalign.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,7 @@ typedef struct client_part {
 	pti_hdr hdr;     // the request sent, then the reply decoded
 	const void *pay; // the reply's values, in reply
 	float *dst;      // where they go (dst[0] is element hdr.off), or NULL
+	int lend;        // the reply's values are lent (pti_call_lend)
 	uint64_t want_n; // how many values the request asked for
 } client_part;
 
@@ -65,6 +67,17 @@ struct pt_req {
 	pt_client *c;
 	uint32_t n, cap, pending;
 	client_part **parts; // (cap)
+	client_part *lent;   // the part whose reply's values it lends, or NULL
+};
+
+// pt_lent: a reply taken out of its call, whose values the program reads
+// in place. Kept on the client's list until given back, so that closing
+// the client frees the loans still out.
+struct pt_lent {
+	pt_lent *prev, *next; // the client's loans
+	client_part *p;  // the part it came on: it carries its next request
+	nng_msg *m;      // the reply
+	float *copy;     // (n) the values, when the reply's were not aligned
 };
 
 // A server missing this long gets a new dialer. nng's dialer stops
@@ -85,6 +98,16 @@ static double client_note_s(void)
 	return s > 0 ? s : CLIENT_NOTE_S;
 }
 
+// The test hook PSTRAIN_TEST_LEND_SKEW=1 moves each lent reply into a
+// message whose body starts one byte past alignment, as a transport that
+// places bodies differently would leave it: the unaligned path of
+// pti_call_lend, which pstrain's own replies never take.
+static int client_skew(void)
+{
+	const char *e = getenv("PSTRAIN_TEST_LEND_SKEW");
+	return e != NULL && atoi(e) > 0;
+}
+
 struct pt_client {
 	uint32_t role, rank, n;
 	pt_secret secret;
@@ -95,6 +118,10 @@ struct pt_client {
 	int probing; // a wait's probe of a silent server is under way
 	int mode;    // the job's mode, from the hello (0 before)
 	double note_s; // a silent request is reported after this long
+	pt_lent *loans; // lent replies not given back yet
+	uint64_t reused; // requests written into a kept reply
+	uint64_t copied; // loans whose values had to be copied (unaligned)
+	int skew; // test hook: lent replies are moved to an unaligned body
 };
 
 // link_pipe_cb follows the connection to one server. When it closes, the
@@ -206,7 +233,8 @@ void pt_client_close(pt_client *c)
 	// that call's last reference (nni_ctx_rele wakes the closer before
 	// ctx_fini locks the state: a panic on a destroyed mutex, seen about
 	// once in 30 jobs). nng_aio_stop waits for the callback to return.
-	// Then each part the link ever made is freed, waited for or not.
+	// Then each part the link ever made is freed, waited for or not,
+	// and the loans still out (their values go with them).
 	for (uint32_t i = 0; i < c->n && c->links; i++)
 		for (client_part *p = c->links[i].all; p != NULL;
 		     p = p->all_next)
@@ -220,6 +248,13 @@ void pt_client_close(pt_client *c)
 			k->all = p->all_next;
 			part_free(p);
 		}
+	}
+	while (c->loans != NULL) {
+		pt_lent *l = c->loans;
+		c->loans = l->next;
+		nng_msg_free(l->m);
+		free(l->copy);
+		free(l);
 	}
 	free(c->links);
 	pthread_mutex_destroy(&c->mu);
@@ -240,6 +275,7 @@ int pt_client_open(pt_client **out, const char *urls, uint32_t role,
 	c->secret = *secret;
 	c->timeout_s = timeout_s;
 	c->note_s = client_note_s(); // read once, not on every call
+	c->skew = client_skew();
 	uint32_t n = 1;
 	for (const char *p = urls; *p; p++)
 		n += *p == ',';
@@ -392,17 +428,20 @@ int pti_call_new(pt_client *c, pt_req **out)
 	return 0;
 }
 
-int pti_call_send(pt_req *q, uint32_t server, const pti_hdr *h,
-    const float *pay, uint64_t n, float *dst)
+// call_send is pti_call_send, and pti_call_send_lent when lend is set.
+static int call_send(pt_req *q, uint32_t server, const pti_hdr *h,
+    const float *pay, uint64_t n, float *dst, int lend)
 {
 	pt_client *c = q->c;
 	client_link *k = &c->links[server];
 	client_part *p = NULL;
 	nng_msg *m;
-	int rv;
+	int rv, reused = 0;
 	if (q->n == q->cap)
 		return pti_err_set(PT_EINVAL, "a call has at most %u parts",
 		    q->cap);
+	if (lend && q->lent != NULL)
+		return pti_err_set(PT_EINVAL, "a call lends one reply");
 	pthread_mutex_lock(&c->mu);
 	rv = part_get(k, &p);
 	pthread_mutex_unlock(&c->mu);
@@ -414,6 +453,7 @@ int pti_call_send(pt_req *q, uint32_t server, const pti_hdr *h,
 	    pti_msg_encode_in(p->spare, h, pay, n) == 0) {
 		m = p->spare;
 		p->spare = NULL;
+		reused = 1;
 	} else if ((rv = pti_msg_encode(&m, h, pay, pay ? n : 0)) != 0) {
 		pthread_mutex_lock(&c->mu);
 		p->next = k->free; // back, unused
@@ -429,8 +469,12 @@ int pti_call_send(pt_req *q, uint32_t server, const pti_hdr *h,
 	p->reply = NULL;
 	p->pay = NULL;
 	p->dst = dst;
+	p->lend = lend;
 	p->want_n = n;
 	p->unanswered = 0;
+	c->reused += (uint64_t)reused;
+	if (lend)
+		q->lent = p;
 	// Not connected: fail at once (the caller waits and rejoins) rather
 	// than let nng queue it for a restarted server.
 	int lost = p->lost = k->up == 0;
@@ -444,6 +488,18 @@ int pti_call_send(pt_req *q, uint32_t server, const pti_hdr *h,
 		nng_aio_cancel(p->aio);
 	pthread_mutex_unlock(&c->mu);
 	return 0;
+}
+
+int pti_call_send(pt_req *q, uint32_t server, const pti_hdr *h,
+    const float *pay, uint64_t n, float *dst)
+{
+	return call_send(q, server, h, pay, n, dst, 0);
+}
+
+int pti_call_send_lent(pt_req *q, uint32_t server, const pti_hdr *h,
+    const float *pay, uint64_t n)
+{
+	return call_send(q, server, h, pay, n, NULL, 1);
 }
 
 // call_check decodes part p's reply and checks it answers the request:
@@ -479,7 +535,7 @@ static int call_check(client_part *p)
 	if (p->hdr.op != want)
 		return pti_err_set(PT_EPROTO, "server %u answered %s with %s",
 		    k->rank, op, pti_op_name(p->hdr.op));
-	if (p->dst != NULL &&
+	if ((p->dst != NULL || p->lend) &&
 	    (!(p->hdr.has & PTI_H_RANGE) || p->hdr.off != off ||
 		p->hdr.n != p->want_n || p->pay == NULL))
 		return pti_err_set(PT_EPROTO,
@@ -584,10 +640,12 @@ int pti_call_wait(pt_req *q, pt_client_step *info)
 		const pti_hdr *h = &p->hdr;
 		if ((h->has & PTI_H_LR) && !have_lr++)
 			st.lr = h->lr; // the first server's, as it is told
-		if (p->dst == NULL)
+		if (p->dst == NULL && !p->lend)
 			continue;
-		// Bytes may be unaligned in the message body: copy.
-		memcpy(p->dst, p->pay, h->n * sizeof(float));
+		// Bytes may be unaligned in the message body: copy. A lent
+		// reply's stay where they are (pti_call_lend).
+		if (p->dst != NULL)
+			memcpy(p->dst, p->pay, h->n * sizeof(float));
 		p->k->ver = h->ver;
 		if (h->ver < st.ver_min)
 			st.ver_min = h->ver;
@@ -608,6 +666,108 @@ pti_hdr *pti_call_reply(pt_req *q, uint32_t i)
 	return i < q->n ? &q->parts[i]->hdr : NULL;
 }
 
+int pti_call_lends(const pt_req *q)
+{
+	return q->lent != NULL;
+}
+
+// lent_skew moves *m into a message whose body is one byte past where
+// the allocator aligns it (the test hook, client_skew); *pay follows.
+// Left as it is when that fails.
+static void lent_skew(nng_msg **m, const void **pay)
+{
+	nng_msg *s;
+	size_t len = nng_msg_len(*m);
+	const uint8_t *body = nng_msg_body(*m);
+	size_t at = (size_t)((const uint8_t *)*pay - body);
+	// The byte trimmed off the front stays as headroom (nng 1.5 moves
+	// the body back only when it empties).
+	if (nng_msg_alloc(&s, len + 1) != 0)
+		return;
+	if (nng_msg_trim(s, 1) != 0) {
+		nng_msg_free(s);
+		return;
+	}
+	memcpy(nng_msg_body(s), body, len);
+	nng_msg_free(*m);
+	*m = s;
+	*pay = (const uint8_t *)nng_msg_body(s) + at;
+}
+
+int pti_call_lend(pt_req *q, const float **vals, pt_lent **out)
+{
+	pt_client *c = q->c;
+	client_part *p = q->lent;
+	if (p == NULL || p->reply == NULL || p->pay == NULL)
+		return pti_err_set(PT_EINVAL, "the request lends no values");
+	pt_lent *l = calloc(1, sizeof(*l));
+	if (l == NULL)
+		return pti_err_set(PT_ENOMEM, "a loan");
+	const void *pay = p->pay;
+	uint64_t n = p->hdr.n;
+	if (c->skew)
+		lent_skew(&p->reply, &pay);
+	// The values start a multiple of 4 bytes into the body, so they are
+	// aligned where the body is; a float pointer cannot be handed out
+	// where it is not: the loan carries an aligned copy then.
+	if ((uintptr_t)pay % alignof(float) != 0) {
+		if ((l->copy = malloc(n * sizeof(float))) == NULL) {
+			free(l);
+			return pti_err_set(PT_ENOMEM, "a loan of %llu values",
+			    (unsigned long long)n);
+		}
+		memcpy(l->copy, pay, n * sizeof(float));
+	}
+	l->p = p;
+	l->m = p->reply;
+	p->reply = NULL;
+	p->pay = NULL;
+	pthread_mutex_lock(&c->mu);
+	c->copied += l->copy != NULL;
+	l->next = c->loans;
+	if (c->loans != NULL)
+		c->loans->prev = l;
+	c->loans = l;
+	pthread_mutex_unlock(&c->mu);
+	*vals = l->copy != NULL ? l->copy : (const float *)pay;
+	*out = l;
+	return 0;
+}
+
+void pti_lent_free(pt_client *c, pt_lent *l)
+{
+	if (l == NULL)
+		return;
+	pthread_mutex_lock(&c->mu);
+	if (l->prev != NULL)
+		l->prev->next = l->next;
+	else
+		c->loans = l->next;
+	if (l->next != NULL)
+		l->next->prev = l->prev;
+	// Back to the part it came on, to carry that part's next request,
+	// unless the part has kept another reply since (a request made
+	// while this one was lent): then one is enough.
+	client_part *p = l->p;
+	nng_msg *drop = l->m;
+	if (p->spare == NULL) {
+		p->spare = l->m;
+		drop = NULL;
+	}
+	pthread_mutex_unlock(&c->mu);
+	nng_msg_free(drop);
+	free(l->copy);
+	free(l);
+}
+
+void pti_client_counts(pt_client *c, uint64_t *reused, uint64_t *copied)
+{
+	pthread_mutex_lock(&c->mu);
+	*reused = c->reused;
+	*copied = c->copied;
+	pthread_mutex_unlock(&c->mu);
+}
+
 void pti_call_free(pt_req *q)
 {
 	if (q == NULL)
@@ -623,10 +783,14 @@ void pti_call_free(pt_req *q)
 			nng_aio_wait(p->aio);
 			pthread_mutex_lock(&c->mu);
 		}
-		// The reply is kept to carry the part's next request.
-		nng_msg_free(p->spare);
-		p->spare = p->reply;
-		p->reply = NULL;
+		// The reply is kept to carry the part's next request. A lent
+		// one comes back with pt_lent_free; till then the part keeps
+		// what it has.
+		if (p->reply != NULL) {
+			nng_msg_free(p->spare);
+			p->spare = p->reply;
+			p->reply = NULL;
+		}
 		p->next = p->k->free;
 		p->k->free = p;
 	}

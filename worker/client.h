@@ -85,6 +85,30 @@ int pti_call_wait(pt_req *q, pt_client_step *info);
 pti_hdr *pti_call_reply(pt_req *q, uint32_t i);
 void pti_call_free(pt_req *q);
 
+// Lent values (pstrain.h, pt_wait_lent): a call may lend one reply's
+// values instead of copying them. pti_call_send_lent is pti_call_send of
+// that part, with no dst: pti_call_wait checks its reply's range as for a
+// dst, and writes nothing. pti_call_lends tells whether q has such a
+// part. After a wait that returned 0, pti_call_lend takes that reply out
+// of q: *vals points at its n values, in the reply, or in a copy the
+// loan owns when they are not aligned for floats (then counted, see
+// pti_client_counts); *out is the caller's, to pti_lent_free. PT_EINVAL
+// when q lends nothing, PT_ENOMEM; the reply stays in q then.
+// pti_lent_free gives the reply back to the part it came on, to carry
+// that part's next request (NULL is fine); pt_client_close frees the
+// loans still out. The loan list is under the client's lock.
+typedef struct pt_lent pt_lent;
+int pti_call_send_lent(pt_req *q, uint32_t i, const pti_hdr *h,
+    const float *pay, uint64_t n);
+int pti_call_lends(const pt_req *q);
+int pti_call_lend(pt_req *q, const float **vals, pt_lent **out);
+void pti_lent_free(pt_client *c, pt_lent *l);
+
+// pti_client_counts: requests written into a kept reply instead of a new
+// message (*reused), and loans that had to copy their values (*copied),
+// since the client opened. For tests and statistics.
+void pti_client_counts(pt_client *c, uint64_t *reused, uint64_t *copied);
+
 // pti_client_shard gives server i's shard [*lo, *hi) as its hello said,
 // and returns the server count. pti_client_ver: the version of the values
 // last received from server i. pti_client_role: the role, and *rank.
