@@ -146,7 +146,7 @@ bench-build: bin/pstrain build/bench/comm build/bench/solo build/bench/split
 
 build/bench/comm: bench/comm.c include/pstrain.h build/lib/libpstrain.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -D_GNU_SOURCE -Iinclude -o $@ bench/comm.c build/lib/libpstrain.a $(LDLIBS)
+	$(CC) $(CFLAGS) -D_GNU_SOURCE -Iinclude -Icommon -o $@ bench/comm.c build/lib/libpstrain.a $(LDLIBS)
 
 build/bench/solo: $(OBJ)/bench/solo.o $(LIB_OBJ)
 	@mkdir -p $(@D)

@@ -2,17 +2,21 @@
 // round trips of n floats each way, pstrain's pushpull (one server, one
 // worker, sync, through pstrain.h) against a raw nng REQ/REP exchange of
 // the same bytes, on the same transport, rounds interleaved so that all
-// see the same machine. pstrain's pushpull is timed twice: with its
-// values copied into the caller's array (pt_wait), and lent (vals NULL,
-// pt_wait_lent: read where they arrived, then pt_lent_free, so that the
-// reply carries the next request). The servers run as threads of this
-// process, or with "procs" in a forked process of their own, as in a job.
+// see the same machine. The raw exchange is timed twice over ipc: with
+// nng's socket buffers as the system gives them, and with the larger ones
+// pstrain asks for (pti_transport_widen), which is the fair measure of
+// what pstrain adds; over tcp the two are one exchange, timed once.
+// pstrain's pushpull is timed twice: with its values copied into the
+// caller's array (pt_wait), and lent (vals NULL, pt_wait_lent: read
+// where they arrived, then pt_lent_free, so that the reply carries the
+// next request). The servers run as threads of this process, or with
+// "procs" in a forked process of their own, as in a job.
 //
 //   comm URL_PREFIX N ROUNDS ITERS [procs]   e.g. comm ipc:///tmp/d 4352 7 200
 //
-// Prints one line per round: "raw_us ps_us ps_lent_us" (mean round trip
-// of ITERS exchanges after a warm-up), for bench/run.sh to take the
-// medians of.
+// Prints one line per round: "raw_us raw_wide_us ps_us ps_lent_us" (mean
+// round trip of ITERS exchanges after a warm-up), for bench/run.sh to
+// take the medians of.
 #include <arpa/inet.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -29,6 +33,8 @@
 #include <nng/protocol/reqrep0/req.h>
 
 #include <pstrain.h>
+
+#include "transport.h" // pti_transport_widen, for the raw side
 
 static double now_us(void)
 {
@@ -105,6 +111,65 @@ static double raw_round(nng_socket req, const float *g, size_t bytes,
 	return (now_us() - t0) / iters;
 }
 
+// widen_cb gives a raw socket's ipc connections the buffers pstrain's
+// own get.
+static void widen_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+	(void)ev, (void)arg;
+	(void)pti_transport_widen(p);
+}
+
+// raw_open starts a raw REP server of `bytes` replies on url (a tcp
+// ":0" port is resolved into url), its ipc connections widened when
+// `widen` is set.
+static void raw_open(raw_srv *r, char *url, size_t cap, size_t bytes,
+    int widen)
+{
+	nng_listener l;
+	int rv;
+	r->bytes = bytes;
+	if ((rv = nng_rep0_open(&r->sock)) != 0 ||
+	    (widen && (rv = nng_pipe_notify(r->sock, NNG_PIPE_EV_ADD_PRE,
+			   widen_cb, NULL)) != 0) ||
+	    (rv = nng_listener_create(&l, r->sock, url)) != 0 ||
+	    (rv = nng_socket_set_size(r->sock, NNG_OPT_RECVMAXSZ, 0)) != 0 ||
+	    (rv = nng_listener_start(l, 0)) != 0)
+		die("raw listen", rv, 1);
+	if (strncmp(url, "tcp://", 6) == 0) {
+		nng_sockaddr sa;
+		nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa);
+		snprintf(url, cap, "tcp://127.0.0.1:%u",
+		    (unsigned)ntohs(sa.s_in.sa_port));
+	}
+	if ((rv = nng_ctx_open(&r->ctx, r->sock)) != 0 ||
+	    (rv = nng_aio_alloc(&r->aio, raw_cb, r)) != 0)
+		die("raw context", rv, 1);
+	nng_ctx_recv(r->ctx, r->aio);
+}
+
+static void raw_close(raw_srv *r)
+{
+	// A reply handed to nng_ctx_send after the aio was stopped is
+	// refused without a callback: it is still ours.
+	nng_aio_stop(r->aio);
+	nng_close(r->sock);
+	if (r->sending)
+		nng_msg_free(nng_aio_get_msg(r->aio));
+	nng_aio_free(r->aio);
+}
+
+// raw_dial connects a REQ socket to a raw server, widened as it is.
+static void raw_dial(nng_socket *req, const char *url, int widen)
+{
+	int rv;
+	if ((rv = nng_req0_open(req)) != 0 ||
+	    (widen && (rv = nng_pipe_notify(*req, NNG_PIPE_EV_ADD_POST,
+			   widen_cb, NULL)) != 0) ||
+	    (rv = nng_socket_set_size(*req, NNG_OPT_RECVMAXSZ, 0)) != 0 ||
+	    (rv = nng_dial(*req, url, NULL, 0)) != 0)
+		die("raw dial", rv, 1);
+}
+
 static void *ps_serve(void *arg)
 {
 	pt_server_serve(arg);
@@ -150,46 +215,34 @@ static double ps_lent_round(pt_worker *w, uint64_t n, float *g,
 	return (now_us() - t0) / iters;
 }
 
-// The serving side: a raw REP socket and a pstrain server of one n-float
-// variable, each served by a thread; their addresses go to raw_url and
-// ps_url.
+// The serving side: raw REP sockets (nng's buffers, and over ipc widened
+// ones) and a pstrain server of one n-float variable, each served by a
+// thread; their addresses go to url[0] (raw), url[1] (raw, widened; ""
+// over tcp) and url[2] (pstrain).
 typedef struct serving {
-	raw_srv rs;
+	raw_srv rs, rw;
 	pt_job *job;
 	pt_server *s;
 	pthread_t pst;
 } serving;
 
 static void serve_open(serving *sv, const char *prefix, uint64_t n,
-    char *raw_url, char *ps_url, size_t cap)
+    char url[3][512])
 {
-	nng_listener l;
 	int rv, tcp = strncmp(prefix, "tcp://", 6) == 0;
 	memset(sv, 0, sizeof(*sv));
 	// tcp: the ports are picked by the system.
-	snprintf(raw_url, cap, tcp ? "%s:0" : "%s-raw", prefix);
-	snprintf(ps_url, cap, tcp ? "%s:0" : "%s-ps", prefix);
-	sv->rs.bytes = n * sizeof(float);
-	if ((rv = nng_rep0_open(&sv->rs.sock)) != 0 ||
-	    (rv = nng_listener_create(&l, sv->rs.sock, raw_url)) != 0 ||
-	    (rv = nng_socket_set_size(sv->rs.sock, NNG_OPT_RECVMAXSZ, 0)) != 0 ||
-	    (rv = nng_listener_start(l, 0)) != 0)
-		die("raw listen", rv, 1);
-	if (tcp) {
-		nng_sockaddr sa;
-		nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa);
-		snprintf(raw_url, cap, "%s:%u", prefix,
-		    (unsigned)ntohs(sa.s_in.sa_port));
-	}
-	if ((rv = nng_ctx_open(&sv->rs.ctx, sv->rs.sock)) != 0 ||
-	    (rv = nng_aio_alloc(&sv->rs.aio, raw_cb, &sv->rs)) != 0)
-		die("raw context", rv, 1);
-	nng_ctx_recv(sv->rs.ctx, sv->rs.aio);
+	snprintf(url[0], 512, tcp ? "%s:0" : "%s-raw", prefix);
+	snprintf(url[1], 512, tcp ? "" : "%s-raww", prefix);
+	snprintf(url[2], 512, tcp ? "%s:0" : "%s-ps", prefix);
+	raw_open(&sv->rs, url[0], 512, n * sizeof(float), 0);
+	if (!tcp)
+		raw_open(&sv->rw, url[1], 512, n * sizeof(float), 1);
 	if ((rv = pt_job_alloc(&sv->job)) != 0 ||
 	    pt_job_var(sv->job, "v", n, 0.0) < 0 ||
 	    (rv = pt_job_set(sv->job, "lr", "0")) != 0 ||
-	    (rv = pt_server_open(&sv->s, sv->job, 0, ps_url)) != 0 ||
-	    (rv = pt_server_url(sv->s, ps_url, cap)) != 0)
+	    (rv = pt_server_open(&sv->s, sv->job, 0, url[2])) != 0 ||
+	    (rv = pt_server_url(sv->s, url[2], 512)) != 0)
 		die("pstrain server", rv ? rv : PT_EINVAL, 0);
 	pthread_create(&sv->pst, NULL, ps_serve, sv->s);
 }
@@ -200,13 +253,9 @@ static void serve_close(serving *sv)
 	pthread_join(sv->pst, NULL);
 	pt_server_close(sv->s);
 	pt_job_free(sv->job);
-	// A reply handed to nng_ctx_send after the aio was stopped is
-	// refused without a callback: it is still ours.
-	nng_aio_stop(sv->rs.aio);
-	nng_close(sv->rs.sock);
-	if (sv->rs.sending)
-		nng_msg_free(nng_aio_get_msg(sv->rs.aio));
-	nng_aio_free(sv->rs.aio);
+	raw_close(&sv->rs);
+	if (sv->rw.aio != NULL)
+		raw_close(&sv->rw);
 }
 
 int main(int argc, char **argv)
@@ -224,7 +273,7 @@ int main(int argc, char **argv)
 	uint64_t n = strtoull(argv[2], NULL, 10);
 	int rounds = atoi(argv[3]), iters = atoi(argv[4]), rv;
 	size_t bytes = n * sizeof(float);
-	char ps_url[512], raw_url[512];
+	char url[3][512]; // raw, raw widened ("-" over tcp), pstrain
 	serving sv;
 	int procs = argc == 6, up[2], down[2];
 	pid_t child = -1;
@@ -237,9 +286,9 @@ int main(int argc, char **argv)
 		if (child == 0) {
 			close(up[0]);
 			close(down[1]);
-			serve_open(&sv, prefix, n, raw_url, ps_url,
-			    sizeof(raw_url));
-			dprintf(up[1], "%s\n%s\n", raw_url, ps_url);
+			serve_open(&sv, prefix, n, url);
+			dprintf(up[1], "%s\n%s\n%s\n", url[0],
+			    url[1][0] ? url[1] : "-", url[2]);
 			close(up[1]);
 			char c;
 			while (read(down[0], &c, 1) > 0)
@@ -250,46 +299,55 @@ int main(int argc, char **argv)
 		close(up[1]);
 		close(down[0]);
 		FILE *f = fdopen(up[0], "r");
-		if (f == NULL || fscanf(f, "%511s %511s", raw_url, ps_url) != 2)
+		if (f == NULL || fscanf(f, "%511s %511s %511s", url[0], url[1],
+				     url[2]) != 3)
 			die("the serving process", PT_EIO, 0);
 		fclose(f);
+		if (strcmp(url[1], "-") == 0)
+			url[1][0] = '\0';
 	} else
-		serve_open(&sv, prefix, n, raw_url, ps_url, sizeof(raw_url));
+		serve_open(&sv, prefix, n, url);
 
-	nng_socket req;
+	nng_socket req, reqw;
 	pt_job *job;
 	pt_worker *w;
-	if ((rv = nng_req0_open(&req)) != 0 ||
-	    (rv = nng_socket_set_size(req, NNG_OPT_RECVMAXSZ, 0)) != 0 ||
-	    (rv = nng_dial(req, raw_url, NULL, 0)) != 0)
-		die("raw dial", rv, 1);
+	int wide = url[1][0] != '\0'; // ipc: a widened raw exchange too
+	raw_dial(&req, url[0], 0);
+	if (wide)
+		raw_dial(&reqw, url[1], 1);
 	if ((rv = pt_job_alloc(&job)) != 0 ||
 	    pt_job_var(job, "v", n, 0.0) < 0 ||
 	    (rv = pt_job_set(job, "lr", "0")) != 0 ||
-	    (rv = pt_worker_open(&w, job, 0, ps_url)) != 0)
+	    (rv = pt_worker_open(&w, job, 0, url[2])) != 0)
 		die("pstrain worker", rv, 0);
 	float *g = calloc(n, sizeof(float)), *v = malloc(bytes);
 	int64_t step = pt_worker_start(w);
 	for (int r = 0; r < rounds; r++) {
-		// Turn which goes first (raw, copied, lent; then copied, lent,
-		// raw; ...), so that none always follows another's cache and
-		// allocator state.
-		double t[3] = {0, 0, 0}; // raw, copied, lent
-		for (int k = 0; k < 3; k++) {
-			int which = (r + k) % 3;
+		// Turn which goes first (raw, widened, copied, lent; then
+		// widened, copied, lent, raw; ...), so that none always follows
+		// another's cache and allocator state.
+		double t[4] = {0, 0, 0, 0}; // raw, raw widened, copied, lent
+		for (int k = 0; k < 4; k++) {
+			int which = (r + k) % 4;
 			if (which == 0)
 				t[0] = raw_round(req, g, bytes, iters);
-			else if (which == 1)
-				t[1] = ps_round(w, n, g, v, &step, iters);
-			else
-				t[2] = ps_lent_round(w, n, g, &step, iters);
+			else if (which == 1 && wide)
+				t[1] = raw_round(reqw, g, bytes, iters);
+			else if (which == 2)
+				t[2] = ps_round(w, n, g, v, &step, iters);
+			else if (which == 3)
+				t[3] = ps_lent_round(w, n, g, &step, iters);
 		}
-		printf("%.2f %.2f %.2f\n", t[0], t[1], t[2]);
+		if (!wide)
+			t[1] = t[0]; // tcp: the same exchange
+		printf("%.2f %.2f %.2f %.2f\n", t[0], t[1], t[2], t[3]);
 		fflush(stdout);
 	}
 	pt_worker_close(w);
 	pt_job_free(job);
 	nng_close(req);
+	if (wide)
+		nng_close(reqw);
 	if (procs) {
 		close(down[1]);
 		waitpid(child, NULL, 0);

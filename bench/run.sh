@@ -1,8 +1,10 @@
 #!/bin/sh
 # bench/run.sh - make bench: pstrain against baselines measured in the
 # same run, rounds interleaved, medians reported (docs/PERFORMANCE.md).
-#  1. communication: a pushpull of n floats through one server (pstrain.h)
-#     against a raw nng REQ/REP round trip of the same bytes, ipc and tcp,
+#  1. communication: a pushpull of n floats through one server (pstrain.h),
+#     its values copied and lent, against a raw nng REQ/REP round trip of
+#     the same bytes with the same socket buffers (and, apart, with nng's
+#     defaults), ipc and tcp,
 #     at the sizes of a tiny model, mlp:256,128 and 4.35M floats (17.4 MB,
 #     the size issue 12 names; mlp:2048,2048 has 5.82M), the
 #     servers in a process of their own (bench/comm.c "procs");
@@ -42,8 +44,9 @@ span() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 }
 echo "pstrain bench: $R interleaved rounds per figure; machine record below"
 json="{\n  \"rounds\": $R,\n  \"communication\": ["
 sep=""
-printf '\n%-5s %-22s %12s %12s %8s %14s\n' transport size raw_nng_us \
-	pstrain_us speed "rounds min-max"
+printf '\n%-5s %-22s %10s %10s %10s %7s %11s %10s %7s %7s\n' transport size \
+	raw_nng_us "(defaults)" pstrain_us speed "(min-max)" lent_us speed \
+	"vs dflt"
 # name floats iterations
 for tr in ipc tcp; do
 	for spec in "tiny_2.6KB 650 2000" "mlp256x128_0.94MB 235146 100" \
@@ -52,14 +55,22 @@ for tr in ipc tcp; do
 		if [ $tr = ipc ]; then url="ipc://$T/c"; else url=tcp://127.0.0.1; fi
 		build/bench/comm "$url" "$2" "$R" "$3" procs >"$T/c.txt" 2>"$T/c.err" ||
 			{ echo "bench: comm failed:"; cat "$T/c.err"; exit 1; }
-		raw=$(awk '{print $1}' "$T/c.txt" | median)
-		ps=$(awk '{print $2}' "$T/c.txt" | median)
-		# speed: raw time / pstrain time per round, median (1 = as fast)
-		sp=$(awk '{print $1 / $2}' "$T/c.txt" | median)
-		set -- "$@" $(awk '{print $1 / $2}' "$T/c.txt" | span)
-		printf '%-5s %-22s %12.1f %12.1f %7.2fx %8.2f-%.2f\n' $tr "$1" \
-			"$raw" "$ps" "$sp" "$4" "$5"
-		json="$json$sep\n    {\"transport\": \"$tr\", \"size\": \"$1\", \"floats\": $2, \"raw_nng_us\": $raw, \"pstrain_us\": $ps, \"speed_vs_raw\": $sp, \"speed_range\": [$4, $5]}"
+		# Columns: raw nng with the system's socket buffers, raw nng
+		# with pstrain's (ipc; the same over tcp), pstrain copying its
+		# values, pstrain lending them. speed: raw time / pstrain time
+		# per round, median (1 = as fast), against raw nng with the
+		# same buffers; "vs dflt" against raw nng as nng leaves them.
+		dflt=$(awk '{print $1}' "$T/c.txt" | median)
+		raw=$(awk '{print $2}' "$T/c.txt" | median)
+		ps=$(awk '{print $3}' "$T/c.txt" | median)
+		lent=$(awk '{print $4}' "$T/c.txt" | median)
+		sp=$(awk '{print $2 / $3}' "$T/c.txt" | median)
+		sl=$(awk '{print $2 / $4}' "$T/c.txt" | median)
+		sd=$(awk '{print $1 / $3}' "$T/c.txt" | median)
+		set -- "$@" $(awk '{print $2 / $3}' "$T/c.txt" | span)
+		printf '%-5s %-22s %10.1f %10.1f %10.1f %6.2fx %5.2f-%.2f %10.1f %6.2fx %6.2fx\n' \
+			$tr "$1" "$raw" "$dflt" "$ps" "$sp" "$4" "$5" "$lent" "$sl" "$sd"
+		json="$json$sep\n    {\"transport\": \"$tr\", \"size\": \"$1\", \"floats\": $2, \"raw_nng_us\": $raw, \"raw_nng_default_buffers_us\": $dflt, \"pstrain_us\": $ps, \"pstrain_lent_us\": $lent, \"speed_vs_raw\": $sp, \"speed_range\": [$4, $5], \"speed_lent_vs_raw\": $sl, \"speed_vs_raw_default_buffers\": $sd}"
 		sep=","
 	done
 done

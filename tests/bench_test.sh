@@ -14,7 +14,9 @@ d = json.load(open(sys.argv[1]))
 c = d["communication"]
 assert len(c) == 6, c
 for r in c:
-    for k in ("raw_nng_us", "pstrain_us", "speed_vs_raw"):
+    for k in ("raw_nng_us", "pstrain_us", "speed_vs_raw",
+              "raw_nng_default_buffers_us", "pstrain_lent_us",
+              "speed_lent_vs_raw", "speed_vs_raw_default_buffers"):
         assert math.isfinite(r[k]), r
 t = d["training"]
 ps = ["solo", "ps1x1", "ps1x2", "ps2x2", "ps1x4", "ps2x4", "ps1x1_pin",
