@@ -309,23 +309,35 @@ int pti_msg_encode_in(nng_msg *m, const pti_hdr *h, const float *payload,
 	}
 	size_t hl = sb.size, pad = (4 - hl % 4) % 4;
 	size_t pay = payload != NULL ? (size_t)n * sizeof(float) : 0;
-	// Within the message's capacity nothing is allocated or zeroed.
+	size_t total = 4 + hl + pad + pay;
+	// The values may be m's own already (a reply written into the request
+	// it answers, values first). Then m must not grow, which would free
+	// them, and they go to their place before the header is written over
+	// what may be their start.
+	uintptr_t b0 = (uintptr_t)nng_msg_body(m), at = (uintptr_t)payload;
+	int own = pay > 0 && at >= b0 && at < b0 + nng_msg_capacity(m);
+	if (own && total > nng_msg_capacity(m)) {
+		msgpack_sbuffer_destroy(&sb);
+		return pti_err_set(PT_EINVAL, "a message of %zu bytes in place "
+		    "of %zu", total, nng_msg_capacity(m));
+	}
+	// Within the message's capacity nothing is allocated or zeroed, and
+	// the body stays where it is (nng clears by length).
 	nng_msg_clear(m);
 	nng_msg_header_clear(m);
-	if (nng_msg_realloc(m, 4 + hl + pad + pay) != 0) {
+	if (nng_msg_realloc(m, total) != 0) {
 		msgpack_sbuffer_destroy(&sb);
-		return pti_err_set(PT_ENOMEM, "a message of %zu bytes",
-		    4 + hl + pad + pay);
+		return pti_err_set(PT_ENOMEM, "a message of %zu bytes", total);
 	}
 	uint8_t *body = nng_msg_body(m);
+	if (pay > 0 && body + 4 + hl + pad != (const uint8_t *)payload)
+		memmove(body + 4 + hl + pad, payload, pay); // host is LE
 	body[0] = (uint8_t)hl;
 	body[1] = (uint8_t)(hl >> 8);
 	body[2] = 0;
 	body[3] = 0;
 	memcpy(body + 4, sb.data, hl);
 	memset(body + 4 + hl, 0, pad);
-	if (pay > 0)
-		memcpy(body + 4 + hl + pad, payload, pay); // host is LE
 	msgpack_sbuffer_destroy(&sb);
 	return 0;
 }

@@ -105,8 +105,11 @@ int pti_msg_encode(nng_msg **out, const pti_hdr *h, const float *payload,
 // pti_msg_encode_in is pti_msg_encode into a message of the caller's (a
 // request or reply done with), whose body and header it replaces: while
 // its capacity suffices nothing is allocated or zero-filled, which for a
-// shard-sized message saves a fresh buffer per step. m stays the
-// caller's; on failure its contents are undefined.
+// shard-sized message saves a fresh buffer per step. payload may lie in
+// m itself (values written over the request a reply answers): they are
+// moved into place, or left where they are already, and PT_EINVAL when m
+// would have to grow. m stays the caller's; on failure its contents are
+// undefined.
 int pti_msg_encode_in(nng_msg *m, const pti_hdr *h, const float *payload,
     uint64_t n);
 

@@ -104,6 +104,11 @@ nng_msg *pti_local_request(pti_local_server *ls, uint32_t pipe, nng_msg *m)
 	return reply;
 }
 
+uint64_t pti_local_replies_filled(const pti_local_server *ls)
+{
+	return ls->s.replies_filled;
+}
+
 void pti_local_close(pti_local_server *ls)
 {
 	if (ls == NULL)

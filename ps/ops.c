@@ -17,10 +17,33 @@
 
 void pti_server_spare(ps_server *s, nng_msg *m)
 {
-	if (m != NULL && s->n_spare < s->cfg->workers + 1)
+	if (m != NULL && s->n_spare < s->cfg->workers + 1) {
 		s->spare[s->n_spare++] = m;
-	else
-		nng_msg_free(m);
+		return;
+	}
+	if (m != NULL && m == s->filled)
+		s->filled = NULL;
+	nng_msg_free(m);
+}
+
+// spare_filled takes the spare that holds the shard's [off, +n) as they
+// are now (policy.c, fill_mark) out of the spares, with where its values
+// are in *pay; NULL when no spare does.
+static nng_msg *spare_filled(ps_server *s, uint64_t off, uint64_t n,
+    float **pay)
+{
+	nng_msg *m = s->filled;
+	if (m == NULL || s->filled_ver != s->version ||
+	    s->filled_off != off || s->filled_n != n)
+		return NULL;
+	s->filled = NULL;
+	for (uint32_t i = 0; i < s->n_spare; i++)
+		if (s->spare[i] == m) {
+			s->spare[i] = s->spare[--s->n_spare];
+			*pay = s->filled_pay;
+			return m;
+		}
+	return NULL;
 }
 
 nng_msg *pti_server_reply(ps_server *s, pti_hdr *h, const float *pay,
@@ -33,6 +56,8 @@ nng_msg *pti_server_reply(ps_server *s, pti_hdr *h, const float *pay,
 	if (pay != NULL && s->n_spare > 0 &&
 	    pti_msg_roomy(s->spare[s->n_spare - 1], n)) {
 		m = s->spare[--s->n_spare];
+		if (m == s->filled)
+			s->filled = NULL; // its values are written over
 		if (pti_msg_encode_in(m, h, pay, n) == 0)
 			return m;
 		nng_msg_free(m);
@@ -73,6 +98,18 @@ static nng_msg *reply_values(ps_server *s, uint32_t op, uint64_t off,
 		h.has |= PTI_H_LR | PTI_H_STALE;
 		h.lr = lr;
 		h.staleness = stale;
+	}
+	// A request that holds these values already carries them as they
+	// are: only its header is written (pti_msg_encode_in).
+	float *pay;
+	nng_msg *m = spare_filled(s, off, n, &pay);
+	if (m != NULL) {
+		h.has |= PTI_H_STATUS;
+		if (pti_msg_encode_in(m, &h, pay, n) == 0) {
+			s->replies_filled++;
+			return m;
+		}
+		nng_msg_free(m);
 	}
 	return pti_server_reply(s, &h, s->params + off, n);
 }

@@ -44,6 +44,19 @@ static void apply(ps_server *s, uint64_t off, const float *g, uint64_t n,
 	    s->updates + 1);
 }
 
+// fill_mark records that m's values at pay hold the shard's [off, +n) as
+// they are now (the version after this update): m carries their reply
+// without a copy (ops.c, reply_values).
+static void fill_mark(ps_server *s, nng_msg *m, float *pay, uint64_t off,
+    uint64_t n)
+{
+	s->filled = m;
+	s->filled_pay = pay;
+	s->filled_off = off;
+	s->filled_n = n;
+	s->filled_ver = s->version;
+}
+
 // ---------------------------------------------------------------- pieces
 
 // A worker's gradient for a step may come in pieces (a program that
@@ -118,10 +131,21 @@ void pti_policy_sealed(ps_server *s, uint32_t r)
 // order so that the result does not depend on arrival order, then answers
 // the requests that waited for it. The sum goes a chunk at a time, each
 // chunk applied while it is in cache; one gradient is applied where it is.
+// The first gradient held in its request gets each new chunk written over
+// it once the chunk is applied (every rank's chunk is summed by then):
+// that request carries the first reply with no further pass. Only a
+// request with a header's room (pti_msg_roomy) can: a reply's header may
+// be longer than a small request's.
 static void sync_close(ps_server *s, ps_ctx **wake)
 {
-	uint32_t w = s->cfg->workers;
+	uint32_t w = s->cfg->workers, rc = 0;
 	double lr = pti_server_lr(s, s->version);
+	while (rc < w && !(s->m[rc].have && s->held[rc] != NULL))
+		rc++;
+	nng_msg *fm = rc < w && pti_msg_roomy(s->held[rc], s->n) ? s->held[rc]
+								 : NULL;
+	// The server owns the held request: its values may be overwritten.
+	float *fill = fm != NULL ? (float *)s->src[rc] : NULL;
 	for (uint64_t c = 0; c < s->n; c += PS_CHUNK) {
 		size_t len = s->n - c < PS_CHUNK ? s->n - c : PS_CHUNK;
 		const float *g = NULL;
@@ -137,6 +161,8 @@ static void sync_close(ps_server *s, ps_ctx **wake)
 				add_into(s->acc, x, len);
 		}
 		apply(s, c, g, len, s->n_have, lr);
+		if (fill != NULL)
+			memcpy(fill + c, s->params + c, len * sizeof(float));
 	}
 	for (uint32_t r = 0; r < w; r++) {
 		s->m[r].have = 0;
@@ -146,6 +172,8 @@ static void sync_close(ps_server *s, ps_ctx **wake)
 	}
 	s->n_have = 0;
 	pti_server_applied(s, 0);
+	if (fill != NULL)
+		fill_mark(s, fm, fill, 0, s->n);
 	pti_server_wake(s, wake);
 }
 
@@ -281,16 +309,30 @@ static int clock_take(ps_server *s, const pti_hdr *h, const void *pay,
 			t->lr /= (double)c->workers;
 		if (c->staleness_lr && t->stale > 1)
 			t->lr /= (double)t->stale;
-		if (aligned(pay) != NULL)
-			apply(s, off, pay, n, 1, t->lr);
-		else
-			for (uint64_t c = 0; c < n; c += PS_CHUNK) {
-				size_t len = n - c < PS_CHUNK ? n - c : PS_CHUNK;
-				memcpy(s->acc, (const char *)pay + c * 4,
+		// A chunk at a time: values that are not aligned are copied
+		// first; a pushpull's request gets each chunk's new values
+		// over its gradient once applied, and carries its own reply
+		// with no further pass (op_push).
+		const float *ga = aligned(pay);
+		float *fill = ga != NULL && h->op == PT_OP_PUSHPULL &&
+				      pti_msg_roomy(s->cur, n)
+				  ? (float *)ga // the server owns the request
+				  : NULL;
+		for (uint64_t c = 0; c < n; c += PS_CHUNK) {
+			size_t len = n - c < PS_CHUNK ? n - c : PS_CHUNK;
+			const float *g = ga != NULL
+					     ? ga + c
+					     : memcpy(s->acc,
+						   (const char *)pay + c * 4,
+						   len * sizeof(float));
+			apply(s, off + c, g, len, 1, t->lr);
+			if (fill != NULL)
+				memcpy(fill + c, s->params + off + c,
 				    len * sizeof(float));
-				apply(s, off + c, s->acc, len, 1, t->lr);
-			}
+		}
 		pti_server_applied(s, t->stale);
+		if (fill != NULL)
+			fill_mark(s, s->cur, fill, off, n);
 	}
 	// The clock moves even for a dropped gradient: the step is done,
 	// only its update was refused.

@@ -105,6 +105,15 @@ struct ps_server {
 	// allocates and zero-fills no fresh shard-sized buffer.
 	nng_msg **spare;     // (workers + 1)
 	uint32_t n_spare;
+	// One spare may hold the shard's values [filled_off, +filled_n) of
+	// version filled_ver already, at filled_pay: written chunk by chunk
+	// as the update went, while each chunk was in cache, so that its
+	// reply copies nothing (pti_policy_filled). NULL when none does.
+	nng_msg *filled;
+	float *filled_pay;
+	uint64_t filled_off, filled_n;
+	int64_t filled_ver;
+	uint64_t replies_filled; // replies that went out that way
 	uint64_t *got_bits; // (workers, words(n)) pieces of a step received
 	ps_member *m;       // (workers) who they are and where they are
 	uint32_t n_have, n_hello, n_done, n_lost;

@@ -65,24 +65,25 @@ static void prove(job *j, uint32_t pipe, uint32_t role, uint32_t rank)
 	PT_TEST_TRUE(ask(j, pipe, &h, NULL, 0, &r) == 0);
 }
 
-// job_open starts a one-shard server of mode for `workers` workers, with
-// flags (e.g. "--backup-workers=1") applied over the defaults, and proves
-// every worker's connection and the control client's.
-static void job_open(job *j, const char *mode, uint32_t workers,
-    const char *flag)
+// job_open_spec starts a one-shard server of model spec and mode for
+// `workers` workers, with flags (e.g. "--backup-workers=1") applied over
+// the defaults, and proves every worker's connection and the control
+// client's.
+static void job_open_spec(job *j, const char *mode, uint32_t workers,
+    const char *flag, const char *spec)
 {
 	char w[16], lr[16];
 	int help;
 	snprintf(w, sizeof(w), "%u", workers);
 	snprintf(lr, sizeof(lr), "%g", LR);
 	char *argv[] = {"--mode", (char *)mode, "--workers", w, "--batch", w,
-	    "--model", SPEC, "--data", DATA, "--lr", lr, "--seed", "3",
+	    "--model", (char *)spec, "--data", DATA, "--lr", lr, "--seed", "3",
 	    (char *)flag, NULL};
 	int argc = flag ? 15 : 14;
 	memset(j, 0, sizeof(*j));
 	pt_config_defaults(&j->c);
 	PT_TEST_OK(pt_config_parse(&j->c, PT_CMD_SERVER, argc, argv, &help));
-	PT_TEST_OK(pt_layout_init(&j->l, SPEC, 64, 10));
+	PT_TEST_OK(pt_layout_init(&j->l, spec, 64, 10));
 	PT_TEST_OK(pti_local_open(&j->s, &j->c));
 	j->n = j->l.n_params;
 	j->g = malloc(j->n * sizeof(float));
@@ -93,6 +94,12 @@ static void job_open(job *j, const char *mode, uint32_t workers,
 	for (uint32_t r = 0; r < workers; r++)
 		prove(j, r + 1, PT_ROLE_WORKER, r);
 	prove(j, MAXW + 1, PT_ROLE_CONTROL, 0);
+}
+
+static void job_open(job *j, const char *mode, uint32_t workers,
+    const char *flag)
+{
+	job_open_spec(j, mode, workers, flag, SPEC);
 }
 
 static void job_close(job *j)
@@ -292,6 +299,74 @@ static void test_policy_async_pieces(void)
 	job_close(&j);
 }
 
+// ask_vals is ask, with the reply's values copied to vals when it
+// carries the whole shard.
+static int ask_vals(job *j, uint32_t pipe, const pti_hdr *h,
+    const float *pay, uint64_t n, float *vals)
+{
+	nng_msg *m, *rep;
+	const void *p;
+	pti_hdr r;
+	PT_TEST_OK(pti_msg_encode(&m, h, pay, n));
+	rep = pti_local_request(j->s, pipe, m);
+	nng_msg_free(m);
+	if (rep == NULL)
+		return -1;
+	PT_TEST_OK(pti_msg_decode(&r, &p, rep));
+	PT_TEST_TRUE(r.status != 0 || (p != NULL && r.n == j->n));
+	if (r.status == 0 && p != NULL && r.n == j->n)
+		memcpy(vals, p, j->n * sizeof(float));
+	nng_msg_free(rep);
+	return (int)r.status;
+}
+
+// pull_all reads the whole shard as the control client.
+static void pull_all(job *j, float *vals)
+{
+	pti_hdr h;
+	pti_hdr_init(&h, PT_OP_PULL, PT_ROLE_CONTROL, 0);
+	PT_TEST_TRUE(ask_vals(j, MAXW + 1, &h, NULL, 0, vals) == 0);
+}
+
+// test_policy_replies_in_place: a shard of 76.8 KB (a request with a
+// header's room) gets a pushpull's reply written into its request as the
+// update goes, sync (one worker, two steps) and async (two workers):
+// each reply holds exactly the parameters a later pull reads, the old
+// ones minus lr x each step's mean gradient (ones).
+static void test_policy_replies_in_place(void)
+{
+	for (int sync = 1; sync >= 0; sync--) {
+		job j;
+		uint32_t w = sync ? 1 : 2;
+		job_open_spec(&j, sync ? "sync" : "async", w, NULL, "mlp:256");
+		uint64_t n = j.n;
+		PT_TEST_TRUE(n * sizeof(float) >= PTI_ROOM_FROM);
+		float *p0 = malloc(n * sizeof(float));
+		float *rep = malloc(n * sizeof(float));
+		float *now = malloc(n * sizeof(float));
+		pull_all(&j, p0);
+		for (int64_t step = 0; step < 2; step++) {
+			uint32_t r = (uint32_t)step % w;
+			pti_hdr h;
+			pti_hdr_init(&h, PT_OP_PUSHPULL, PT_ROLE_WORKER, r);
+			h.has |= PTI_H_STEP | PTI_H_VER | PTI_H_RANGE;
+			h.step = sync ? step : 0;
+			h.ver = step;
+			h.off = 0;
+			PT_TEST_TRUE(ask_vals(&j, r + 1, &h, j.g, n, rep) == 0);
+			pull_all(&j, now);
+			PT_TEST_TRUE(memcmp(rep, now, n * sizeof(float)) == 0);
+		}
+		int moved = 1;
+		for (uint64_t i = 0; i < n; i++)
+			moved &= fabsf(now[i] - (p0[i] - 2 * (float)LR)) < 1e-5f;
+		PT_TEST_TRUE(moved);
+		PT_TEST_TRUE(pti_local_replies_filled(j.s) == 2);
+		free(p0), free(rep), free(now);
+		job_close(&j);
+	}
+}
+
 static const pt_test_case cases[] = {
     {"test_policy_sync_waits_for_all", test_policy_sync_waits_for_all},
     {"test_policy_sync_backup_workers", test_policy_sync_backup_workers},
@@ -300,6 +375,7 @@ static const pt_test_case cases[] = {
     {"test_policy_ssp_bound", test_policy_ssp_bound},
     {"test_policy_sync_pieces", test_policy_sync_pieces},
     {"test_policy_async_pieces", test_policy_async_pieces},
+    {"test_policy_replies_in_place", test_policy_replies_in_place},
     {NULL, NULL},
 };
 

@@ -320,6 +320,52 @@ static void test_proto_reuse_in_place(void)
 	free(g), free(v);
 }
 
+// test_proto_values_already_in_place: a reply whose values are the
+// message's own (written over the request's gradient) keeps them byte for
+// byte, with a longer header or a shorter one (moved, not clobbered by
+// the header), and one that would have to grow the message is refused.
+static void test_proto_values_already_in_place(void)
+{
+	enum { N = PTI_ROOM_FROM / 4 + 3 };
+	float *g = malloc(N * sizeof(float)), *want = malloc(N * sizeof(float));
+	PT_TEST_TRUE(g != NULL && want != NULL);
+	for (int i = 0; i < N; i++)
+		g[i] = (float)i + 0.5f;
+	pti_hdr h, r, d;
+	const void *pay;
+	nng_msg *m;
+	pti_hdr_init(&h, PT_OP_PUSHPULL, PT_ROLE_WORKER, 3);
+	h.has |= PTI_H_STEP | PTI_H_VER;
+	h.step = 7;
+	h.ver = 7;
+	PT_TEST_OK(pti_msg_encode(&m, &h, g, N));
+	PT_TEST_OK(pti_msg_decode(&d, &pay, m));
+	float *own = (float *)pay; // the request's values, in m
+	for (int i = 0; i < N; i++)
+		own[i] = want[i] = -(float)i; // the new parameters, in place
+	pti_hdr_init(&r, PT_OP_PUSHPULL, PT_ROLE_SERVER, 1);
+	r.has |= PTI_H_STATUS | PTI_H_VER | PTI_H_RANGE | PTI_H_LR |
+		 PTI_H_STALE;
+	r.ver = (int64_t)1 << 49;
+	r.lr = 0.1;
+	r.staleness = 1 << 20;
+	PT_TEST_OK(pti_msg_encode_in(m, &r, own, N));
+	PT_TEST_OK(pti_msg_decode(&d, &pay, m));
+	PT_TEST_TRUE(d.ver == r.ver && d.n == N && d.staleness == 1 << 20);
+	PT_TEST_TRUE(memcmp(pay, want, N * sizeof(float)) == 0);
+	// Values that start 4 bytes later than a header puts them: moved.
+	own = (float *)pay + 1;
+	PT_TEST_OK(pti_msg_encode_in(m, &r, own, N - 1));
+	PT_TEST_OK(pti_msg_decode(&d, &pay, m));
+	PT_TEST_TRUE(d.n == N - 1 &&
+		     memcmp(pay, want + 1, (N - 1) * sizeof(float)) == 0);
+	// Its own values and more than it holds: refused, not grown.
+	PT_TEST_ERR(pti_msg_encode_in(m, &r, (const float *)pay, N + 64),
+	    PT_EINVAL);
+	nng_msg_free(m);
+	free(g), free(want);
+}
+
 static const pt_test_case cases[] = {
     {"test_proto_roundtrip", test_proto_roundtrip},
     {"test_proto_minimal", test_proto_minimal},
@@ -336,6 +382,8 @@ static const pt_test_case cases[] = {
     {"test_proto_payload_mismatch", test_proto_payload_mismatch},
     {"test_proto_check_walks", test_proto_check_walks},
     {"test_proto_reuse_in_place", test_proto_reuse_in_place},
+    {"test_proto_values_already_in_place",
+	test_proto_values_already_in_place},
     {NULL, NULL},
 };
 
