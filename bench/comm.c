@@ -176,6 +176,10 @@ static void *ps_serve(void *arg)
 	return NULL;
 }
 
+// ps_round times pushpulls of n floats with their values copied into v,
+// or with v NULL lent instead: read where they arrived (where the program
+// would read them; as the raw side, it does not), the loan given back
+// before the next step.
 static double ps_round(pt_worker *w, uint64_t n, float *g, float *v,
     int64_t *step, int iters)
 {
@@ -184,32 +188,13 @@ static double ps_round(pt_worker *w, uint64_t n, float *g, float *v,
 		if (i == 0)
 			t0 = now_us();
 		pt_req *q;
+		pt_lent *l = NULL;
+		const float *lent;
 		int rv;
 		if ((rv = pt_pushpull(w, (*step)++, PT_ALL, 0, n, g, v, &q)) != 0 ||
-		    (rv = pt_wait(w, q)) != 0)
-			die("pushpull", rv, 0);
-	}
-	return (now_us() - t0) / iters;
-}
-
-// ps_lent_round is ps_round with the values lent instead of copied: the
-// reply's values are where the program would read them (as the raw side,
-// it does not), and the loan is given back before the next step.
-static double ps_lent_round(pt_worker *w, uint64_t n, float *g,
-    int64_t *step, int iters)
-{
-	double t0 = 0;
-	for (int i = -iters / 10 - 1; i < iters; i++) {
-		if (i == 0)
-			t0 = now_us();
-		pt_req *q;
-		pt_lent *l;
-		const float *v;
-		int rv;
-		if ((rv = pt_pushpull(w, (*step)++, PT_ALL, 0, n, g, NULL,
-			 &q)) != 0 ||
-		    (rv = pt_wait_lent(w, q, &v, &l)) != 0)
-			die("lent pushpull", rv, 0);
+		    (rv = v != NULL ? pt_wait(w, q)
+				    : pt_wait_lent(w, q, &lent, &l)) != 0)
+			die(v != NULL ? "pushpull" : "lent pushpull", rv, 0);
 		pt_lent_free(w, l);
 	}
 	return (now_us() - t0) / iters;
@@ -336,7 +321,7 @@ int main(int argc, char **argv)
 			else if (which == 2)
 				t[2] = ps_round(w, n, g, v, &step, iters);
 			else if (which == 3)
-				t[3] = ps_lent_round(w, n, g, &step, iters);
+				t[3] = ps_round(w, n, g, NULL, &step, iters);
 		}
 		if (!wide)
 			t[1] = t[0]; // tcp: the same exchange

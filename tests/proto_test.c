@@ -266,6 +266,17 @@ static void test_proto_check_walks(void)
 	PT_TEST_ERR(pti_msgpack_check(bad, 1, 3, &used), PT_EPROTO);
 }
 
+// big_request encodes worker 3's pushpull of step 7 with n values of g:
+// enough values for a header with room.
+static void big_request(nng_msg **m, pti_hdr *h, const float *g, int n)
+{
+	pti_hdr_init(h, PT_OP_PUSHPULL, PT_ROLE_WORKER, 3);
+	h->has |= PTI_H_STEP | PTI_H_VER;
+	h->step = 7;
+	h->ver = 7;
+	PT_TEST_OK(pti_msg_encode(m, h, g, (uint64_t)n));
+}
+
 // A message of many values carries a header of PTI_HDR_ROOM bytes or
 // more, so that the reply of the same values (a bigger header) is
 // written into the request it answers, and the next request into that
@@ -280,11 +291,7 @@ static void test_proto_reuse_in_place(void)
 	pti_hdr h, r, d;
 	const void *pay;
 	nng_msg *m;
-	pti_hdr_init(&h, PT_OP_PUSHPULL, PT_ROLE_WORKER, 3);
-	h.has |= PTI_H_STEP | PTI_H_VER;
-	h.step = 7;
-	h.ver = 7;
-	PT_TEST_OK(pti_msg_encode(&m, &h, g, N));
+	big_request(&m, &h, g, N);
 	const uint8_t *b = nng_msg_body(m);
 	PT_TEST_TRUE(b[0] + 256u * b[1] >= PTI_HDR_ROOM);
 	size_t cap = nng_msg_capacity(m);
@@ -322,8 +329,9 @@ static void test_proto_reuse_in_place(void)
 
 // test_proto_values_already_in_place: a reply whose values are the
 // message's own (written over the request's gradient) keeps them byte for
-// byte, with a longer header or a shorter one (moved, not clobbered by
-// the header), and one that would have to grow the message is refused.
+// byte, where the reply's header puts them or 4 bytes past that (moved
+// into place, not clobbered by the header), and one that would have to
+// grow the message is refused.
 static void test_proto_values_already_in_place(void)
 {
 	enum { N = PTI_ROOM_FROM / 4 + 3 };
@@ -334,11 +342,7 @@ static void test_proto_values_already_in_place(void)
 	pti_hdr h, r, d;
 	const void *pay;
 	nng_msg *m;
-	pti_hdr_init(&h, PT_OP_PUSHPULL, PT_ROLE_WORKER, 3);
-	h.has |= PTI_H_STEP | PTI_H_VER;
-	h.step = 7;
-	h.ver = 7;
-	PT_TEST_OK(pti_msg_encode(&m, &h, g, N));
+	big_request(&m, &h, g, N);
 	PT_TEST_OK(pti_msg_decode(&d, &pay, m));
 	float *own = (float *)pay; // the request's values, in m
 	for (int i = 0; i < N; i++)
