@@ -68,8 +68,9 @@ for tr in ipc tcp; do
 		sl=$(awk '{print $2 / $4}' "$T/c.txt" | median)
 		sd=$(awk '{print $1 / $3}' "$T/c.txt" | median)
 		set -- "$@" $(awk '{print $2 / $3}' "$T/c.txt" | span)
-		printf '%-5s %-22s %10.1f %10.1f %10.1f %6.2fx %5.2f-%.2f %10.1f %6.2fx %6.2fx\n' \
-			$tr "$1" "$raw" "$dflt" "$ps" "$sp" "$4" "$5" "$lent" "$sl" "$sd"
+		f='%-5s %-22s %10.1f %10.1f %10.1f %6.2fx %5.2f-%.2f'
+		printf "$f %10.1f %6.2fx %6.2fx\n" $tr "$1" "$raw" "$dflt" "$ps" \
+			"$sp" "$4" "$5" "$lent" "$sl" "$sd"
 		json="$json$sep\n    {\"transport\": \"$tr\", \"size\": \"$1\", \"floats\": $2, \"raw_nng_us\": $raw, \"raw_nng_default_buffers_us\": $dflt, \"pstrain_us\": $ps, \"pstrain_lent_us\": $lent, \"speed_vs_raw\": $sp, \"speed_range\": [$4, $5], \"speed_lent_vs_raw\": $sl, \"speed_vs_raw_default_buffers\": $sd}"
 		sep=","
 	done

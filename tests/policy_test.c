@@ -358,8 +358,9 @@ static void test_policy_replies_in_place(void)
 			PT_TEST_TRUE(memcmp(rep, now, n * sizeof(float)) == 0);
 		}
 		int moved = 1;
+		float by = 2 * (float)LR; // two steps of ones
 		for (uint64_t i = 0; i < n; i++)
-			moved &= fabsf(now[i] - (p0[i] - 2 * (float)LR)) < 1e-5f;
+			moved &= fabsf(now[i] - (p0[i] - by)) < 1e-5f;
 		PT_TEST_TRUE(moved);
 		PT_TEST_TRUE(pti_local_replies_filled(j.s) == 2);
 		free(p0), free(rep), free(now);
