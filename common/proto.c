@@ -203,10 +203,31 @@ int pti_msg_roomy(nng_msg *m, uint64_t n)
 	       nng_msg_capacity(m) >= 4 + PTI_HDR_ROOM + n * sizeof(float);
 }
 
+// hdr_buf: a header packed on the stack, so that encoding a message into
+// a kept one allocates nothing (msgpack_sbuffer took 8 KiB from the heap
+// for every message).
+typedef struct hdr_buf {
+	size_t size;
+	int over; // more than PT_HDR_MAX bytes were written
+	char data[PT_HDR_MAX];
+} hdr_buf;
+
+static int hdr_write(void *arg, const char *buf, size_t len)
+{
+	hdr_buf *b = arg;
+	if (b->over || len > sizeof(b->data) - b->size) {
+		b->over = 1;
+		return -1;
+	}
+	memcpy(b->data + b->size, buf, len);
+	b->size += len;
+	return 0;
+}
+
 int pti_msg_encode_in(nng_msg *m, const pti_hdr *h, const float *payload,
     uint64_t n)
 {
-	msgpack_sbuffer sb;
+	hdr_buf sb;
 	msgpack_packer pk;
 	pti_hdr hh = *h;
 
@@ -220,8 +241,9 @@ int pti_msg_encode_in(nng_msg *m, const pti_hdr *h, const float *payload,
 	// in size: the server writes its reply into the request, the worker
 	// its next request into the reply (pti_msg_encode_in).
 	int room = payload != NULL && n * sizeof(float) >= PTI_ROOM_FROM;
-	msgpack_sbuffer_init(&sb);
-	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	sb.size = 0;
+	sb.over = 0;
+	msgpack_packer_init(&pk, &sb, hdr_write);
 	msgpack_pack_map(&pk, hdr_count(&hh) + (uint32_t)room);
 	pack_u(&pk, "pv", hh.pv);
 	pack_u(&pk, "op", hh.op);
@@ -299,14 +321,9 @@ int pti_msg_encode_in(nng_msg *m, const pti_hdr *h, const float *payload,
 		msgpack_pack_bin(&pk, k);
 		msgpack_pack_bin_body(&pk, zeros, k);
 	}
-	if (sb.data == NULL) {
-		msgpack_sbuffer_destroy(&sb);
-		return pti_err_set(PT_ENOMEM, "encoding a header");
-	}
-	if (sb.size > PT_HDR_MAX) {
-		msgpack_sbuffer_destroy(&sb);
-		return pti_err_set(PT_EINVAL, "header of %zu bytes", sb.size);
-	}
+	if (sb.over)
+		return pti_err_set(PT_EINVAL, "a header of more than %d bytes",
+		    PT_HDR_MAX);
 	size_t hl = sb.size, pad = (4 - hl % 4) % 4;
 	size_t pay = payload != NULL ? (size_t)n * sizeof(float) : 0;
 	size_t total = 4 + hl + pad + pay;
@@ -316,19 +333,15 @@ int pti_msg_encode_in(nng_msg *m, const pti_hdr *h, const float *payload,
 	// what may be their start.
 	uintptr_t b0 = (uintptr_t)nng_msg_body(m), at = (uintptr_t)payload;
 	int own = pay > 0 && at >= b0 && at < b0 + nng_msg_capacity(m);
-	if (own && total > nng_msg_capacity(m)) {
-		msgpack_sbuffer_destroy(&sb);
+	if (own && total > nng_msg_capacity(m))
 		return pti_err_set(PT_EINVAL, "a message of %zu bytes in place "
 		    "of %zu", total, nng_msg_capacity(m));
-	}
 	// Within the message's capacity nothing is allocated or zeroed, and
 	// the body stays where it is (nng clears by length).
 	nng_msg_clear(m);
 	nng_msg_header_clear(m);
-	if (nng_msg_realloc(m, total) != 0) {
-		msgpack_sbuffer_destroy(&sb);
+	if (nng_msg_realloc(m, total) != 0)
 		return pti_err_set(PT_ENOMEM, "a message of %zu bytes", total);
-	}
 	uint8_t *body = nng_msg_body(m);
 	if (pay > 0 && body + 4 + hl + pad != (const uint8_t *)payload)
 		memmove(body + 4 + hl + pad, payload, pay); // host is LE
@@ -338,7 +351,6 @@ int pti_msg_encode_in(nng_msg *m, const pti_hdr *h, const float *payload,
 	body[3] = 0;
 	memcpy(body + 4, sb.data, hl);
 	memset(body + 4 + hl, 0, pad);
-	msgpack_sbuffer_destroy(&sb);
 	return 0;
 }
 
