@@ -187,8 +187,17 @@ int pti_msg_encode(nng_msg **out, const pti_hdr *h, const float *payload,
 {
 	nng_msg *m;
 	int rv;
-	if (nng_msg_alloc(&m, 0) != 0)
-		return pti_err_set(PT_ENOMEM, "a message");
+	// A message of many values gets the buffer nng gives one it receives
+	// (the frame: a 4-byte REQ/REP id, then the body), so that once freed
+	// the heap hands the same buffer to a later receive. Built to size,
+	// the buffers of a job's first replies left holes a few bytes short of
+	// every later message: a server of mlp:2048,2048 with 8 workers grew
+	// its heap by one or two shards that it never used again.
+	size_t cap = payload != NULL && n * sizeof(float) >= PTI_ROOM_FROM
+			 ? 4 + 4 + PTI_HDR_ROOM + (size_t)n * sizeof(float)
+			 : 0;
+	if (nng_msg_alloc(&m, cap) != 0)
+		return pti_err_set(PT_ENOMEM, "a message of %zu bytes", cap);
 	if ((rv = pti_msg_encode_in(m, h, payload, n)) != 0) {
 		nng_msg_free(m);
 		return rv;
