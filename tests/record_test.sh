@@ -131,8 +131,11 @@ test_record_matched_lr() {
 
 test_record_train_time_excludes_eval() {
 	# Evaluate on 10,000 validation examples after every step: train_s
-	# is the span of the workers' steps less the evaluations inside it,
-	# which here are most of that span.
+	# is the span of the workers' steps less the evaluations inside it.
+	# The evaluations must last well past the tolerance (10 ms against 3)
+	# for the check to tell them apart; how they compare with the steps
+	# is the machine's load, not judged (it failed once in CI when the
+	# evaluations were 47% of the span, not "most").
 	n=test_record_train_time_excludes_eval
 	d="$T/ev"
 	$P run --data synthetic:20000 --model mlp:32 --seed 7 --servers 1 \
@@ -147,7 +150,7 @@ test_record_train_time_excludes_eval() {
 		END { printf "%.6f", s }' "$d/eval.csv")
 	awk -v t="$(json train_s "$s")" -v e="$(json eval_s "$s")" \
 		-v span="$span" -v ev="$evin" 'BEGIN {
-		exit !(ev > span / 2 && (t - (span - ev)) ^ 2 < 0.003 ^ 2 &&
+		exit !(ev > 0.010 && (t - (span - ev)) ^ 2 < 0.003 ^ 2 &&
 			e >= ev) }' && ok $n ||
 		no $n "train_s $(json train_s "$s"), span $span, evals $evin" "$s"
 }

@@ -198,7 +198,10 @@ static void pair_up(nng_socket *rep, nng_socket *req, const char *url)
 // connection is left to the kernel's own tuning.
 static void test_transport_ipc_buffers_widened(void)
 {
-	char dir[] = "/tmp/pt-widen-XXXXXX", url[300];
+	char dir[256], url[300];
+	const char *tmp = getenv("TMPDIR");
+	snprintf(dir, sizeof(dir), "%s/pt-widen-XXXXXX",
+	    tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
 	nng_socket rep, req;
 	long max = 0;
 	FILE *f = fopen("/proc/sys/net/core/wmem_max", "r");
