@@ -26,21 +26,21 @@ void pti_server_spare(ps_server *s, nng_msg *m)
 	nng_msg_free(m);
 }
 
-// spare_filled takes the spare that holds the shard's [off, +n) as they
-// are now (policy.c, fill_mark) out of the spares, with where its values
-// are in *pay; NULL when no spare does.
-static nng_msg *spare_filled(ps_server *s, uint64_t off, uint64_t n,
-    float **pay)
+// spare_filled takes out of the spares the one whose values are already
+// pay[0, n) of the shard as they are now (policy.c, fill_mark), with
+// where they lie in it in *own; NULL when no spare is.
+static nng_msg *spare_filled(ps_server *s, const float *pay, uint64_t n,
+    float **own)
 {
 	nng_msg *m = s->filled;
-	if (m == NULL || s->filled_ver != s->version ||
-	    s->filled_off != off || s->filled_n != n)
+	if (m == NULL || s->filled_ver != s->version || s->filled_n != n ||
+	    pay != s->params + s->filled_off)
 		return NULL;
 	s->filled = NULL;
 	for (uint32_t i = 0; i < s->n_spare; i++)
 		if (s->spare[i] == m) {
 			s->spare[i] = s->spare[--s->n_spare];
-			*pay = s->filled_pay;
+			*own = s->filled_pay;
 			return m;
 		}
 	return NULL;
@@ -50,7 +50,18 @@ nng_msg *pti_server_reply(ps_server *s, pti_hdr *h, const float *pay,
     uint64_t n)
 {
 	nng_msg *m = NULL;
+	float *own;
 	h->has |= PTI_H_STATUS;
+	// A request that holds these values already carries them as they
+	// are: only its header is written.
+	if (pay != NULL && (m = spare_filled(s, pay, n, &own)) != NULL) {
+		if (pti_msg_encode_in(m, h, own, n) == 0) {
+			s->replies_filled++;
+			return m;
+		}
+		nng_msg_free(m);
+		m = NULL;
+	}
 	// Many values go in a kept request that holds them without growing
 	// (its header had PTI_HDR_ROOM bytes: room for any reply's).
 	if (pay != NULL && s->n_spare > 0 &&
@@ -98,18 +109,6 @@ static nng_msg *reply_values(ps_server *s, uint32_t op, uint64_t off,
 		h.has |= PTI_H_LR | PTI_H_STALE;
 		h.lr = lr;
 		h.staleness = stale;
-	}
-	// A request that holds these values already carries them as they
-	// are: only its header is written (pti_msg_encode_in).
-	float *pay;
-	nng_msg *m = spare_filled(s, off, n, &pay);
-	if (m != NULL) {
-		h.has |= PTI_H_STATUS;
-		if (pti_msg_encode_in(m, &h, pay, n) == 0) {
-			s->replies_filled++;
-			return m;
-		}
-		nng_msg_free(m);
 	}
 	return pti_server_reply(s, &h, s->params + off, n);
 }

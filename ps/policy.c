@@ -46,7 +46,7 @@ static void apply(ps_server *s, uint64_t off, const float *g, uint64_t n,
 
 // fill_mark records that m's values at pay hold the shard's [off, +n) as
 // they are now (the version after this update): m carries their reply
-// without a copy (ops.c, reply_values).
+// without a copy (ops.c, pti_server_reply).
 static void fill_mark(ps_server *s, nng_msg *m, float *pay, uint64_t off,
     uint64_t n)
 {
