@@ -144,7 +144,10 @@ PT_API int pt_worker_open(pt_worker **out, const pt_job *job, uint32_t rank,
 // pt_push sends the gradient of step `step` for a range: grad (n floats)
 // stays the caller's and must not change until pt_wait returns. Sync: a
 // step's gradient may arrive in several pushes, in any order, each range
-// once; the step closes when every worker's whole gradient is in. Async:
+// once; the step closes when every worker's whole gradient is in. Without
+// backup workers a range every worker has pushed is applied at once (the
+// same bits as at the close), and a pushpull or pull of it is answered
+// then, with the next version's values for it. Async:
 // applied at once. *req is the caller's, to pt_wait. Steps count from
 // the value of pt_worker_start; push a step's ranges before the next
 // step's.

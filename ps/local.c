@@ -30,7 +30,7 @@ int pti_local_open(pti_local_server **out, const pt_config *c)
 	pt_job_free(j);
 	if (rv != 0)
 		goto fail;
-	s->n_ctx = c->workers + 8;
+	s->n_ctx = PS_N_CTX(c->workers);
 	if ((s->ctxs = calloc(s->n_ctx, sizeof(ps_ctx))) == NULL) {
 		rv = pti_err_set(PT_ENOMEM, "local server");
 		goto fail;

@@ -95,15 +95,17 @@ nng_msg *pti_server_error(ps_server *s, const pti_hdr *req, int code,
 	return pti_server_reply(s, &h, NULL, 0);
 }
 
-// reply_values answers with the shard's values in [off, off + n); lr >= 0
-// also reports the learning rate and staleness of the push it follows.
+// reply_values answers with the shard's values in [off, off + n), of
+// version ver (the shard's, or the next one for a range that holds it
+// already: pti_policy_ahead); lr >= 0 also reports the learning rate and
+// staleness of the push it follows.
 static nng_msg *reply_values(ps_server *s, uint32_t op, uint64_t off,
-    uint64_t n, double lr, int64_t stale)
+    uint64_t n, int64_t ver, double lr, int64_t stale)
 {
 	pti_hdr h;
 	pti_hdr_init(&h, op, PT_ROLE_SERVER, s->cfg->rank);
 	h.has |= PTI_H_VER | PTI_H_RANGE;
-	h.ver = s->version;
+	h.ver = ver;
 	h.off = s->lo + off;
 	if (lr >= 0) {
 		h.has |= PTI_H_LR | PTI_H_STALE;
@@ -160,23 +162,50 @@ static int shard_range(ps_server *s, const pti_hdr *h, uint64_t *off,
 	*n = cnt;
 	return 0;
 }
-void pti_server_wake(ps_server *s, ps_ctx **wake)
+// wake_when moves the parked requests that may be answered to *wake:
+// those key() allows, or with `ahead` those whose range holds the next
+// version already while the step is open.
+static void wake_when(ps_server *s, ps_ctx **wake, int ahead)
 {
-	int64_t key = s->policy->key(s);
+	int64_t key = s->policy->key(s), ver = s->version + (ahead != 0);
 	ps_ctx **pp = &s->waiting;
 	while (*pp != NULL) {
 		ps_ctx *x = *pp;
-		if (x->wait_ver > key) {
+		if (ahead ? x->wait_ver != ver ||
+				!pti_policy_ahead(s, x->r_off, x->r_n)
+			  : x->wait_ver > key) {
 			pp = &x->next;
 			continue;
 		}
 		*pp = x->next;
 		nng_aio_set_msg(x->aio, reply_values(s, x->r_op, x->r_off,
-					    x->r_n, x->r_lr, x->r_stale));
+					    x->r_n, ver, x->r_lr, x->r_stale));
 		x->next = *wake;
 		*wake = x;
 	}
 }
+
+void pti_server_wake(ps_server *s, ps_ctx **wake)
+{
+	wake_when(s, wake, 0);
+}
+
+void pti_server_wake_ahead(ps_server *s, ps_ctx **wake)
+{
+	wake_when(s, wake, 1);
+}
+
+// park_full: whether connection pipe has PS_PARK_MAX requests parked, as
+// many as the contexts kept for each worker allow (a worker that asks for
+// more is refused rather than let stop the server receiving).
+static int park_full(const ps_server *s, uint32_t pipe)
+{
+	uint32_t k = 0;
+	for (const ps_ctx *x = s->waiting; x != NULL; x = x->next)
+		k += x->r_pipe == pipe;
+	return k >= PS_PARK_MAX;
+}
+
 static void park(ps_server *s, ps_ctx *x, uint32_t op, int64_t ver,
     uint64_t off, uint64_t n, double lr, int64_t stale)
 {
@@ -289,10 +318,15 @@ static nng_msg *op_pull(ps_server *s, ps_ctx *x, const pti_hdr *h,
 			    (long long)h->ver, (long long)s->version);
 			return pti_server_error(s, h, PT_ESTATE, why);
 		}
+		if (pti_policy_ahead(s, off, n))
+			return reply_values(s, h->op, off, n, h->ver, -1, 0);
+		if (park_full(s, x->r_pipe))
+			return pti_server_error(s, h, PT_ESTATE,
+			    "too many requests of this connection wait");
 		park(s, x, h->op, h->ver, off, n, -1, 0);
 		return NULL;
 	}
-	return reply_values(s, h->op, off, n, -1, 0);
+	return reply_values(s, h->op, off, n, s->version, -1, 0);
 }
 
 // push_finite refuses a gradient with a NaN or infinite value: one would
@@ -369,6 +403,11 @@ static nng_msg *op_push(ps_server *s, ps_ctx *x, const pti_hdr *h,
 {
 	uint64_t off = 0, n = 0;
 	ps_take t;
+	// A pushpull whose reply might have to wait is refused before its
+	// gradient is taken when no more may wait.
+	if (h->op == PT_OP_PUSHPULL && park_full(s, x->r_pipe))
+		return pti_server_error(s, h, PT_ESTATE,
+		    "too many requests of this connection wait");
 	int rv = push_take(s, h, pay, &off, &n, &t, wake);
 	if (rv != 0)
 		return pti_server_error(s, h, rv, pt_errmsg(rv));
@@ -391,7 +430,8 @@ static nng_msg *op_push(ps_server *s, ps_ctx *x, const pti_hdr *h,
 		r.lr = t.lr;
 		return pti_server_reply(s, &r, NULL, 0);
 	}
-	return reply_values(s, h->op, off, n, t.lr, t.stale);
+	return reply_values(s, h->op, off, n, s->version + t.ahead, t.lr,
+	    t.stale);
 }
 
 static nng_msg *op_done(ps_server *s, ps_ctx *x, const pti_hdr *h,

@@ -62,24 +62,64 @@ static void fill_mark(ps_server *s, nng_msg *m, float *pay, uint64_t off,
 // A worker's gradient for a step may come in pieces (a program that
 // pushes one variable at a time), in any order, each range once.
 
+// bits_mask: the mask of bits [i, *e) in the word of bit i, where *e is
+// the end of that word or hi, whichever comes first.
+static uint64_t bits_mask(uint64_t i, uint64_t hi, uint64_t *e)
+{
+	uint64_t end = (i / 64 + 1) * 64;
+	*e = end < hi ? end : hi;
+	return (*e - i == 64 ? ~0ULL : ((1ULL << (*e - i)) - 1)) << (i % 64);
+}
+
+static int bits_any(const uint64_t *b, uint64_t lo, uint64_t hi)
+{
+	for (uint64_t i = lo, e; i < hi; i = e)
+		if (b[i / 64] & bits_mask(i, hi, &e))
+			return 1;
+	return 0;
+}
+
+static int bits_all(const uint64_t *b, uint64_t lo, uint64_t hi)
+{
+	for (uint64_t i = lo, e; i < hi; i = e) {
+		uint64_t m = bits_mask(i, hi, &e);
+		if ((b[i / 64] & m) != m)
+			return 0;
+	}
+	return 1;
+}
+
+static void bits_set(uint64_t *b, uint64_t lo, uint64_t hi)
+{
+	for (uint64_t i = lo, e; i < hi; i = e)
+		b[i / 64] |= bits_mask(i, hi, &e);
+}
+
 // bits_claim marks [lo, hi) in b unless any of it is marked already
 // (then -1, nothing changed).
 static int bits_claim(uint64_t *b, uint64_t lo, uint64_t hi)
 {
-	for (int set = 0; set < 2; set++)
-		for (uint64_t i = lo; i < hi;) {
-			uint64_t w = i / 64, e = (w + 1) * 64 < hi ? (w + 1) * 64
-								  : hi;
-			uint64_t m = (e - i == 64 ? ~0ULL
-						  : ((1ULL << (e - i)) - 1))
-				     << (i % 64);
-			if (!set && (b[w] & m))
-				return -1;
-			if (set)
-				b[w] |= m;
-			i = e;
-		}
+	if (bits_any(b, lo, hi))
+		return -1;
+	bits_set(b, lo, hi);
 	return 0;
+}
+
+// bits_gap finds the first run [*lo, *hi) of unmarked bits at or after
+// from, below n; 0 when there is none. Whole words are skipped at once.
+static int bits_gap(const uint64_t *b, uint64_t from, uint64_t n,
+    uint64_t *lo, uint64_t *hi)
+{
+	uint64_t i = from;
+	while (i < n && (b[i / 64] >> (i % 64) & 1))
+		i = i % 64 == 0 && b[i / 64] == ~0ULL ? i + 64 : i + 1;
+	if (i >= n)
+		return 0;
+	*lo = i;
+	while (i < n && !(b[i / 64] >> (i % 64) & 1))
+		i = i % 64 == 0 && b[i / 64] == 0 ? i + 64 : i + 1;
+	*hi = i < n ? i : n;
+	return 1;
 }
 
 // piece_take records that worker r pushed [off, off + n) of the shard for
@@ -112,6 +152,19 @@ static int piece_take(ps_server *s, uint32_t r, int64_t step, uint64_t off,
 	return m->got_n == s->n;
 }
 
+// covers: whether worker r's gradient for the open step has all of
+// [off, off + n) in.
+static int covers(const ps_server *s, uint32_t r, uint64_t off, uint64_t n)
+{
+	const ps_member *m = &s->m[r];
+	if (m->got_step != s->version || m->got_n == 0)
+		return 0;
+	if (m->got_n == s->n)
+		return 1;
+	uint64_t words = (s->n + 63) / 64;
+	return bits_all(s->got_bits + (size_t)r * words, off, off + n);
+}
+
 // pti_policy_sealed closes worker r's last step to further pieces: after
 // a hello (a rejoining worker goes on from its next step) and a resume.
 void pti_policy_sealed(ps_server *s, uint32_t r)
@@ -127,42 +180,74 @@ void pti_policy_sealed(ps_server *s, uint32_t r)
 
 // ---------------------------------------------------------------- sync
 
+// rank_sum returns the sum over [c, c + len) of the shard of the gradients
+// of the workers s->use marks, in rank order, so that the bits do not
+// depend on the order they came in: one gradient where it lies, several
+// summed into s->acc. Worker cur's gradient lies at `at`, which holds the
+// shard's [at_off, ...) (a request not copied); the others' at s->src.
+static const float *rank_sum(ps_server *s, uint64_t c, size_t len,
+    uint32_t cur, const float *at, uint64_t at_off)
+{
+	const float *g = NULL;
+	for (uint32_t r = 0; r < s->cfg->workers; r++) {
+		if (!s->use[r])
+			continue;
+		const float *x = r == cur ? at + (c - at_off) : s->src[r] + c;
+		if (g == NULL)
+			g = x;
+		else if (g != s->acc)
+			sum_into(s->acc, g, x, len), g = s->acc;
+		else
+			add_into(s->acc, x, len);
+	}
+	return g;
+}
+
+// sum_apply applies the mean of the gradients s->use marks over [lo, hi)
+// of the shard, a chunk at a time, each chunk applied while it is in
+// cache; worker cur's gradient for [lo, hi) is at `at`. With fill (room
+// for [lo, hi) in a request the server owns), each chunk's new values are
+// written there once it is applied.
+static void sum_apply(ps_server *s, uint64_t lo, uint64_t hi, uint32_t cur,
+    const float *at, double gdiv, double lr, float *fill)
+{
+	for (uint64_t c = lo; c < hi; c += PS_CHUNK) {
+		size_t len = hi - c < PS_CHUNK ? hi - c : PS_CHUNK;
+		apply(s, c, rank_sum(s, c, len, cur, at, lo), len, gdiv, lr);
+		if (fill != NULL)
+			memcpy(fill + (c - lo), s->params + c,
+			    len * sizeof(float));
+	}
+}
+
 // sync_close applies the mean of the open step's gradients, summed in rank
-// order so that the result does not depend on arrival order, then answers
-// the requests that waited for it. The sum goes a chunk at a time, each
-// chunk applied while it is in cache; one gradient is applied where it is.
-// The first gradient held in its request gets each new chunk written over
-// it once the chunk is applied (every rank's chunk is summed by then):
-// that request carries the first reply with no further pass. Only a
-// request with a header's room (pti_msg_roomy) can: a reply's header may
-// be longer than a small request's.
+// order, over what was not applied ahead (sync_eager), then answers the
+// requests that waited for it. One gradient is applied where it is. When
+// nothing was applied ahead, the first gradient held in its request gets
+// each new chunk written over it once the chunk is applied (every rank's
+// chunk is summed by then): that request carries the first reply with no
+// further pass. Only a request with a header's room (pti_msg_roomy) can:
+// a reply's header may be longer than a small request's.
 static void sync_close(ps_server *s, ps_ctx **wake)
 {
 	uint32_t w = s->cfg->workers, rc = 0;
 	double lr = pti_server_lr(s, s->version);
+	for (uint32_t r = 0; r < w; r++)
+		s->use[r] = s->m[r].have; // a backup worker's is still to come
 	while (rc < w && !(s->m[rc].have && s->held[rc] != NULL))
 		rc++;
-	nng_msg *fm = rc < w && pti_msg_roomy(s->held[rc], s->n) ? s->held[rc]
-								 : NULL;
+	nng_msg *fm = s->n_eager == 0 && rc < w &&
+			      pti_msg_roomy(s->held[rc], s->n)
+			  ? s->held[rc]
+			  : NULL;
 	// The server owns the held request: its values may be overwritten.
 	float *fill = fm != NULL ? (float *)s->src[rc] : NULL;
-	for (uint64_t c = 0; c < s->n; c += PS_CHUNK) {
-		size_t len = s->n - c < PS_CHUNK ? s->n - c : PS_CHUNK;
-		const float *g = NULL;
-		for (uint32_t r = 0; r < w; r++) {
-			if (!s->m[r].have)
-				continue; // a backup worker's, still to come
-			const float *x = s->src[r] + c;
-			if (g == NULL)
-				g = x;
-			else if (g != s->acc)
-				sum_into(s->acc, g, x, len), g = s->acc;
-			else
-				add_into(s->acc, x, len);
-		}
-		apply(s, c, g, len, s->n_have, lr);
-		if (fill != NULL)
-			memcpy(fill + c, s->params + c, len * sizeof(float));
+	uint64_t lo = 0, hi = s->n;
+	while (s->n_eager == 0 ? lo < s->n
+			       : bits_gap(s->eager_bits, lo, s->n, &lo, &hi)) {
+		// fill is set only when this is the one run, [0, n).
+		sum_apply(s, lo, hi, UINT32_MAX, NULL, s->n_have, lr, fill);
+		lo = hi;
 	}
 	for (uint32_t r = 0; r < w; r++) {
 		s->m[r].have = 0;
@@ -171,10 +256,74 @@ static void sync_close(ps_server *s, ps_ctx **wake)
 		s->src[r] = NULL;
 	}
 	s->n_have = 0;
+	if (s->n_eager > 0) {
+		memset(s->eager_bits, 0,
+		    (s->n + 63) / 64 * sizeof(uint64_t));
+		s->n_eager = 0;
+	}
 	pti_server_applied(s, 0);
 	if (fill != NULL)
 		fill_mark(s, fm, fill, 0, s->n);
 	pti_server_wake(s, wake);
+}
+
+// ---------------------------------------------------------------- eager
+
+// Sync without backup workers: a range of the open step that every worker
+// it counts has pushed is applied at once, ahead of the step's close, and
+// its pushpulls are answered then with the next version's values for it.
+// The optimizer is elementwise and the sum goes in rank order either way,
+// so the parameters get the same bits as at the close; a worker that
+// pushes its gradient in pieces as backward makes them gets each piece's
+// values back while it computes the rest. The close then applies what is
+// left. In a step a worker is lost in, a range applied before the loss
+// has its gradient (if it had pushed the range) and the rest does not.
+
+// sync_eager_ready: whether worker cur's piece [off, off + n) may be
+// applied now: no backup workers (every live worker counts in the step),
+// none of the range applied yet, and every other worker that is not lost
+// has all of it in. Marks in s->use whose gradients the sum takes.
+static int sync_eager_ready(ps_server *s, uint32_t cur, uint64_t off,
+    uint64_t n)
+{
+	const pt_config *c = s->cfg;
+	if (c->backup_workers > 0 ||
+	    bits_any(s->eager_bits, off, off + n))
+		return 0;
+	for (uint32_t r = 0; r < c->workers; r++) {
+		s->use[r] = r == cur || covers(s, r, off, n);
+		if (!s->use[r] && !s->m[r].lost)
+			return 0;
+	}
+	return 1;
+}
+
+// sync_eager applies [off, off + n) from worker cur's request values g and
+// the other workers' kept gradients (sync_eager_ready said it may). A
+// pushpull's request the server owns gets the new values over g, chunk by
+// chunk, and carries its own reply.
+static void sync_eager(ps_server *s, uint32_t cur, const pti_hdr *h,
+    const float *g, uint64_t off, uint64_t n, double lr, ps_ctx **wake)
+{
+	uint32_t k = 0;
+	for (uint32_t r = 0; r < s->cfg->workers; r++)
+		k += s->use[r];
+	float *fill = h->op == PT_OP_PUSHPULL && s->cur != NULL &&
+			      pti_msg_roomy(s->cur, n)
+			  ? (float *)g
+			  : NULL;
+	sum_apply(s, off, off + n, cur, g, k, lr, fill);
+	bits_set(s->eager_bits, off, off + n);
+	s->n_eager += n;
+	s->eager_pieces++;
+	if (fill != NULL)
+		fill_mark(s, s->cur, fill, off, n);
+	pti_server_wake_ahead(s, wake);
+}
+
+int pti_policy_ahead(const ps_server *s, uint64_t off, uint64_t n)
+{
+	return s->n_eager > 0 && bits_all(s->eager_bits, off, off + n);
 }
 
 // sync_maybe_close closes the open step once the gradients of every live
@@ -218,31 +367,39 @@ static int sync_take(ps_server *s, const pti_hdr *h, const void *pay,
 		    "worker %u already pushed step %lld", h->rank,
 		    (long long)h->step);
 	// A whole shard in one request stays there until the step closes;
-	// pieces are copied into the worker's row.
+	// a piece is applied at once when every worker has it in (eager),
+	// or else copied into the worker's row.
 	uint32_t r = h->rank;
-	int keep = n == s->n && aligned(pay) != NULL && s->cur != NULL;
-	if (!keep && s->grads == NULL &&
+	const float *ga = aligned(pay);
+	int keep = n == s->n && ga != NULL && s->cur != NULL;
+	int eager = !keep && ga != NULL && sync_eager_ready(s, r, off, n);
+	if (!keep && !eager && s->grads == NULL &&
 	    (s->grads = malloc((size_t)s->cfg->workers * s->n *
 				sizeof(float))) == NULL)
 		return pti_err_set(PT_ENOMEM, "rows for gradients in pieces");
 	int whole = piece_take(s, r, h->step, off, n);
 	if (whole < 0)
 		return PT_ESTATE;
+	t->lr = pti_server_lr(s, s->version);
 	if (keep) {
 		s->held[r] = s->cur;
 		s->cur = NULL;
 		s->src[r] = pay;
+	} else if (eager) {
+		sync_eager(s, r, h, ga, off, n, t->lr, wake);
 	} else {
 		memcpy(s->grads + (size_t)r * s->n + off, pay,
 		    n * sizeof(float));
 		s->src[r] = s->grads + (size_t)r * s->n;
 	}
-	t->lr = pti_server_lr(s, s->version);
 	if (whole) {
 		s->m[h->rank].have = 1;
 		++s->n_have;
 		sync_maybe_close(s, wake);
 	}
+	// Its range may hold the next version now (this piece or the ones
+	// before it were applied ahead), unless the step closed meanwhile.
+	t->ahead = pti_policy_ahead(s, off, n);
 	return 0;
 }
 
@@ -250,7 +407,9 @@ static int sync_take(ps_server *s, const pti_hdr *h, const void *pay,
 static int64_t sync_reply_after(const ps_server *s, const pti_hdr *h,
     const ps_take *t)
 {
-	return !t->dropped && s->version <= h->step ? h->step + 1 : -1;
+	return !t->dropped && !t->ahead && s->version <= h->step
+		   ? h->step + 1
+		   : -1;
 }
 
 static int64_t by_version(const ps_server *s)

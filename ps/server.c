@@ -299,7 +299,7 @@ static int server_listen(pt_server *ps)
 	// of this job is a header and a shard.
 	s->recv_max = 4 + PT_HDR_MAX + 4 + (size_t)s->n * sizeof(float);
 	nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, s->recv_max);
-	s->n_ctx = c->workers + 8;
+	s->n_ctx = PS_N_CTX(c->workers);
 	if ((s->ctxs = calloc(s->n_ctx, sizeof(ps_ctx))) == NULL)
 		return pti_err_set(PT_ENOMEM, "server contexts");
 	for (uint32_t i = 0; i < s->n_ctx; i++) {

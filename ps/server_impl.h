@@ -30,6 +30,13 @@ typedef struct ps_server ps_server;
 // gradients stays in the first level of cache while the update reads it.
 #define PS_CHUNK 2048
 
+// Requests one connection may have parked at once (a sync worker's
+// pushpulls of a step's pieces, each waiting for its range): the server
+// keeps that many contexts per worker, so that parked requests never
+// stop it receiving the pieces that would answer them.
+#define PS_PARK_MAX 16
+#define PS_N_CTX(workers) ((workers) * PS_PARK_MAX + 8)
+
 // Updates after which a server's steady state is taken to begin.
 #define PS_STEADY_FROM 20
 typedef struct ps_ctx ps_ctx;
@@ -115,6 +122,13 @@ struct ps_server {
 	int64_t filled_ver;
 	uint64_t replies_filled; // replies that went out that way
 	uint64_t *got_bits; // (workers, words(n)) pieces of a step received
+	// sync: ranges of the open step applied ahead of its close, once
+	// every worker it counts had pushed them (policy.c, "eager"):
+	// n_eager floats, marked in eager_bits (words(n)).
+	uint64_t *eager_bits;
+	uint64_t n_eager;
+	uint64_t eager_pieces; // pieces applied so, over the job
+	uint8_t *use;          // (workers) scratch: whose gradient a sum takes
 	ps_member *m;       // (workers) who they are and where they are
 	uint32_t n_have, n_hello, n_done, n_lost;
 	int64_t version;
@@ -162,6 +176,7 @@ typedef struct ps_take {
 	double lr;     // learning rate applied (sync: that the step will use)
 	int64_t stale; // its staleness
 	int dropped;   // a rule dropped it (counted, not an error)
+	int ahead;     // sync: its range holds the next version already
 } ps_take;
 
 // ps_policy: the consistency rules of one mode, as an ops table in the
@@ -198,6 +213,16 @@ const ps_policy *pti_policy_of(int mode);
 // pti_policy_sealed closes worker r's last step to further pieces of its
 // gradient (after its hello, and at start).
 void pti_policy_sealed(ps_server *s, uint32_t r);
+
+// pti_policy_ahead: whether the shard's [off, off + n) holds the next
+// version's values already (sync: applied ahead of the open step's
+// close), so that a pushpull or a pull waiting for that version may be
+// answered now.
+int pti_policy_ahead(const ps_server *s, uint64_t off, uint64_t n);
+
+// pti_server_wake_ahead answers the parked requests whose range holds the
+// version they wait for already (pti_policy_ahead), adding them to *wake.
+void pti_server_wake_ahead(ps_server *s, ps_ctx **wake);
 
 // pti_policy_clocks recomputes the slowest clock over the live workers,
 // waking what waited for it where the policy waits on clocks.

@@ -153,6 +153,7 @@ void pti_server_write_stats(const ps_server *s)
 	    {"connections_closed", (json_int_t)s->conn_closed},
 	    {"nonfinite_gradients", (json_int_t)s->nonfinite},
 	    {"dropped_gradients", (json_int_t)s->dropped},
+	    {"pieces_applied_ahead", (json_int_t)s->eager_pieces},
 	    {"staleness_sum", (json_int_t)s->stale_sum},
 	    {"staleness_max", (json_int_t)s->stale_max},
 	    {"max_lead", s->max_lead},
@@ -211,6 +212,8 @@ void pti_server_fini(ps_server *s)
 	free(s->src);
 	free(s->grads);
 	free(s->got_bits);
+	free(s->eager_bits);
+	free(s->use);
 	free(s->m);
 	free(s->clocks);
 	free(s->peers);
@@ -276,13 +279,16 @@ int pti_server_init(ps_server *s, const pt_config *c, const pt_layout *l,
 	s->spare = calloc(c->workers + 1, sizeof(*s->spare));
 	s->got_bits = malloc((size_t)c->workers * ((s->n + 63) / 64) *
 	    sizeof(uint64_t));
+	s->eager_bits = calloc((s->n + 63) / 64, sizeof(uint64_t));
+	s->use = calloc(c->workers, 1);
 	s->m = calloc(c->workers, sizeof(ps_member));
 	s->clocks = calloc(c->workers, sizeof(int64_t));
 	s->unauth_max = c->workers + PS_UNAUTH_MAX;
 	s->n_peers = c->workers + PS_CONTROL_MAX + s->unauth_max;
 	s->peers = calloc(s->n_peers, sizeof(ps_peer));
 	if (!s->params || !s->held || !s->src || !s->spare || !s->m ||
-	    !s->clocks || !s->peers || !s->got_bits)
+	    !s->clocks || !s->peers || !s->got_bits || !s->eager_bits ||
+	    !s->use)
 		return pti_err_set(PT_ENOMEM, "server %u: shard of %llu floats",
 		    c->rank, (unsigned long long)s->n);
 	pt_layout_init_values(s->params, &s->layout, c->seed, s->lo, s->hi);

@@ -3,6 +3,7 @@
 // connections proven as workers 0..W-1, so each rule of sync (with backup
 // workers and lost workers), async (staleness, --max-staleness) and ssp
 // (the staleness bound) is checked step by step without processes.
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -368,6 +369,95 @@ static void test_policy_replies_in_place(void)
 	}
 }
 
+// pp sends worker r's pushpull of g[off, off + n) for step (computed from
+// version step); a reply's values go to out[off, ...) and its version to
+// *ver. Returns the status, or -1 when the reply was parked.
+static int pp(job *j, uint32_t r, int64_t step, uint64_t off, uint64_t n,
+    const float *g, float *out, int64_t *ver)
+{
+	nng_msg *m, *rep;
+	const void *p;
+	pti_hdr h, rh;
+	pti_hdr_init(&h, PT_OP_PUSHPULL, PT_ROLE_WORKER, r);
+	h.has |= PTI_H_STEP | PTI_H_VER | PTI_H_RANGE;
+	h.step = step;
+	h.ver = step;
+	h.off = off;
+	PT_TEST_OK(pti_msg_encode(&m, &h, g + off, n));
+	rep = pti_local_request(j->s, r + 1, m);
+	nng_msg_free(m);
+	if (rep == NULL)
+		return -1;
+	PT_TEST_OK(pti_msg_decode(&rh, &p, rep));
+	if (rh.status == 0) {
+		PT_TEST_TRUE(p != NULL && rh.n == n && rh.off == off);
+		memcpy(out + off, p, n * sizeof(float));
+		*ver = rh.ver;
+	}
+	nng_msg_free(rep);
+	return (int)rh.status;
+}
+
+// test_policy_sync_eager: in sync, a range every worker has pushed is
+// applied before the step closes, and the pushpull that completes it is
+// answered at once with the next version's values for it; a pull waiting
+// for that version is answered at once for such a range and parked for
+// the rest. The parameters end with the same bits as when every worker
+// pushes its gradient whole. With backup workers nothing goes ahead.
+static void test_policy_sync_eager(void)
+{
+	job a, b;
+	job_open_spec(&a, "sync", 2, NULL, "mlp:256");
+	job_open_spec(&b, "sync", 2, NULL, "mlp:256");
+	uint64_t n = a.n, h = n / 3;
+	float *g[2], *out = calloc(n, sizeof(float));
+	float *pa = malloc(n * sizeof(float)), *pb = malloc(n * sizeof(float));
+	for (int r = 0; r < 2; r++) {
+		g[r] = malloc(n * sizeof(float));
+		for (uint64_t i = 0; i < n; i++)
+			g[r][i] = (float)(r ? cos(0.7 * i) : sin(0.3 * i)) / 3;
+	}
+	int64_t ver = -1;
+	for (int64_t step = 0; step < 2; step++) {
+		// a: pieces [0, h) then [h, n), worker 0 first each time.
+		PT_TEST_TRUE(pp(&a, 0, step, 0, h, g[0], out, &ver) == -1);
+		PT_TEST_TRUE(pp(&a, 1, step, 0, h, g[1], out, &ver) == 0);
+		PT_TEST_TRUE(ver == step + 1 && stats(&a).ver == step);
+		// The range's values are the next version's: a pull for it
+		// is answered, one for the rest waits.
+		pti_hdr q, r;
+		pti_hdr_init(&q, PT_OP_PULL, PT_ROLE_WORKER, 0);
+		q.has |= PTI_H_VER | PTI_H_RANGE;
+		q.ver = step + 1;
+		q.off = 0;
+		q.n = h;
+		PT_TEST_TRUE(ask(&a, 1, &q, NULL, 0, &r) == 0 &&
+			     r.ver == step + 1);
+		q.off = h;
+		q.n = n - h;
+		PT_TEST_TRUE(ask(&a, 1, &q, NULL, 0, &r) == -1);
+		PT_TEST_TRUE(pp(&a, 1, step, h, n - h, g[1], out, &ver) == -1);
+		PT_TEST_TRUE(pp(&a, 0, step, h, n - h, g[0], out, &ver) == 0);
+		PT_TEST_TRUE(ver == step + 1 && stats(&a).ver == step + 1);
+		// b: the same gradients whole.
+		PT_TEST_TRUE(pp(&b, 1, step, 0, n, g[1], out, &ver) == -1);
+		PT_TEST_TRUE(pp(&b, 0, step, 0, n, g[0], out, &ver) == 0);
+	}
+	pull_all(&a, pa);
+	pull_all(&b, pb);
+	PT_TEST_TRUE(memcmp(pa, pb, n * sizeof(float)) == 0);
+	PT_TEST_TRUE(memcmp(out, pb, n * sizeof(float)) == 0);
+	job_close(&a);
+	job_close(&b);
+	// Backup workers: a step's set of gradients is not known until it
+	// closes, so a piece waits like the whole.
+	job_open_spec(&a, "sync", 2, "--backup-workers=1", "mlp:256");
+	PT_TEST_TRUE(pp(&a, 0, 0, 0, h, g[0], out, &ver) == -1);
+	PT_TEST_TRUE(pp(&a, 1, 0, 0, h, g[1], out, &ver) == -1);
+	job_close(&a);
+	free(g[0]), free(g[1]), free(out), free(pa), free(pb);
+}
+
 static const pt_test_case cases[] = {
     {"test_policy_sync_waits_for_all", test_policy_sync_waits_for_all},
     {"test_policy_sync_backup_workers", test_policy_sync_backup_workers},
@@ -377,6 +467,7 @@ static const pt_test_case cases[] = {
     {"test_policy_sync_pieces", test_policy_sync_pieces},
     {"test_policy_async_pieces", test_policy_async_pieces},
     {"test_policy_replies_in_place", test_policy_replies_in_place},
+    {"test_policy_sync_eager", test_policy_sync_eager},
     {NULL, NULL},
 };
 
