@@ -1,11 +1,13 @@
 // tests/model_test.c - the model's backward pass against central finite
 // differences of its forward pass, the loss against a plain double
-// reference, hand-made cases, argument errors, and SGD that learns.
+// reference, hand-made cases, argument errors, the hooked gradient (same
+// bits, order of the hooks, when params is read) and SGD that learns.
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "blas.h"
 #include "layout.h"
 #include "model.h"
 #include "rng.h"
@@ -154,7 +156,7 @@ static void test_model_grad_check_mlp(void)
 {
 	check_spec("mlp:5,4", 4, 2);
 	check_spec("mlp:3", 4, 3);
-	check_spec("mlp:6,5,4", 5, 4); // both scratch buffers, reused
+	check_spec("mlp:6,5,4", 5, 4); // a dz buffer per hidden layer
 }
 
 static void test_model_grad_check_catches_errors(void)
@@ -429,6 +431,546 @@ static void test_model_bad_args(void)
 }
 
 // ---------------------------------------------------------------------
+// Hooks
+// ---------------------------------------------------------------------
+
+// legacy_grad is pt_model_grad as it was before the hooks, kept here as
+// the reference of its bits: each layer's gradient then its dz, last
+// layer first, with two ping-pong buffers. The same pti_blas_sgemm calls.
+static double legacy_grad(float *grad, const fixture *f)
+{
+	const pt_layout *l = &f->l;
+	uint32_t L = l->n_layers, b = f->b, wide = 0;
+	float *act[PT_MAX_LAYERS + 1] = {0};
+	for (uint32_t i = 1; i <= L; i++) {
+		act[i] = malloc((size_t)b * l->width[i] * sizeof(float));
+		if (i < L && l->width[i] > wide)
+			wide = l->width[i];
+	}
+	float *delta[2] = {malloc((size_t)b * (wide + 1) * sizeof(float)),
+	    malloc((size_t)b * (wide + 1) * sizeof(float))};
+	const float *params = f->params;
+	for (uint32_t k = 0; k < L; k++) {
+		uint32_t n_in = l->width[k], n_out = l->width[k + 1];
+		const float *in = k == 0 ? f->x : act[k];
+		float *z = act[k + 1];
+		for (uint32_t i = 0; i < b; i++)
+			memcpy(z + (size_t)i * n_out,
+			    params + l->vars[2 * k + 1].off,
+			    n_out * sizeof(float));
+		pti_blas_sgemm(0, 0, b, n_out, n_in, 1.0f, in, n_in,
+		    params + l->vars[2 * k].off, n_out, 1.0f, z, n_out);
+		if (k + 1 < L)
+			for (size_t i = 0; i < (size_t)b * n_out; i++)
+				z[i] = z[i] > 0.0f ? z[i] : 0.0f;
+	}
+	uint32_t classes = l->width[L];
+	double total = 0;
+	for (uint32_t i = 0; i < b; i++) {
+		float *z = act[L] + (size_t)i * classes;
+		float mx = z[0];
+		for (uint32_t j = 1; j < classes; j++)
+			mx = z[j] > mx ? z[j] : mx;
+		double zy = (double)z[f->y[i]] - mx, sum = 0;
+		for (uint32_t j = 0; j < classes; j++) {
+			z[j] = expf(z[j] - mx);
+			sum += z[j];
+		}
+		total += log(sum) - zy;
+		float scale = (float)(1.0 / (sum * b));
+		for (uint32_t j = 0; j < classes; j++)
+			z[j] *= scale;
+		z[f->y[i]] -= 1.0f / (float)b;
+	}
+	float *dz = act[L];
+	int next = 0;
+	for (uint32_t k = L; k-- > 0;) {
+		uint32_t n_in = l->width[k], n_out = l->width[k + 1];
+		const float *in = k == 0 ? f->x : act[k];
+		float *gb = grad + l->vars[2 * k + 1].off;
+		pti_blas_sgemm(1, 0, n_in, n_out, b, 1.0f, in, n_in, dz, n_out,
+		    0.0f, grad + l->vars[2 * k].off, n_out);
+		memcpy(gb, dz, n_out * sizeof(float));
+		for (uint32_t i = 1; i < b; i++)
+			for (uint32_t j = 0; j < n_out; j++)
+				gb[j] += dz[(size_t)i * n_out + j];
+		if (k == 0)
+			break;
+		float *da = delta[next];
+		pti_blas_sgemm(0, 1, b, n_in, n_out, 1.0f, dz, n_out,
+		    params + l->vars[2 * k].off, n_out, 0.0f, da, n_in);
+		for (size_t i = 0; i < (size_t)b * n_in; i++)
+			da[i] = in[i] > 0.0f ? da[i] : 0.0f;
+		dz = da;
+		next ^= 1;
+	}
+	for (uint32_t i = 1; i <= L; i++)
+		free(act[i]);
+	free(delta[0]);
+	free(delta[1]);
+	return total / b;
+}
+
+// The shapes the hook tests run: small ones, three layers, one layer,
+// and the real job's (mlp:256,128 on MNIST at batch 256, ~10 ms).
+typedef struct shape {
+	const char *spec;
+	uint32_t dim, classes, b;
+} shape;
+
+static const shape shapes[] = {
+    {"mlp:64,32", 200, 10, 16},
+    {"mlp:6,5,4", 7, 3, 5},
+    {"softmax", 200, 10, 16},
+    {"mlp:256,128", 784, 10, 256},
+};
+#define N_SHAPES (sizeof(shapes) / sizeof(shapes[0]))
+
+// n_blocks is how many pieces layer 0 comes in for `blocks`.
+static uint32_t n_blocks(uint32_t rows, uint32_t blocks)
+{
+	uint32_t units = (rows + 47) / 48;
+	return blocks < 1 ? 1 : blocks > units ? units : blocks;
+}
+
+// block_start is the first row of block i of `blocks` over rows, as
+// model.h documents it (48-row units shared out evenly).
+static uint32_t block_start(uint32_t rows, uint32_t blocks, uint32_t i)
+{
+	uint64_t units = (rows + 47) / 48;
+	uint32_t n = n_blocks(rows, blocks);
+	uint64_t r = (uint64_t)i * units / n * 48;
+	return i >= n || r > rows ? rows : (uint32_t)r;
+}
+
+// blas_threads_now is OpenBLAS's thread count per call.
+static int blas_threads_now(void)
+{
+	char core[64];
+	return pti_blas_info(core, sizeof(core));
+}
+
+// hooked_grad runs pt_model_grad_hooked with only `blocks` set, into a
+// grad poisoned with NaN first.
+static int hooked_grad(fixture *f, float *g, double *loss, uint32_t blocks)
+{
+	pt_model_hooks hk = {.blocks = blocks};
+	for (uint64_t i = 0; i < f->l.n_params; i++)
+		g[i] = NAN;
+	return pt_model_grad_hooked(f->m, g, loss, f->params, f->x, f->y,
+	    f->b, &hk);
+}
+
+// same_bits_at checks one shape at the current BLAS thread count.
+static void same_bits_at(const shape *s, uint64_t seed)
+{
+	fixture f;
+	double want_loss, loss;
+	PT_TEST_OK(fixture_init(&f, s->spec, s->dim, s->classes, s->b, seed));
+	uint64_t n = f.l.n_params;
+	size_t bytes = n * sizeof(float);
+	float *want = malloc(bytes), *g = malloc(bytes);
+	want_loss = legacy_grad(want, &f);
+
+	PT_TEST_OK(pt_model_grad(f.m, f.grad, &loss, f.params, f.x, f.y, f.b));
+	PT_TEST_TRUE(memcmp(f.grad, want, bytes) == 0 && loss == want_loss);
+	for (uint64_t i = 0; i < n; i++)
+		g[i] = NAN;
+	PT_TEST_OK(pt_model_grad_hooked(f.m, g, &loss, f.params, f.x, f.y,
+	    f.b, NULL));
+	PT_TEST_TRUE(memcmp(g, want, bytes) == 0 && loss == want_loss);
+	for (uint32_t blocks = 0; blocks <= 1; blocks++) {
+		loss = -1;
+		PT_TEST_OK(hooked_grad(&f, g, &loss, blocks));
+		PT_TEST_TRUE(memcmp(g, want, bytes) == 0);
+		PT_TEST_TRUE(loss == want_loss);
+	}
+	// The old order, over the same internals, still gives these bits.
+	PT_TEST_OK(pt_model_grad_layers(f.m, g, &loss, f.params, f.x, f.y,
+	    f.b, NULL, NULL));
+	PT_TEST_TRUE(memcmp(g, want, bytes) == 0 && loss == want_loss);
+
+	// Blocks: the same bits when the check says so; otherwise only w_0
+	// may differ, and by float rounding.
+	uint32_t rows = f.l.width[0], cols = f.l.width[1];
+	uint64_t nw0 = (uint64_t)rows * cols;
+	int exact = pt_model_blocks_exact(f.m, f.b, 4);
+	PT_TEST_TRUE(exact == 0 || exact == 1);
+	PT_TEST_OK(hooked_grad(&f, g, &loss, 4));
+	PT_TEST_TRUE(loss == want_loss);
+	int same = memcmp(g, want, bytes) == 0;
+	fprintf(stderr, "  %s at %u rows, %d BLAS threads: blocks_exact %d, "
+			"4 blocks %s\n",
+	    s->spec, s->b, blas_threads_now(), exact,
+	    same ? "identical" : "differ");
+	if (exact == 1)
+		PT_TEST_TRUE(same);
+	size_t rest = (n - nw0) * sizeof(float);
+	PT_TEST_TRUE(memcmp(g + nw0, want + nw0, rest) == 0);
+	double top = 0;
+	for (uint64_t i = 0; i < nw0; i++)
+		top = fmax(top, fabs(want[i]));
+	for (uint64_t i = 0; i < nw0; i++)
+		if (!(fabs(g[i] - want[i]) <= 1e-5 * top)) {
+			PT_TEST_FAIL_AT("%s: w0[%llu] = %g cut, %g in one",
+			    s->spec, (unsigned long long)i, g[i], want[i]);
+			break;
+		}
+	free(want);
+	free(g);
+	fixture_fini(&f);
+}
+
+static void test_model_hooked_same_bits(void)
+{
+	int threads = blas_threads_now();
+	for (size_t s = 0; s < N_SHAPES; s++)
+		same_bits_at(&shapes[s], 20 + s);
+	// Another thread count cuts the products otherwise (on Haswell's
+	// kernel the blocks then differ): still the same bits at blocks 1.
+	PT_TEST_OK(pti_blas_threads(threads == 2 ? 1 : 2));
+	same_bits_at(&shapes[0], 30);
+	same_bits_at(&shapes[3], 33);
+	PT_TEST_OK(pti_blas_threads(threads));
+}
+
+// A recorder of the hooks' calls. Each done copies its piece to got and
+// poisons it in grad, so that a later write to it would show.
+#define MAX_EVENTS 64
+typedef struct hook_log {
+	float *grad, *got;
+	uint32_t ready[MAX_EVENTS], n_ready;
+	uint64_t off[MAX_EVENTS], n[MAX_EVENTS];
+	double loss[MAX_EVENTS];
+	uint32_t n_done, ready_after_done;
+	uint32_t fail_at; // ready fails at this layer (UINT32_MAX: never)
+	int fail_code;
+} hook_log;
+
+static int log_ready(void *arg, uint32_t l)
+{
+	hook_log *h = arg;
+	if (h->n_done > 0)
+		h->ready_after_done++;
+	if (h->n_ready < MAX_EVENTS)
+		h->ready[h->n_ready++] = l;
+	return l == h->fail_at ? h->fail_code : 0;
+}
+
+static void log_done(void *arg, uint64_t off, uint64_t n, double loss)
+{
+	hook_log *h = arg;
+	if (h->n_done < MAX_EVENTS) {
+		h->off[h->n_done] = off;
+		h->n[h->n_done] = n;
+		h->loss[h->n_done] = loss;
+	}
+	h->n_done++;
+	memcpy(h->got + off, h->grad + off, n * sizeof(float));
+	for (uint64_t i = 0; i < n; i++)
+		h->grad[off + i] = NAN;
+}
+
+// order_check runs the hooked gradient of f with `blocks` and checks the
+// calls: ready 0..L-1 first, then the pieces in order, tiling the vector.
+static void order_check(fixture *f, uint32_t blocks)
+{
+	const pt_layout *l = &f->l;
+	uint64_t np = l->n_params;
+	float *want = malloc(np * sizeof(float));
+	float *g = malloc(np * sizeof(float));
+	float *got = malloc(np * sizeof(float));
+	double want_loss = legacy_grad(want, f), loss;
+	hook_log h = {.grad = g, .got = got, .fail_at = UINT32_MAX};
+	pt_model_hooks hk = {log_ready, log_done, &h, blocks};
+	for (uint64_t i = 0; i < np; i++)
+		g[i] = got[i] = NAN;
+	PT_TEST_OK(pt_model_grad_hooked(f->m, g, &loss, f->params, f->x, f->y,
+	    f->b, &hk));
+	uint32_t L = l->n_layers, rows = l->width[0], cols = l->width[1];
+	uint32_t nb = n_blocks(rows, blocks);
+	PT_TEST_TRUE(h.n_ready == L && h.ready_after_done == 0);
+	for (uint32_t i = 0; i < h.n_ready; i++)
+		PT_TEST_TRUE(h.ready[i] == i);
+	if (h.n_done != nb + L - 1) {
+		PT_TEST_FAIL_AT("%s, %u blocks: %u pieces, want %u", l->spec,
+		    blocks, h.n_done, nb + L - 1);
+		goto out;
+	}
+	// Layer 0: nb blocks of whole rows at the documented boundaries,
+	// b_0 with the last; then one [w_l, b_l] piece per layer.
+	for (uint32_t i = 0; i < nb; i++) {
+		uint64_t r0 = block_start(rows, blocks, i);
+		uint64_t r1 = block_start(rows, blocks, i + 1);
+		uint64_t want_n = (r1 - r0) * cols + (i + 1 == nb ? cols : 0);
+		PT_TEST_TRUE(r1 > r0);
+		PT_TEST_TRUE(h.off[i] == l->vars[0].off + r0 * cols);
+		PT_TEST_TRUE(h.n[i] == want_n);
+	}
+	for (uint32_t k = 1; k < L; k++) {
+		PT_TEST_TRUE(h.off[nb + k - 1] == l->vars[2 * k].off);
+		PT_TEST_TRUE(h.n[nb + k - 1] ==
+			     l->vars[2 * k].n + l->vars[2 * k + 1].n);
+	}
+	// Ascending, no gap, no overlap, all of [0, n_params).
+	uint64_t at = 0;
+	for (uint32_t i = 0; i < h.n_done; i++) {
+		PT_TEST_TRUE(h.off[i] == at && h.n[i] > 0);
+		at = h.off[i] + h.n[i];
+		PT_TEST_TRUE(h.loss[i] == want_loss);
+	}
+	PT_TEST_TRUE(at == np);
+	// Every piece was final when handed over, and none was written
+	// after: grad is still all poison.
+	// (A cut w_0 may differ in its last bits where the check says so.)
+	uint64_t nw0 = l->vars[0].n;
+	int exact = pt_model_blocks_exact(f->m, f->b, blocks);
+	PT_TEST_TRUE(memcmp(got + nw0, want + nw0,
+			 (np - nw0) * sizeof(float)) == 0);
+	if (exact == 1)
+		PT_TEST_TRUE(memcmp(got, want, nw0 * sizeof(float)) == 0);
+	for (uint64_t i = 0; i < np; i++)
+		if (!isnan(g[i])) {
+			PT_TEST_FAIL_AT("%s: grad[%llu] written after done",
+			    l->spec, (unsigned long long)i);
+			break;
+		}
+	PT_TEST_TRUE(loss == want_loss);
+out:
+	free(want);
+	free(g);
+	free(got);
+}
+
+static void test_model_hooked_order(void)
+{
+	fixture f;
+	PT_TEST_OK(fixture_init(&f, "mlp:64,32", 200, 10, 16, 40));
+	// 200 rows are 5 units of 48: 4 blocks of rows 0, 48, 96, 144.
+	PT_TEST_TRUE(n_blocks(200, 4) == 4 && block_start(200, 4, 3) == 144);
+	uint32_t blocks[] = {0, 1, 2, 4, 5, 1000};
+	for (size_t i = 0; i < sizeof(blocks) / sizeof(blocks[0]); i++)
+		order_check(&f, blocks[i]);
+	fixture_fini(&f);
+	PT_TEST_OK(fixture_init(&f, "mlp:6,5,4", 7, 3, 5, 41));
+	order_check(&f, 4); // 7 rows: one block
+	fixture_fini(&f);
+	PT_TEST_OK(fixture_init(&f, "softmax", 200, 10, 16, 42));
+	order_check(&f, 4); // the only layer in blocks, b_0 with the last
+	fixture_fini(&f);
+	PT_TEST_OK(fixture_init(&f, "mlp:256,128", 784, 10, 256, 43));
+	// The real shape: rows 0, 192, 384, 576.
+	PT_TEST_TRUE(block_start(784, 4, 1) == 192 &&
+		     block_start(784, 4, 2) == 384 &&
+		     block_start(784, 4, 3) == 576);
+	order_check(&f, 4);
+	fixture_fini(&f);
+}
+
+// A params buffer that the hooks fill and poison: layer l's values are
+// written in only at ready(l), and everything is NaN from the first done
+// on. The gradient comes out right only if forward reads each layer
+// after its ready and nothing reads params after the chain.
+typedef struct param_gate {
+	const pt_layout *l;
+	float *params;       // what the model reads
+	const float *values; // the true parameters
+	int poisoned;
+	float *grad;
+	const float *want; // the reference gradient, for the first piece
+	int first_final;
+} param_gate;
+
+static int gate_ready(void *arg, uint32_t k)
+{
+	param_gate *p = arg;
+	uint64_t off = p->l->vars[2 * k].off;
+	uint64_t n = p->l->vars[2 * k].n + p->l->vars[2 * k + 1].n;
+	memcpy(p->params + off, p->values + off, n * sizeof(float));
+	return 0;
+}
+
+static void gate_done(void *arg, uint64_t off, uint64_t n, double loss)
+{
+	param_gate *p = arg;
+	(void)loss;
+	if (!p->poisoned && memcmp(p->grad + off, p->want + off,
+				n * sizeof(float)) == 0)
+		p->first_final = 1;
+	for (uint64_t i = 0; i < p->l->n_params; i++)
+		p->params[i] = NAN;
+	p->poisoned = 1;
+}
+
+// gate_check runs f's gradient with the gated params; with ready_fills
+// set, params starts all NaN and ready fills each layer in.
+static void gate_check(fixture *f, uint32_t blocks, int ready_fills)
+{
+	uint64_t np = f->l.n_params;
+	float *want = malloc(np * sizeof(float));
+	float *buf = malloc(np * sizeof(float));
+	double want_loss = legacy_grad(want, f), loss;
+	for (uint64_t i = 0; i < np; i++)
+		buf[i] = ready_fills ? NAN : f->params[i];
+	for (uint64_t i = 0; i < np; i++)
+		f->grad[i] = NAN;
+	param_gate p = {.l = &f->l, .params = buf, .values = f->params,
+	    .grad = f->grad, .want = want};
+	pt_model_hooks hk = {ready_fills ? gate_ready : NULL, gate_done, &p,
+	    blocks};
+	PT_TEST_OK(pt_model_grad_hooked(f->m, f->grad, &loss, buf, f->x, f->y,
+	    f->b, &hk));
+	PT_TEST_TRUE(p.poisoned && isnan(buf[0]) && isnan(buf[np - 1]));
+	if (blocks <= 1 || pt_model_blocks_exact(f->m, f->b, blocks) == 1) {
+		PT_TEST_TRUE(p.first_final);
+		PT_TEST_TRUE(memcmp(f->grad, want, np * sizeof(float)) == 0);
+	}
+	for (uint64_t i = 0; i < np; i++)
+		if (!isfinite(f->grad[i])) {
+			PT_TEST_FAIL_AT("%s: grad[%llu] = %g", f->l.spec,
+			    (unsigned long long)i, f->grad[i]);
+			break;
+		}
+	PT_TEST_TRUE(loss == want_loss);
+	free(want);
+	free(buf);
+}
+
+static void test_model_hooked_params_unread_after_chain(void)
+{
+	fixture f;
+	PT_TEST_OK(fixture_init(&f, "mlp:64,32", 200, 10, 16, 50));
+	gate_check(&f, 1, 0);
+	gate_check(&f, 4, 0);
+	fixture_fini(&f);
+	// Three layers: the chain reads w2 and w1, all before the first done.
+	PT_TEST_OK(fixture_init(&f, "mlp:6,5,4", 7, 3, 5, 51));
+	gate_check(&f, 1, 0);
+	fixture_fini(&f);
+}
+
+static void test_model_hooked_ready_before_read(void)
+{
+	fixture f;
+	PT_TEST_OK(fixture_init(&f, "mlp:64,32", 200, 10, 16, 52));
+	gate_check(&f, 4, 1);
+	fixture_fini(&f);
+	PT_TEST_OK(fixture_init(&f, "mlp:6,5,4", 7, 3, 5, 53));
+	gate_check(&f, 1, 1);
+	fixture_fini(&f);
+}
+
+static void test_model_hooked_ready_error(void)
+{
+	fixture f;
+	double loss = -1, want_loss;
+	PT_TEST_OK(fixture_init(&f, "mlp:6,5,4", 7, 3, 5, 60));
+	uint64_t np = f.l.n_params;
+	float *want = malloc(np * sizeof(float));
+	float *got = malloc(np * sizeof(float));
+	want_loss = legacy_grad(want, &f);
+	// Fails at layer 1, at layer 0, and at the last one.
+	uint32_t at[] = {1, 0, 2};
+	int code[] = {PT_ETIMEDOUT, PT_ECLOSED, PT_ETIMEDOUT};
+	for (int t = 0; t < 3; t++) {
+		hook_log h = {.grad = f.grad, .got = got, .fail_at = at[t],
+		    .fail_code = code[t]};
+		pt_model_hooks hk = {log_ready, log_done, &h, 4};
+		PT_TEST_ERR(pt_model_grad_hooked(f.m, f.grad, &loss, f.params,
+				f.x, f.y, f.b, &hk),
+		    code[t]);
+		PT_TEST_TRUE(h.n_done == 0);
+		PT_TEST_TRUE(h.n_ready == at[t] + 1);
+		PT_TEST_TRUE(loss == -1);
+	}
+	// Bad arguments: PT_EINVAL before any hook.
+	hook_log h = {.grad = f.grad, .got = got, .fail_at = UINT32_MAX};
+	pt_model_hooks hk = {log_ready, log_done, &h, 4};
+	PT_TEST_ERR(pt_model_grad_hooked(f.m, f.grad, &loss, f.params, f.x,
+			f.y, 0, &hk),
+	    PT_EINVAL);
+	PT_TEST_ERR(pt_model_grad_hooked(f.m, f.grad, &loss, f.params, f.x,
+			f.y, 6, &hk),
+	    PT_EINVAL);
+	PT_TEST_TRUE(h.n_ready == 0 && h.n_done == 0);
+	// An interrupted call leaves nothing behind for the next one.
+	PT_TEST_OK(pt_model_grad_hooked(f.m, f.grad, &loss, f.params, f.x,
+	    f.y, f.b, NULL));
+	PT_TEST_TRUE(memcmp(f.grad, want, np * sizeof(float)) == 0);
+	PT_TEST_TRUE(loss == want_loss);
+	free(want);
+	free(got);
+	fixture_fini(&f);
+}
+
+// direct_exact is pt_model_blocks_exact done here: layer 0's gradient of
+// f's shapes on this test's own data, one product against blocks.
+static int direct_exact(const fixture *f, uint32_t blocks)
+{
+	uint32_t rows = f->l.width[0], cols = f->l.width[1], b = f->b;
+	size_t nw = (size_t)rows * cols;
+	float *dz = malloc((size_t)b * cols * sizeof(float));
+	float *one = malloc(nw * sizeof(float));
+	float *cut = malloc(nw * sizeof(float));
+	pti_rng r;
+	pti_rng_seed(&r, 77, rows);
+	for (size_t i = 0; i < (size_t)b * cols; i++)
+		dz[i] = (float)pti_rng_normal(&r);
+	pti_blas_sgemm(1, 0, rows, cols, b, 1.0f, f->x, rows, dz, cols, 0.0f,
+	    one, cols);
+	uint32_t nb = n_blocks(rows, blocks);
+	for (uint32_t i = 0; i < nb; i++) {
+		uint32_t r0 = block_start(rows, blocks, i);
+		uint32_t r1 = block_start(rows, blocks, i + 1);
+		pti_blas_sgemm(1, 0, r1 - r0, cols, b, 1.0f, f->x + r0, rows,
+		    dz, cols, 0.0f, cut + (size_t)r0 * cols, cols);
+	}
+	int same = memcmp(one, cut, nw * sizeof(float)) == 0;
+	free(dz);
+	free(one);
+	free(cut);
+	return same;
+}
+
+static void test_model_blocks_exact(void)
+{
+	char core[64];
+	int threads = pti_blas_info(core, sizeof(core));
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 1)
+			PT_TEST_OK(pti_blas_threads(threads == 2 ? 1 : 2));
+		for (size_t s = 0; s < N_SHAPES; s++) {
+			const shape *sh = &shapes[s];
+			fixture f;
+			PT_TEST_OK(fixture_init(&f, sh->spec, sh->dim,
+			    sh->classes, sh->b, 70 + s));
+			uint32_t blocks[] = {0, 1, 3, 4, 16};
+			for (int i = 0; i < 5; i++) {
+				int got = pt_model_blocks_exact(f.m, f.b,
+				    blocks[i]);
+				int want = direct_exact(&f, blocks[i]);
+				PT_TEST_TRUE(got == want);
+				if (blocks[i] == 4)
+					fprintf(stderr,
+					    "  %s, %s, %d threads, batch %u, "
+					    "4 blocks: %d\n",
+					    core, sh->spec, blas_threads_now(),
+					    sh->b, got);
+			}
+			// One block: nothing to compare.
+			PT_TEST_TRUE(pt_model_blocks_exact(f.m, f.b, 1) == 1);
+			PT_TEST_TRUE(pt_model_blocks_exact(f.m, f.b, 0) == 1);
+			PT_TEST_TRUE(pt_model_blocks_exact(f.m, 0, 4) ==
+				     -PT_EINVAL);
+			PT_TEST_TRUE(pt_model_blocks_exact(f.m, f.b + 1, 4) ==
+				     -PT_EINVAL);
+			fixture_fini(&f);
+		}
+	}
+	PT_TEST_OK(pti_blas_threads(threads));
+}
+
+// ---------------------------------------------------------------------
 // Learning
 // ---------------------------------------------------------------------
 
@@ -480,6 +1022,14 @@ static const pt_test_case cases[] = {
     {"test_model_batch_is_mean", test_model_batch_is_mean},
     {"test_model_bad_args", test_model_bad_args},
     {"test_model_sgd_lowers_loss", test_model_sgd_lowers_loss},
+    {"test_model_hooked_same_bits", test_model_hooked_same_bits},
+    {"test_model_hooked_order", test_model_hooked_order},
+    {"test_model_hooked_params_unread_after_chain",
+	test_model_hooked_params_unread_after_chain},
+    {"test_model_hooked_ready_before_read",
+	test_model_hooked_ready_before_read},
+    {"test_model_hooked_ready_error", test_model_hooked_ready_error},
+    {"test_model_blocks_exact", test_model_blocks_exact},
     {NULL, NULL},
 };
 

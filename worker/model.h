@@ -21,7 +21,8 @@ typedef struct pt_model pt_model;
 // pt_model_alloc makes a model for layout l (copied; l need not outlive
 // it) that takes batches of up to max_batch rows. Returns 0 and the model
 // in *out, which the caller frees with pt_model_free; PT_EINVAL when
-// max_batch is 0 or l has no layers; PT_ENOMEM.
+// max_batch is 0, l has no layers or its variables are not w_0, b_0,
+// w_1, ... end to end; PT_ENOMEM.
 int pt_model_alloc(pt_model **out, const pt_layout *l, uint32_t max_batch);
 
 // pt_model_free releases m; NULL is fine.
@@ -33,9 +34,76 @@ void pt_model_free(pt_model *m);
 // overwritten. params and grad are (n_params), x is (b, width[0]), y is
 // (b) labels below the class count. Returns 0, or PT_EINVAL (nothing
 // written) for a bad b or label. Does not allocate. A non-finite loss is
-// reported as such, not as an error: the caller decides.
+// reported as such, not as an error: the caller decides. It is
+// pt_model_grad_hooked without hooks.
 int pt_model_grad(pt_model *m, float *grad, double *loss,
     const float *params, const float *x, const uint8_t *y, uint32_t b);
+
+// pt_model_hooks lets a caller overlap pt_model_grad_hooked with its
+// communication: wait for each layer's parameters just before forward
+// reads them, and send each piece of the gradient as soon as it is final.
+// Any function pointer may be NULL (not called). The hooks run on the
+// calling thread, inside the call.
+typedef struct pt_model_hooks {
+	// ready(arg, l): called right before forward reads layer l's
+	// parameters (w_l and b_l), l = 0 .. n_layers-1 in order. Nonzero
+	// stops the computation: pt_model_grad_hooked returns that code at
+	// once, grad and *loss unspecified, done never called after it.
+	int (*ready)(void *arg, uint32_t l);
+	// done(arg, off, n, loss): grad[off, off + n) (flat offsets in the
+	// parameter vector) is final and will not be written again in this
+	// call; loss is the batch's mean loss (known before backward starts).
+	// The pieces handed over cover the whole gradient exactly once, in
+	// ascending order: layer 0's blocks, then [w_l, b_l] of layer 1, 2,
+	// ... (one piece each). By the first call params is no longer read.
+	void (*done)(void *arg, uint64_t off, uint64_t n, double loss);
+	void *arg;
+	// blocks: layer 0's weight gradient w_0 (row-major (width[0],
+	// width[1])) is computed in this many blocks of whole rows (each a
+	// contiguous range of grad), each handed to done as soon as it is
+	// written; b_0 goes with the last block's range (w_0 and b_0 are
+	// adjacent). 0 or 1: one piece for layer 0. Boundaries fall on
+	// multiples of 48 rows (BLAS kernels tile these rows; a ragged cut
+	// changes the bits on some): with U = ceil(width[0] / 48) units and
+	// n = min(blocks, U) blocks, block i is rows [48 floor(i U / n),
+	// 48 floor((i + 1) U / n)), the last one ending at width[0]. So a
+	// layer 0 of fewer than 48 * blocks rows comes in fewer pieces.
+	uint32_t blocks;
+} pt_model_hooks;
+
+// pt_model_grad_hooked is pt_model_grad (the same bits of grad and *loss
+// when hk->blocks <= 1; for more, see pt_model_blocks_exact) doing its
+// work in this order, calling hk's hooks (hk NULL: no hooks, one block):
+//   1. forward, layer 0 to n_layers-1, ready(l) before each;
+//   2. the softmax cross-entropy (the loss is then known);
+//   3. the chain of dL/dz for every layer, last to first, which reads
+//      w_{n_layers-1} .. w_1; params is not read after this step;
+//   4. the weight and bias gradients, layer 0 first in hk->blocks row
+//      blocks (done after each, b_0 with the last), then layers 1, 2, ...
+//      (done once each, after its [w_l, b_l] is written).
+// The caller may therefore overwrite params (with the next step's
+// values) from the first done call on, but not before. grad and params
+// must not overlap. Returns 0, PT_EINVAL (nothing written, no hook
+// called) for a bad b or label, or ready's nonzero code. Does not
+// allocate.
+int pt_model_grad_hooked(pt_model *m, float *grad, double *loss,
+    const float *params, const float *x, const uint8_t *y, uint32_t b,
+    const pt_model_hooks *hk);
+
+// pt_model_blocks_exact returns 1 when computing layer 0's weight
+// gradient in `blocks` row blocks (as pt_model_grad_hooked cuts it) gives
+// the same bits as one product on this machine's BLAS kernel for this
+// model's shapes at batch b, 0 when not, or a negative PT_E* code:
+// -PT_EINVAL for b = 0 or above max_batch, -PT_ENOMEM. It computes both
+// on reproducible random data of those shapes, the same calls with the
+// same boundaries and strides, in a temporary of b * (width[0] +
+// width[1]) + 2 * width[0] * width[1] floats: call it once at start-up,
+// not per step. 1 without computing when there would be one block. The
+// answer holds for OpenBLAS's kernel and its thread count at the time
+// (pti_blas_threads; on Haswell's kernel 2 threads differ where 1 does
+// not): check again after changing the count. Does not touch m's
+// scratch, so it may run while m computes elsewhere.
+int pt_model_blocks_exact(pt_model *m, uint32_t b, uint32_t blocks);
 
 // pt_model_grad_layers is pt_model_grad that calls done(arg, l, loss) as
 // soon as backward has written layer l's gradient (w_l and b_l, adjacent
