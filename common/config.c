@@ -117,9 +117,10 @@ static const config_entry config_table[] = {
 	"B", "sync: a step closes with the first W-B gradients; later ones "
 	"are dropped and counted"),
     E("layer-push", T_BOOL, layer_push, "0", 0, 1, RUN | WRK, "",
-	"sync: push each layer's gradient as soon as backward has "
-	"produced it, last layer first, then pull the parameters (the "
-	"same result as one pushpull)"),
+	"sync: push each piece of the gradient as backward produces it, "
+	"first layer first, and wait for a layer's new values only when "
+	"the next forward needs them (the same result as one pushpull; "
+	"not with --backup-workers)"),
     E("prefetch", T_BOOL, prefetch, "0", 0, 1, RUN | WRK, "",
 	"gather the next step's examples in a thread while this step "
 	"computes (the same examples)"),
@@ -615,6 +616,11 @@ int pt_config_check(const pt_config *c, uint32_t cmd)
 		return pti_err_set(PT_EINVAL, "--layer-push needs --mode sync "
 		    "(in async and ssp each layer would be an update of its "
 		    "own)");
+	if (c->layer_push && c->backup_workers > 0)
+		return pti_err_set(PT_EINVAL, "--layer-push does not go with "
+		    "--backup-workers %u: which gradients a step takes is known "
+		    "only when it closes, so no piece can be applied ahead",
+		    c->backup_workers);
 	if (c->mode == PT_MODE_SYNC &&
 	    (c->staleness_lr || c->max_staleness >= 0 || c->matched_lr))
 		return pti_err_set(PT_EINVAL,

@@ -111,6 +111,26 @@ test_mp_layer_push_prefetch_same_model() {
 	else
 		ok test_mp_layer_push_needs_sync
 	fi
+	# The servers applied pieces ahead of the steps' close (each piece
+	# once every worker had pushed it), and the pushpull job none. Server
+	# 0's shard lies within the first layer's piece, whole: only server 1
+	# gets pieces of its shard.
+	a=$(json pieces_applied_ahead "$T/lp-layerpush/server-1.json")
+	b=$(json pieces_applied_ahead "$T/det-a/server-0.json")
+	if [ "${a:-0}" -gt 0 ] && [ "$b" = 0 ]; then
+		ok test_mp_layer_push_applied_ahead
+	else
+		no test_mp_layer_push_applied_ahead \
+			"pieces applied ahead: --layer-push '$a', pushpull '$b'"
+	fi
+	if $P run --mode sync --layer-push --backup-workers 1 --workers 2 $D \
+		--steps 5 --out "$T/lp-bk" >"$T/lp-bk.log" 2>&1 ||
+		! grep -q "layer-push does not go with --backup-workers" \
+			"$T/lp-bk.log"; then
+		no test_mp_layer_push_no_backups "not refused" "$T/lp-bk.log"
+	else
+		ok test_mp_layer_push_no_backups
+	fi
 }
 
 test_mp_async_learns() {

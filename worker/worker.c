@@ -392,69 +392,171 @@ static void sleep_ms(double ms)
 		;
 }
 
-// --layer-push: backward hands over each layer's gradient as soon as it
-// is written, and it goes to the servers while the layers below are
-// computed (pt_push); the step's pull follows once all are sent.
+// --layer-push: backward hands over each piece of the gradient as soon as
+// it is written, first layer first (its weights in LP_BLOCKS row blocks
+// where this BLAS kernel keeps their bits, pt_model_blocks_exact), and
+// each piece goes to the servers as a pushpull while the rest is
+// computed; the servers apply a piece once every worker has pushed it.
+// Its reply is waited for only when the next step's forward needs that
+// layer (pt_model_hooks.ready), so the values come back while this
+// worker computes. A step's row is written once all its replies are in:
+// its communication is the time spent waiting for them.
+#define LP_BLOCKS 4
+#define LP_PIECES (PT_MAX_LAYERS + LP_BLOCKS)
+
+typedef struct lp_step {
+	uint64_t t;                 // the step
+	uint32_t epoch;
+	pt_req *req[LP_PIECES];     // its pushpulls, by offset
+	uint64_t off[LP_PIECES];    // where each starts in the flat vector
+	uint32_t n, waited;         // pushed, and waited for
+	int rv;                     // the first push or wait that failed
+	double sumsq, loss, delay;  // the gradient's squared norm
+	double t_a, t_b, t_c, t_d;  // start, compute start and end, last reply
+	double compute_s, wait_s;   // computing; waiting for its replies
+	pt_client_step info;        // its replies, summed up
+} lp_step;
+
 typedef struct layer_push {
 	worker *w;
-	int64_t step;
-	pt_req *req[PT_MAX_LAYERS];
-	uint32_t n;   // pushes under way
-	int rv;       // the first push that could not be sent
-	double sumsq; // the gradient's squared norm, layer by layer
+	lp_step prev, next; // replies under way; pieces being pushed
+	double limit;       // a loss above it is not pushed (diverged)
+	double ready_s;     // time this step's forward waited for prev
+	pt_model_hooks hk;
 } layer_push;
 
-static void push_layer(void *arg, uint32_t l, double loss)
+// lp_wait waits for the pieces of st that start before `end` (all of them
+// for UINT64_MAX), in order, summing up their replies; their values are
+// then in w->params. Returns st's first error.
+static int lp_wait(layer_push *lp, lp_step *st, uint64_t end)
+{
+	double t0 = now_s();
+	while (st->waited < st->n && st->off[st->waited] < end) {
+		pt_client_step in;
+		int r = pti_wait_info(lp->w->pw, st->req[st->waited++], &in);
+		if (r != 0) {
+			st->rv = st->rv ? st->rv : r;
+			continue;
+		}
+		pt_client_step *o = &st->info;
+		if (st->waited == 1 || in.ver_min < o->ver_min)
+			o->ver_min = in.ver_min;
+		if (in.stale_max > o->stale_max)
+			o->stale_max = in.stale_max;
+		if (in.lr > o->lr)
+			o->lr = in.lr;
+		o->stale_mean = in.stale_mean;
+	}
+	st->t_d = now_s();
+	st->wait_s += st->t_d - t0;
+	return st->rv;
+}
+
+static int lp_ready(void *arg, uint32_t l)
+{
+	layer_push *lp = arg;
+	const pt_var *b = &lp->w->layout.vars[2 * l + 1]; // b_l ends layer l
+	double t0 = now_s();
+	int rv = lp_wait(lp, &lp->prev, b->off + b->n);
+	lp->ready_s += now_s() - t0;
+	return rv;
+}
+
+static void lp_done(void *arg, uint64_t off, uint64_t n, double loss)
 {
 	layer_push *lp = arg;
 	worker *w = lp->w;
-	(void)loss; // judged once the whole gradient is in (worker_loop)
-	uint64_t off = w->layout.vars[2 * l].off;
-	uint64_t n = w->layout.vars[2 * l].n + w->layout.vars[2 * l + 1].n;
-	double sq = pti_blas_sumsq(w->grad + off, n);
-	lp->sumsq += sq;
-	// A non-finite gradient is never pushed: the step then fails as
-	// diverged.
-	if (lp->rv != 0 || !isfinite(lp->sumsq))
+	lp_step *st = &lp->next;
+	st->sumsq += pti_blas_sumsq(w->grad + off, n);
+	// A gradient that is not finite, or a loss that diverged, is never
+	// pushed: the step then fails as diverged (worker_loop).
+	if (st->rv != 0 || !isfinite(st->sumsq) || !isfinite(loss) ||
+	    loss > lp->limit)
 		return;
-	lp->rv = pt_push(w->pw, lp->step, PT_ALL, off, n, w->grad + off,
-	    &lp->req[lp->n]);
-	if (lp->rv == 0)
-		lp->n++;
-}
-
-// layers_sent waits for the layers' pushes (each answered at once) and
-// gives the learning rate the servers will apply (one rate in sync).
-static int layers_sent(layer_push *lp, double *lr)
-{
-	pt_client_step info;
-	int rv = lp->rv;
-	*lr = 0;
-	for (uint32_t i = 0; i < lp->n; i++) {
-		int r = pti_wait_info(lp->w->pw, lp->req[i], &info);
-		if (rv == 0)
-			rv = r;
-		if (r == 0 && info.lr > *lr)
-			*lr = info.lr;
+	if (st->n == LP_PIECES) { // more than the model's hooks hand over
+		st->rv = pti_err_set(PT_EINVAL, "worker: a step of over %d "
+		    "pieces", LP_PIECES);
+		return;
 	}
-	lp->n = 0;
+	st->off[st->n] = off;
+	st->rv = pt_pushpull(w->pw, (int64_t)st->t, PT_ALL, off, n,
+	    w->grad + off, w->params + off, &st->req[st->n]);
+	if (st->rv == 0)
+		st->n++;
+}
+
+static int lp_init(layer_push *lp, worker *w)
+{
+	memset(lp, 0, sizeof(*lp));
+	lp->w = w;
+	lp->hk.ready = lp_ready;
+	lp->hk.done = lp_done;
+	lp->hk.arg = lp;
+	if (!w->c->layer_push)
+		return 0;
+	int exact = pt_model_blocks_exact(w->model, w->b, LP_BLOCKS);
+	if (exact < 0)
+		return -exact;
+	lp->hk.blocks = exact ? LP_BLOCKS : 1;
+	return 0;
+}
+
+// lp_drop waits for every piece still under way, whatever came of them
+// (a server went away: the worker rejoins).
+static void lp_drop(layer_push *lp)
+{
+	(void)lp_wait(lp, &lp->prev, UINT64_MAX);
+	(void)lp_wait(lp, &lp->next, UINT64_MAX);
+	memset(&lp->prev, 0, sizeof(lp->prev));
+	memset(&lp->next, 0, sizeof(lp->next));
+}
+
+// worker_row writes step t's row of worker-R.csv (times in seconds) and,
+// every 10 s, a progress line.
+static void worker_row(worker *w, double *t_log, uint64_t t, uint32_t epoch,
+    double loss, double norm, double step_s, double compute_s,
+    double comm_s, const pt_client_step *info, double delay, double t_d)
+{
+	struct rusage ru; // the process's page faults and memory
+	getrusage(RUSAGE_SELF, &ru);
+	double row[PTI_WK_N] = {(double)(t + 1), epoch, t_d - w->t0, loss,
+	    sqrt(norm), step_s * 1e3, compute_s * 1e3, comm_s * 1e3,
+	    (double)info->stale_max, info->lr, delay, (double)info->ver_min,
+	    (double)ru.ru_minflt, (double)ru.ru_maxrss / 1024};
+	pti_csv_row(w->csv, &pti_csv_worker, row);
+	fflush(w->csv);
+	if (t_d - *t_log >= 10.0) {
+		fprintf(stderr, "worker %u: step %llu/%llu loss %.4f\n",
+		    w->c->rank, (unsigned long long)(t + 1),
+		    (unsigned long long)w->steps, loss);
+		*t_log = t_d;
+	}
+}
+
+// lp_flush waits for the last step's replies and writes its row; a step
+// whose replies failed writes none. Returns its first error.
+static int lp_flush(layer_push *lp, double *t_log)
+{
+	lp_step *p = &lp->prev;
+	int rv = lp_wait(lp, p, UINT64_MAX);
+	if (rv == 0 && p->n > 0)
+		worker_row(lp->w, t_log, p->t, p->epoch, p->loss, p->sumsq,
+		    p->compute_s + p->wait_s + (p->t_b - p->t_a),
+		    p->compute_s, p->wait_s, &p->info, p->delay, p->t_d);
+	memset(p, 0, sizeof(*p));
 	return rv;
 }
 
-// layers_pulled: once the layers are sent, the parameters of the step
-// after (the servers answer once it has closed).
-static int layers_pulled(layer_push *lp, pt_client_step *info)
+// worker_recover: a server went away or came back from a checkpoint:
+// rejoin and go on from the step the servers say (*t). Returns rv when
+// it cannot be mended.
+static int worker_recover(worker *w, int rv, int *rejoins, uint64_t *t)
 {
-	worker *w = lp->w;
-	double lr;
-	pt_req *req;
-	int rv = layers_sent(lp, &lr);
-	if (rv == 0 &&
-	    (rv = pt_pull(w->pw, PT_ALL, 0, w->layout.n_params, w->params,
-		 &req)) == 0 &&
-	    (rv = pti_wait_info(w->pw, req, info)) == 0)
-		info->lr = lr;
-	return rv;
+	if (!worker_recoverable(rv) || ++*rejoins > WORKER_REJOIN_MAX)
+		return rv;
+	fprintf(stderr, "worker %u: step %llu: %s; rejoining\n", w->c->rank,
+	    (unsigned long long)(*t + 1), pt_errmsg(rv));
+	return worker_join(w, t);
 }
 
 static int worker_loop(worker *w)
@@ -465,11 +567,13 @@ static int worker_loop(worker *w)
 				  ? w->spe / c->evals_per_epoch
 				  : 1;
 	pt_client_step info;
-	layer_push lp = {.w = w};
+	layer_push lp;
 	double t_start = now_s(), t_log = t_start, first_loss = -1;
 	uint64_t t = 0;
 	int rv, rejoins = 0;
 
+	if ((rv = lp_init(&lp, w)) != 0)
+		return rv;
 	// A resumed or restarted worker starts where the servers say: the
 	// data order follows from the step, so it goes on where it stopped.
 	if ((rv = worker_join(w, &t)) != 0)
@@ -480,6 +584,13 @@ static int worker_loop(worker *w)
 		return rv;
 	for (;;) {
 		if (t >= w->steps) {
+			// --layer-push: the last step's replies first.
+			if (c->layer_push && (rv = lp_flush(&lp, &t_log)) != 0) {
+				lp_drop(&lp);
+				if ((rv = worker_recover(w, rv, &rejoins, &t)))
+					return rv;
+				continue;
+			}
 			// Done: finish, unless the servers went back to an
 			// earlier step meanwhile (a sync restart); then go on.
 			if ((rv = worker_finish(w, now_s() - t_start, &t)) != 0 ||
@@ -495,13 +606,43 @@ static int worker_loop(worker *w)
 		double delay = worker_delay(w, t);
 		sleep_ms(delay);
 		double t_b = now_s(), loss, norm;
+		// Far above its start: ten times the first step's loss, and
+		// at least twice chance level (a resumed job starts low). A
+		// non-finite gradient is never pushed: servers refuse it.
+		double limit = first_loss < 0
+				   ? INFINITY
+				   : fmax(10 * first_loss,
+					 2 * log((double)w->data.train.classes));
 		if (c->layer_push) {
-			lp.step = (int64_t)t;
-			lp.rv = 0;
-			lp.sumsq = 0;
-			rv = pt_model_grad_layers(w->model, w->grad, &loss,
-			    w->params, x, y, w->b, push_layer, &lp);
-			norm = lp.sumsq;
+			lp_step *st = &lp.next;
+			memset(st, 0, sizeof(*st));
+			st->t = t;
+			st->epoch = epoch;
+			st->t_a = t_a;
+			st->t_b = t_b;
+			st->delay = delay;
+			lp.limit = limit;
+			lp.ready_s = 0;
+			rv = pt_model_grad_hooked(w->model, w->grad, &loss,
+			    w->params, x, y, w->b, &lp.hk);
+			st->t_c = now_s();
+			st->loss = loss;
+			st->compute_s = st->t_c - t_b - lp.ready_s;
+			norm = st->sumsq;
+			int wrv = lp.prev.rv ? lp.prev.rv : st->rv;
+			if (rv != 0 && rv != lp.prev.rv)
+				return rv; // the model refused the batch
+			// The step before's replies are all in (the forward
+			// needed every layer): its row.
+			int prv = lp_flush(&lp, &t_log);
+			if (wrv == 0 && prv != 0)
+				wrv = prv;
+			if (wrv != 0) {
+				lp_drop(&lp);
+				if ((rv = worker_recover(w, wrv, &rejoins, &t)))
+					return rv;
+				continue;
+			}
 		} else {
 			rv = pt_model_grad(w->model, w->grad, &loss,
 			    w->params, x, y, w->b);
@@ -511,59 +652,53 @@ static int worker_loop(worker *w)
 			return rv;
 		if (first_loss < 0)
 			first_loss = loss;
-		// Far above its start: ten times the first step's loss, and
-		// at least twice chance level (a resumed job starts low). A
-		// non-finite gradient is never pushed: servers refuse it.
-		double limit = fmax(10 * first_loss,
-		    2 * log((double)w->data.train.classes));
-		if (!isfinite(loss) || !isfinite(norm) || loss > limit) {
-			double lr_unused; // the layers already sent are done
-			if (lp.n > 0)
-				(void)layers_sent(&lp, &lr_unused);
+		if (!isfinite(loss) || !isfinite(norm) ||
+		    loss > fmax(10 * first_loss,
+			       2 * log((double)w->data.train.classes))) {
+			if (c->layer_push)
+				lp_drop(&lp); // what was sent is done with
 			return pti_err_set(PT_EDIVERGED,
 			    "worker %u: loss %g, gradient norm %g at step %llu "
 			    "(it started at %g): training diverged", c->rank,
 			    loss, sqrt(norm), (unsigned long long)(t + 1),
 			    first_loss);
 		}
+		if (c->layer_push) {
+			// Its replies come back while the next step starts.
+			lp.prev = lp.next;
+			memset(&lp.next, 0, sizeof(lp.next));
+			rejoins = 0;
+			if (c->rank == 0 && (t + 1) % eval_every == 0 &&
+			    t + 1 < w->steps) {
+				if ((rv = lp_flush(&lp, &t_log)) != 0) {
+					lp_drop(&lp);
+					if ((rv = worker_recover(w, rv, &rejoins,
+						 &t)))
+						return rv;
+					continue;
+				}
+				double ev_loss, ev_acc;
+				if ((rv = worker_eval_row(w, (int64_t)t + 1,
+					 t + 1, &ev_loss, &ev_acc)) != 0)
+					return rv;
+			}
+			t++; // no backup workers: every step is this one's
+			continue;
+		}
 		double t_c = now_s();
 		pt_req *req;
-		if (c->layer_push)
-			rv = layers_pulled(&lp, &info);
-		else if ((rv = pt_pushpull(w->pw, (int64_t)t, PT_ALL, 0,
-			      w->layout.n_params, w->grad, w->params,
-			      &req)) == 0)
+		if ((rv = pt_pushpull(w->pw, (int64_t)t, PT_ALL, 0,
+			 w->layout.n_params, w->grad, w->params, &req)) == 0)
 			rv = pti_wait_info(w->pw, req, &info);
 		if (rv != 0) {
-			// A server went away or came back from a checkpoint:
-			// rejoin and go on from the step the servers say.
-			if (!worker_recoverable(rv) ||
-			    ++rejoins > WORKER_REJOIN_MAX)
-				return rv;
-			fprintf(stderr, "worker %u: step %llu: %s; rejoining\n",
-			    c->rank, (unsigned long long)(t + 1),
-			    pt_errmsg(rv));
-			if ((rv = worker_join(w, &t)) != 0)
+			if ((rv = worker_recover(w, rv, &rejoins, &t)) != 0)
 				return rv;
 			continue;
 		}
 		rejoins = 0;
 		double t_d = now_s();
-		struct rusage ru; // the process's page faults and memory
-		getrusage(RUSAGE_SELF, &ru);
-		double row[PTI_WK_N] = {(double)(t + 1), epoch, t_d - w->t0,
-		    loss, sqrt(norm), (t_d - t_a) * 1e3, (t_c - t_b) * 1e3,
-		    (t_d - t_c) * 1e3, (double)info.stale_max, info.lr, delay,
-		    (double)info.ver_min, (double)ru.ru_minflt,
-		    (double)ru.ru_maxrss / 1024};
-		pti_csv_row(w->csv, &pti_csv_worker, row);
-		fflush(w->csv);
-		if (t_d - t_log >= 10.0) {
-			fprintf(stderr, "worker %u: step %llu/%llu loss %.4f\n",
-			    c->rank, (unsigned long long)(t + 1),
-			    (unsigned long long)w->steps, loss);
-			t_log = t_d;
-		}
+		worker_row(w, &t_log, t, epoch, loss, norm, t_d - t_a, t_c - t_b,
+		    t_d - t_c, &info, delay, t_d);
 		double ev_loss, ev_acc;
 		if (c->rank == 0 && (t + 1) % eval_every == 0 &&
 		    t + 1 < w->steps &&
