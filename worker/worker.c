@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -394,13 +395,15 @@ static void sleep_ms(double ms)
 
 // --layer-push: backward hands over each piece of the gradient as soon as
 // it is written, first layer first (its weights in LP_BLOCKS row blocks
-// where this BLAS kernel keeps their bits, pt_model_blocks_exact), and
-// each piece goes to the servers as a pushpull while the rest is
-// computed; the servers apply a piece once every worker has pushed it.
-// Its reply is waited for only when the next step's forward needs that
-// layer (pt_model_hooks.ready), so the values come back while this
-// worker computes. A step's row is written once all its replies are in:
-// its communication is the time spent waiting for them.
+// where this BLAS kernel keeps their bits, pt_model_blocks_exact), and a
+// thread of the worker's sends each as a pushpull while the rest is
+// computed (copying a piece into its message and writing it to the socket
+// would otherwise take the computing thread's time); the servers apply a
+// piece once every worker has pushed it. Its reply is waited for only
+// when the next step's forward needs that layer (pt_model_hooks.ready),
+// so the values come back while this worker computes. A step's row is
+// written once all its replies are in: its communication is the time
+// spent waiting for them.
 #define LP_BLOCKS 4
 #define LP_PIECES (PT_MAX_LAYERS + LP_BLOCKS)
 
@@ -409,7 +412,8 @@ typedef struct lp_step {
 	uint32_t epoch;
 	pt_req *req[LP_PIECES];     // its pushpulls, by offset
 	uint64_t off[LP_PIECES];    // where each starts in the flat vector
-	uint32_t n, waited;         // pushed, and waited for
+	uint64_t len[LP_PIECES];    // and its floats
+	uint32_t queued, n, waited; // handed to the sender, sent, waited for
 	int rv;                     // the first push or wait that failed
 	double sumsq, loss, delay;  // the gradient's squared norm
 	double t_a, t_b, t_c, t_d;  // start, compute start and end, last reply
@@ -419,11 +423,62 @@ typedef struct lp_step {
 
 typedef struct layer_push {
 	worker *w;
-	lp_step prev, next; // replies under way; pieces being pushed
-	double limit;       // a loss above it is not pushed (diverged)
-	double ready_s;     // time this step's forward waited for prev
+	lp_step slot[2];
+	lp_step *prev, *next; // replies under way; pieces being pushed
+	double limit;         // a loss above it is not pushed (diverged)
+	double ready_s;       // time this step's forward waited for prev
 	pt_model_hooks hk;
+	// The sender: mu guards the slots' queued, n, req and rv, and cv
+	// says that one changed; pw_mu lets one thread at a time use w->pw.
+	pthread_t sender;
+	int started, stop;
+	pthread_mutex_t mu, pw_mu;
+	pthread_cond_t cv;
 } layer_push;
+
+// lp_send_main sends the queued pieces in order, one step at a time (a
+// step's pieces are all sent before the next step's are queued: its
+// forward waits for them).
+static void *lp_send_main(void *arg)
+{
+	layer_push *lp = arg;
+	worker *w = lp->w;
+	pthread_mutex_lock(&lp->mu);
+	for (;;) {
+		lp_step *st = NULL;
+		for (int i = 0; i < 2; i++)
+			if (lp->slot[i].queued > lp->slot[i].n)
+				st = &lp->slot[i];
+		if (st == NULL) {
+			if (lp->stop)
+				break;
+			pthread_cond_wait(&lp->cv, &lp->mu);
+			continue;
+		}
+		uint32_t i = st->n;
+		uint64_t off = st->off[i], n = st->len[i];
+		int64_t t = (int64_t)st->t;
+		pthread_mutex_unlock(&lp->mu);
+		pt_req *req = NULL;
+		pthread_mutex_lock(&lp->pw_mu);
+		int rv = pt_pushpull(w->pw, t, PT_ALL, off, n, w->grad + off,
+		    w->params + off, &req);
+		pthread_mutex_unlock(&lp->pw_mu);
+		pthread_mutex_lock(&lp->mu);
+		if (rv == 0) {
+			st->req[i] = req;
+			st->n++;
+		} else {
+			fprintf(stderr, "worker %u: step %lld: %s\n",
+			    w->c->rank, (long long)t + 1, pt_errmsg(rv));
+			st->rv = st->rv ? st->rv : rv;
+			st->queued = st->n; // the rest is not sent
+		}
+		pthread_cond_broadcast(&lp->cv);
+	}
+	pthread_mutex_unlock(&lp->mu);
+	return NULL;
+}
 
 // lp_wait waits for the pieces of st that start before `end` (all of them
 // for UINT64_MAX), in order, summing up their replies; their values are
@@ -431,25 +486,40 @@ typedef struct layer_push {
 static int lp_wait(layer_push *lp, lp_step *st, uint64_t end)
 {
 	double t0 = now_s();
-	while (st->waited < st->n && st->off[st->waited] < end) {
-		pt_client_step in;
-		int r = pti_wait_info(lp->w->pw, st->req[st->waited++], &in);
-		if (r != 0) {
-			st->rv = st->rv ? st->rv : r;
-			continue;
+	pthread_mutex_lock(&lp->mu);
+	for (;;) {
+		if (st->waited < st->n && st->off[st->waited] < end) {
+			pt_req *req = st->req[st->waited++];
+			pt_client_step in;
+			pthread_mutex_unlock(&lp->mu);
+			pthread_mutex_lock(&lp->pw_mu);
+			int r = pti_wait_info(lp->w->pw, req, &in);
+			pthread_mutex_unlock(&lp->pw_mu);
+			pthread_mutex_lock(&lp->mu);
+			pt_client_step *o = &st->info;
+			if (r != 0)
+				st->rv = st->rv ? st->rv : r;
+			else {
+				if (st->waited == 1 || in.ver_min < o->ver_min)
+					o->ver_min = in.ver_min;
+				if (in.stale_max > o->stale_max)
+					o->stale_max = in.stale_max;
+				if (in.lr > o->lr)
+					o->lr = in.lr;
+				o->stale_mean = in.stale_mean;
+			}
+		} else if (st->waited == st->n && st->n < st->queued &&
+			   st->off[st->n] < end) {
+			pthread_cond_wait(&lp->cv, &lp->mu); // not sent yet
+		} else {
+			break;
 		}
-		pt_client_step *o = &st->info;
-		if (st->waited == 1 || in.ver_min < o->ver_min)
-			o->ver_min = in.ver_min;
-		if (in.stale_max > o->stale_max)
-			o->stale_max = in.stale_max;
-		if (in.lr > o->lr)
-			o->lr = in.lr;
-		o->stale_mean = in.stale_mean;
 	}
+	int rv = st->rv;
+	pthread_mutex_unlock(&lp->mu);
 	st->t_d = now_s();
 	st->wait_s += st->t_d - t0;
-	return st->rv;
+	return rv;
 }
 
 static int lp_ready(void *arg, uint32_t l)
@@ -457,7 +527,7 @@ static int lp_ready(void *arg, uint32_t l)
 	layer_push *lp = arg;
 	const pt_var *b = &lp->w->layout.vars[2 * l + 1]; // b_l ends layer l
 	double t0 = now_s();
-	int rv = lp_wait(lp, &lp->prev, b->off + b->n);
+	int rv = lp_wait(lp, lp->prev, b->off + b->n);
 	lp->ready_s += now_s() - t0;
 	return rv;
 }
@@ -465,50 +535,78 @@ static int lp_ready(void *arg, uint32_t l)
 static void lp_done(void *arg, uint64_t off, uint64_t n, double loss)
 {
 	layer_push *lp = arg;
-	worker *w = lp->w;
-	lp_step *st = &lp->next;
-	st->sumsq += pti_blas_sumsq(w->grad + off, n);
+	lp_step *st = lp->next;
+	st->sumsq += pti_blas_sumsq(lp->w->grad + off, n);
 	// A gradient that is not finite, or a loss that diverged, is never
 	// pushed: the step then fails as diverged (worker_loop).
-	if (st->rv != 0 || !isfinite(st->sumsq) || !isfinite(loss) ||
-	    loss > lp->limit)
+	if (!isfinite(st->sumsq) || !isfinite(loss) || loss > lp->limit)
 		return;
-	if (st->n == LP_PIECES) { // more than the model's hooks hand over
+	pthread_mutex_lock(&lp->mu);
+	if (st->rv == 0 && st->queued == LP_PIECES) // beyond the hooks' count
 		st->rv = pti_err_set(PT_EINVAL, "worker: a step of over %d "
 		    "pieces", LP_PIECES);
-		return;
+	if (st->rv == 0) {
+		st->off[st->queued] = off;
+		st->len[st->queued++] = n;
+		pthread_cond_broadcast(&lp->cv);
 	}
-	st->off[st->n] = off;
-	st->rv = pt_pushpull(w->pw, (int64_t)st->t, PT_ALL, off, n,
-	    w->grad + off, w->params + off, &st->req[st->n]);
-	if (st->rv == 0)
-		st->n++;
+	pthread_mutex_unlock(&lp->mu);
+}
+
+// lp_reset empties a slot whose pieces are all sent and waited for.
+static void lp_reset(layer_push *lp, lp_step *st)
+{
+	pthread_mutex_lock(&lp->mu);
+	memset(st, 0, sizeof(*st));
+	pthread_mutex_unlock(&lp->mu);
 }
 
 static int lp_init(layer_push *lp, worker *w)
 {
 	memset(lp, 0, sizeof(*lp));
 	lp->w = w;
+	lp->prev = &lp->slot[0];
+	lp->next = &lp->slot[1];
 	lp->hk.ready = lp_ready;
 	lp->hk.done = lp_done;
 	lp->hk.arg = lp;
+	pthread_mutex_init(&lp->mu, NULL);
+	pthread_mutex_init(&lp->pw_mu, NULL);
+	pthread_cond_init(&lp->cv, NULL);
 	if (!w->c->layer_push)
 		return 0;
 	int exact = pt_model_blocks_exact(w->model, w->b, LP_BLOCKS);
 	if (exact < 0)
 		return -exact;
 	lp->hk.blocks = exact ? LP_BLOCKS : 1;
+	if (pthread_create(&lp->sender, NULL, lp_send_main, lp) != 0)
+		return pti_err_set(PT_ENOMEM, "worker: the sending thread");
+	lp->started = 1;
 	return 0;
+}
+
+static void lp_fini(layer_push *lp)
+{
+	if (lp->started) {
+		pthread_mutex_lock(&lp->mu);
+		lp->stop = 1;
+		pthread_cond_broadcast(&lp->cv);
+		pthread_mutex_unlock(&lp->mu);
+		pthread_join(lp->sender, NULL);
+	}
+	pthread_cond_destroy(&lp->cv);
+	pthread_mutex_destroy(&lp->mu);
+	pthread_mutex_destroy(&lp->pw_mu);
 }
 
 // lp_drop waits for every piece still under way, whatever came of them
 // (a server went away: the worker rejoins).
 static void lp_drop(layer_push *lp)
 {
-	(void)lp_wait(lp, &lp->prev, UINT64_MAX);
-	(void)lp_wait(lp, &lp->next, UINT64_MAX);
-	memset(&lp->prev, 0, sizeof(lp->prev));
-	memset(&lp->next, 0, sizeof(lp->next));
+	for (int i = 0; i < 2; i++) {
+		(void)lp_wait(lp, &lp->slot[i], UINT64_MAX);
+		lp_reset(lp, &lp->slot[i]);
+	}
 }
 
 // worker_row writes step t's row of worker-R.csv (times in seconds) and,
@@ -537,13 +635,13 @@ static void worker_row(worker *w, double *t_log, uint64_t t, uint32_t epoch,
 // whose replies failed writes none. Returns its first error.
 static int lp_flush(layer_push *lp, double *t_log)
 {
-	lp_step *p = &lp->prev;
+	lp_step *p = lp->prev;
 	int rv = lp_wait(lp, p, UINT64_MAX);
 	if (rv == 0 && p->n > 0)
 		worker_row(lp->w, t_log, p->t, p->epoch, p->loss, p->sumsq,
 		    p->compute_s + p->wait_s + (p->t_b - p->t_a),
 		    p->compute_s, p->wait_s, &p->info, p->delay, p->t_d);
-	memset(p, 0, sizeof(*p));
+	lp_reset(lp, p);
 	return rv;
 }
 
@@ -559,7 +657,7 @@ static int worker_recover(worker *w, int rv, int *rejoins, uint64_t *t)
 	return worker_join(w, t);
 }
 
-static int worker_loop(worker *w)
+static int worker_loop(worker *w, layer_push *lpp)
 {
 	const pt_config *c = w->c;
 	uint64_t eval_every = c->eval_every ? c->eval_every
@@ -567,13 +665,11 @@ static int worker_loop(worker *w)
 				  ? w->spe / c->evals_per_epoch
 				  : 1;
 	pt_client_step info;
-	layer_push lp;
+	layer_push *lp = lpp;
 	double t_start = now_s(), t_log = t_start, first_loss = -1;
 	uint64_t t = 0;
 	int rv, rejoins = 0;
 
-	if ((rv = lp_init(&lp, w)) != 0)
-		return rv;
 	// A resumed or restarted worker starts where the servers say: the
 	// data order follows from the step, so it goes on where it stopped.
 	if ((rv = worker_join(w, &t)) != 0)
@@ -585,8 +681,8 @@ static int worker_loop(worker *w)
 	for (;;) {
 		if (t >= w->steps) {
 			// --layer-push: the last step's replies first.
-			if (c->layer_push && (rv = lp_flush(&lp, &t_log)) != 0) {
-				lp_drop(&lp);
+			if (c->layer_push && (rv = lp_flush(lp, &t_log)) != 0) {
+				lp_drop(lp);
 				if ((rv = worker_recover(w, rv, &rejoins, &t)))
 					return rv;
 				continue;
@@ -614,31 +710,33 @@ static int worker_loop(worker *w)
 				   : fmax(10 * first_loss,
 					 2 * log((double)w->data.train.classes));
 		if (c->layer_push) {
-			lp_step *st = &lp.next;
-			memset(st, 0, sizeof(*st));
+			lp_step *st = lp->next;
+			lp_reset(lp, st);
 			st->t = t;
 			st->epoch = epoch;
 			st->t_a = t_a;
 			st->t_b = t_b;
 			st->delay = delay;
-			lp.limit = limit;
-			lp.ready_s = 0;
+			lp->limit = limit;
+			lp->ready_s = 0;
 			rv = pt_model_grad_hooked(w->model, w->grad, &loss,
-			    w->params, x, y, w->b, &lp.hk);
+			    w->params, x, y, w->b, &lp->hk);
 			st->t_c = now_s();
 			st->loss = loss;
-			st->compute_s = st->t_c - t_b - lp.ready_s;
+			st->compute_s = st->t_c - t_b - lp->ready_s;
 			norm = st->sumsq;
-			int wrv = lp.prev.rv ? lp.prev.rv : st->rv;
-			if (rv != 0 && rv != lp.prev.rv)
+			pthread_mutex_lock(&lp->mu);
+			int wrv = lp->prev->rv ? lp->prev->rv : st->rv;
+			pthread_mutex_unlock(&lp->mu);
+			if (rv != 0 && rv != wrv)
 				return rv; // the model refused the batch
 			// The step before's replies are all in (the forward
 			// needed every layer): its row.
-			int prv = lp_flush(&lp, &t_log);
+			int prv = lp_flush(lp, &t_log);
 			if (wrv == 0 && prv != 0)
 				wrv = prv;
 			if (wrv != 0) {
-				lp_drop(&lp);
+				lp_drop(lp);
 				if ((rv = worker_recover(w, wrv, &rejoins, &t)))
 					return rv;
 				continue;
@@ -656,7 +754,7 @@ static int worker_loop(worker *w)
 		    loss > fmax(10 * first_loss,
 			       2 * log((double)w->data.train.classes))) {
 			if (c->layer_push)
-				lp_drop(&lp); // what was sent is done with
+				lp_drop(lp); // what was sent is done with
 			return pti_err_set(PT_EDIVERGED,
 			    "worker %u: loss %g, gradient norm %g at step %llu "
 			    "(it started at %g): training diverged", c->rank,
@@ -665,13 +763,14 @@ static int worker_loop(worker *w)
 		}
 		if (c->layer_push) {
 			// Its replies come back while the next step starts.
-			lp.prev = lp.next;
-			memset(&lp.next, 0, sizeof(lp.next));
+			lp_step *done = lp->prev; // flushed, empty
+			lp->prev = lp->next;
+			lp->next = done;
 			rejoins = 0;
 			if (c->rank == 0 && (t + 1) % eval_every == 0 &&
 			    t + 1 < w->steps) {
-				if ((rv = lp_flush(&lp, &t_log)) != 0) {
-					lp_drop(&lp);
+				if ((rv = lp_flush(lp, &t_log)) != 0) {
+					lp_drop(lp);
 					if ((rv = worker_recover(w, rv, &rejoins,
 						 &t)))
 						return rv;
@@ -717,9 +816,13 @@ static int worker_loop(worker *w)
 int pt_worker_run(const pt_config *c)
 {
 	worker w;
+	layer_push lp;
 	int rv = worker_init(&w, c);
-	if (rv == 0)
-		rv = worker_loop(&w);
+	if (rv == 0) {
+		if ((rv = lp_init(&lp, &w)) == 0)
+			rv = worker_loop(&w, &lp);
+		lp_fini(&lp);
+	}
 	worker_fini(&w);
 	return rv;
 }
