@@ -657,6 +657,16 @@ static int worker_recover(worker *w, int rv, int *rejoins, uint64_t *t)
 	return worker_join(w, t);
 }
 
+// worker_loss_limit: a loss above it has diverged. Far above its start:
+// ten times the first step's loss, and at least twice chance level (a
+// resumed job starts low); none before the first step.
+static double worker_loss_limit(const worker *w, double first_loss)
+{
+	return first_loss < 0 ? INFINITY
+			      : fmax(10 * first_loss,
+				    2 * log((double)w->data.train.classes));
+}
+
 static int worker_loop(worker *w, layer_push *lpp)
 {
 	const pt_config *c = w->c;
@@ -702,13 +712,8 @@ static int worker_loop(worker *w, layer_push *lpp)
 		double delay = worker_delay(w, t);
 		sleep_ms(delay);
 		double t_b = now_s(), loss, norm;
-		// Far above its start: ten times the first step's loss, and
-		// at least twice chance level (a resumed job starts low). A
-		// non-finite gradient is never pushed: servers refuse it.
-		double limit = first_loss < 0
-				   ? INFINITY
-				   : fmax(10 * first_loss,
-					 2 * log((double)w->data.train.classes));
+		// A non-finite gradient is never pushed: servers refuse it.
+		double limit = worker_loss_limit(w, first_loss);
 		if (c->layer_push) {
 			lp_step *st = lp->next;
 			lp_reset(lp, st);
@@ -751,8 +756,7 @@ static int worker_loop(worker *w, layer_push *lpp)
 		if (first_loss < 0)
 			first_loss = loss;
 		if (!isfinite(loss) || !isfinite(norm) ||
-		    loss > fmax(10 * first_loss,
-			       2 * log((double)w->data.train.classes))) {
+		    loss > worker_loss_limit(w, first_loss)) {
 			if (c->layer_push)
 				lp_drop(lp); // what was sent is done with
 			return pti_err_set(PT_EDIVERGED,
