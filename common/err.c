@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char err_detail[512];
 
@@ -32,10 +33,14 @@ const char *pt_strerror(int code)
 
 int pti_err_set(int code, const char *fmt, ...)
 {
+	// Through a copy: callers wrap the detail they had, passing
+	// pt_errmsg()'s text, which is err_detail itself.
+	char buf[sizeof(err_detail)];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(err_detail, sizeof(err_detail), fmt, ap);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
+	memcpy(err_detail, buf, sizeof(buf));
 	return code;
 }
 
