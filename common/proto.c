@@ -19,6 +19,7 @@ static const char *const op_names[PT_OP_MAX] = {
 	[PT_OP_STATS] = "stats",
 	[PT_OP_SHUTDOWN] = "shutdown",
 	[PT_OP_CHALLENGE] = "challenge",
+	[PT_OP_RING] = "ring",
 };
 
 const char *pti_op_name(uint32_t op)
@@ -586,7 +587,7 @@ static int msg_parse(pti_hdr *h, uint64_t *hist, const void **payload,
 		return pti_err_set(PT_EPROTO, "header padding is truncated");
 	uint64_t want = (h->has & PTI_H_RANGE) ? h->n : 0;
 	int carries = h->op == PT_OP_PUSH || h->op == PT_OP_PUSHPULL ||
-		      (h->has & PTI_H_STATUS);
+		      h->op == PT_OP_RING || (h->has & PTI_H_STATUS);
 	if (pay % sizeof(float) != 0 ||
 	    (carries && pay / sizeof(float) != want) ||
 	    (!carries && pay != 0))

@@ -39,12 +39,23 @@ enum pt_op {
 	PT_OP_STATS = 6,    // counters; reply: stats fields
 	PT_OP_SHUTDOWN = 7, // stop the server after replying
 	PT_OP_CHALLENGE = 8, // reply: a nonce for this connection's hello
+	PT_OP_RING = 9,      // allreduce: a segment between ring neighbours
 	PT_OP_MAX
 };
 
-enum pt_role { PT_ROLE_WORKER = 1, PT_ROLE_SERVER = 2, PT_ROLE_CONTROL = 3 };
+enum pt_role {
+	PT_ROLE_WORKER = 1,
+	PT_ROLE_SERVER = 2,
+	PT_ROLE_CONTROL = 3,
+	PT_ROLE_PEER = 4, // allreduce: a worker to its ring neighbour
+};
 
-enum pt_mode { PT_MODE_SYNC = 1, PT_MODE_ASYNC = 2, PT_MODE_SSP = 3 };
+enum pt_mode {
+	PT_MODE_SYNC = 1,
+	PT_MODE_ASYNC = 2,
+	PT_MODE_SSP = 3,
+	PT_MODE_ALLREDUCE = 4, // no servers: workers sum in a ring
+};
 
 // Bits of pti_hdr.has: which optional fields the header carries.
 enum {

@@ -179,6 +179,9 @@ nng_msg *pti_hello_prove(ps_server *s, ps_peer *p, const pti_hdr *h)
 	if (p == NULL || !p->challenged || !(h->has & PTI_H_MAC))
 		return pti_peer_refuse(s, h, p, PT_ESTATE, "a hello must answer this "
 		    "connection's challenge with a proof of the job secret");
+	if (h->role != PT_ROLE_WORKER && h->role != PT_ROLE_CONTROL)
+		return pti_peer_refuse(s, h, p, PT_EAUTH, "a hello must come "
+		    "from a worker or a control client");
 	uint64_t lh = h->role == PT_ROLE_WORKER ? h->layout_hash : 0;
 	pti_auth_mac(&s->secret, p->nonce, h->role, h->rank, s->cfg->rank, lh,
 	    mac);

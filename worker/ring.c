@@ -1,0 +1,451 @@
+// worker/ring.c - the ring all-reduce (see ring.h).
+#include "ring.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/pair1/pair.h>
+
+#include "config.h"
+#include "err.h"
+#include "proto.h"
+#include "transport.h"
+
+struct pti_ring {
+	uint32_t rank, n, left, right;
+	nng_socket in, out; // from the left neighbour; to the right one
+	int in_open, out_open;
+	nng_pipe admitted; // the left neighbour's proven connection
+	pt_secret secret;
+	uint64_t hash, sent;
+	double timeout_s;
+	char url_in[PT_URLS_MAX], url_out[PT_URLS_MAX];
+};
+
+static double ring_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void ring_widen_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+	(void)ev;
+	(void)arg;
+	(void)pti_transport_widen(p);
+}
+
+// ring_url copies the i-th of the comma-separated urls into out (size
+// PT_URLS_MAX); PT_EINVAL when there is none.
+static int ring_url(char *out, const char *urls, uint32_t i, uint32_t n)
+{
+	const char *p = urls;
+	for (uint32_t k = 0; k < i && p != NULL; k++)
+		if ((p = strchr(p, ',')) != NULL)
+			p++;
+	size_t len = p ? strcspn(p, ",") : 0;
+	if (len == 0)
+		return pti_err_set(PT_EINVAL, "--connect holds no address for "
+		    "worker %u of the ring of %u (it lists every worker's, "
+		    "by rank)", i, n);
+	snprintf(out, PT_URLS_MAX, "%.*s", (int)len, p);
+	return 0;
+}
+
+// ring_send sends h (with n floats at pay) to the right neighbour; with
+// flags NNG_FLAG_NONBLOCK, not yet being connected is no error.
+static int ring_send(pti_ring *g, pti_hdr *h, const float *pay, uint64_t n,
+    int flags)
+{
+	nng_msg *m;
+	int rv = pti_msg_encode(&m, h, pay, n);
+	if (rv != 0)
+		return rv;
+	if ((rv = nng_sendmsg(g->out, m, flags)) != 0) {
+		nng_msg_free(m);
+		if (rv == NNG_EAGAIN && (flags & NNG_FLAG_NONBLOCK))
+			return 0;
+		return pti_err_set(rv == NNG_ETIMEDOUT ? PT_ETIMEDOUT
+				   : rv == NNG_ECLOSED ? PT_ECLOSED
+						       : PT_ETRANSPORT,
+		    "ring: worker %u: sending %s to worker %u (%s): %s",
+		    g->rank, pti_op_name(h->op), g->right, g->url_out,
+		    nng_strerror(rv));
+	}
+	g->sent += n * sizeof(float);
+	return 0;
+}
+
+// ring_recv takes the next message from socket s (the neighbour `peer`)
+// into *m, decoded into h and *pay; the caller frees *m.
+static int ring_recv(pti_ring *g, nng_socket s, uint32_t peer, nng_msg **m,
+    pti_hdr *h, const void **pay)
+{
+	int rv = nng_recvmsg(s, m, 0);
+	if (rv != 0)
+		return pti_err_set(rv == NNG_ETIMEDOUT ? PT_ETIMEDOUT
+				   : rv == NNG_ECLOSED ? PT_ECLOSED
+						       : PT_ETRANSPORT,
+		    "ring: worker %u: nothing from worker %u in %.0f s: %s",
+		    g->rank, peer, g->timeout_s, nng_strerror(rv));
+	if ((rv = pti_msg_decode(h, pay, *m)) != 0) {
+		nng_msg_free(*m);
+		return pti_err_set(rv, "ring: worker %u: from worker %u's "
+		    "side: %s", g->rank, peer, pt_errmsg(rv));
+	}
+	return 0;
+}
+
+// ---------------------------------------------------------------- joining
+
+// Each link proves the secret both ways in three messages (PROTOCOL.md):
+// the dialer's challenge (its nonce), the listener's answer (its proof
+// over that nonce, and a nonce of its own), the dialer's proof over it.
+// Each worker says its challenge again every RING_RETRY_MS until it is
+// answered: the right neighbour may not be connected yet, and a message
+// can be lost with a connection that the listener's pair socket turns
+// away (it takes one at a time). The listener answers a connection's
+// challenges with one nonce, and starts again on a new connection.
+
+#define RING_RETRY_MS 20 // the dialer's challenge, again, this often
+
+static void ring_mac(const pti_ring *g, const uint8_t *nonce,
+    uint32_t from, uint32_t to, uint8_t mac[PT_MAC_LEN])
+{
+	pti_auth_mac(&g->secret, nonce, PT_ROLE_PEER, from, to, g->hash, mac);
+}
+
+// ring_refuse closes the connection m came on: not the left neighbour.
+static void ring_refuse(pti_ring *g, nng_msg *m, const char *why)
+{
+	fprintf(stderr, "ring: worker %u: refused a connection on %s: %s\n",
+	    g->rank, g->url_in, why);
+	if (nng_pipe_id(nng_msg_get_pipe(m)) == nng_pipe_id(g->admitted))
+		g->admitted = (nng_pipe)NNG_PIPE_INITIALIZER;
+	nng_pipe_close(nng_msg_get_pipe(m));
+	nng_msg_free(m);
+}
+
+// ring_answer answers challenge h, which came on m's connection.
+static int ring_answer(pti_ring *g, nng_msg *m, const pti_hdr *h,
+    uint8_t nonce[PT_NONCE_LEN])
+{
+	nng_pipe p = nng_msg_get_pipe(m);
+	int rv;
+	nng_msg_free(m);
+	if (nng_pipe_id(p) != nng_pipe_id(g->admitted)) {
+		if ((rv = pti_random(nonce, PT_NONCE_LEN)) != 0)
+			return rv;
+		g->admitted = p; // to prove itself over this nonce
+	}
+	pti_hdr a;
+	pti_hdr_init(&a, PT_OP_HELLO, PT_ROLE_PEER, g->rank);
+	a.has = PTI_H_NONCE | PTI_H_MAC;
+	ring_mac(g, h->nonce, g->rank, g->left, a.mac);
+	memcpy(a.nonce, nonce, PT_NONCE_LEN);
+	nng_msg *r;
+	if ((rv = pti_msg_encode(&r, &a, NULL, 0)) != 0)
+		return rv;
+	nng_msg_set_pipe(r, p);
+	if (nng_sendmsg(g->in, r, NNG_FLAG_NONBLOCK) != 0)
+		nng_msg_free(r); // gone meanwhile, or busy: it asks again
+	return 0;
+}
+
+// ring_listen serves the listening side until the left neighbour has
+// proven itself (proof set) or, with proof unset, until a first
+// challenge is answered: the left neighbour's, or a stranger's whose
+// proof will fail. Meanwhile it says `again` (when not NULL) to the
+// right every RING_RETRY_MS.
+static int ring_listen(pti_ring *g, double until, int proof,
+    uint8_t nonce[PT_NONCE_LEN], pti_hdr *again)
+{
+	while (ring_now() < until) {
+		nng_msg *m;
+		pti_hdr h;
+		const void *pay;
+		int rv = ring_recv(g, g->in, g->left, &m, &h, &pay);
+		if (rv == PT_ETIMEDOUT) { // nothing yet
+			if (again != NULL && (rv = ring_send(g, again, NULL, 0,
+						  NNG_FLAG_NONBLOCK)) != 0)
+				return rv;
+			continue;
+		}
+		if (rv == PT_EPROTO)
+			continue; // a stranger's garbage: decode said so
+		if (rv != 0)
+			return rv;
+		uint8_t want[PT_MAC_LEN];
+		ring_mac(g, nonce, g->left, g->rank, want);
+		if (h.op == PT_OP_CHALLENGE && h.role == PT_ROLE_PEER &&
+		    h.rank == g->left && (h.has & PTI_H_NONCE)) {
+			if ((rv = ring_answer(g, m, &h, nonce)) != 0 || !proof)
+				return rv;
+		} else if (h.op == PT_OP_HELLO && h.rank == g->left &&
+			   (h.has & PTI_H_MAC) &&
+			   nng_pipe_id(nng_msg_get_pipe(m)) ==
+			       nng_pipe_id(g->admitted) &&
+			   pti_auth_equal(h.mac, want, PT_MAC_LEN)) {
+			nng_msg_free(m);
+			return 0;
+		} else {
+			ring_refuse(g, m, h.op == PT_OP_HELLO
+					      ? "its proof of the job secret "
+						"is wrong"
+					      : "not the left neighbour's "
+						"challenge");
+		}
+	}
+	return pti_err_set(PT_ETIMEDOUT, "ring: worker %u: worker %u did not "
+	    "join on %s in %.0f s", g->rank, g->left, g->url_in,
+	    g->timeout_s);
+}
+
+// ring_challenge waits for the right neighbour's answer to challenge h
+// (into *m, *a), said once already, saying it again every RING_RETRY_MS.
+static int ring_challenge(pti_ring *g, pti_hdr *h, double until,
+    nng_msg **m, pti_hdr *a)
+{
+	int rv;
+	for (int again = 0;; again = 1) {
+		const void *pay;
+		if (again && (rv = ring_send(g, h, NULL, 0,
+				  NNG_FLAG_NONBLOCK)) != 0)
+			break;
+		rv = ring_recv(g, g->out, g->right, m, a, &pay);
+		if (rv != PT_ETIMEDOUT)
+			break;
+		if (ring_now() >= until) {
+			rv = pti_err_set(PT_ETIMEDOUT, "ring: worker %u: no "
+			    "answer from worker %u at %s in %.0f s", g->rank,
+			    g->right, g->url_out, g->timeout_s);
+			break;
+		}
+	}
+	return rv;
+}
+
+static int ring_join_short(pti_ring *g);
+
+// ring_join runs both links' proofs: this worker's challenge to the
+// right, the first challenge from the left answered, the right's answer
+// checked and proven, the left's proof checked (a stranger's connection
+// is closed, and the left side starts again).
+static int ring_join(pti_ring *g)
+{
+	nng_duration full = (nng_duration)(g->timeout_s * 1000);
+	nng_socket_set_ms(g->in, NNG_OPT_RECVTIMEO, RING_RETRY_MS);
+	nng_socket_set_ms(g->out, NNG_OPT_RECVTIMEO, RING_RETRY_MS);
+	int rv = ring_join_short(g);
+	nng_socket_set_ms(g->in, NNG_OPT_RECVTIMEO, full);
+	nng_socket_set_ms(g->out, NNG_OPT_RECVTIMEO, full);
+	return rv;
+}
+
+// ring_join_short is ring_join with RING_RETRY_MS receive timeouts.
+static int ring_join_short(pti_ring *g)
+{
+	double until = ring_now() + g->timeout_s;
+	uint8_t mine[PT_NONCE_LEN], theirs[PT_NONCE_LEN];
+	pti_hdr h, a;
+	nng_msg *m;
+	int rv;
+	pti_hdr_init(&h, PT_OP_CHALLENGE, PT_ROLE_PEER, g->rank);
+	h.has = PTI_H_NONCE;
+	if ((rv = pti_random(mine, PT_NONCE_LEN)) != 0)
+		return rv;
+	memcpy(h.nonce, mine, PT_NONCE_LEN);
+	// Said before listening, and again meanwhile (the right neighbour
+	// may be listening for its own left first: with W = 2 each is the
+	// other's left), and again while waiting for its answer.
+	if ((rv = ring_send(g, &h, NULL, 0, NNG_FLAG_NONBLOCK)) != 0 ||
+	    (rv = ring_listen(g, until, 0, theirs, &h)) != 0 ||
+	    (rv = ring_challenge(g, &h, until, &m, &a)) != 0)
+		return rv;
+	uint8_t want[PT_MAC_LEN];
+	ring_mac(g, mine, g->right, g->rank, want);
+	int ok = a.op == PT_OP_HELLO && a.rank == g->right &&
+		 (a.has & PTI_H_MAC) && (a.has & PTI_H_NONCE) &&
+		 pti_auth_equal(a.mac, want, PT_MAC_LEN);
+	nng_msg_free(m);
+	if (!ok)
+		return pti_err_set(PT_EAUTH, "ring: worker %u: %s does not "
+		    "prove the job secret as worker %u", g->rank, g->url_out,
+		    g->right);
+	pti_hdr_init(&h, PT_OP_HELLO, PT_ROLE_PEER, g->rank);
+	h.has = PTI_H_MAC;
+	ring_mac(g, a.nonce, g->rank, g->right, h.mac);
+	if ((rv = ring_send(g, &h, NULL, 0, 0)) != 0)
+		return rv;
+	return ring_listen(g, until, 1, theirs, NULL);
+}
+
+int pti_ring_open(pti_ring **out, const char *urls, uint32_t rank,
+    uint32_t n, const pt_secret *secret, uint64_t hash, double timeout_s)
+{
+	pti_ring *g = calloc(1, sizeof(*g));
+	int rv;
+	if (g == NULL)
+		return pti_err_set(PT_ENOMEM, "ring");
+	g->rank = rank;
+	g->n = n;
+	g->left = (rank + n - 1) % n;
+	g->right = (rank + 1) % n;
+	g->secret = *secret;
+	g->hash = hash;
+	g->timeout_s = timeout_s;
+	if (n == 1) {
+		*out = g;
+		return 0;
+	}
+	if ((rv = ring_url(g->url_in, urls, rank, n)) != 0 ||
+	    (rv = ring_url(g->url_out, urls, g->right, n)) != 0)
+		goto fail;
+	nng_duration ms = (nng_duration)(timeout_s * 1000);
+	const char *bad = g->url_in;
+	if ((rv = nng_pair1_open(&g->in)) == 0) {
+		g->in_open = 1;
+		nng_pipe_notify(g->in, NNG_PIPE_EV_ADD_POST, ring_widen_cb, g);
+		nng_socket_set_ms(g->in, NNG_OPT_RECVTIMEO, ms);
+		nng_socket_set_ms(g->in, NNG_OPT_SENDTIMEO, ms);
+		nng_listener l;
+		rv = pti_transport_listen(&l, g->in, g->url_in);
+	}
+	if (rv == 0) {
+		bad = g->url_out;
+		if ((rv = nng_pair1_open(&g->out)) == 0) {
+			g->out_open = 1;
+			nng_pipe_notify(g->out, NNG_PIPE_EV_ADD_POST,
+			    ring_widen_cb, g);
+			nng_socket_set_ms(g->out, NNG_OPT_RECVTIMEO, ms);
+			nng_socket_set_ms(g->out, NNG_OPT_SENDTIMEO, ms);
+			rv = pti_transport_dial(g->out, g->url_out, NULL,
+			    NNG_FLAG_NONBLOCK);
+		}
+	}
+	if (rv != 0) {
+		rv = pti_err_set(PT_ETRANSPORT, "ring: worker %u: %s: %s",
+		    rank, bad, nng_strerror(rv));
+		goto fail;
+	}
+	if ((rv = ring_join(g)) != 0)
+		goto fail;
+	*out = g;
+	return 0;
+fail:
+	pti_ring_close(g);
+	return rv;
+}
+
+void pti_ring_close(pti_ring *g)
+{
+	if (g == NULL)
+		return;
+	if (g->in_open)
+		nng_close(g->in);
+	if (g->out_open)
+		nng_close(g->out);
+	memset(&g->secret, 0, sizeof(g->secret));
+	free(g);
+}
+
+uint64_t pti_ring_bytes(const pti_ring *g)
+{
+	return g->sent;
+}
+
+// ---------------------------------------------------------------- summing
+
+// ring_seg is segment i of n floats cut in w: [*lo, *hi).
+static void ring_seg(uint64_t n, uint32_t w, uint32_t i, uint64_t *lo,
+    uint64_t *hi)
+{
+	*lo = n * i / w;
+	*hi = n * (i + 1) / w;
+}
+
+// ring_round sends segment `send` of buf to the right and takes segment
+// `recv` from the left, round `round` of step: added under buf (the
+// partial sum coming round first, then this worker's) when add is set,
+// else copied.
+static int ring_round(pti_ring *g, float *buf, uint64_t n, int64_t step,
+    uint32_t round, uint32_t send, uint32_t recv, int add)
+{
+	uint64_t lo, hi;
+	pti_hdr h;
+	ring_seg(n, g->n, send, &lo, &hi);
+	pti_hdr_init(&h, PT_OP_RING, PT_ROLE_PEER, g->rank);
+	h.has = PTI_H_STEP | PTI_H_VER | PTI_H_RANGE;
+	h.step = step;
+	h.ver = round;
+	h.off = lo;
+	int rv = ring_send(g, &h, buf + lo, hi - lo, 0);
+	if (rv != 0)
+		return rv;
+	nng_msg *m;
+	const void *pay;
+	if ((rv = ring_recv(g, g->in, g->left, &m, &h, &pay)) != 0)
+		return rv;
+	ring_seg(n, g->n, recv, &lo, &hi);
+	if (nng_pipe_id(nng_msg_get_pipe(m)) != nng_pipe_id(g->admitted)) {
+		nng_msg_free(m);
+		return pti_err_set(PT_EAUTH, "ring: worker %u: a message from "
+		    "a connection that has not proven the job secret",
+		    g->rank);
+	}
+	if (h.op != PT_OP_RING || h.rank != g->left || h.step != step ||
+	    h.ver != round || !(h.has & PTI_H_RANGE) || h.off != lo ||
+	    h.n != hi - lo) {
+		rv = pti_err_set(PT_EPROTO, "ring: worker %u: expected step "
+		    "%lld round %u [%llu, %llu) from worker %u, got %s of "
+		    "step %lld round %lld [%llu, +%llu) from worker %u",
+		    g->rank, (long long)step, round, (unsigned long long)lo,
+		    (unsigned long long)hi, g->left, pti_op_name(h.op),
+		    (long long)h.step, (long long)h.ver,
+		    (unsigned long long)h.off, (unsigned long long)h.n, h.rank);
+		nng_msg_free(m);
+		return rv;
+	}
+	float *dst = buf + lo;
+	uint64_t len = hi - lo;
+	if (len == 0) {
+		// an empty segment (fewer floats than workers)
+	} else if (!add) {
+		memcpy(dst, pay, len * sizeof(float));
+	} else if ((uintptr_t)pay % _Alignof(float) == 0) {
+		const float *x = pay;
+		for (uint64_t i = 0; i < len; i++)
+			dst[i] = x[i] + dst[i];
+	} else {
+		const char *x = pay;
+		for (uint64_t i = 0; i < len; i++) {
+			float v;
+			memcpy(&v, x + i * sizeof(float), sizeof(float));
+			dst[i] = v + dst[i];
+		}
+	}
+	nng_msg_free(m);
+	return 0;
+}
+
+int pti_ring_sum(pti_ring *g, float *buf, uint64_t n, int64_t step)
+{
+	uint32_t w = g->n, r = g->rank;
+	int rv;
+	// Reduce-scatter: in round s this worker passes on segment r - s
+	// and adds its own to segment r - s - 1; segment i starts at i.
+	for (uint32_t s = 0; s + 1 < w; s++)
+		if ((rv = ring_round(g, buf, n, step, s, (r + w - s) % w,
+			 (r + 2 * w - s - 1) % w, 1)) != 0)
+			return rv;
+	// All-gather: this worker holds the sum of segment r + 1.
+	for (uint32_t s = 0; s + 1 < w; s++)
+		if ((rv = ring_round(g, buf, n, step, w - 1 + s,
+			 (r + 1 + w - s) % w, (r + w - s) % w, 0)) != 0)
+			return rv;
+	return 0;
+}
