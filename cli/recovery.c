@@ -25,6 +25,11 @@ int pti_run_worker_failed(run_job *j, run_proc *p)
 {
 	if (WIFEXITED(p->status) && WEXITSTATUS(p->status) == PTI_EXIT_DIVERGED)
 		return -1; // divergence ends the job
+	if (j->c.mode == PT_MODE_ALLREDUCE) {
+		fprintf(stderr, "\npstrain run: worker %u failed; the ring of "
+		    "--mode allreduce cannot go on without it\n", p->rank);
+		return -1;
+	}
 	if (j->worker_restarts < j->c.restart_workers) {
 		j->worker_restarts++;
 		fprintf(stderr, "\npstrain run: worker %u failed; restarting it "

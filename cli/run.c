@@ -77,7 +77,8 @@ static int run_watch(run_job *j)
 		// running hangs (a dead one would have been noticed): no one
 		// is left to stop it. Either way, give it a moment, then kill
 		// it; final.csv then says whether the job was done.
-		int ending = live > 0 && (servers == 0 || servers == live);
+		int ending = j->c.mode != PT_MODE_ALLREDUCE && live > 0 &&
+			     (servers == 0 || servers == live);
 		if (!ending)
 			stopped = 0;
 		else if (stopped == 0)
@@ -178,6 +179,12 @@ static int run_prepare(run_job *j)
 	// process starts.
 	if ((rv = pt_config_load_data(c, &d)) != 0)
 		return rv;
+	if (c->mode == PT_MODE_ALLREDUCE && c->servers > 0) {
+		if (pt_config_given(c, "servers"))
+			fprintf(stderr, "pstrain run: --mode allreduce runs no "
+			    "servers; --servers %u is ignored\n", c->servers);
+		c->servers = 0;
+	}
 	j->n_train = d.train.n;
 	j->n_val = d.val.n;
 	rv = pt_layout_init(l, c->model, d.train.dim, d.train.classes);
@@ -236,6 +243,11 @@ static void run_cleanup(run_job *j)
 	char path[PT_PATH_MAX + 32];
 	for (uint32_t s = 0; s < j->c.servers; s++) {
 		snprintf(path, sizeof(path), "%s/s%u", j->sockdir, s);
+		unlink(path);
+	}
+	for (uint32_t r = 0; j->c.mode == PT_MODE_ALLREDUCE &&
+			     r < j->c.workers; r++) {
+		snprintf(path, sizeof(path), "%s/w%u", j->sockdir, r);
 		unlink(path);
 	}
 	rmdir(j->sockdir);

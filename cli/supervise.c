@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "config.h"
 #include "err.h"
+#include "proto.h"
 #include "run_impl.h"
 
 double pti_run_now(void)
@@ -254,6 +255,18 @@ int pti_run_start(run_job *j)
 			return -1;
 	}
 	j->urls[0] = '\0';
+	// allreduce: the workers' own addresses, where each listens for its
+	// left neighbour in the ring (worker/ring.h).
+	for (uint32_t r = 0; c->mode == PT_MODE_ALLREDUCE && r < c->workers;
+	     r++) {
+		used += (size_t)snprintf(j->urls + used,
+		    sizeof(j->urls) - used, "%sipc://%s/w%u", r ? "," : "",
+		    j->sockdir, r);
+		if (used >= sizeof(j->urls)) {
+			fprintf(stderr, "pstrain run: too many workers\n");
+			return -1;
+		}
+	}
 	for (uint32_t s = 0; s < c->servers; s++) {
 		if (pti_run_wait_server(j, s, url) != 0)
 			return -1;

@@ -40,12 +40,14 @@ typedef struct config_entry {
 
 static const config_entry config_table[] = {
     E("mode", T_MODE, mode, "sync", 0, 0, RUN | SRV | WRK,
-	"sync|async|ssp",
+	"sync|async|ssp|allreduce",
 	"sync: each step waits for every worker's gradient and applies "
 	"their mean; async: each gradient is applied as it arrives; ssp: "
-	"as async, but no worker runs more than --staleness steps ahead"),
-    E("servers", T_U32, servers, "1", 1, 256, RUN | SRV | WRK, "S",
-	"number of parameter servers"),
+	"as async, but no worker runs more than --staleness steps ahead; "
+	"allreduce: no servers, each worker holds the model and the "
+	"workers average their gradients in a ring"),
+    E("servers", T_U32, servers, "1", 0, 256, RUN | SRV | WRK, "S",
+	"number of parameter servers (none with --mode allreduce)"),
     E("workers", T_U32, workers, "1", 1, 1024, RUN | SRV | WRK, "W",
 	"number of workers"),
     E("model", T_STR, model, "softmax", 0, 0, RUN | SRV | WRK, "SPEC",
@@ -60,9 +62,10 @@ static const config_entry config_table[] = {
 	"global steps to run instead of --epochs (0: use --epochs)"),
     E("batch", T_U32, batch, "256", 1, 1 << 20, RUN | SRV | WRK, "B",
 	"global batch; each worker computes on B/W examples"),
-    E("lr", T_F64, lr, "0", 0, 1e6, RUN | SRV, "LR",
-	"learning rate of the servers' optimizer; 0: its usual one, 0.1 "
-	"for sgd, momentum and nesterov, 0.01 for adagrad, 0.001 for adam"),
+    E("lr", T_F64, lr, "0", 0, 1e6, RUN | SRV | WRK, "LR",
+	"learning rate of the optimizer (the servers', or allreduce "
+	"workers'); 0: its usual one, 0.1 for sgd, momentum and nesterov, "
+	"0.01 for adagrad, 0.001 for adam"),
     E("seed", T_U64, seed, "1", 0, 2e19, RUN | SRV | WRK | EVL, "N",
 	"seeds initial values, data order and synthetic data"),
     E("eval-every", T_U64, eval_every, "0", 0, 1e12, RUN | WRK, "N",
@@ -132,10 +135,12 @@ static const config_entry config_table[] = {
     E("max-staleness", T_I64, max_staleness, "-1", -1, 1e9, RUN | SRV,
 	"K", "async/ssp: drop (and count) gradients staler than K (-1: "
 	"keep all)"),
-    E("optimizer", T_STR, optimizer, "sgd", 0, 0, RUN | SRV,
+    E("optimizer", T_STR, optimizer, "sgd", 0, 0, RUN | SRV | WRK,
 	"sgd|momentum:M|nesterov:M|adagrad|adam[:B1,B2,EPS]",
-	"the servers' optimizer; its state lives with each shard"),
-    E("weight-decay", T_F64, weight_decay, "0", 0, 1e3, RUN | SRV, "WD",
+	"the optimizer; its state lives with each server's shard (allreduce: "
+	"with every worker)"),
+    E("weight-decay", T_F64, weight_decay, "0", 0, 1e3, RUN | SRV | WRK,
+	"WD",
 	"L2 weight decay: each gradient gains WD x parameter"),
     E("checkpoint-dir", T_STR, checkpoint_dir, "", 0, 0, RUN | SRV, "D",
 	"each server writes its shard to D (docs/FORMATS.md)"),
@@ -160,9 +165,11 @@ static const config_entry config_table[] = {
     E("gone-workers", T_STR, gone_workers, "", 0, 0, SRV, "R,R,...",
 	"workers that left the job before this server started (a restart): "
 	"no step waits for them"),
-    E("lr-scaling", T_LRSCALE, lr_scaling, "none", 0, 0, RUN | SRV,
+    E("lr-scaling", T_LRSCALE, lr_scaling, "none", 0, 0,
+	RUN | SRV | WRK,
 	"none|linear", "linear: lr x batch / 256"),
-    E("warmup-epochs", T_F64, warmup_epochs, "0", 0, 1e6, RUN | SRV, "E",
+    E("warmup-epochs", T_F64, warmup_epochs, "0", 0, 1e6,
+	RUN | SRV | WRK, "E",
 	"ramp the lr linearly from 0 to its target over E epochs"),
     E("straggler", T_LIST, straggler, "", 0, 0, RUN | WRK, "R:MS",
 	"delay worker R by MS milliseconds every step (repeatable)"),
@@ -213,9 +220,10 @@ int pt_config_count(void)
 
 const char *pt_mode_name(int mode)
 {
-	return mode == PT_MODE_ASYNC ? "async"
-	       : mode == PT_MODE_SSP ? "ssp"
-				     : "sync";
+	return mode == PT_MODE_ASYNC	   ? "async"
+	       : mode == PT_MODE_SSP	   ? "ssp"
+	       : mode == PT_MODE_ALLREDUCE ? "allreduce"
+					   : "sync";
 }
 
 // cmd_takes: compare takes every flag of run besides its own.
@@ -254,9 +262,11 @@ static int entry_set(pt_config *c, const config_entry *e, const char *v)
 			*(int *)(void *)p = PT_MODE_ASYNC;
 		else if (strcmp(v, "ssp") == 0)
 			*(int *)(void *)p = PT_MODE_SSP;
+		else if (strcmp(v, "allreduce") == 0)
+			*(int *)(void *)p = PT_MODE_ALLREDUCE;
 		else
-			return pti_err_set(PT_EINVAL,
-			    "--mode: '%s' is not sync, async or ssp", v);
+			return pti_err_set(PT_EINVAL, "--mode: '%s' is not "
+			    "sync, async, ssp or allreduce", v);
 		return 0;
 	case T_LIST:
 		if (strlen(v) + strlen(p) + 2 > e->size)
@@ -593,6 +603,30 @@ int pt_config_ckpt_every(const pt_config *c, uint64_t *every, int *seconds)
 	return 0;
 }
 
+// config_allreduce refuses what --mode allreduce does not do (yet): it
+// has no servers, and its ring runs over ipc on one machine only.
+static int config_allreduce(const pt_config *c, uint32_t cmd)
+{
+	const char *no = c->checkpoint_every[0] ? "checkpoint-every"
+			 : c->checkpoint_dir[0] ? "checkpoint-dir"
+			 : c->resume[0]		? "resume"
+			 : c->restart_workers	? "restart-workers"
+			 : c->restart_servers	? "restart-servers"
+						: NULL;
+	if (cmd == PT_CMD_SERVER)
+		return pti_err_set(PT_EINVAL, "--mode allreduce runs no "
+		    "servers: start only its workers");
+	if (c->transport != PT_TRANSPORT_IPC)
+		return pti_err_set(PT_EINVAL, "--mode allreduce runs over "
+		    "--transport ipc only, for now (its ring of workers on "
+		    "one machine)");
+	if (no != NULL)
+		return pti_err_set(PT_EINVAL, "--%s is not available with "
+		    "--mode allreduce yet: its workers write no checkpoints, "
+		    "and a lost worker ends the job", no);
+	return 0;
+}
+
 int pt_config_check(const pt_config *c, uint32_t cmd)
 {
 	if (cmd == PT_CMD_EVAL) {
@@ -601,6 +635,9 @@ int pt_config_check(const pt_config *c, uint32_t cmd)
 			    "eval needs --model-file FILE");
 		return 0;
 	}
+	if (c->servers == 0 && c->mode != PT_MODE_ALLREDUCE)
+		return pti_err_set(PT_EINVAL, "--servers 0: --mode %s needs "
+		    "at least one server", pt_mode_name(c->mode));
 	if (c->batch % c->workers != 0)
 		return pti_err_set(PT_EINVAL,
 		    "--batch %u is not divisible by --workers %u: each worker "
@@ -621,11 +658,14 @@ int pt_config_check(const pt_config *c, uint32_t cmd)
 		    "--backup-workers %u: which gradients a step takes is known "
 		    "only when it closes, so no piece can be applied ahead",
 		    c->backup_workers);
-	if (c->mode == PT_MODE_SYNC &&
+	if ((c->mode == PT_MODE_SYNC || c->mode == PT_MODE_ALLREDUCE) &&
 	    (c->staleness_lr || c->max_staleness >= 0 || c->matched_lr))
 		return pti_err_set(PT_EINVAL,
 		    "--staleness-lr, --max-staleness and --matched-lr need "
 		    "--mode async or ssp");
+	int rv;
+	if (c->mode == PT_MODE_ALLREDUCE && (rv = config_allreduce(c, cmd)))
+		return rv;
 	uint32_t n_val;
 	if (pt_config_validation(c, 1000000, &n_val) != 0)
 		return pti_err_set(PT_EINVAL,
@@ -634,7 +674,6 @@ int pt_config_check(const pt_config *c, uint32_t cmd)
 	// --delay and --checkpoint-every were read with their flags; the
 	// ranks of --straggler need --workers, known only now.
 	double straggle;
-	int rv;
 	if ((rv = pt_config_straggler(c, 0, &straggle)) != 0)
 		return rv;
 	if (c->checkpoint_every[0] != '\0' && c->checkpoint_dir[0] == '\0' &&

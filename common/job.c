@@ -70,6 +70,17 @@ int pt_job_set(pt_job *j, const char *name, const char *value)
 	    "(see pstrain.h: pt_job_set)", name);
 }
 
+double pti_job_lr(const pt_config *c)
+{
+	return c->lr_scaling == PT_LR_LINEAR ? c->lr * (c->batch / 256.0)
+					     : c->lr;
+}
+
+double pti_job_warmup(const pt_config *c, uint32_t n_train)
+{
+	return c->warmup_epochs * (double)(n_train / c->batch);
+}
+
 int pti_job_from_config(pt_job **out, const pt_config *c)
 {
 	uint32_t dim, classes;
@@ -90,7 +101,7 @@ int pti_job_from_config(pt_job **out, const pt_config *c)
 			pt_job_free(j);
 			return rv;
 		}
-		j->warmup = c->warmup_epochs * (double)(d.train.n / c->batch);
+		j->warmup = pti_job_warmup(c, d.train.n);
 		pt_data_fini(&d);
 	}
 	*out = j;

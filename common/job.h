@@ -21,4 +21,12 @@ struct pt_job {
 // their errors; on success *out is the caller's, to pt_job_free.
 int pti_job_from_config(pt_job **out, const pt_config *c);
 
+// pti_job_lr is the learning rate before warm-up: --lr, times B/256 with
+// --lr-scaling linear.
+double pti_job_lr(const pt_config *c);
+
+// pti_job_warmup is the warm-up in steps: --warmup-epochs epochs of
+// n_train training examples in batches of --batch.
+double pti_job_warmup(const pt_config *c, uint32_t n_train);
+
 #endif // PT_COMMON_JOB_H

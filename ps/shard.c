@@ -12,6 +12,7 @@
 
 #include "clock.h"
 #include "err.h"
+#include "job.h"
 #include "outputs.h"
 #include "server_impl.h"
 
@@ -334,9 +335,7 @@ int pti_server_init(ps_server *s, const pt_config *c, const pt_layout *l,
 		pti_policy_sealed(s, w);
 	ps_ctx *none = NULL; // nothing is parked yet
 	pti_policy_clocks(s, &none);
-	s->lr_base = c->lr;
-	if (c->lr_scaling == PT_LR_LINEAR)
-		s->lr_base *= c->batch / 256.0;
+	s->lr_base = pti_job_lr(c);
 	s->warmup = warmup;
 	return 0;
 }

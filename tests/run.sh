@@ -45,6 +45,7 @@ run proc_server_test env PSTRAIN=bin/pstrain build/tests/proc_server_test
 run asan-proc_server_test env PSTRAIN=build/asan/pstrain \
 	build/tests/proc_server_test
 run mp_test sh tests/mp_test.sh
+run allreduce_test sh tests/allreduce_test.sh
 run research_test sh tests/research_test.sh
 run record_test sh tests/record_test.sh
 run compare_test sh tests/compare_test.sh

@@ -27,7 +27,9 @@
 #include "model.h"
 #include "modelfile.h"
 #include "outputs.h"
+#include "optim.h"
 #include "proto.h"
+#include "ring.h"
 #include "rng.h"
 
 #define EVAL_CHUNK 500u // examples per forward pass when evaluating
@@ -287,6 +289,8 @@ static int worker_join(worker *w, uint64_t *t)
 // stop, they return. When the servers went back to an earlier step
 // meanwhile (a sync job restarted from a checkpoint), *t is set to it and
 // training goes on.
+static int worker_final(worker *w, int64_t ver, double train_s);
+
 static int worker_finish(worker *w, double train_s, uint64_t *t)
 {
 	const pt_config *c = w->c;
@@ -325,8 +329,18 @@ static int worker_finish(worker *w, double train_s, uint64_t *t)
 	if (c->rank != 0)
 		fprintf(stderr, "worker %u: worker 0 was lost; this worker "
 		    "finishes the job\n", c->rank);
-	if ((rv = pt_client_pull(w->client, w->params, -1, &info)) != 0)
+	if ((rv = pt_client_pull(w->client, w->params, -1, &info)) != 0 ||
+	    (rv = worker_final(w, info.ver_min, train_s)) != 0)
 		return rv;
+	return pti_worker_shutdown(w->pw);
+}
+
+// worker_final evaluates the final parameters (version ver), writes the
+// last eval.csv row and final.csv, and saves the model when asked.
+static int worker_final(worker *w, int64_t ver, double train_s)
+{
+	const pt_config *c = w->c;
+	int rv;
 	// The last eval.csv row: the final parameters on the validation set
 	// (they may be the best; the test set when there is none), then the
 	// test set, once, for the final and for the best-validation
@@ -334,7 +348,7 @@ static int worker_finish(worker *w, double train_s, uint64_t *t)
 	double row_loss, row_acc, tr_loss, tr_acc, te_loss, te_acc;
 	double va_loss = NAN, va_acc = NAN, bt_loss = NAN, bt_acc = NAN;
 	int val = w->data.val.n > 0;
-	if ((rv = worker_eval_row(w, info.ver_min, w->steps, &row_loss,
+	if ((rv = worker_eval_row(w, ver, w->steps, &row_loss,
 		 &row_acc)) != 0 ||
 	    (rv = worker_eval(w, w->params, &w->data.train, &tr_loss,
 		 &tr_acc)) != 0)
@@ -356,7 +370,7 @@ static int worker_finish(worker *w, double train_s, uint64_t *t)
 		return PT_EIO;
 	// A finishing worker that took over from a lost worker 0 saw only
 	// the final parameters: its best is theirs.
-	double row[PTI_FN_N] = {(double)info.ver_min, (double)w->steps,
+	double row[PTI_FN_N] = {(double)ver, (double)w->steps,
 	    train_s, tr_loss, tr_acc, te_loss, te_acc, va_loss, va_acc,
 	    w->best ? w->best_acc : NAN, (double)w->best_step,
 	    (double)w->best_ver, bt_loss, bt_acc};
@@ -365,7 +379,7 @@ static int worker_finish(worker *w, double train_s, uint64_t *t)
 	if (c->save_model[0] != '\0' &&
 	    (rv = pt_modelfile_save(c->save_model, &w->layout, w->params)) != 0)
 		return rv;
-	return pti_worker_shutdown(w->pw);
+	return 0;
 }
 
 // worker_delay is the injected delay in ms for this worker at step t:
@@ -667,6 +681,27 @@ static double worker_loss_limit(const worker *w, double first_loss)
 				    2 * log((double)w->data.train.classes));
 }
 
+// worker_diverged is the error of a step t whose loss or squared
+// gradient norm is not finite, or whose loss went past the limit.
+static int worker_diverged(const worker *w, double loss, double norm,
+    uint64_t t, double first_loss)
+{
+	return pti_err_set(PT_EDIVERGED, "worker %u: loss %g, gradient norm %g "
+	    "at step %llu (it started at %g): training diverged", w->c->rank,
+	    loss, sqrt(norm), (unsigned long long)(t + 1), first_loss);
+}
+
+// worker_begin hands step t's examples to *x, *y and sleeps the step's
+// injected delay, which it returns (ms).
+static double worker_begin(worker *w, uint64_t t, const float **x,
+    const uint8_t **y)
+{
+	pti_batches_get(w->batches, t, x, y);
+	double delay = worker_delay(w, t);
+	sleep_ms(delay);
+	return delay;
+}
+
 static int worker_loop(worker *w, layer_push *lpp)
 {
 	const pt_config *c = w->c;
@@ -708,9 +743,7 @@ static int worker_loop(worker *w, layer_push *lpp)
 		uint32_t epoch = (uint32_t)(t / w->spe);
 		const float *x;
 		const uint8_t *y;
-		pti_batches_get(w->batches, t, &x, &y);
-		double delay = worker_delay(w, t);
-		sleep_ms(delay);
+		double delay = worker_begin(w, t, &x, &y);
 		double t_b = now_s(), loss, norm;
 		// A non-finite gradient is never pushed: servers refuse it.
 		double limit = worker_loss_limit(w, first_loss);
@@ -759,11 +792,7 @@ static int worker_loop(worker *w, layer_push *lpp)
 		    loss > worker_loss_limit(w, first_loss)) {
 			if (c->layer_push)
 				lp_drop(lp); // what was sent is done with
-			return pti_err_set(PT_EDIVERGED,
-			    "worker %u: loss %g, gradient norm %g at step %llu "
-			    "(it started at %g): training diverged", c->rank,
-			    loss, sqrt(norm), (unsigned long long)(t + 1),
-			    first_loss);
+			return worker_diverged(w, loss, norm, t, first_loss);
 		}
 		if (c->layer_push) {
 			// Its replies come back while the next step starts.
@@ -817,12 +846,98 @@ static int worker_loop(worker *w, layer_push *lpp)
 	}
 }
 
+// --mode allreduce: every worker holds the whole model and its optimizer
+// state, starting from the values servers would (pt_layout_init_values),
+// sums its gradient with the others' in the ring (worker/ring.h) and
+// applies the mean as a sync server does (the same update, learning rate
+// and warm-up): so every worker keeps the same parameters, and worker 0
+// evaluates and finishes the job alone. A worker that fails breaks the
+// ring: its neighbours' next message times out, and the launcher ends
+// the job.
+static int worker_allreduce(worker *w)
+{
+	const pt_config *c = w->c;
+	uint64_t n = w->layout.n_params;
+	uint64_t eval_every = c->eval_every ? c->eval_every
+			      : w->spe / c->evals_per_epoch > 0
+				  ? w->spe / c->evals_per_epoch
+				  : 1;
+	pti_optim opt = c->optim;
+	opt.weight_decay = c->weight_decay;
+	double lr_base = pti_job_lr(c);
+	double warmup = pti_job_warmup(c, w->data.train.n);
+	float *s1 = NULL, *s2 = NULL; // the optimizer's state, (n)
+	pti_ring *ring = NULL;
+	pt_secret secret;
+	double t_log = now_s(), t_start = t_log, first_loss = -1;
+	int rv;
+
+	pt_layout_init_values(w->params, &w->layout, c->seed, 0, n);
+	if ((opt.n_state >= 1 && (s1 = calloc(n, sizeof(float))) == NULL) ||
+	    (opt.n_state >= 2 && (s2 = calloc(n, sizeof(float))) == NULL)) {
+		rv = pti_err_set(PT_ENOMEM, "worker %u: optimizer state",
+		    c->rank);
+		goto done;
+	}
+	if ((rv = pt_secret_load(&secret, c->secret_file)) != 0 ||
+	    (rv = pti_ring_open(&ring, c->connect, c->rank, c->workers,
+		 &secret, pt_layout_hash(&w->layout), c->rpc_timeout)) != 0 ||
+	    (rv = worker_open_logs(w, 0)) != 0)
+		goto done;
+	for (uint64_t t = 0; t < w->steps; t++) {
+		double t_a = now_s(), loss, norm;
+		uint32_t epoch = (uint32_t)(t / w->spe);
+		const float *x;
+		const uint8_t *y;
+		double delay = worker_begin(w, t, &x, &y);
+		double t_b = now_s();
+		if ((rv = pt_model_grad(w->model, w->grad, &loss, w->params, x,
+			 y, w->b)) != 0)
+			goto done;
+		norm = pti_blas_sumsq(w->grad, n);
+		if (first_loss < 0)
+			first_loss = loss;
+		if (!isfinite(loss) || !isfinite(norm) ||
+		    loss > worker_loss_limit(w, first_loss)) {
+			rv = worker_diverged(w, loss, norm, t, first_loss);
+			goto done;
+		}
+		double t_c = now_s();
+		if ((rv = pti_ring_sum(ring, w->grad, n, (int64_t)t)) != 0)
+			goto done;
+		double t_d = now_s();
+		pt_client_step info = {(int64_t)t + 1, 0, 0,
+		    pti_lr_at(lr_base, warmup, (int64_t)t)};
+		pti_optim_apply(&opt, w->params, s1, s2, w->grad, n,
+		    c->workers, info.lr, t + 1);
+		double t_e = now_s();
+		worker_row(w, &t_log, t, epoch, loss, norm, t_e - t_a,
+		    t_c - t_b, t_d - t_c, &info, delay, t_e);
+		double ev_loss, ev_acc;
+		if (c->rank == 0 && (t + 1) % eval_every == 0 &&
+		    t + 1 < w->steps &&
+		    (rv = worker_eval_row(w, (int64_t)t + 1, t + 1, &ev_loss,
+			 &ev_acc)) != 0)
+			goto done;
+	}
+	if (c->rank == 0)
+		rv = worker_final(w, (int64_t)w->steps, now_s() - t_start);
+done:
+	pti_ring_close(ring);
+	memset(&secret, 0, sizeof(secret));
+	free(s1);
+	free(s2);
+	return rv;
+}
+
 int pt_worker_run(const pt_config *c)
 {
 	worker w;
 	layer_push lp;
 	int rv = worker_init(&w, c);
-	if (rv == 0) {
+	if (rv == 0 && c->mode == PT_MODE_ALLREDUCE) {
+		rv = worker_allreduce(&w);
+	} else if (rv == 0) {
 		if ((rv = lp_init(&lp, &w)) == 0)
 			rv = worker_loop(&w, &lp);
 		lp_fini(&lp);

@@ -1,0 +1,179 @@
+#!/bin/sh
+# tests/allreduce_test.sh - --mode allreduce as whole jobs: real worker
+# processes summing their gradients in a ring over real nng sockets, no
+# servers. Equal to sync parameter servers (bit for bit at 2 workers, to
+# 1e-4 at 3 over 200 steps), deterministic, its outputs, what it refuses,
+# a dead worker ending the job, and a stranger kept out of the ring.
+# Prints "ok NAME" / "FAIL NAME" per case.
+cd "$(dirname "$0")/.." || exit 2
+P=${PSTRAIN:-bin/pstrain}
+DIFF=build/tests/proc_modeldiff
+T=$(mktemp -d "${TMPDIR:-/tmp}/pt-ar-XXXXXX")
+trap 'rm -rf "$T"' EXIT
+D="--data synthetic:1200 --model mlp:32 --seed 7 --lr 0.2"
+
+. tests/lib.sh
+
+# job NAME MODE W ARGS...: a 200-step job into $T/NAME, its model saved
+job() {
+	name=$1 mode=$2 w=$3
+	shift 3
+	$P run --mode "$mode" --workers "$w" $D --batch 48 --steps 200 \
+		--out "$T/$name" --save-model "$T/$name/m.bin" "$@" \
+		>"$T/$name.log" 2>&1
+}
+
+test_ar_equals_sync_w2() {
+	# Two workers: each segment's sum is g0 + g1 or g1 + g0, the same
+	# float, so the model is the sync job's bit for bit (with momentum:
+	# the workers run the servers' optimizer).
+	n=test_ar_equals_sync_w2
+	job s2 sync 2 --servers 2 --optimizer momentum:0.9 ||
+		{ no $n "sync job failed" "$T/s2.log"; return; }
+	job a2 allreduce 2 --optimizer momentum:0.9 ||
+		{ no $n "allreduce job failed" "$T/a2.log"; return; }
+	if $DIFF "$T/s2/m.bin" "$T/a2/m.bin" 0 >"$T/diff.log"; then
+		ok $n
+	else
+		no $n "models differ: $(cat "$T/diff.log")"
+	fi
+}
+
+test_ar_near_sync_w3() {
+	# Three workers: segments 1 and 2 are summed in another order than
+	# the servers' rank order, so the bits differ, but by rounding only.
+	n=test_ar_near_sync_w3
+	job s3 sync 3 --servers 1 --lr-scaling linear --warmup-epochs 1 ||
+		{ no $n "sync job failed" "$T/s3.log"; return; }
+	job a3 allreduce 3 --lr-scaling linear --warmup-epochs 1 ||
+		{ no $n "allreduce job failed" "$T/a3.log"; return; }
+	if $DIFF "$T/s3/m.bin" "$T/a3/m.bin" 1e-4 >"$T/diff.log"; then
+		ok $n
+	else
+		no $n "models differ: $(cat "$T/diff.log")"
+	fi
+}
+
+test_ar_deterministic() {
+	n=test_ar_deterministic
+	job a3b allreduce 3 --lr-scaling linear --warmup-epochs 1 ||
+		{ no $n "allreduce job failed" "$T/a3b.log"; return; }
+	if cmp -s "$T/a3/m.bin" "$T/a3b/m.bin"; then
+		ok $n
+	else
+		no $n "two runs with seed 7 saved different models"
+	fi
+}
+
+test_ar_outputs() {
+	# One row per step per worker, staleness 0, the ring's time as
+	# comm_ms, no server files, and a summary that says what ran.
+	n=test_ar_outputs
+	d="$T/a3"
+	rows=$(awk -F, 'NR > 1' "$d/worker-2.csv" | wc -l)
+	stale=$(awk -F, 'FNR > 1 && $9 != 0' "$d"/worker-*.csv | wc -l)
+	comm=$(awk -F, 'NR > 1 && $8 > 0' "$d/worker-1.csv" | wc -l)
+	mode=$(jstr mode "$d/summary.json")
+	servers=$(json servers "$d/summary.json")
+	if [ "$rows" = 200 ] && [ "$stale" = 0 ] && [ "$comm" = 200 ] &&
+		[ "$mode" = allreduce ] && [ "$servers" = 0 ] &&
+		[ -s "$d/final.csv" ] && ! ls "$d"/server-* >/dev/null 2>&1; then
+		ok $n
+	else
+		why="rows $rows, stale rows $stale, comm rows $comm"
+		no $n "$why, mode '$mode', servers '$servers'" "$d/summary.json"
+	fi
+}
+
+test_ar_refusals() {
+	# What allreduce does not do is refused by name, before anything
+	# starts; --servers is ignored with a note.
+	n=test_ar_refusals
+	bad=""
+	for f in "--checkpoint-every 10 --checkpoint-dir $T/ck" \
+		"--transport tcp" "--restart-workers 1"; do
+		# shellcheck disable=SC2086
+		$P run --mode allreduce --workers 2 $D --batch 48 --steps 5 \
+			--out "$T/ref" $f >"$T/ref.log" 2>&1
+		rc=$?
+		flag=${f%% *}
+		[ "$rc" = 2 ] && grep -q -- "$flag" "$T/ref.log" ||
+			bad="$bad [$f: exit $rc]"
+	done
+	$P server --mode allreduce --listen "ipc://$T/s" $D >"$T/srv.log" 2>&1
+	rc=$?
+	[ "$rc" = 2 ] && grep -q "runs no servers" "$T/srv.log" ||
+		bad="$bad [server: exit $rc]"
+	$P run --mode allreduce --servers 3 --workers 2 $D --batch 48 \
+		--steps 5 --out "$T/note" >"$T/note.log" 2>&1 ||
+		bad="$bad [--servers 3 failed]"
+	grep -q "runs no servers; --servers 3 is ignored" "$T/note.log" ||
+		bad="$bad [no note]"
+	[ -z "$bad" ] && ok $n || no $n "$bad" "$T/ref.log"
+}
+
+test_ar_dead_worker_ends_job() {
+	# kill -9 a worker: its neighbours lose the ring, and the launcher
+	# ends the job at once, saying why, with nothing left running.
+	n=test_ar_dead_worker_ends_job
+	d="$T/kill"
+	$P run --mode allreduce --workers 3 $D --batch 48 --steps 100000 \
+		--out "$d" >"$d.log" 2>&1 &
+	pid=$!
+	i=0
+	while [ "$i" -lt 600 ] && ! [ -s "$d/worker-1.csv" ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	pkill -9 -f -- "^pstrain worker .* --out $d .*--rank 1( |$)"
+	wait $pid
+	rc=$?
+	left=$(pgrep -f -- "--out $d( |$)" | wc -l)
+	if [ "$rc" != 0 ] && [ "$left" = 0 ] &&
+		grep -q "cannot go on without it" "$d.log"; then
+		ok $n
+	else
+		no $n "exit $rc, $left processes left" "$d.log"
+	fi
+}
+
+test_ar_stranger_refused() {
+	# A process with another job's secret dials worker 0's ring address
+	# first, as its left neighbour: it never gets a proof of its own
+	# accepted nor trains a step, gives up, and the job's own worker 1
+	# then joins and the two finish the job.
+	n=test_ar_stranger_refused
+	$P secret "$T/k1" >/dev/null && $P secret "$T/k2" >/dev/null ||
+		{ no $n "pstrain secret failed"; return; }
+	mkdir -p "$T/str" "$T/strx"
+	w="$P worker --mode allreduce --workers 2 $D --batch 48 --steps 20"
+	$w --rank 0 --connect "ipc://$T/w0,ipc://$T/w1" --secret-file \
+		"$T/k1" --rpc-timeout 20 --out "$T/str" >"$T/str0.log" 2>&1 &
+	a=$!
+	$w --rank 1 --connect "ipc://$T/w0,ipc://$T/x1" --secret-file \
+		"$T/k2" --rpc-timeout 3 --out "$T/strx" >"$T/strx.log" 2>&1
+	rcx=$?
+	$w --rank 1 --connect "ipc://$T/w0,ipc://$T/w1" --secret-file \
+		"$T/k1" --rpc-timeout 20 --out "$T/str" >"$T/str1.log" 2>&1
+	rc1=$?
+	wait $a
+	rc0=$?
+	rows=$(awk 'FNR > 1' "$T/str/worker-0.csv" "$T/str/worker-1.csv" |
+		wc -l)
+	if [ "$rcx" != 0 ] && grep -q "ring: worker 1" "$T/strx.log" &&
+		[ "$rc0" = 0 ] && [ "$rc1" = 0 ] && [ "$rows" = 40 ] &&
+		[ -s "$T/str/final.csv" ] && ! [ -s "$T/strx/worker-1.csv" ]; then
+		ok $n
+	else
+		no $n "exits: stranger $rcx, workers $rc0 and $rc1; $rows rows" \
+			"$T/strx.log"
+	fi
+}
+
+test_ar_equals_sync_w2
+test_ar_near_sync_w3
+test_ar_deterministic
+test_ar_outputs
+test_ar_refusals
+test_ar_dead_worker_ends_job
+test_ar_stranger_refused
