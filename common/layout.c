@@ -11,29 +11,107 @@
 #include "rng.h"
 
 #define LAYOUT_MAX_WIDTH 65536u
+#define LAYOUT_MAX_CHANNELS 1024u
+#define LAYOUT_MAX_FEATURES (1u << 24) // a CNN layer's values per image
 
-static int layout_add_layer(pt_layout *l, uint32_t layer)
+// layout_add_layer appends w_layer (rows, cols) and b_layer (cols), their
+// initial bound 1/sqrt(rows), the layer's fan-in.
+static void layout_add_layer(pt_layout *l, uint32_t layer, uint32_t rows,
+    uint32_t cols)
 {
-	uint32_t in = l->width[layer], out = l->width[layer + 1];
 	uint64_t off = l->n_params;
 	pt_var *w = &l->vars[l->n_vars++];
 	pt_var *b = &l->vars[l->n_vars++];
 
 	snprintf(w->name, sizeof(w->name), "w%u", layer);
-	w->rows = in;
-	w->cols = out;
-	w->fan_in = in;
-	w->bound = 1.0f / sqrtf((float)in);
+	w->rows = rows;
+	w->cols = cols;
+	w->fan_in = rows;
+	w->bound = 1.0f / sqrtf((float)rows);
 	w->off = off;
-	w->n = (uint64_t)in * out;
+	w->n = (uint64_t)rows * cols;
 	snprintf(b->name, sizeof(b->name), "b%u", layer);
 	b->rows = 1;
-	b->cols = out;
-	b->fan_in = in;
+	b->cols = cols;
+	b->fan_in = rows;
 	b->bound = w->bound;
 	b->off = off + w->n;
-	b->n = out;
+	b->n = cols;
 	l->n_params = b->off + b->n;
+}
+
+// layout_sizes parses the list "N1,N2,..." at p into out[0..*n), each
+// from 1 to max, at most max_n of them; what, layers and example word
+// the errors.
+static int layout_sizes(const char *spec, const char *p, uint32_t *out,
+    uint32_t *n, uint32_t max_n, uint32_t max, const char *what,
+    const char *layers, const char *example)
+{
+	*n = 0;
+	for (;;) {
+		char *end;
+		errno = 0;
+		unsigned long h = strtoul(p, &end, 10);
+		if (end == p || errno != 0 || h == 0 || h > max || *p == '-' ||
+		    *p == '+')
+			return pti_err_set(PT_EINVAL,
+			    "--model %s: %s must be whole numbers from 1 to "
+			    "%u, as in %s",
+			    spec, what, max, example);
+		if (*n >= max_n)
+			return pti_err_set(PT_EINVAL,
+			    "--model %s: at most %u %s", spec, max_n,
+			    layers);
+		out[(*n)++] = (uint32_t)h;
+		if (*end == '\0')
+			return 0;
+		if (*end != ',')
+			return pti_err_set(PT_EINVAL,
+			    "--model %s: expected ',' between sizes", spec);
+		p = end + 1;
+	}
+}
+
+// layout_cnn lays out conv layers of chan[1..n] channels over the square
+// image of l->width[0] pixels, then the dense layer to classes.
+static int layout_cnn(pt_layout *l, uint32_t n, uint32_t classes)
+{
+	uint32_t dim = l->width[0], s = 0;
+	while ((uint64_t)(s + 1) * (s + 1) <= dim)
+		s++;
+	if ((uint64_t)s * s != dim)
+		return pti_err_set(PT_EINVAL,
+		    "--model %s: the data's %u features are not a square "
+		    "image of one channel (such as 784 = 28 x 28)",
+		    l->spec, dim);
+	l->chan[0] = 1;
+	l->side[0] = s;
+	for (uint32_t i = 0; i < n; i++) {
+		l->side[i + 1] = l->side[i] / 2;
+		if (l->side[i + 1] == 0)
+			return pti_err_set(PT_EINVAL,
+			    "--model %s: a %u x %u image (dim %u) is too small "
+			    "for %u 2x2 poolings",
+			    l->spec, s, s, dim, n);
+		// The patches and the pre-pool outputs of an image, which
+		// bound every buffer and product of the layer.
+		uint64_t hw = (uint64_t)l->side[i] * l->side[i];
+		uint64_t ci = l->chan[i], co = l->chan[i + 1];
+		uint64_t big = hw * (9 * ci > co ? 9 * ci : co);
+		if (big > LAYOUT_MAX_FEATURES)
+			return pti_err_set(PT_EINVAL,
+			    "--model %s: conv layer %u needs %llu values per "
+			    "image (dim %u), at most %u",
+			    l->spec, i, (unsigned long long)big, dim,
+			    LAYOUT_MAX_FEATURES);
+		uint64_t f = (uint64_t)l->side[i + 1] * l->side[i + 1] * co;
+		l->width[i + 1] = (uint32_t)f;
+	}
+	l->n_layers = n + 1;
+	l->width[n + 1] = classes;
+	for (uint32_t i = 0; i < n; i++)
+		layout_add_layer(l, i, 9 * l->chan[i], l->chan[i + 1]);
+	layout_add_layer(l, n, l->width[n], classes);
 	return 0;
 }
 
@@ -50,43 +128,34 @@ int pt_layout_init(pt_layout *l, const char *spec, uint32_t in_dim,
 	strcpy(l->spec, spec);
 	l->width[0] = in_dim;
 	uint32_t n_hidden = 0;
+	int rv;
 	if (strcmp(spec, "softmax") == 0) {
 		l->kind = PT_MODEL_SOFTMAX;
 	} else if (strncmp(spec, "mlp:", 4) == 0) {
 		l->kind = PT_MODEL_MLP;
-		const char *p = spec + 4;
-		for (;;) {
-			char *end;
-			errno = 0;
-			unsigned long h = strtoul(p, &end, 10);
-			if (end == p || errno != 0 || h == 0 ||
-			    h > LAYOUT_MAX_WIDTH || *p == '-' || *p == '+')
-				return pti_err_set(PT_EINVAL,
-				    "--model %s: hidden sizes must be whole "
-				    "numbers from 1 to %u, as in mlp:256,128",
-				    spec, LAYOUT_MAX_WIDTH);
-			if (n_hidden + 1 >= PT_MAX_LAYERS)
-				return pti_err_set(PT_EINVAL,
-				    "--model %s: at most %d hidden layers", spec,
-				    PT_MAX_LAYERS - 1);
-			l->width[++n_hidden] = (uint32_t)h;
-			if (*end == '\0')
-				break;
-			if (*end != ',')
-				return pti_err_set(PT_EINVAL,
-				    "--model %s: expected ',' between sizes",
-				    spec);
-			p = end + 1;
-		}
+		if ((rv = layout_sizes(spec, spec + 4, l->width + 1, &n_hidden,
+			 PT_MAX_LAYERS - 1, LAYOUT_MAX_WIDTH, "hidden sizes",
+			 "hidden layers", "mlp:256,128")) != 0)
+			return rv;
+	} else if (strncmp(spec, "cnn:", 4) == 0) {
+		uint32_t n;
+		l->kind = PT_MODEL_CNN;
+		if ((rv = layout_sizes(spec, spec + 4, l->chan + 1, &n,
+			 PT_CNN_MAX_CONV, LAYOUT_MAX_CHANNELS,
+			 "channel counts", "conv layers", "cnn:32,64")) != 0 ||
+		    (rv = layout_cnn(l, n, classes)) != 0)
+			return rv;
+		return 0;
 	} else {
 		return pti_err_set(PT_EINVAL,
-		    "--model %s: unknown model (use softmax or mlp:H1,H2,...)",
+		    "--model %s: unknown model (use softmax, mlp:H1,H2,... "
+		    "or cnn:C1,C2,...)",
 		    spec);
 	}
 	l->n_layers = n_hidden + 1;
 	l->width[l->n_layers] = classes;
 	for (uint32_t i = 0; i < l->n_layers; i++)
-		layout_add_layer(l, i);
+		layout_add_layer(l, i, l->width[i], l->width[i + 1]);
 	return 0;
 }
 

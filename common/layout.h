@@ -21,7 +21,14 @@
 #define PT_VAR_NAME 32 // bytes of a variable name, with its NUL
 #define PT_SPEC_MAX 96
 
-enum { PT_MODEL_SOFTMAX = 1, PT_MODEL_MLP = 2, PT_MODEL_VARS = 3 };
+enum {
+	PT_MODEL_SOFTMAX = 1,
+	PT_MODEL_MLP = 2,
+	PT_MODEL_VARS = 3,
+	PT_MODEL_CNN = 4,
+};
+
+#define PT_CNN_MAX_CONV 4 // conv layers of a "cnn:C1,..." spec
 
 typedef struct pt_var {
 	char name[PT_VAR_NAME]; // "w0", "b0", "w1", ...
@@ -33,13 +40,28 @@ typedef struct pt_var {
 	uint64_t n;     // rows * cols
 } pt_var;
 
+// The CNN ("cnn:C1,...,Cn", kind PT_MODEL_CNN) has n_layers = n + 1: conv
+// layers 0 .. n-1, then the dense output layer n. Conv layer l takes
+// side[l] x side[l] images of chan[l] channels (chan[0] = 1, the input)
+// to chan[l + 1] = C_{l+1} channels: a 3x3 convolution, stride 1, zero
+// padding 1, plus bias, ReLU, then a 2x2 max-pool of stride 2, so
+// side[l + 1] = side[l] / 2 (floor). width[l] is then layer l's input
+// size, side[l]^2 chan[l] features (width[0] = side[0]^2, the data's
+// dim), and width[n + 1] the classes. w_l of a conv layer is
+// (9 chan[l], chan[l + 1]); the dense w_n is (width[n], classes).
+// Images are stored row-major, channels innermost: feature (y side + x)
+// chan + c; conv weight row (ky 3 + kx) chan[l] + c (ky, kx in 0..2)
+// multiplies input pixel (y + ky - 1, x + kx - 1) of channel c.
 typedef struct pt_layout {
-	char spec[PT_SPEC_MAX]; // "softmax", "mlp:256,128", or "vars"
+	char spec[PT_SPEC_MAX]; // "softmax", "mlp:256,128", "cnn:32,64", "vars"
 	int kind;
 	uint32_t n_layers;               // weight layers, output included
 	uint32_t width[PT_MAX_LAYERS + 1]; // width[0] = input dim, last = classes
+	uint32_t chan[PT_MAX_LAYERS + 1];  // CNN only: channels, see above
+	uint32_t side[PT_MAX_LAYERS + 1];  // CNN only: image side, see above
 	uint32_t n_vars;
-	pt_var vars[PT_MAX_VARS]; // w0, b0, w1, b1, ... (w_l is width[l] x width[l+1])
+	// w0, b0, w1, b1, ... (MLP: w_l is width[l] x width[l+1]; CNN: above)
+	pt_var vars[PT_MAX_VARS];
 	uint64_t n_params;
 } pt_layout;
 
@@ -47,9 +69,12 @@ typedef struct pt_range {
 	uint64_t lo, hi; // [lo, hi) in the flat vector
 } pt_range;
 
-// pt_layout_init parses spec ("softmax" or "mlp:H1,H2,...") for inputs of
-// in_dim features and `classes` outputs. Returns PT_EINVAL, with a detail
-// naming the spec, when it does not parse or a size is 0 or too large.
+// pt_layout_init parses spec ("softmax", "mlp:H1,H2,..." or
+// "cnn:C1,...", 1 to PT_CNN_MAX_CONV conv layers) for inputs of in_dim
+// features and `classes` outputs. Returns PT_EINVAL, with a detail naming
+// the spec, when it does not parse or a size is 0 or too large; for a
+// CNN also when in_dim is not a square (one-channel image) or the image
+// is too small for its poolings (the detail names the dim).
 int pt_layout_init(pt_layout *l, const char *spec, uint32_t in_dim,
     uint32_t classes);
 

@@ -1,7 +1,10 @@
 // tests/model_test.c - the model's backward pass against central finite
 // differences of its forward pass, the loss against a plain double
 // reference, hand-made cases, argument errors, the hooked gradient (same
-// bits, order of the hooks, when params is read) and SGD that learns.
+// bits, order of the hooks, when params is read) and SGD that learns;
+// for the CNN, also its loss against a plain-loop reference of the
+// layout's definition, whose double-precision differences check the
+// gradient.
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -122,20 +125,152 @@ static double grad_check(const float *grad, const double *fd, uint64_t n,
 	return worst;
 }
 
-static void check_spec(const char *spec, uint32_t b, uint64_t seed)
+// cnn_ref_loss is the mean loss of f's batch (a CNN) computed in double by
+// plain loops straight from the layout's definition (common/layout.h):
+// each output pixel of a conv layer is its bias plus the sum over ky, kx,
+// c of w[(ky 3 + kx) C_in + c][o] times input pixel (y + ky - 1,
+// x + kx - 1) of channel c (0 outside), then ReLU and 2x2 max-pools, the
+// dense layer on features (y side + x) C + c. The parameters are f's
+// with delta[i] added in double (delta NULL: none), so that finite
+// differences can take steps far below float's rounding.
+static double cnn_ref_loss(const fixture *f, const double *delta)
+{
+	const pt_layout *l = &f->l;
+	uint32_t n = l->n_layers - 1, classes = l->width[n + 1];
+	size_t big = 0;
+	for (uint32_t k = 0; k <= n; k++)
+		big = l->width[k] > big ? l->width[k] : big;
+	size_t pre = 0; // the largest pre-pool image
+	for (uint32_t k = 0; k < n; k++) {
+		size_t p = (size_t)l->side[k] * l->side[k] * l->chan[k + 1];
+		pre = p > pre ? p : pre;
+	}
+	double *a = malloc(big * sizeof(double));
+	double *z = malloc(pre * sizeof(double));
+	double *o = malloc(big * sizeof(double));
+	double *par = malloc(l->n_params * sizeof(double));
+	for (uint64_t i = 0; i < l->n_params; i++)
+		par[i] = f->params[i] + (delta != NULL ? delta[i] : 0);
+	double total = 0;
+	for (uint32_t i = 0; i < f->b; i++) {
+		for (uint32_t j = 0; j < l->width[0]; j++)
+			a[j] = f->x[(size_t)i * l->width[0] + j];
+		for (uint32_t k = 0; k < n; k++) {
+			int s = (int)l->side[k], ci = (int)l->chan[k];
+			int co = (int)l->chan[k + 1], so = s / 2;
+			const double *w = par + l->vars[2 * k].off;
+			const double *bias = par + l->vars[2 * k + 1].off;
+			for (int y = 0; y < s; y++)
+				for (int x = 0; x < s; x++)
+					for (int c = 0; c < co; c++) {
+						double v = bias[c];
+						for (int t = 0; t < 9; t++) {
+							int sy = y + t / 3 - 1;
+							int sx = x + t % 3 - 1;
+							if (sy < 0 || sx < 0 ||
+							    sy >= s || sx >= s)
+								continue;
+							for (int d = 0; d < ci;
+							     d++)
+								v += a[(sy * s +
+									   sx) *
+									  ci +
+								      d] *
+								     w[(t * ci +
+									   d) *
+									  co +
+								       c];
+						}
+						z[(y * s + x) * co + c] =
+						    v > 0 ? v : 0;
+					}
+			for (int y = 0; y < so; y++)
+				for (int x = 0; x < so; x++)
+					for (int c = 0; c < co; c++) {
+						double m = 0;
+						for (int t = 0; t < 4; t++) {
+							int py = 2 * y + t / 2;
+							int px = 2 * x + t % 2;
+							double v = z[(py * s +
+									 px) *
+									co +
+								    c];
+							m = v > m ? v : m;
+						}
+						o[(y * so + x) * co + c] = m;
+					}
+			memcpy(a, o, l->width[k + 1] * sizeof(double));
+		}
+		const double *w = par + l->vars[2 * n].off;
+		const double *bias = par + l->vars[2 * n + 1].off;
+		double sum = 0, zy = 0;
+		for (uint32_t c = 0; c < classes; c++) {
+			double v = bias[c];
+			for (uint32_t j = 0; j < l->width[n]; j++)
+				v += a[j] * w[(size_t)j * classes + c];
+			sum += exp(v);
+			zy = c == f->y[i] ? v : zy;
+		}
+		total += log(sum) - zy;
+	}
+	free(a);
+	free(z);
+	free(o);
+	free(par);
+	return total / f->b;
+}
+
+// CNN_STEP is the finite-difference step on the double reference: the
+// max-pools and ReLUs of these small random fixtures put kinks a few
+// 1e-3 apart in some parameters (the float loss's differences at
+// GRAD_STEP miss the gradient by half there, while they converge to it
+// below 1e-3), and double rounding is ~1e-11 of a difference at 1e-5.
+#define CNN_STEP 1e-5
+#define CNN_TOL 1e-3 // the relative error allowed against it
+
+// cnn_fd writes the central differences of cnn_ref_loss to fd.
+static void cnn_fd(double *fd, const fixture *f)
+{
+	double *d = calloc(f->l.n_params, sizeof(double));
+	for (uint64_t i = 0; i < f->l.n_params; i++) {
+		d[i] = CNN_STEP;
+		double hi = cnn_ref_loss(f, d);
+		d[i] = -CNN_STEP;
+		double lo = cnn_ref_loss(f, d);
+		d[i] = 0;
+		fd[i] = (hi - lo) / (2 * CNN_STEP);
+	}
+	free(d);
+}
+
+// fd_of writes f's finite-difference gradient and returns the tolerance
+// to check it at.
+static double fd_of(double *fd, fixture *f)
+{
+	if (f->l.kind == PT_MODEL_CNN) {
+		cnn_fd(fd, f);
+		return CNN_TOL;
+	}
+	fd_grad(fd, f, GRAD_STEP);
+	return GRAD_TOL;
+}
+
+// check_spec_at checks spec's gradient on dim inputs and 3 classes.
+static void check_spec_at(const char *spec, uint32_t dim, uint32_t b,
+    uint64_t seed)
 {
 	fixture f;
 	double loss;
 	uint64_t at;
-	PT_TEST_OK(fixture_init(&f, spec, 7, 3, b, seed));
+	PT_TEST_OK(fixture_init(&f, spec, dim, 3, b, seed));
 	double *fd = malloc(f.l.n_params * sizeof(double));
 	PT_TEST_OK(pt_model_grad(f.m, f.grad, &loss, f.params, f.x, f.y, b));
-	fd_grad(fd, &f, GRAD_STEP);
+	double tol = fd_of(fd, &f);
 	double e = grad_check(f.grad, fd, f.l.n_params, &at);
 	fprintf(stderr, "  %s: %llu params, max rel error %.3g at %llu\n",
 	    spec, (unsigned long long)f.l.n_params, e,
 	    (unsigned long long)at);
-	if (!(e < GRAD_TOL))
+	if (!(e < tol))
 		PT_TEST_FAIL_AT("%s: grad[%llu] = %g, finite difference %g",
 		    spec, (unsigned long long)at, f.grad[at], fd[at]);
 	// Not a vacuous check: most of the gradient is well away from 0.
@@ -145,6 +280,11 @@ static void check_spec(const char *spec, uint32_t b, uint64_t seed)
 	PT_TEST_TRUE(big > f.l.n_params / 2);
 	free(fd);
 	fixture_fini(&f);
+}
+
+static void check_spec(const char *spec, uint32_t b, uint64_t seed)
+{
+	check_spec_at(spec, 7, b, seed);
 }
 
 static void test_model_grad_check_softmax(void)
@@ -159,16 +299,19 @@ static void test_model_grad_check_mlp(void)
 	check_spec("mlp:6,5,4", 5, 4); // a dz buffer per hidden layer
 }
 
-static void test_model_grad_check_catches_errors(void)
+// catches_errors checks that grad_check notices a slip in any one entry,
+// a gradient of the sum and a flipped sign, for spec on dim inputs.
+static void catches_errors(const char *spec, uint32_t dim, uint32_t b,
+    uint64_t seed)
 {
 	fixture f;
 	double loss;
 	uint64_t at;
-	PT_TEST_OK(fixture_init(&f, "mlp:5,4", 7, 3, 4, 2));
+	PT_TEST_OK(fixture_init(&f, spec, dim, 3, b, seed));
 	double *fd = malloc(f.l.n_params * sizeof(double));
-	PT_TEST_OK(pt_model_grad(f.m, f.grad, &loss, f.params, f.x, f.y, 4));
-	fd_grad(fd, &f, GRAD_STEP);
-	PT_TEST_TRUE(grad_check(f.grad, fd, f.l.n_params, &at) < GRAD_TOL);
+	PT_TEST_OK(pt_model_grad(f.m, f.grad, &loss, f.params, f.x, f.y, b));
+	double tol = fd_of(fd, &f);
+	PT_TEST_TRUE(grad_check(f.grad, fd, f.l.n_params, &at) < tol);
 	// A 5% slip in any one entry of any variable must show.
 	for (uint32_t v = 0; v < f.l.n_vars; v++) {
 		const pt_var *var = &f.l.vars[v];
@@ -176,7 +319,7 @@ static void test_model_grad_check_catches_errors(void)
 			float keep = f.grad[i];
 			f.grad[i] += 0.05f * fabsf(keep) + 1e-3f;
 			double e = grad_check(f.grad, fd, f.l.n_params, &at);
-			if (!(e >= GRAD_TOL && at == i))
+			if (!(e >= tol && at == i))
 				PT_TEST_FAIL_AT("%s[%llu] slipped, error %g",
 				    var->name,
 				    (unsigned long long)(i - var->off), e);
@@ -186,13 +329,18 @@ static void test_model_grad_check_catches_errors(void)
 	// So must a gradient of the sum instead of the mean, or a flipped
 	// sign.
 	for (uint64_t i = 0; i < f.l.n_params; i++)
-		f.grad[i] *= 4;
+		f.grad[i] *= (float)b;
 	PT_TEST_TRUE(grad_check(f.grad, fd, f.l.n_params, &at) > 0.5);
 	for (uint64_t i = 0; i < f.l.n_params; i++)
-		f.grad[i] *= -0.25f;
+		f.grad[i] *= -1.0f / (float)b;
 	PT_TEST_TRUE(grad_check(f.grad, fd, f.l.n_params, &at) > 1);
 	free(fd);
 	fixture_fini(&f);
+}
+
+static void test_model_grad_check_catches_errors(void)
+{
+	catches_errors("mlp:5,4", 7, 4, 2);
 }
 
 // ---------------------------------------------------------------------
@@ -1008,6 +1156,405 @@ static void test_model_sgd_lowers_loss(void)
 	}
 }
 
+// ---------------------------------------------------------------------
+// CNN
+// ---------------------------------------------------------------------
+
+// The CNN fixtures: an 8x8 image through two layers (8 -> 4 -> 2), three
+// layers down to 1x1, odd sides (7 -> 3 -> 1, floor), and a batch of
+// more images than one chunk of patches (16).
+typedef struct cnn_shape {
+	const char *spec;
+	uint32_t dim, b;
+} cnn_shape;
+
+static const cnn_shape cnn_shapes[] = {
+    {"cnn:2,3", 64, 3},
+    {"cnn:2,2,3", 64, 3},
+    {"cnn:3,2", 49, 4},
+    {"cnn:2", 36, 21},
+};
+#define N_CNN_SHAPES (sizeof(cnn_shapes) / sizeof(cnn_shapes[0]))
+
+static void test_model_cnn_loss_matches_reference(void)
+{
+	for (size_t s = 0; s < N_CNN_SHAPES; s++) {
+		const cnn_shape *c = &cnn_shapes[s];
+		fixture f;
+		double loss, sum;
+		uint32_t ok;
+		PT_TEST_OK(fixture_init(&f, c->spec, c->dim, 3, c->b, 80 + s));
+		PT_TEST_OK(pt_model_grad(f.m, f.grad, &loss, f.params, f.x,
+		    f.y, f.b));
+		PT_TEST_OK(pt_model_eval(f.m, &sum, &ok, f.params, f.x, f.y,
+		    f.b));
+		double want = cnn_ref_loss(&f, NULL);
+		fprintf(stderr, "  %s on %u: loss %.6f, reference %.6f\n",
+		    c->spec, c->dim, loss, want);
+		PT_TEST_NEAR(loss, want, 1e-5 * want);
+		PT_TEST_NEAR(sum, f.b * loss, 1e-9 * f.b);
+		PT_TEST_TRUE(ok <= f.b);
+		fixture_fini(&f);
+	}
+	// Not a loss that any model of these shapes gives: a moved weight
+	// moves both the same way. w0's top-left tap of channel 0 (row 0)
+	// matters here unlike the bottom-right one only at the padding.
+	fixture f;
+	double before, after;
+	PT_TEST_OK(fixture_init(&f, "cnn:2,3", 64, 3, 3, 86));
+	before = cnn_ref_loss(&f, NULL);
+	f.params[f.l.vars[0].off] += 0.5f;
+	after = cnn_ref_loss(&f, NULL);
+	PT_TEST_TRUE(fabs(after - before) > 1e-4);
+	PT_TEST_NEAR(mean_loss(&f), after, 1e-5 * after);
+	fixture_fini(&f);
+}
+
+static void test_model_cnn_grad_check(void)
+{
+	for (size_t s = 0; s < N_CNN_SHAPES; s++)
+		check_spec_at(cnn_shapes[s].spec, cnn_shapes[s].dim,
+		    cnn_shapes[s].b, 90 + s);
+}
+
+static void test_model_cnn_grad_check_catches_errors(void)
+{
+	catches_errors("cnn:2,3", 64, 3, 90);
+}
+
+// A layer's range in the flat vector, [w_k, b_k].
+static void layer_range(const pt_layout *l, uint32_t k, uint64_t *off,
+    uint64_t *n)
+{
+	*off = l->vars[2 * k].off;
+	*n = l->vars[2 * k].n + l->vars[2 * k + 1].n;
+}
+
+// The gradient predicts the loss along itself: a step of -eps g lowers
+// the model's own (float) loss by eps |g|^2 to first order, here over a
+// step of length 1e-2 that crosses kinks but is dominated by the smooth
+// part; and each layer's piece g_k alone predicts the reference loss's
+// slope |g_k|^2 along it, so a backward term wrong in a small conv layer
+// is not drowned out by the dense layer's larger gradient.
+static void test_model_cnn_predicts_loss(void)
+{
+	for (size_t s = 0; s < N_CNN_SHAPES; s++) {
+		const cnn_shape *c = &cnn_shapes[s];
+		fixture f;
+		double loss;
+		PT_TEST_OK(fixture_init(&f, c->spec, c->dim, 3, c->b, 100 + s));
+		PT_TEST_OK(pt_model_grad(f.m, f.grad, &loss, f.params, f.x,
+		    f.y, f.b));
+		uint64_t np = f.l.n_params;
+		float *keep = malloc(np * sizeof(float));
+		memcpy(keep, f.params, np * sizeof(float));
+		double g2 = 0;
+		for (uint64_t i = 0; i < np; i++)
+			g2 += (double)f.grad[i] * f.grad[i];
+		double eps = 1e-2 / sqrt(g2); // a step of length 1e-2
+		for (uint64_t i = 0; i < np; i++)
+			f.params[i] = keep[i] - (float)(eps * f.grad[i]);
+		double lo = mean_loss(&f);
+		for (uint64_t i = 0; i < np; i++)
+			f.params[i] = keep[i] + (float)(eps * f.grad[i]);
+		double hi = mean_loss(&f);
+		double want = 2 * eps * g2, got = hi - lo;
+		fprintf(stderr, "  %s: along -g %.4g, predicted %.4g\n",
+		    c->spec, got, want);
+		PT_TEST_NEAR(got, want, 0.02 * want);
+		// Each layer alone along its own -g_k, on the reference: a
+		// layer's gradient wrong by a term shows in its own line.
+		memcpy(f.params, keep, np * sizeof(float));
+		double *d = calloc(np, sizeof(double));
+		for (uint32_t k = 0; k < f.l.n_layers; k++) {
+			uint64_t off, n;
+			layer_range(&f.l, k, &off, &n);
+			double gk = 0;
+			for (uint64_t j = off; j < off + n; j++)
+				gk += (double)f.grad[j] * f.grad[j];
+			double e = CNN_STEP / sqrt(gk);
+			for (uint64_t j = off; j < off + n; j++)
+				d[j] = e * f.grad[j];
+			hi = cnn_ref_loss(&f, d);
+			for (uint64_t j = off; j < off + n; j++)
+				d[j] = -e * f.grad[j];
+			lo = cnn_ref_loss(&f, d);
+			for (uint64_t j = off; j < off + n; j++)
+				d[j] = 0;
+			got = (hi - lo) / (2 * e);
+			if (!(fabs(got - gk) <= CNN_TOL * gk))
+				PT_TEST_FAIL_AT("%s: along -g of layer %u: "
+						"%.6g, predicted %.6g",
+				    c->spec, k, got, gk);
+		}
+		free(d);
+		free(keep);
+		fixture_fini(&f);
+	}
+}
+
+static void test_model_cnn_eval_hand_case(void)
+{
+	pt_layout l;
+	pt_model *m;
+	// cnn:1 on 4x4 images into 4 classes: the conv passes the centre
+	// tap through, the pool keeps each 2x2 quadrant's largest (ReLU'd)
+	// pixel, and the dense layer is the identity: logit k is quadrant
+	// k's maximum, quadrants in row-major order.
+	PT_TEST_OK(pt_layout_init(&l, "cnn:1", 16, 4));
+	PT_TEST_TRUE(l.n_params == 10 + 20);
+	PT_TEST_OK(pt_model_alloc(&m, &l, 8));
+	float params[30] = {0};
+	params[4] = 1; // w0 row 4: (ky, kx) = (1, 1), the centre
+	for (int k = 0; k < 4; k++)
+		params[10 + 4 * k + k] = 1; // w1 (4, 4) = I, b1 = 0
+	float x[5 * 16] = {0};
+	const uint8_t y[5] = {0, 3, 1, 2, 2};
+	// Row 0: pixel (0, 1) in quadrant 0; row 1: (3, 3) in 3; row 2:
+	// (1, 2) in 1; row 3: (2, 0) in 2 but the label is 2 and (0, 3) of
+	// quadrant 1 is brighter; row 4: only negative pixels, all logits 0
+	// (a tie: class 0 predicted, the label is 2).
+	x[0 * 16 + 1] = 2;
+	x[1 * 16 + 15] = 3;
+	x[2 * 16 + 6] = 1;
+	x[3 * 16 + 8] = 1;
+	x[3 * 16 + 3] = 2;
+	for (int j = 0; j < 16; j++)
+		x[4 * 16 + j] = -1;
+	const double z[5][4] = {{2, 0, 0, 0}, {0, 0, 0, 3}, {0, 1, 0, 0},
+	    {0, 2, 1, 0}, {0, 0, 0, 0}};
+	double want = 0;
+	for (int i = 0; i < 5; i++)
+		want += log(exp(z[i][0]) + exp(z[i][1]) + exp(z[i][2]) +
+			    exp(z[i][3])) -
+			z[i][y[i]];
+	double sum = -1;
+	uint32_t ok = 99;
+	PT_TEST_OK(pt_model_eval(m, &sum, &ok, params, x, y, 5));
+	PT_TEST_TRUE(ok == 3);
+	PT_TEST_NEAR(sum, want, 1e-6);
+	PT_TEST_OK(pt_model_eval(m, &sum, &ok, params, x, y, 0));
+	PT_TEST_TRUE(ok == 0 && sum == 0);
+	pt_model_free(m);
+}
+
+// cnn_hooked runs f's hooked gradient into g (poisoned first).
+static int cnn_hooked(fixture *f, float *g, double *loss,
+    const pt_model_hooks *hk)
+{
+	for (uint64_t i = 0; i < f->l.n_params; i++)
+		g[i] = NAN;
+	return pt_model_grad_hooked(f->m, g, loss, f->params, f->x, f->y,
+	    f->b, hk);
+}
+
+static void test_model_cnn_same_bits(void)
+{
+	for (size_t s = 0; s < N_CNN_SHAPES; s++) {
+		const cnn_shape *c = &cnn_shapes[s];
+		fixture f;
+		double want_loss, loss;
+		PT_TEST_OK(fixture_init(&f, c->spec, c->dim, 3, c->b, 110 + s));
+		uint64_t np = f.l.n_params;
+		size_t bytes = np * sizeof(float);
+		float *g = malloc(bytes);
+		PT_TEST_OK(pt_model_grad(f.m, f.grad, &want_loss, f.params,
+		    f.x, f.y, f.b));
+		// Again, after a smaller batch in between.
+		PT_TEST_OK(pt_model_grad(f.m, g, &loss, f.params, f.x, f.y, 1));
+		PT_TEST_OK(cnn_hooked(&f, g, &loss, NULL));
+		PT_TEST_TRUE(memcmp(g, f.grad, bytes) == 0);
+		PT_TEST_TRUE(loss == want_loss);
+		// Blocks are ignored: one piece per layer, the same bits.
+		PT_TEST_TRUE(pt_model_blocks_exact(f.m, f.b, 4) == 1);
+		PT_TEST_TRUE(pt_model_blocks_exact(f.m, 0, 4) == -PT_EINVAL);
+		for (uint32_t blocks = 0; blocks <= 4; blocks += 2) {
+			pt_model_hooks hk = {.blocks = blocks};
+			PT_TEST_OK(cnn_hooked(&f, g, &loss, &hk));
+			PT_TEST_TRUE(memcmp(g, f.grad, bytes) == 0);
+			PT_TEST_TRUE(loss == want_loss);
+		}
+		// Layer by layer, last first, each range final when handed.
+		for (uint64_t i = 0; i < np; i++)
+			g[i] = NAN;
+		seen_layers sl = {.grad = g, .want = f.grad, .l = &f.l,
+		    .ranges_final = 1};
+		PT_TEST_OK(pt_model_grad_layers(f.m, g, &loss, f.params, f.x,
+		    f.y, f.b, seen_layer, &sl));
+		PT_TEST_TRUE(memcmp(g, f.grad, bytes) == 0);
+		PT_TEST_TRUE(loss == want_loss);
+		PT_TEST_TRUE(sl.n == f.l.n_layers && sl.ranges_final);
+		for (uint32_t k = 0; k < sl.n; k++)
+			PT_TEST_TRUE(sl.order[k] == f.l.n_layers - 1 - k);
+		// Another model of more scratch: the same bits.
+		pt_model *big;
+		PT_TEST_OK(pt_model_alloc(&big, &f.l, 3 * f.b));
+		PT_TEST_OK(pt_model_grad(big, g, &loss, f.params, f.x, f.y,
+		    f.b));
+		PT_TEST_TRUE(memcmp(g, f.grad, bytes) == 0);
+		PT_TEST_TRUE(loss == want_loss);
+		pt_model_free(big);
+		free(g);
+		fixture_fini(&f);
+	}
+}
+
+static void test_model_cnn_hooked_order(void)
+{
+	for (size_t s = 0; s < N_CNN_SHAPES; s++) {
+		const cnn_shape *c = &cnn_shapes[s];
+		fixture f;
+		double want_loss, loss;
+		PT_TEST_OK(fixture_init(&f, c->spec, c->dim, 3, c->b, 120 + s));
+		const pt_layout *l = &f.l;
+		uint64_t np = l->n_params;
+		float *g = malloc(np * sizeof(float));
+		float *got = malloc(np * sizeof(float));
+		PT_TEST_OK(pt_model_grad(f.m, f.grad, &want_loss, f.params,
+		    f.x, f.y, f.b));
+		for (uint64_t i = 0; i < np; i++)
+			got[i] = NAN;
+		hook_log h = {.grad = g, .got = got, .fail_at = UINT32_MAX};
+		pt_model_hooks hk = {log_ready, log_done, &h, 4};
+		PT_TEST_OK(cnn_hooked(&f, g, &loss, &hk));
+		uint32_t L = l->n_layers;
+		PT_TEST_TRUE(h.n_ready == L && h.ready_after_done == 0);
+		for (uint32_t i = 0; i < h.n_ready; i++)
+			PT_TEST_TRUE(h.ready[i] == i);
+		// One [w_k, b_k] piece per layer, ascending, tiling it all.
+		PT_TEST_TRUE(h.n_done == L);
+		for (uint32_t k = 0; k < L && k < h.n_done; k++) {
+			uint64_t off, n;
+			layer_range(l, k, &off, &n);
+			PT_TEST_TRUE(h.off[k] == off && h.n[k] == n);
+			PT_TEST_TRUE(h.loss[k] == want_loss);
+		}
+		PT_TEST_TRUE(h.off[L - 1] + h.n[L - 1] == np);
+		// Final when handed over, and never written after.
+		PT_TEST_TRUE(memcmp(got, f.grad, np * sizeof(float)) == 0);
+		for (uint64_t i = 0; i < np; i++)
+			if (!isnan(g[i])) {
+				PT_TEST_FAIL_AT("%s: grad[%llu] written after "
+						"done",
+				    c->spec, (unsigned long long)i);
+				break;
+			}
+		PT_TEST_TRUE(loss == want_loss);
+		// ready's error stops it at once, before any piece.
+		for (uint32_t at = 0; at < L; at++) {
+			hook_log e = {.grad = g, .got = got, .fail_at = at,
+			    .fail_code = PT_ETIMEDOUT};
+			pt_model_hooks ek = {log_ready, log_done, &e, 1};
+			PT_TEST_ERR(cnn_hooked(&f, g, &loss, &ek),
+			    PT_ETIMEDOUT);
+			PT_TEST_TRUE(e.n_ready == at + 1 && e.n_done == 0);
+		}
+		free(g);
+		free(got);
+		fixture_fini(&f);
+	}
+}
+
+// Params filled in only at ready(k) and poisoned from the first done on:
+// the gradient comes out the same only if forward reads each layer after
+// its ready and nothing reads params after the chain.
+static void test_model_cnn_hooked_params_gated(void)
+{
+	for (size_t s = 0; s < N_CNN_SHAPES; s++) {
+		const cnn_shape *c = &cnn_shapes[s];
+		fixture f;
+		double want_loss, loss;
+		PT_TEST_OK(fixture_init(&f, c->spec, c->dim, 3, c->b, 130 + s));
+		uint64_t np = f.l.n_params;
+		float *want = malloc(np * sizeof(float));
+		float *buf = malloc(np * sizeof(float));
+		PT_TEST_OK(pt_model_grad(f.m, want, &want_loss, f.params, f.x,
+		    f.y, f.b));
+		for (uint64_t i = 0; i < np; i++)
+			buf[i] = NAN;
+		param_gate p = {.l = &f.l, .params = buf, .values = f.params,
+		    .grad = f.grad, .want = want};
+		pt_model_hooks hk = {gate_ready, gate_done, &p, 1};
+		PT_TEST_OK(cnn_hooked(&f, f.grad, &loss, &hk));
+		PT_TEST_TRUE(p.poisoned && p.first_final);
+		PT_TEST_TRUE(memcmp(f.grad, want, np * sizeof(float)) == 0);
+		PT_TEST_TRUE(loss == want_loss);
+		free(want);
+		free(buf);
+		fixture_fini(&f);
+	}
+}
+
+static void test_model_cnn_bad_args(void)
+{
+	fixture f;
+	double loss = -1;
+	uint32_t ok = 7;
+	PT_TEST_OK(fixture_init(&f, "cnn:2,3", 64, 3, 3, 140));
+	PT_TEST_ERR(pt_model_grad(f.m, f.grad, &loss, f.params, f.x, f.y, 4),
+	    PT_EINVAL);
+	PT_TEST_ERR(pt_model_grad(f.m, f.grad, &loss, f.params, f.x, f.y, 0),
+	    PT_EINVAL);
+	PT_TEST_ERR(pt_model_eval(f.m, &loss, &ok, f.params, f.x, f.y, 4),
+	    PT_EINVAL);
+	for (uint64_t i = 0; i < f.l.n_params; i++)
+		f.grad[i] = 42.0f;
+	f.y[2] = 3;
+	PT_TEST_ERR(pt_model_grad(f.m, f.grad, &loss, f.params, f.x, f.y, 3),
+	    PT_EINVAL);
+	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "label 3");
+	PT_TEST_ERR(pt_model_eval(f.m, &loss, &ok, f.params, f.x, f.y, 3),
+	    PT_EINVAL);
+	PT_TEST_TRUE(loss == -1 && ok == 7);
+	for (uint64_t i = 0; i < f.l.n_params; i++)
+		PT_TEST_TRUE(f.grad[i] == 42.0f);
+	// A layout whose variables are not the spec's is refused.
+	pt_layout bad = f.l;
+	pt_model *m = NULL;
+	bad.vars[1].off += 1;
+	PT_TEST_ERR(pt_model_alloc(&m, &bad, 4), PT_EINVAL);
+	PT_TEST_TRUE(m == NULL);
+	fixture_fini(&f);
+}
+
+static void test_model_cnn_sgd_lowers_loss(void)
+{
+	// 8x8 images, a bright 2x2 blob in quadrant k is class k (4
+	// classes) over noise: the pooling must carry where it was.
+	fixture f;
+	double first = 0, loss = 0, sum;
+	uint32_t ok, b = 32;
+	PT_TEST_OK(fixture_init(&f, "cnn:4,4", 64, 4, b, 150));
+	pti_rng r;
+	pti_rng_seed(&r, 150, 8);
+	for (uint32_t i = 0; i < b; i++) {
+		uint32_t k = i % 4, y0 = 4 * (k / 2), x0 = 4 * (k % 2);
+		uint32_t dy = (uint32_t)pti_rng_below(&r, 3);
+		uint32_t dx = (uint32_t)pti_rng_below(&r, 3);
+		f.y[i] = (uint8_t)k;
+		for (uint32_t j = 0; j < 64; j++)
+			f.x[i * 64 + j] = (float)(0.2 * pti_rng_normal(&r));
+		for (uint32_t t = 0; t < 4; t++)
+			f.x[i * 64 + (y0 + dy + t / 2) * 8 + x0 + dx + t % 2] +=
+			    2.0f;
+	}
+	for (int step = 0; step < 200; step++) {
+		PT_TEST_OK(pt_model_grad(f.m, f.grad, &loss, f.params, f.x,
+		    f.y, b));
+		if (step == 0)
+			first = loss;
+		for (uint64_t i = 0; i < f.l.n_params; i++)
+			f.params[i] -= 0.3f * f.grad[i];
+	}
+	PT_TEST_OK(pt_model_eval(f.m, &sum, &ok, f.params, f.x, f.y, b));
+	fprintf(stderr, "  cnn:4,4: loss %.4f -> %.4f, %u of %u right\n",
+	    first, sum / b, ok, b);
+	PT_TEST_TRUE(first > 1.0);
+	PT_TEST_TRUE(sum / b < 0.1 * first);
+	PT_TEST_TRUE(ok == b);
+	fixture_fini(&f);
+}
+
 static const pt_test_case cases[] = {
     {"test_model_grad_layers_same", test_model_grad_layers_same},
     {"test_model_grad_check_softmax", test_model_grad_check_softmax},
@@ -1030,6 +1577,19 @@ static const pt_test_case cases[] = {
 	test_model_hooked_ready_before_read},
     {"test_model_hooked_ready_error", test_model_hooked_ready_error},
     {"test_model_blocks_exact", test_model_blocks_exact},
+    {"test_model_cnn_loss_matches_reference",
+	test_model_cnn_loss_matches_reference},
+    {"test_model_cnn_grad_check", test_model_cnn_grad_check},
+    {"test_model_cnn_grad_check_catches_errors",
+	test_model_cnn_grad_check_catches_errors},
+    {"test_model_cnn_predicts_loss", test_model_cnn_predicts_loss},
+    {"test_model_cnn_eval_hand_case", test_model_cnn_eval_hand_case},
+    {"test_model_cnn_same_bits", test_model_cnn_same_bits},
+    {"test_model_cnn_hooked_order", test_model_cnn_hooked_order},
+    {"test_model_cnn_hooked_params_gated",
+	test_model_cnn_hooked_params_gated},
+    {"test_model_cnn_bad_args", test_model_cnn_bad_args},
+    {"test_model_cnn_sgd_lowers_loss", test_model_cnn_sgd_lowers_loss},
     {NULL, NULL},
 };
 

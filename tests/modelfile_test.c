@@ -131,9 +131,10 @@ static void load_bad(saved *s, const uint8_t *p, size_t n, int code,
 
 static void test_modelfile_round_trip(void)
 {
-	const char *specs[] = {"softmax", "mlp:5,4", "mlp:256,128"};
-	const uint32_t dims[] = {7, 7, 784};
-	for (int i = 0; i < 3; i++) {
+	const char *specs[] = {"softmax", "mlp:5,4", "mlp:256,128", "cnn:2,3",
+	    "cnn:8,16"};
+	const uint32_t dims[] = {7, 7, 784, 64, 784};
+	for (int i = 0; i < 5; i++) {
 		saved s;
 		pt_layout l;
 		float *params;
@@ -188,6 +189,37 @@ static void test_modelfile_layout_of_bytes(void)
 	PT_TEST_TRUE(s.n == want);
 	PT_TEST_TRUE(get32(p + s.n - 4) == (uint32_t)crc32(0, p, (uInt)(s.n -
 									  4)));
+	saved_fini(&s);
+}
+
+// A CNN's file: its conv weights as (9 C_in, C_out) tensors, and the
+// image's dim, from which the reader rebuilds the layout; the same spec
+// on a dim that is not a square is refused as corrupt.
+static void test_modelfile_cnn(void)
+{
+	saved s;
+	PT_TEST_OK(saved_init(&s, "cnn:2,3", 64, 4));
+	const uint8_t *p = s.bytes;
+	PT_TEST_TRUE(get32(p + 12) == 7 && memcmp(p + 16, "cnn:2,3", 7) == 0);
+	PT_TEST_TRUE(get32(p + 23) == 64 && get32(p + 27) == 4);
+	PT_TEST_TRUE(get32(p + 31) == 6); // w0 b0 w1 b1 w2 b2
+	// w0: ndim 2, dims (9, 2); then its 18 floats and b0 (2).
+	PT_TEST_TRUE(get32(p + 35) == 2 && memcmp(p + 39, "w0", 2) == 0);
+	PT_TEST_TRUE(get32(p + 41) == 2 && get32(p + 45) == 9 &&
+		     get32(p + 49) == 2);
+	size_t w1 = 53 + 18 * 4 + (4 + 2 + 4 + 4) + 2 * 4;
+	PT_TEST_TRUE(memcmp(p + w1 + 4, "w1", 2) == 0);
+	PT_TEST_TRUE(get32(p + w1 + 10) == 18 && get32(p + w1 + 14) == 3);
+	// The dense layer: 2 x 2 pixels of 3 channels into 4 classes.
+	size_t w2 = w1 + 18 + 18 * 3 * 4 + (4 + 2 + 4 + 4) + 3 * 4;
+	PT_TEST_TRUE(memcmp(p + w2 + 4, "w2", 2) == 0);
+	PT_TEST_TRUE(get32(p + w2 + 10) == 12 && get32(p + w2 + 14) == 4);
+	uint8_t *bad = malloc(s.n);
+	memcpy(bad, s.bytes, s.n);
+	put32(bad + 23, 65);
+	fix_crc(bad, s.n);
+	load_bad(&s, bad, s.n, PT_ECORRUPT, "square");
+	free(bad);
 	saved_fini(&s);
 }
 
@@ -356,6 +388,7 @@ static void test_modelfile_missing(void)
 static const pt_test_case cases[] = {
     {"test_modelfile_round_trip", test_modelfile_round_trip},
     {"test_modelfile_layout_of_bytes", test_modelfile_layout_of_bytes},
+    {"test_modelfile_cnn", test_modelfile_cnn},
     {"test_modelfile_save_replaces", test_modelfile_save_replaces},
     {"test_modelfile_truncated", test_modelfile_truncated},
     {"test_modelfile_flipped_byte", test_modelfile_flipped_byte},

@@ -6,7 +6,8 @@
 // and one buffer of dL/dz per hidden layer (dz[0..n_layers-2]): backward
 // first runs the whole chain of dz, which reads the weights, and only then
 // the weight gradients, which read no parameter. The input x is read
-// where the caller keeps it.
+// where the caller keeps it. A CNN layout is handed to worker/cnn.c
+// after the same argument checks.
 #include "model.h"
 
 #include <math.h>
@@ -15,6 +16,7 @@
 
 #include "blas.h"
 #include "err.h"
+#include "model_impl.h"
 #include "rng.h"
 
 // Layer 0's weight gradient is cut at multiples of this many rows. The
@@ -35,7 +37,28 @@ struct pt_model {
 	float *act[PT_MAX_LAYERS + 1]; // [l] (max_batch, width[l]), l >= 1
 	float *dz[PT_MAX_LAYERS];      // [l] (max_batch, width[l + 1]), hidden
 	float *mem;                    // the one allocation behind them
+	pti_cnn *cnn;                  // a CNN: all of it, the above unused
 };
+
+// model_alloc_cnn makes the shell of a CNN model: the shapes that the
+// argument checks read, and the CNN itself.
+static int model_alloc_cnn(pt_model **out, const pt_layout *l,
+    uint32_t max_batch)
+{
+	pt_model *m = calloc(1, sizeof(*m));
+	if (m == NULL)
+		return pti_err_set(PT_ENOMEM, "model %s", l->spec);
+	m->n_layers = l->n_layers;
+	m->max_batch = max_batch;
+	memcpy(m->width, l->width, sizeof(m->width));
+	int rv = pti_cnn_alloc(&m->cnn, l, max_batch);
+	if (rv != 0) {
+		free(m);
+		return rv;
+	}
+	*out = m;
+	return 0;
+}
 
 int pt_model_alloc(pt_model **out, const pt_layout *l, uint32_t max_batch)
 {
@@ -43,6 +66,8 @@ int pt_model_alloc(pt_model **out, const pt_layout *l, uint32_t max_batch)
 		return pti_err_set(PT_EINVAL,
 		    "model %s: batch of %u rows, %u layers", l->spec,
 		    max_batch, l->n_layers);
+	if (l->kind == PT_MODEL_CNN)
+		return model_alloc_cnn(out, l, max_batch);
 	// The hooks hand over [w_l, b_l] ranges that must tile the vector.
 	uint64_t at = 0;
 	for (uint32_t i = 0; i < l->n_layers; i++) {
@@ -101,6 +126,7 @@ void pt_model_free(pt_model *m)
 {
 	if (m == NULL)
 		return;
+	pti_cnn_free(m->cnn);
 	free(m->mem);
 	free(m);
 }
@@ -169,16 +195,14 @@ static float row_max(const float *z, uint32_t n, uint32_t *at)
 	return mx;
 }
 
-// model_softmax returns the mean cross-entropy of the b rows of logits
-// in act[n_layers] and turns them into dL/dlogits of that mean:
-// (softmax - onehot) / b. Subtracting the row's max keeps expf from
-// overflowing; the sum and the loss are kept in double.
-static double model_softmax(pt_model *m, const uint8_t *y, uint32_t b)
+// pti_model_xent: subtracting the row's max keeps expf from overflowing;
+// the sum and the loss are kept in double.
+double pti_model_xent(float *logits, const uint8_t *y, uint32_t b,
+    uint32_t classes)
 {
-	uint32_t L = m->n_layers, classes = m->width[L];
 	double total = 0;
 	for (uint32_t i = 0; i < b; i++) {
-		float *z = m->act[L] + (size_t)i * classes; // (classes)
+		float *z = logits + (size_t)i * classes; // (classes)
 		uint32_t at;
 		float mx = row_max(z, classes, &at);
 		double zy = (double)z[y[i]] - mx, sum = 0;
@@ -283,16 +307,18 @@ int pt_model_grad_hooked(pt_model *m, float *grad, double *loss,
 		return pti_err_set(PT_EINVAL, "model: empty batch");
 	if ((rv = model_check(m, y, b)) != 0)
 		return rv;
+	if (m->cnn != NULL)
+		return pti_cnn_grad(m->cnn, grad, loss, params, x, y, b, hk);
 	void (*done)(void *, uint64_t, uint64_t, double) =
 	    hk != NULL ? hk->done : NULL;
 	if ((rv = model_forward(m, params, x, b, hk ? hk->ready : NULL,
 		 hk ? hk->arg : NULL)) != 0)
 		return rv;
-	double mean = model_softmax(m, y, b);
+	uint32_t L = m->n_layers;
+	double mean = pti_model_xent(m->act[L], y, b, m->width[L]);
 
 	// The whole chain first: from here on params is not read, so the
 	// caller may overwrite it while the gradients below are handed over.
-	uint32_t L = m->n_layers;
 	for (uint32_t l = L - 1; l > 0; l--)
 		model_chain(m, params, l, b);
 
@@ -334,8 +360,14 @@ int pt_model_grad_layers(pt_model *m, float *grad, double *loss,
 		return pti_err_set(PT_EINVAL, "model: empty batch");
 	if ((rv = model_check(m, y, b)) != 0)
 		return rv;
+	if (m->cnn != NULL) {
+		pti_cnn_grad_layers(m->cnn, grad, loss, params, x, y, b, done,
+		    arg);
+		return 0;
+	}
 	model_forward(m, params, x, b, NULL, NULL);
-	double mean = model_softmax(m, y, b);
+	uint32_t L = m->n_layers;
+	double mean = pti_model_xent(m->act[L], y, b, m->width[L]);
 	// Last layer first, each one's chain step after its gradient: the
 	// same products as pt_model_grad_hooked's, in another order.
 	for (uint32_t l = m->n_layers; l-- > 0;) {
@@ -368,6 +400,8 @@ int pt_model_blocks_exact(pt_model *m, uint32_t b, uint32_t blocks)
 		return -pti_err_set(PT_EINVAL,
 		    "model: block check at %u rows, scratch holds %u", b,
 		    m->max_batch);
+	if (m->cnn != NULL)
+		return 1; // the CNN does not cut its layers
 	uint32_t rows = m->width[0], n_out = m->width[1];
 	uint32_t nb = block_count(rows, blocks);
 	if (nb == 1)
@@ -408,21 +442,31 @@ int pt_model_eval(pt_model *m, double *loss_sum, uint32_t *correct,
 	int rv;
 	if ((rv = model_check(m, y, b)) != 0)
 		return rv;
-	if (b > 0)
+	const float *logits = m->act[m->n_layers];
+	if (b > 0 && m->cnn != NULL)
+		logits = pti_cnn_logits(m->cnn, params, x, b);
+	else if (b > 0)
 		model_forward(m, params, x, b, NULL, NULL);
-	uint32_t classes = m->width[m->n_layers], ok = 0;
+	pti_model_xent_sum(loss_sum, correct, logits, y, b,
+	    m->width[m->n_layers]);
+	return 0;
+}
+
+void pti_model_xent_sum(double *loss_sum, uint32_t *correct, const float *z,
+    const uint8_t *y, uint32_t b, uint32_t classes)
+{
+	uint32_t ok = 0;
 	double total = 0;
 	for (uint32_t i = 0; i < b; i++) {
-		const float *z = m->act[m->n_layers] + (size_t)i * classes;
+		const float *row = z + (size_t)i * classes;
 		uint32_t at;
-		float mx = row_max(z, classes, &at);
+		float mx = row_max(row, classes, &at);
 		double sum = 0;
 		for (uint32_t j = 0; j < classes; j++)
-			sum += expf(z[j] - mx);
-		total += log(sum) - ((double)z[y[i]] - mx);
+			sum += expf(row[j] - mx);
+		total += log(sum) - ((double)row[y[i]] - mx);
 		ok += at == y[i];
 	}
 	*loss_sum = total;
 	*correct = ok;
-	return 0;
 }

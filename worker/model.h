@@ -1,10 +1,12 @@
 // worker/model.h - forward and backward passes of the models that
-// common/layout.h describes: "softmax" (logits = x w0 + b0) and
-// "mlp:H1,..." (ReLU hidden layers, then a linear output layer), with the
-// softmax cross-entropy loss. Parameters and gradients are one flat
-// vector of layout n_params floats in the layout's order: w_l is
-// row-major (width[l], width[l+1]) at vars[2l].off, b_l is (width[l+1])
-// at vars[2l+1].off.
+// common/layout.h describes: "softmax" (logits = x w0 + b0),
+// "mlp:H1,..." (ReLU hidden layers, then a linear output layer) and
+// "cnn:C1,..." (conv layers with ReLU and max-pools, then a dense layer;
+// worker/cnn.c), with the softmax cross-entropy loss. Parameters and
+// gradients are one flat vector of layout n_params floats in the
+// layout's order: w_l is row-major at vars[2l].off, b_l follows it at
+// vars[2l+1].off; for the MLP w_l is (width[l], width[l+1]) and b_l
+// (width[l+1]); for the CNN the shapes are in common/layout.h.
 //
 // A pt_model holds only shapes and scratch sized once for max_batch rows;
 // the parameters stay with the caller. One model serves one thread at a
@@ -46,9 +48,10 @@ int pt_model_grad(pt_model *m, float *grad, double *loss,
 // calling thread, inside the call.
 typedef struct pt_model_hooks {
 	// ready(arg, l): called right before forward reads layer l's
-	// parameters (w_l and b_l), l = 0 .. n_layers-1 in order. Nonzero
-	// stops the computation: pt_model_grad_hooked returns that code at
-	// once, grad and *loss unspecified, done never called after it.
+	// parameters (w_l and b_l), l = 0 .. n_layers-1 in order (for the
+	// CNN the conv layers, then the dense one). Nonzero stops the
+	// computation: pt_model_grad_hooked returns that code at once, grad
+	// and *loss unspecified, done never called after it.
 	int (*ready)(void *arg, uint32_t l);
 	// done(arg, off, n, loss): grad[off, off + n) (flat offsets in the
 	// parameter vector) is final and will not be written again in this
@@ -68,6 +71,8 @@ typedef struct pt_model_hooks {
 	// n = min(blocks, U) blocks, block i is rows [48 floor(i U / n),
 	// 48 floor((i + 1) U / n)), the last one ending at width[0]. So a
 	// layer 0 of fewer than 48 * blocks rows comes in fewer pieces.
+	// The CNN ignores blocks: each layer's [w_l, b_l], layer 0's too, is
+	// one piece (and pt_model_blocks_exact says 1).
 	uint32_t blocks;
 } pt_model_hooks;
 
@@ -77,7 +82,9 @@ typedef struct pt_model_hooks {
 //   1. forward, layer 0 to n_layers-1, ready(l) before each;
 //   2. the softmax cross-entropy (the loss is then known);
 //   3. the chain of dL/dz for every layer, last to first, which reads
-//      w_{n_layers-1} .. w_1; params is not read after this step;
+//      w_{n_layers-1} .. w_1 (the CNN: dL/d of each conv layer's pooled
+//      output, through its unpooling and col2im); params is not read
+//      after this step;
 //   4. the weight and bias gradients, layer 0 first in hk->blocks row
 //      blocks (done after each, b_0 with the last), then layers 1, 2, ...
 //      (done once each, after its [w_l, b_l] is written).
@@ -98,7 +105,8 @@ int pt_model_grad_hooked(pt_model *m, float *grad, double *loss,
 // on reproducible random data of those shapes, the same calls with the
 // same boundaries and strides, in a temporary of b * (width[0] +
 // width[1]) + 2 * width[0] * width[1] floats: call it once at start-up,
-// not per step. 1 without computing when there would be one block. The
+// not per step. 1 without computing when there would be one block, and
+// for a CNN (whose layers are not cut). The
 // answer holds for OpenBLAS's kernel and its thread count at the time
 // (pti_blas_threads; on Haswell's kernel 2 threads differ where 1 does
 // not): check again after changing the count. Does not touch m's
@@ -108,7 +116,8 @@ int pt_model_blocks_exact(pt_model *m, uint32_t b, uint32_t blocks);
 // pt_model_grad_layers is pt_model_grad that calls done(arg, l, loss) as
 // soon as backward has written layer l's gradient (w_l and b_l, adjacent
 // in grad), last layer first: that range may be sent while the layers
-// below are computed. The gradient is the same as pt_model_grad's.
+// below are computed. The gradient is the same as pt_model_grad's (the
+// same bits, the CNN's too).
 int pt_model_grad_layers(pt_model *m, float *grad, double *loss,
     const float *params, const float *x, const uint8_t *y, uint32_t b,
     void (*done)(void *arg, uint32_t l, double loss), void *arg);
