@@ -109,14 +109,15 @@ static int mode_switch(pti_cmp_mode *m, const char *part, const char *eq,
 			continue;
 		snprintf(flag, sizeof(flag), "--%s", names[i]);
 		*bad = eq != NULL || m->mode == PT_MODE_SYNC ||
+		    m->mode == PT_MODE_ALLREDUCE ||
 		    mode_extra(m, flag, NULL) != 0;
 		return 1;
 	}
 	return 0;
 }
 
-// mode_parse reads MODE[:S][:MODIFIER...]: MODE is sync, async or ssp
-// (whose S comes next); modifiers are backup=B (sync), staleness-lr and
+// mode_parse reads MODE[:S][:MODIFIER...]: MODE is sync, async, ssp
+// (whose S comes next) or allreduce; modifiers are backup=B (sync), staleness-lr and
 // matched-lr (async, ssp), batch=B, lr-scaling=linear, warmup=E, lr=LR
 // and optimizer=sgd|momentum|nesterov|adagrad|adam (momentum and
 // nesterov with 0.9), each the run flag of that name for this job alone.
@@ -137,6 +138,8 @@ static int mode_parse(const char *tok, pti_cmp_mode *m, int lr_given)
 		m->mode = PT_MODE_SYNC;
 	else if (strcmp(part, "async") == 0)
 		m->mode = PT_MODE_ASYNC;
+	else if (strcmp(part, "allreduce") == 0)
+		m->mode = PT_MODE_ALLREDUCE;
 	else if (strcmp(part, "ssp") == 0) {
 		m->mode = PT_MODE_SSP;
 		part = strtok_r(NULL, ":", &save);

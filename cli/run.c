@@ -64,10 +64,14 @@ static int run_watch(run_job *j)
 			    "%d\n", (int)pti_run_signalled);
 			return PTI_EXIT_SIGNAL;
 		}
-		uint32_t live = 0, servers = 0;
+		uint32_t live = 0, servers = 0, finished = 0;
 		for (uint32_t i = 0; i < j->n_procs; i++) {
 			live += !j->procs[i].exited;
 			servers += !j->procs[i].exited && j->procs[i].server;
+			finished += j->procs[i].exited == 1 &&
+				    !j->procs[i].server && j->procs[i].rank == 0 &&
+				    WIFEXITED(j->procs[i].status) &&
+				    WEXITSTATUS(j->procs[i].status) == 0;
 		}
 		double t = pti_run_now();
 		// Servers exit cleanly only when the finishing worker stops
@@ -77,8 +81,11 @@ static int run_watch(run_job *j)
 		// running hangs (a dead one would have been noticed): no one
 		// is left to stop it. Either way, give it a moment, then kill
 		// it; final.csv then says whether the job was done.
-		int ending = j->c.mode != PT_MODE_ALLREDUCE && live > 0 &&
-			     (servers == 0 || servers == live);
+		// allreduce: worker 0 finishes last (the final evaluation);
+		// a worker still running a while after it is stuck.
+		int ending = j->c.mode != PT_MODE_ALLREDUCE
+				 ? live > 0 && (servers == 0 || servers == live)
+				 : live > 0 && finished > 0;
 		if (!ending)
 			stopped = 0;
 		else if (stopped == 0)
@@ -94,12 +101,15 @@ static int run_watch(run_job *j)
 				    p->server ? "server" : "worker", p->rank,
 				    RUN_DONE_GRACE, p->server ?
 				    "every worker exited" :
+				    j->c.mode == PT_MODE_ALLREDUCE ?
+				    "worker 0 finished" :
 				    "the servers stopped");
 				j->workers_lost += !p->server;
 			}
 			pti_run_kill_all(j);
 			pti_final fin;
-			if (servers > 0 && pti_final_read(j->c.out, &fin) != 0) {
+			if ((servers > 0 || j->c.mode == PT_MODE_ALLREDUCE) &&
+			    pti_final_read(j->c.out, &fin) != 0) {
 				fprintf(stderr, "pstrain run: the job did not "
 				    "finish (no %s/final.csv)\n", j->c.out);
 				return 1;

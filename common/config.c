@@ -192,9 +192,10 @@ static const config_entry config_table[] = {
 	"write into an --out folder that holds a previous run (its files "
 	"are removed first)"),
     E("modes", T_STR, modes, "sync,async", 0, 0, CMP, "LIST",
-	"modes to compare: sync, async, ssp:S, with modifiers :backup=B, "
-	":staleness-lr, :batch=B, :lr-scaling=linear, :warmup=E, :lr=LR, "
-	":optimizer=sgd|momentum|nesterov|adagrad|adam (docs/COMPARE.md)"),
+	"modes to compare: sync, async, ssp:S, allreduce, with modifiers "
+	":backup=B, :staleness-lr, :batch=B, :lr-scaling=linear, "
+	":warmup=E, :lr=LR, :optimizer=sgd|momentum|nesterov|adagrad|adam "
+	"(docs/COMPARE.md)"),
     E("target-acc", T_F64, target_acc, "0.8", 0, 1, CMP, "A",
 	"validation accuracy (test accuracy with --validation 0) whose "
 	"first crossing the report times"),

@@ -36,7 +36,10 @@ typedef struct pti_ring pti_ring;
 int pti_ring_open(pti_ring **out, const char *urls, uint32_t rank,
     uint32_t n, const pt_secret *secret, uint64_t hash, double timeout_s);
 
-// pti_ring_close closes the sockets and frees r; NULL is fine.
+// pti_ring_close closes the sockets and frees r; NULL is fine. It
+// returns within 2 s: should nng take longer to close them (nng 1.5.2
+// can hang so), a thread of its own goes on with it, for as long as
+// the process lives.
 void pti_ring_close(pti_ring *r);
 
 // pti_ring_sum replaces buf (n floats, the same n on every worker) by
