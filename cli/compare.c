@@ -117,10 +117,11 @@ static int mode_switch(pti_cmp_mode *m, const char *part, const char *eq,
 }
 
 // mode_parse reads MODE[:S][:MODIFIER...]: MODE is sync, async, ssp
-// (whose S comes next) or allreduce; modifiers are backup=B (sync), staleness-lr and
-// matched-lr (async, ssp), batch=B, lr-scaling=linear, warmup=E, lr=LR
-// and optimizer=sgd|momentum|nesterov|adagrad|adam (momentum and
-// nesterov with 0.9), each the run flag of that name for this job alone.
+// (whose S comes next) or allreduce; modifiers are backup=B (sync),
+// staleness-lr and matched-lr (async, ssp), batch=B, lr-scaling=linear,
+// warmup=E, lr=LR and optimizer=sgd|momentum|nesterov|adagrad|adam
+// (momentum and nesterov with 0.9), each the run flag of that name for
+// this job alone.
 // An optimizer without lr= (and no --lr given) gets its usual lr.
 static int mode_parse(const char *tok, pti_cmp_mode *m, int lr_given)
 {

@@ -326,6 +326,12 @@ int pti_ring_open(pti_ring **out, const char *urls, uint32_t rank,
 			    ring_widen_cb, g);
 			nng_socket_set_ms(g->out, NNG_OPT_RECVTIMEO, ms);
 			nng_socket_set_ms(g->out, NNG_OPT_SENDTIMEO, ms);
+			// The neighbours start together: redial soon (nng
+			// backs off from 100 ms, a second lost joining).
+			nng_socket_set_ms(g->out, NNG_OPT_RECONNMINT,
+			    RING_RETRY_MS);
+			nng_socket_set_ms(g->out, NNG_OPT_RECONNMAXT,
+			    5 * RING_RETRY_MS);
 			rv = pti_transport_dial(g->out, g->url_out,
 			    &g->dialer, NNG_FLAG_NONBLOCK);
 		}
