@@ -88,9 +88,9 @@ for p in python3 /usr/bin/python3; do
 done
 # psSxW: a sync job of S servers x W workers; _pf adds --prefetch, _lp
 # --layer-push, _pin --pin (each measured on and off), _tcp --transport
-# tcp (the default is ipc).
+# tcp (the default is ipc). arW: --mode allreduce with W workers.
 CONFIGS="solo solo_pf ps1x1 ps1x1_pf ps1x1_lp ps1x1_pin ps1x1_tcp ps1x2 \
-ps1x2_pin ps2x2 ps1x4 ps2x4 ps2x4_pf ps2x4_lp ps2x4_pin"
+ps1x2_pin ps2x2 ps1x4 ps2x4 ps2x4_pf ps2x4_lp ps2x4_pin ar2 ar4"
 [ -n "$PY" ] && CONFIGS="$CONFIGS torch1 ddp2 ddp4"
 # pstrain CONFIG: runs psSxW[_pf|_lp]; prints samples/s, and appends its
 # resource figures (summary.json) to $T/CONFIG.res
@@ -98,10 +98,12 @@ RES="server_faults_per_update worker_faults_per_step server_cpu_ms_per_update se
 pstrain() {
 	sw=${1#ps}
 	sw=${sw%_*}
+	mode=sync
+	case $1 in ar*) mode=allreduce sw="0x${1#ar}" ;; esac
 	case $1 in *_pf) f=--prefetch ;; *_lp) f=--layer-push ;;
 	*_pin) f=--pin ;; *_tcp) f="--transport tcp" ;; *) f="" ;; esac
 	rm -rf "$T/run"
-	$P run --mode sync --servers "${sw%x*}" --workers "${sw#*x}" $M $f \
+	$P run --mode $mode --servers "${sw%x*}" --workers "${sw#*x}" $M $f \
 		--steps "$STEPS" --eval-every 1000000 --out "$T/run" \
 		>"$T/run.log" 2>&1 ||
 		{ echo "bench: pstrain run failed:" >&2; tail "$T/run.log" >&2
@@ -126,7 +128,7 @@ while [ $i -lt "$R" ]; do
 		solo) v=$(build/bench/solo $M --steps "$STEPS" | awk '{print $2}') ;;
 		solo_pf) v=$(build/bench/solo $M --steps "$STEPS" --prefetch |
 			awk '{print $2}') ;;
-		ps*) v=$(pstrain $c) ;;
+		ps* | ar*) v=$(pstrain $c) ;;
 		torch1) v=$($PY bench/torch_ref.py --workers 1 --steps "$STEPS" |
 			awk '{print $2}') ;;
 		ddp*) v=$($PY bench/torch_ref.py --workers "${c#ddp}" \
@@ -178,6 +180,10 @@ line "pstrain sync, 1 server x 2 workers" ps1x2 ddp2
 line "pstrain sync, 2 servers x 2 workers" ps2x2 ddp2
 line "pstrain sync, 1 server x 4 workers" ps1x4 ddp4
 line "pstrain sync, 2 servers x 4 workers" ps2x4 ddp4
+line "pstrain allreduce, 2 workers" ar2 ddp2
+line "  the same, against sync 1 x 2" ar2 ps1x2
+line "pstrain allreduce, 4 workers" ar4 ddp4
+line "  the same, against sync 2 x 4" ar4 ps2x4
 line "one process, --prefetch" solo_pf solo
 line "pstrain 1 x 1, --prefetch" ps1x1_pf ps1x1
 line "pstrain 1 x 1, --layer-push" ps1x1_lp ps1x1
@@ -202,7 +208,7 @@ printf '%-22s %14s %14s %14s %11s %11s\n' "" "(server)" "(worker)" \
 json="$json\n  \"resources\": {"
 sep=""
 for c in $CONFIGS; do
-	case $c in ps*) ;; *) continue ;; esac
+	case $c in ps* | ar*) ;; *) continue ;; esac
 	line=""
 	jl=""
 	i=1

@@ -24,6 +24,10 @@ ps = ["solo", "ps1x1", "ps1x2", "ps2x2", "ps1x4", "ps2x4", "ps1x1_pin",
 for k in ps:
     assert math.isfinite(t["samples_per_s"][k]), (k, t)
 assert math.isfinite(t["speed"]["ps1x1_vs_solo"]), t
+for k in ("ar2", "ar4"):
+    assert math.isfinite(t["samples_per_s"][k]), (k, t)
+    assert math.isfinite(d["resources"][k]["worker_max_rss_mb"]), (k, d)
+assert math.isfinite(t["speed"]["ar4_vs_ps2x4"]), t
 lo, hi = t["speed_range"]["ps1x1_vs_solo"]
 assert lo <= t["speed"]["ps1x1_vs_solo"] <= hi, t
 for r in c:
