@@ -215,7 +215,9 @@ for c in $CONFIGS; do
 	for k in $RES; do
 		v=$(awk -v i=$i '{print $i}' "$T/$c.res" | median)
 		line="$line $v"
-		jl="$jl${jl:+, }\"$k\": $v"
+		jv=$v # allreduce has no server figures: JSON's null
+		case $v in nan | -nan) jv=null ;; esac
+		jl="$jl${jl:+, }\"$k\": $jv"
 		i=$((i + 1))
 	done
 	set -- $line

@@ -122,6 +122,15 @@ static void ring_mac(const pti_ring *g, const uint8_t *nonce,
 	pti_auth_mac(&g->secret, nonce, PT_ROLE_PEER, from, to, g->hash, mac);
 }
 
+// ring_pipe_gone tells whether m came on a connection that has closed
+// since: the pair socket may still hold what it received.
+static int ring_pipe_gone(nng_msg *m)
+{
+	nng_sockaddr sa;
+	return nng_pipe_get_addr(nng_msg_get_pipe(m), NNG_OPT_REMADDR, &sa) !=
+	       0;
+}
+
 // ring_refuse closes the connection m came on: not the left neighbour.
 static void ring_refuse(pti_ring *g, nng_msg *m, const char *why)
 {
@@ -182,6 +191,13 @@ static int ring_listen(pti_ring *g, double until, int proof,
 			continue; // a stranger's garbage: decode said so
 		if (rv != 0)
 			return rv;
+		if (ring_pipe_gone(m)) {
+			// Left over from a connection gone (a stranger's, or
+			// one turned away): answering it would forget the
+			// nonce the live one proves itself over.
+			nng_msg_free(m);
+			continue;
+		}
 		uint8_t want[PT_MAC_LEN];
 		ring_mac(g, nonce, g->left, g->rank, want);
 		if (h.op == PT_OP_CHALLENGE && h.role == PT_ROLE_PEER &&
