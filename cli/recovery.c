@@ -26,6 +26,15 @@ int pti_run_worker_failed(run_job *j, run_proc *p)
 	if (WIFEXITED(p->status) && WEXITSTATUS(p->status) == PTI_EXIT_DIVERGED)
 		return -1; // divergence ends the job
 	if (j->c.mode == PT_MODE_ALLREDUCE) {
+		// The ring cannot go on without it: every worker starts
+		// again from the newest checkpoint (pti_run_rollback).
+		if (j->worker_restarts < j->c.restart_workers) {
+			j->worker_restarts++;
+			fprintf(stderr, "\npstrain run: worker %u failed; "
+			    "restarting every worker (%u of %u restarts)\n",
+			    p->rank, j->worker_restarts, j->c.restart_workers);
+			return RUN_RESTART;
+		}
 		fprintf(stderr, "\npstrain run: worker %u failed; the ring of "
 		    "--mode allreduce cannot go on without it\n", p->rank);
 		return -1;
@@ -212,8 +221,14 @@ int pti_run_rollback(run_job *j)
 	j->n_procs = 0;
 	memset(j->lost, 0, sizeof(j->lost));
 	pt_config *c = &j->c;
-	int64_t v = pti_run_find_resume(c, c->checkpoint_dir, &j->layout, 0,
-	    c->servers);
+	pt_config one = *c; // allreduce: worker 0's, as one server's
+	int ar = c->mode == PT_MODE_ALLREDUCE;
+	if (ar)
+		one.servers = 1;
+	int64_t v = c->checkpoint_dir[0] == '\0'
+			? -1
+			: pti_run_find_resume(&one, c->checkpoint_dir,
+			      &j->layout, 0, one.servers);
 	uint64_t from = v < 0 ? 0 : (uint64_t)v;
 	c->resume_version = v;
 	j->steps_redone += step > from ? step - from : 0;
@@ -222,10 +237,11 @@ int pti_run_rollback(run_job *j)
 	if (step > from)
 		j->time_lost += wall * (double)(step - from) / step;
 	fprintf(stderr, "pstrain run: restarting the whole job from version "
-	    "%llu (server restart %u of %u; steps %llu..%llu are done "
-	    "again)\n", (unsigned long long)from, j->server_restarts,
-	    c->restart_servers, (unsigned long long)from + 1,
-	    (unsigned long long)step);
+	    "%llu (%s restart %u of %u; steps %llu..%llu are done "
+	    "again)\n", (unsigned long long)from, ar ? "worker" : "server",
+	    ar ? j->worker_restarts : j->server_restarts,
+	    ar ? c->restart_workers : c->restart_servers,
+	    (unsigned long long)from + 1, (unsigned long long)step);
 	return 0;
 }
 

@@ -42,8 +42,13 @@ static int run_watch(run_job *j)
 	double next = 0, stopped = 0;
 	for (;;) {
 		run_proc *bad = pti_run_reap(j);
-		if (bad != NULL && !bad->server && pti_run_worker_failed(j, bad) == 0)
+		int wr = bad != NULL && !bad->server
+			     ? pti_run_worker_failed(j, bad)
+			     : -1;
+		if (wr == 0)
 			continue;
+		if (wr == RUN_RESTART) // allreduce: every worker again
+			return wr;
 		if (bad != NULL) {
 			if (j->tty)
 				fprintf(stderr, "\n");
@@ -213,11 +218,17 @@ static int run_prepare(run_job *j)
 		    c->servers, (unsigned long long)l->n_params);
 	j->steps = c->steps ? c->steps : (uint64_t)c->epochs * j->spe;
 	if (c->resume[0] != '\0') {
-		int64_t v = pti_run_find_resume(c, c->resume, l, 0, c->servers);
+		// allreduce: worker 0's, written as one server's of the
+		// whole model.
+		pt_config one = *c;
+		if (c->mode == PT_MODE_ALLREDUCE)
+			one.servers = 1;
+		int64_t v = pti_run_find_resume(&one, c->resume, l, 0,
+		    one.servers);
 		if (v < 0)
 			return pti_err_set(PT_EINVAL, "--resume %s: no checkpoint "
 			    "that every one of the %u servers completed",
-			    c->resume, c->servers);
+			    c->resume, one.servers);
 		fprintf(stderr, "pstrain run: resuming from version %lld in "
 		    "%s\n", (long long)v, c->resume);
 		c->resume_version = v;

@@ -285,12 +285,16 @@ int pti_run_start(run_job *j)
 
 int pti_run_spawn_worker(run_job *j, uint32_t r)
 {
-	char rank[16], t0[64];
+	char rank[16], t0[64], rver[32];
 	snprintf(rank, sizeof(rank), "%u", r);
 	snprintf(t0, sizeof(t0), "%.6f", j->t0);
-	char *extra[] = {"--rank", rank, "--connect", j->urls, "--t0", t0};
+	snprintf(rver, sizeof(rver), "%lld", (long long)j->c.resume_version);
+	// allreduce: the workers hold the model, and load the checkpoint.
+	char *extra[] = {"--rank", rank, "--connect", j->urls, "--t0", t0,
+	    "--resume-version", rver};
+	int n = j->c.mode == PT_MODE_ALLREDUCE ? 8 : 6;
 	if (j->n_procs >= RUN_MAX_PROCS ||
-	    run_spawn(j, 0, r, extra, 6) != 0) {
+	    run_spawn(j, 0, r, extra, n) != 0) {
 		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(PT_EIO));
 		return -1;
 	}

@@ -144,22 +144,26 @@ static const config_entry config_table[] = {
     E("weight-decay", T_F64, weight_decay, "0", 0, 1e3, RUN | SRV | WRK,
 	"WD",
 	"L2 weight decay: each gradient gains WD x parameter"),
-    E("checkpoint-dir", T_STR, checkpoint_dir, "", 0, 0, RUN | SRV, "D",
-	"each server writes its shard to D (docs/FORMATS.md)"),
-    E("checkpoint-every", T_STR, checkpoint_every, "", 0, 0, RUN | SRV,
+    E("checkpoint-dir", T_STR, checkpoint_dir, "", 0, 0, RUN | SRV | WRK,
+	"D", "each server writes its shard to D (allreduce: worker 0 the "
+	"whole model; docs/FORMATS.md)"),
+    E("checkpoint-every", T_STR, checkpoint_every, "", 0, 0,
+	RUN | SRV | WRK,
 	"N|Ns", "checkpoint every N steps (sync) or updates, or every N "
 	"seconds"),
     E("resume", T_STR, resume, "", 0, 0, RUN, "D",
 	"go on from the newest checkpoint in D that every server "
 	"completed"),
-    E("resume-version", T_I64, resume_version, "-1", -1, 1e15, SRV, "V",
-	"load D/server-R-vV.ckpt from --checkpoint-dir before serving"),
+    E("resume-version", T_I64, resume_version, "-1", -1, 1e15, SRV | WRK,
+	"V", "load D/server-R-vV.ckpt from --checkpoint-dir before serving "
+	"(allreduce workers: D/server-0-vV.ckpt, the whole model)"),
     E("worker-timeout", T_F64, worker_timeout, "0", 0, 1e6, RUN | SRV, "S",
 	"a worker silent for S seconds while a step waits for it counts as "
 	"dead (0: only a closed connection counts)"),
     E("restart-workers", T_U32, restart_workers, "0", 0, 1e6, RUN, "N",
 	"restart failed workers, N times in all; the restarted worker "
-	"rejoins at the current version"),
+	"rejoins at the current version (allreduce: every worker starts "
+	"again from the newest checkpoint)"),
     E("restart-servers", T_U32, restart_servers, "0", 0, 1e6, RUN, "N",
 	"restart a dead server from its newest checkpoint, N times in all; "
 	"the workers reconnect (sync: every server goes back to the newest "
@@ -610,12 +614,7 @@ int pt_config_ckpt_every(const pt_config *c, uint64_t *every, int *seconds)
 // has no servers, and its ring runs over ipc on one machine only.
 static int config_allreduce(const pt_config *c, uint32_t cmd)
 {
-	const char *no = c->checkpoint_every[0] ? "checkpoint-every"
-			 : c->checkpoint_dir[0] ? "checkpoint-dir"
-			 : c->resume[0]		? "resume"
-			 : c->restart_workers	? "restart-workers"
-			 : c->restart_servers	? "restart-servers"
-						: NULL;
+	const char *no = c->restart_servers ? "restart-servers" : NULL;
 	if (cmd == PT_CMD_SERVER)
 		return pti_err_set(PT_EINVAL, "--mode allreduce runs no "
 		    "servers: start only its workers");
@@ -624,9 +623,8 @@ static int config_allreduce(const pt_config *c, uint32_t cmd)
 		    "--transport ipc only, for now (its ring of workers on "
 		    "one machine)");
 	if (no != NULL)
-		return pti_err_set(PT_EINVAL, "--%s is not available with "
-		    "--mode allreduce yet: its workers write no checkpoints, "
-		    "and a lost worker ends the job", no);
+		return pti_err_set(PT_EINVAL, "--%s: --mode allreduce has no "
+		    "servers (--restart-workers restarts its workers)", no);
 	return 0;
 }
 

@@ -3,7 +3,8 @@
 # processes summing their gradients in a ring over real nng sockets, no
 # servers. Equal to sync parameter servers (bit for bit at 2 workers, to
 # 1e-4 at 3 over 200 steps), deterministic, its outputs, what it refuses,
-# a dead worker ending the job, and a stranger kept out of the ring.
+# --resume and --restart-workers giving the uninterrupted model, a dead
+# worker ending the job, and a stranger kept out of the ring.
 # Prints "ok NAME" / "FAIL NAME" per case.
 cd "$(dirname "$0")/.." || exit 2
 P=${PSTRAIN:-bin/pstrain}
@@ -90,8 +91,8 @@ test_ar_refusals() {
 	# starts; --servers is ignored with a note.
 	n=test_ar_refusals
 	bad=""
-	for f in "--checkpoint-every 10 --checkpoint-dir $T/ck" \
-		"--transport tcp" "--restart-workers 1"; do
+	for f in "--restart-servers 1 --checkpoint-dir $T/ck" \
+		"--transport tcp"; do
 		# shellcheck disable=SC2086
 		$P run --mode allreduce --workers 2 $D --batch 48 --steps 5 \
 			--out "$T/ref" $f >"$T/ref.log" 2>&1
@@ -170,10 +171,71 @@ test_ar_stranger_refused() {
 	fi
 }
 
+test_ar_resume_same_model() {
+	# 60 steps with a checkpoint every 25, then --resume to 100: the
+	# model of 100 steps straight, bit for bit (Adam: its state too).
+	n=test_ar_resume_same_model
+	a="--optimizer adam --lr 0.01"
+	# shellcheck disable=SC2086
+	job res-a allreduce 3 $a --steps 100 ||
+		{ no $n "straight job failed" "$T/res-a.log"; return; }
+	# shellcheck disable=SC2086
+	$P run --mode allreduce --workers 3 $D --batch 48 --steps 60 $a \
+		--checkpoint-every 25 --checkpoint-dir "$T/res-ck" \
+		--out "$T/res-b" >"$T/res-b.log" 2>&1 ||
+		{ no $n "first part failed" "$T/res-b.log"; return; }
+	# shellcheck disable=SC2086
+	$P run --mode allreduce --workers 3 $D --batch 48 --steps 100 $a \
+		--resume "$T/res-ck" --out "$T/res-b" \
+		--save-model "$T/res-b/m.bin" >"$T/res-b2.log" 2>&1 ||
+		{ no $n "resumed part failed" "$T/res-b2.log"; return; }
+	if cmp -s "$T/res-a/m.bin" "$T/res-b/m.bin" &&
+		grep -q "resumed from .*server-0-v50.ckpt at step 50" \
+			"$T/res-b/worker-2.log"; then
+		ok $n
+	else
+		no $n "the resumed model differs, or not from step 50" \
+			"$T/res-b/worker-2.log"
+	fi
+}
+
+test_ar_restart_same_model() {
+	# kill -9 a worker with --restart-workers: every worker starts again
+	# from the newest checkpoint, and the job ends with the model of an
+	# uninterrupted one.
+	n=test_ar_restart_same_model
+	job rs-a allreduce 3 --steps 300 ||
+		{ no $n "straight job failed" "$T/rs-a.log"; return; }
+	d="$T/rs-b"
+	$P run --mode allreduce --workers 3 $D --batch 48 --steps 300 \
+		--delay uniform:3:3 --checkpoint-every 20 \
+		--checkpoint-dir "$T/rs-ck" --restart-workers 1 --out "$d" \
+		--save-model "$d/m.bin" >"$d.log" 2>&1 &
+	pid=$!
+	i=0
+	while [ "$i" -lt 600 ] && ! { [ -f "$d/worker-1.csv" ] &&
+		[ "$(wc -l <"$d/worker-1.csv")" -gt 50 ]; }; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	pkill -9 -f -- "^pstrain worker .* --out $d .*--rank 1( |$)"
+	wait $pid
+	rc=$?
+	restarts=$(json worker_restarts "$d/summary.json")
+	if [ "$rc" = 0 ] && [ "$restarts" = 1 ] &&
+		cmp -s "$T/rs-a/m.bin" "$d/m.bin"; then
+		ok $n
+	else
+		no $n "exit $rc, worker_restarts '$restarts'" "$d.log"
+	fi
+}
+
 test_ar_equals_sync_w2
 test_ar_near_sync_w3
 test_ar_deterministic
 test_ar_outputs
 test_ar_refusals
+test_ar_resume_same_model
+test_ar_restart_same_model
 test_ar_dead_worker_ends_job
 test_ar_stranger_refused

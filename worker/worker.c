@@ -13,12 +13,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "api.h"
 #include "batch.h"
 #include "blas.h"
+#include "checkpoint.h"
+#include "clock.h"
 #include "client.h"
 #include "data.h"
 #include "err.h"
@@ -846,6 +849,56 @@ static int worker_loop(worker *w, layer_push *lpp)
 	}
 }
 
+// ar_ckpt_meta: an allreduce job's checkpoint is the whole model as the
+// one shard of one server would hold it, version v after v updates; its
+// clocks say every worker has done v steps.
+static pti_ckpt_meta ar_ckpt_meta(const worker *w, const pti_optim *o,
+    int64_t v)
+{
+	pti_ckpt_meta m = {0, 1, pt_layout_hash(&w->layout), 0,
+	    w->layout.n_params, v, (uint64_t)v, (uint32_t)o->kind,
+	    (uint32_t)o->n_state, w->c->workers};
+	return m;
+}
+
+// ar_resume loads --resume-version's checkpoint into the parameters and
+// the optimizer's state; *t becomes its version (the steps done).
+static int ar_resume(worker *w, const pti_optim *o, float *s1, float *s2,
+    uint64_t *t)
+{
+	const pt_config *c = w->c;
+	char path[PT_PATH_MAX + 64];
+	pti_ckpt_meta want = ar_ckpt_meta(w, o, c->resume_version), got;
+	float *vecs[3] = {w->params, s1, s2};
+	pti_ckpt_path(path, sizeof(path), c->checkpoint_dir, 0,
+	    c->resume_version);
+	int rv = pti_ckpt_load(path, &want, NULL, vecs, &got);
+	if (rv != 0)
+		return rv;
+	*t = (uint64_t)got.version;
+	fprintf(stderr, "worker %u: resumed from %s at step %lld\n", c->rank,
+	    path, (long long)got.version);
+	return 0;
+}
+
+// ar_checkpoint: worker 0 writes the model when one is due after step
+// version v. A failed write is said and training goes on.
+static void ar_checkpoint(worker *w, pti_ckpt_sched *sc, const pti_optim *o,
+    const float *s1, const float *s2, int64_t v, int64_t *clocks)
+{
+	const pt_config *c = w->c;
+	if (c->rank != 0 || !pti_ckpt_due(sc, v, pti_clock_s()))
+		return;
+	pti_ckpt_meta m = ar_ckpt_meta(w, o, v);
+	const float *vecs[3] = {w->params, s1, s2};
+	for (uint32_t r = 0; r < c->workers; r++)
+		clocks[r] = v;
+	int rv = pti_ckpt_save(c->checkpoint_dir, &m, clocks, vecs);
+	if (rv != 0)
+		fprintf(stderr, "worker 0: checkpoint failed: %s\n",
+		    pt_errmsg(rv));
+}
+
 // --mode allreduce: every worker holds the whole model and its optimizer
 // state, starting from the values servers would (pt_layout_init_values),
 // sums its gradient with the others' in the ring (worker/ring.h) and
@@ -867,6 +920,9 @@ static int worker_allreduce(worker *w)
 	double lr_base = pti_job_lr(c);
 	double warmup = pti_job_warmup(c, w->data.train.n);
 	float *s1 = NULL, *s2 = NULL; // the optimizer's state, (n)
+	int64_t *clocks = NULL;       // (workers), for checkpoints
+	pti_ckpt_sched sc = {c->ckpt_every, c->ckpt_seconds, pti_clock_s()};
+	uint64_t t0 = 0;
 	pti_ring *ring = NULL;
 	pt_secret secret;
 	double t_log = now_s(), t_start = t_log, first_loss = -1;
@@ -874,17 +930,28 @@ static int worker_allreduce(worker *w)
 
 	pt_layout_init_values(w->params, &w->layout, c->seed, 0, n);
 	if ((opt.n_state >= 1 && (s1 = calloc(n, sizeof(float))) == NULL) ||
-	    (opt.n_state >= 2 && (s2 = calloc(n, sizeof(float))) == NULL)) {
+	    (opt.n_state >= 2 && (s2 = calloc(n, sizeof(float))) == NULL) ||
+	    (clocks = calloc(c->workers, sizeof(int64_t))) == NULL) {
 		rv = pti_err_set(PT_ENOMEM, "worker %u: optimizer state",
 		    c->rank);
 		goto done;
 	}
-	if ((rv = pt_secret_load(&secret, c->secret_file)) != 0 ||
+	if (c->rank == 0 && c->ckpt_every != 0 &&
+	    mkdir(c->checkpoint_dir, 0777) != 0 && errno != EEXIST) {
+		rv = pti_err_set(PT_EIO, "--checkpoint-dir %s: %s",
+		    c->checkpoint_dir, strerror(errno));
+		goto done;
+	}
+	// A resumed job goes on from its checkpoint's step, appending to
+	// the rows so far (the data order follows from the step).
+	if ((c->resume_version >= 0 &&
+		(rv = ar_resume(w, &opt, s1, s2, &t0)) != 0) ||
+	    (rv = pt_secret_load(&secret, c->secret_file)) != 0 ||
 	    (rv = pti_ring_open(&ring, c->connect, c->rank, c->workers,
 		 &secret, pt_layout_hash(&w->layout), c->rpc_timeout)) != 0 ||
-	    (rv = worker_open_logs(w, 0)) != 0)
+	    (rv = worker_open_logs(w, t0 > 0)) != 0)
 		goto done;
-	for (uint64_t t = 0; t < w->steps; t++) {
+	for (uint64_t t = t0; t < w->steps; t++) {
 		double t_a = now_s(), loss, norm;
 		uint32_t epoch = (uint32_t)(t / w->spe);
 		const float *x;
@@ -910,6 +977,7 @@ static int worker_allreduce(worker *w)
 		    pti_lr_at(lr_base, warmup, (int64_t)t)};
 		pti_optim_apply(&opt, w->params, s1, s2, w->grad, n,
 		    c->workers, info.lr, t + 1);
+		ar_checkpoint(w, &sc, &opt, s1, s2, (int64_t)t + 1, clocks);
 		double t_e = now_s();
 		worker_row(w, &t_log, t, epoch, loss, norm, t_e - t_a,
 		    t_c - t_b, t_d - t_c, &info, delay, t_e);
@@ -927,6 +995,7 @@ done:
 	memset(&secret, 0, sizeof(secret));
 	free(s1);
 	free(s2);
+	free(clocks);
 	return rv;
 }
 
