@@ -140,9 +140,15 @@ int pti_run_server_failed(run_job *j, run_proc *p)
 // run_find_resume picks the newest checkpoint version in dir that every
 // server of ranks [lo, hi) completed and that checks out whole; refused
 // files are named with their reason. Returns the version, or -1.
+uint32_t pti_run_ckpt_ranks(const pt_config *c)
+{
+	return c->mode == PT_MODE_ALLREDUCE ? 1 : c->servers;
+}
+
 int64_t pti_run_find_resume(const pt_config *c, const char *dir,
     const pt_layout *l, uint32_t lo, uint32_t hi)
 {
+	uint32_t ns = pti_run_ckpt_ranks(c);
 	DIR *d = opendir(dir);
 	int64_t best = -1, tried[256];
 	int n = 0;
@@ -172,8 +178,8 @@ int64_t pti_run_find_resume(const pt_config *c, const char *dir,
 			break;
 		int ok = 1;
 		for (uint32_t r = lo; r < hi && ok; r++) {
-			pt_range sh = pt_layout_shard(l, r, c->servers);
-			pti_ckpt_meta want = {r, c->servers, pt_layout_hash(l),
+			pt_range sh = pt_layout_shard(l, r, ns);
+			pti_ckpt_meta want = {r, ns, pt_layout_hash(l),
 			    sh.lo, sh.hi, v, 0, (uint32_t)c->optim.kind,
 			    (uint32_t)c->optim.n_state, c->workers}, got;
 			size_t bytes = (sh.hi - sh.lo) * sizeof(float);
@@ -221,14 +227,11 @@ int pti_run_rollback(run_job *j)
 	j->n_procs = 0;
 	memset(j->lost, 0, sizeof(j->lost));
 	pt_config *c = &j->c;
-	pt_config one = *c; // allreduce: worker 0's, as one server's
 	int ar = c->mode == PT_MODE_ALLREDUCE;
-	if (ar)
-		one.servers = 1;
 	int64_t v = c->checkpoint_dir[0] == '\0'
 			? -1
-			: pti_run_find_resume(&one, c->checkpoint_dir,
-			      &j->layout, 0, one.servers);
+			: pti_run_find_resume(c, c->checkpoint_dir,
+			      &j->layout, 0, pti_run_ckpt_ranks(c));
 	uint64_t from = v < 0 ? 0 : (uint64_t)v;
 	c->resume_version = v;
 	j->steps_redone += step > from ? step - from : 0;

@@ -218,17 +218,12 @@ static int run_prepare(run_job *j)
 		    c->servers, (unsigned long long)l->n_params);
 	j->steps = c->steps ? c->steps : (uint64_t)c->epochs * j->spe;
 	if (c->resume[0] != '\0') {
-		// allreduce: worker 0's, written as one server's of the
-		// whole model.
-		pt_config one = *c;
-		if (c->mode == PT_MODE_ALLREDUCE)
-			one.servers = 1;
-		int64_t v = pti_run_find_resume(&one, c->resume, l, 0,
-		    one.servers);
+		uint32_t ns = pti_run_ckpt_ranks(c);
+		int64_t v = pti_run_find_resume(c, c->resume, l, 0, ns);
 		if (v < 0)
 			return pti_err_set(PT_EINVAL, "--resume %s: no checkpoint "
 			    "that every one of the %u servers completed",
-			    c->resume, one.servers);
+			    c->resume, ns);
 		fprintf(stderr, "pstrain run: resuming from version %lld in "
 		    "%s\n", (long long)v, c->resume);
 		c->resume_version = v;

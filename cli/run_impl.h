@@ -92,6 +92,9 @@ void pti_run_progress(run_job *j, int final);
 int pti_run_worker_failed(run_job *j, run_proc *p);
 int pti_run_server_failed(run_job *j, run_proc *p);
 int pti_run_rollback(run_job *j);
+// pti_run_ckpt_ranks: how many servers' checkpoints make one of the
+//   job's (allreduce: 1, worker 0's of the whole model, as one server's).
+uint32_t pti_run_ckpt_ranks(const pt_config *c);
 int64_t pti_run_find_resume(const pt_config *c, const char *dir,
     const pt_layout *l, uint32_t lo, uint32_t hi);
 uint32_t pti_run_gone(const run_job *j, char *out);

@@ -15,6 +15,18 @@ D="--data synthetic:1200 --model mlp:32 --seed 7 --lr 0.2"
 
 . tests/lib.sh
 
+# kill_rank1 DIR ROWS: once DIR/worker-1.csv holds more than ROWS lines
+# (waited for at most 30 s), kill -9 that job's worker 1.
+kill_rank1() {
+	i=0
+	while [ "$i" -lt 600 ] && ! { [ -f "$1/worker-1.csv" ] &&
+		[ "$(wc -l <"$1/worker-1.csv")" -gt "$2" ]; }; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	pkill -9 -f -- "^pstrain worker .* --out $1 .*--rank 1( |$)"
+}
+
 # job NAME MODE W ARGS...: a 200-step job into $T/NAME, its model saved
 job() {
 	name=$1 mode=$2 w=$3
@@ -121,12 +133,7 @@ test_ar_dead_worker_ends_job() {
 	$P run --mode allreduce --workers 3 $D --batch 48 --steps 100000 \
 		--out "$d" >"$d.log" 2>&1 &
 	pid=$!
-	i=0
-	while [ "$i" -lt 600 ] && ! [ -s "$d/worker-1.csv" ]; do
-		sleep 0.05
-		i=$((i + 1))
-	done
-	pkill -9 -f -- "^pstrain worker .* --out $d .*--rank 1( |$)"
+	kill_rank1 "$d" 0
 	wait $pid
 	rc=$?
 	left=$(pgrep -f -- "--out $d( |$)" | wc -l)
@@ -212,13 +219,7 @@ test_ar_restart_same_model() {
 		--checkpoint-dir "$T/rs-ck" --restart-workers 1 --out "$d" \
 		--save-model "$d/m.bin" >"$d.log" 2>&1 &
 	pid=$!
-	i=0
-	while [ "$i" -lt 600 ] && ! { [ -f "$d/worker-1.csv" ] &&
-		[ "$(wc -l <"$d/worker-1.csv")" -gt 50 ]; }; do
-		sleep 0.05
-		i=$((i + 1))
-	done
-	pkill -9 -f -- "^pstrain worker .* --out $d .*--rank 1( |$)"
+	kill_rank1 "$d" 50
 	wait $pid
 	rc=$?
 	restarts=$(json worker_restarts "$d/summary.json")

@@ -705,13 +705,19 @@ static double worker_begin(worker *w, uint64_t t, const float **x,
 	return delay;
 }
 
+// worker_eval_every: steps between worker 0's evaluations, --eval-every
+// or --evals-per-epoch's share of an epoch (at least 1).
+static uint64_t worker_eval_every(const worker *w)
+{
+	const pt_config *c = w->c;
+	uint64_t k = w->spe / c->evals_per_epoch;
+	return c->eval_every ? c->eval_every : k > 0 ? k : 1;
+}
+
 static int worker_loop(worker *w, layer_push *lpp)
 {
 	const pt_config *c = w->c;
-	uint64_t eval_every = c->eval_every ? c->eval_every
-			      : w->spe / c->evals_per_epoch > 0
-				  ? w->spe / c->evals_per_epoch
-				  : 1;
+	uint64_t eval_every = worker_eval_every(w);
 	pt_client_step info;
 	layer_push *lp = lpp;
 	double t_start = now_s(), t_log = t_start, first_loss = -1;
@@ -911,10 +917,7 @@ static int worker_allreduce(worker *w)
 {
 	const pt_config *c = w->c;
 	uint64_t n = w->layout.n_params;
-	uint64_t eval_every = c->eval_every ? c->eval_every
-			      : w->spe / c->evals_per_epoch > 0
-				  ? w->spe / c->evals_per_epoch
-				  : 1;
+	uint64_t eval_every = worker_eval_every(w);
 	pti_optim opt = c->optim;
 	opt.weight_decay = c->weight_decay;
 	double lr_base = pti_job_lr(c);
