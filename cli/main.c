@@ -21,6 +21,7 @@ static const struct {
 	{"worker", pti_cmd_worker, "run one worker"},
 	{"eval", pti_cmd_eval, "test loss and accuracy of a saved model"},
 	{"compare", pti_cmd_compare, "run one job per mode and compare them"},
+	{"node", pti_cmd_node, "run one process of a job under srun/mpirun"},
 	{"secret", pti_cmd_secret, "write a new job secret to a file"},
 };
 

@@ -1,9 +1,17 @@
 // cli/procs.c - the server, worker and eval subcommands.
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "afile.h"
 #include "auth.h"
 #include "cli.h"
 #include "config.h"
@@ -13,9 +21,32 @@
 #include "model.h"
 #include "modelfile.h"
 #include "optim.h"
+#include "proto.h"
 #include "server.h"
+#include "summary.h"
 #include "transport.h"
 #include "worker.h"
+
+static double procs_now(void)
+{
+	struct timeval tv;
+	gettimeofday(&tv, NULL);
+	return (double)tv.tv_sec + tv.tv_usec * 1e-6;
+}
+
+// procs_steps fills the progress line's steps from the data set's size,
+// the way the worker counts them (0, and no line, when it cannot load).
+static void procs_steps(const pt_config *c, pti_progress *p)
+{
+	pt_data d;
+	if (pt_config_load_data(c, &d) != 0)
+		return;
+	p->spe = d.train.n / c->batch;
+	p->steps = c->steps ? c->steps : (uint64_t)c->epochs * p->spe;
+	pt_data_fini(&d);
+	if (p->spe == 0)
+		p->steps = 0;
+}
 
 int pti_cli_config(pt_config *c, unsigned cmd, const char *name,
     const char *usage, int argc, char **argv)
@@ -32,6 +63,12 @@ int pti_cli_config(pt_config *c, unsigned cmd, const char *name,
 		pt_config_help(stdout, cmd);
 		return 0;
 	}
+	return pti_cli_finish(c, cmd, name);
+}
+
+int pti_cli_finish(pt_config *c, unsigned cmd, const char *name)
+{
+	int rv;
 	if (c->cluster[0] != '\0' && (rv = pt_config_cluster(c, cmd)) != 0) {
 		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
 		return PTI_EXIT_USAGE;
@@ -55,41 +92,202 @@ static void server_on_signal(int sig)
 	pti_server_signal = sig;
 }
 
-int pti_cmd_server(int argc, char **argv)
+// procs_out creates --out for a process started by hand (pstrain run
+// makes it for its own). PTI_EXIT_USAGE after saying why not.
+static int procs_out(const pt_config *c, const char *who)
 {
-	pt_config c;
-	int rv = pti_cli_config(&c, PT_CMD_SERVER, "server",
-	    "Serve one shard of the model's parameters. Every server and "
-	    "worker of a job\nmust be given the same --mode, --servers, "
-	    "--workers, --model, --data and\n--seed. It serves only processes "
-	    "that prove the job secret (--secret-file,\nor PSTRAIN_SECRET). "
-	    "It stops on a shutdown request (sent by the finishing\nworker "
-	    "when training ends) or on SIGINT or SIGTERM, and writes "
-	    "DIR/server-R.json\nwhen --out is set. A server restarted after a "
-	    "failure takes --resume-version V\n(its checkpoint in "
-	    "--checkpoint-dir) and --gone-workers (workers that had left);\n"
-	    "its workers reconnect.",
-	    argc, argv);
-	if (rv >= 0)
+	if (c->supervised || c->out[0] == '\0' || pti_mkdir_p(c->out) == 0)
+		return 0;
+	fprintf(stderr, "pstrain %s: --out %s: %s\n", who, c->out,
+	    strerror(errno));
+	return PTI_EXIT_USAGE;
+}
+
+// procs_publish writes url as the file path (and its folder), whole or
+// not at all, for the workers of pstrain node to read.
+static int procs_publish(const char *path, const char *url)
+{
+	char dir[PT_PATH_MAX + 256];
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (slash != NULL) {
+		*slash = '\0';
+		if (pti_mkdir_p(dir) != 0)
+			return pti_err_set(PT_EIO, "%s: %s", dir,
+			    strerror(errno));
+	}
+	pti_afile a;
+	int rv = pti_afile_open(&a, path);
+	if (rv != 0)
 		return rv;
+	pti_afile_write(&a, url, strlen(url));
+	pti_afile_write(&a, "\n", 1);
+	return pti_afile_commit(&a);
+}
+
+int pti_serve(pt_config *c, const char *publish)
+{
+	if (procs_out(c, "server") != 0)
+		return PTI_EXIT_USAGE;
 	// The server of the library, with this process's signals: SIGINT
 	// and SIGTERM end the serving loop, and the statistics are written.
 	pt_job *job;
 	pt_server *s = NULL;
-	if ((rv = pti_job_from_config(&job, &c)) == 0) {
-		rv = pt_server_open(&s, job, c.rank, c.listen);
+	int rv;
+	if ((rv = pti_job_from_config(&job, c)) == 0) {
+		rv = pt_server_open(&s, job, c->rank, c->listen);
 		pt_job_free(job);
 	}
 	if (rv != 0) {
-		fprintf(stderr, "pstrain server %u: %s\n", c.rank,
+		fprintf(stderr, "pstrain server %u: %s\n", c->rank,
 		    pt_errmsg(rv));
+		return 1;
+	}
+	char url[PT_PATH_MAX];
+	if (publish != NULL && ((rv = pt_server_url(s, url, sizeof(url))) !=
+				   0 || (rv = procs_publish(publish, url)) != 0)) {
+		fprintf(stderr, "pstrain server %u: %s\n", c->rank,
+		    pt_errmsg(rv));
+		pt_server_close(s);
 		return 1;
 	}
 	signal(SIGINT, server_on_signal);
 	signal(SIGTERM, server_on_signal);
 	pti_server_exit_on_hang = 1;
-	pt_server_serve(s);
+	rv = pt_server_serve(s);
+	if (rv != 0)
+		fprintf(stderr, "pstrain server %u: %s\n", c->rank,
+		    pt_errmsg(rv));
 	pt_server_close(s);
+	return rv != 0 ? 1 : 0;
+}
+
+int pti_cmd_server(int argc, char **argv)
+{
+	pt_config c;
+	int rv = pti_cli_config(&c, PT_CMD_SERVER, "server",
+	    "Serve one shard of the model's parameters. Every server and "
+	    "worker of a job\ncan be given the same flags (the job's, as for "
+	    "pstrain run): each uses those\nthat concern it. It serves only "
+	    "processes that prove the job secret\n(--secret-file, or "
+	    "PSTRAIN_SECRET). It stops on a shutdown request (sent by\nthe "
+	    "finishing worker when training ends), on SIGINT or SIGTERM, or "
+	    "once no\nworker is left (--alone-timeout), and writes "
+	    "DIR/server-R.json when --out\nis set. A server restarted after a "
+	    "failure takes --resume-version V (its\ncheckpoint in "
+	    "--checkpoint-dir) and --gone-workers (workers that had left);\n"
+	    "its workers reconnect.",
+	    argc, argv);
+	return rv >= 0 ? rv : pti_serve(&c, NULL);
+}
+
+// A hand-started worker 0 prints the progress line, as pstrain run does.
+typedef struct procs_progress {
+	pti_progress p;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int stop;
+} procs_progress;
+
+static void *procs_progress_main(void *arg)
+{
+	procs_progress *pp = arg;
+	double every = pp->p.tty ? 0.5 : 10.0;
+	pthread_mutex_lock(&pp->mu);
+	while (!pp->stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += (time_t)every;
+		ts.tv_nsec += (long)((every - (time_t)every) * 1e9);
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&pp->cv, &pp->mu, &ts);
+		pti_progress_print(&pp->p, procs_now(), pp->stop);
+	}
+	pthread_mutex_unlock(&pp->mu);
+	return NULL;
+}
+
+// procs_wait_servers gives the servers a moment, once stopped, to write
+// their server-R.json (into --out, when the hosts share it): the
+// summary gathers them. Files older than the job are not theirs.
+static void procs_wait_servers(const pt_config *c, double t0)
+{
+	char path[PT_PATH_MAX + 32];
+	for (int tries = 0; tries < 50; tries++) {
+		uint32_t have = 0;
+		for (uint32_t s = 0; s < c->servers; s++) {
+			struct stat sb;
+			snprintf(path, sizeof(path), "%s/server-%u.json",
+			    c->out, s);
+			have += stat(path, &sb) == 0 &&
+				(double)sb.st_mtime >= floor(t0);
+		}
+		if (have == c->servers)
+			return;
+		usleep(100 * 1000);
+	}
+	fprintf(stderr, "pstrain worker %u: not every server-R.json of this "
+	    "job is in %s (hosts that do not share it keep their own): the "
+	    "summary leaves their counts out\n", c->rank, c->out);
+}
+
+int pti_work(pt_config *c, const char *cmdline)
+{
+	if (c->out[0] == '\0') {
+		fprintf(stderr, "pstrain worker: needs --out DIR\n");
+		return PTI_EXIT_USAGE;
+	}
+	if (procs_out(c, "worker") != 0)
+		return PTI_EXIT_USAGE;
+	double t0 = c->t0 > 0 ? c->t0 : procs_now();
+	c->t0 = t0; // the wall_s columns and the summary count from here
+	procs_progress pp;
+	pthread_t th;
+	int progress = !c->supervised && c->rank == 0;
+	if (progress) {
+		memset(&pp, 0, sizeof(pp));
+		snprintf(pp.p.csv, sizeof(pp.p.csv), "%s/worker-0.csv", c->out);
+		pp.p.batch = c->batch;
+		pp.p.t0 = t0;
+		pp.p.tty = isatty(2);
+		pp.p.steps = 0; // set below, once known; 0 prints nothing
+		pthread_mutex_init(&pp.mu, NULL);
+		pthread_cond_init(&pp.cv, NULL);
+		procs_steps(c, &pp.p);
+		progress = pthread_create(&th, NULL, procs_progress_main,
+		    &pp) == 0;
+	}
+	pt_worker_result res;
+	int rv = pt_worker_run(c, &res);
+	if (progress) {
+		pthread_mutex_lock(&pp.mu);
+		pp.stop = 1;
+		pthread_cond_signal(&pp.cv);
+		pthread_mutex_unlock(&pp.mu);
+		pthread_join(th, NULL);
+	}
+	if (rv != 0)
+		fprintf(stderr, "pstrain worker %u: %s\n", c->rank,
+		    pt_errmsg(rv));
+	int diverged = rv == PT_EDIVERGED;
+	if (!c->supervised && ((rv == 0 && res.finished) ||
+				  (diverged && c->rank == 0))) {
+		long from[1024] = {0};
+		if (c->mode != PT_MODE_ALLREDUCE)
+			procs_wait_servers(c, t0);
+		pti_run_facts r = {c, cmdline, res.steps, res.spe, res.n_train,
+		    res.n_val, res.classes, 0, res.lost, 0, 0, 0, -1, from, 0,
+		    t0, procs_now() - t0, diverged};
+		if (c->resume_version >= 0)
+			r.resumed_from = c->resume_version;
+		if (pti_summary_write(&r) != 0 && rv == 0)
+			rv = PT_EIO;
+	}
+	if (rv != 0)
+		return diverged ? PTI_EXIT_DIVERGED : PTI_EXIT_FAIL;
 	return 0;
 }
 
@@ -99,26 +297,23 @@ int pti_cmd_worker(int argc, char **argv)
 	int rv = pti_cli_config(&c, PT_CMD_WORKER, "worker",
 	    "Train on this worker's slice of every global batch, pushing "
 	    "gradients to the\nservers listed by --connect (or --cluster) "
-	    "and pulling parameters back.\nWrites DIR/worker-R.csv; worker 0 "
-	    "also writes eval.csv. At the end the lowest-\nranked worker not "
-	    "lost (worker 0 unless it died) writes final.csv, saves\n"
-	    "--save-model and shuts the servers down. A worker whose server "
-	    "goes away waits\nfor it (at most --rpc-timeout seconds) and "
-	    "reconnects. --out is required.\nThe job secret comes from "
-	    "--secret-file or PSTRAIN_SECRET.",
+	    "and pulling parameters back.\nEvery server and worker of a job "
+	    "can be given the same flags (the job's, as\nfor pstrain run): "
+	    "each uses those that concern it. Writes DIR/worker-R.csv\n(DIR "
+	    "created if missing); worker 0 also writes eval.csv and prints "
+	    "the\nprogress. At the end the lowest-ranked worker not lost "
+	    "(worker 0 unless it\ndied) writes final.csv and summary.json, "
+	    "saves --save-model and shuts the\nservers down. A worker whose "
+	    "server goes away waits for it (at most\n--rpc-timeout seconds) "
+	    "and reconnects; one never reached is waited for at\nmost "
+	    "--connect-timeout seconds. --out is required. The job secret "
+	    "comes from\n--secret-file or PSTRAIN_SECRET.",
 	    argc, argv);
 	if (rv >= 0)
 		return rv;
-	if (c.out[0] == '\0') {
-		fprintf(stderr, "pstrain worker: needs --out DIR\n");
-		return PTI_EXIT_USAGE;
-	}
-	if ((rv = pt_worker_run(&c)) != 0) {
-		fprintf(stderr, "pstrain worker %u: %s\n", c.rank,
-		    pt_errmsg(rv));
-		return rv == PT_EDIVERGED ? PTI_EXIT_DIVERGED : PTI_EXIT_FAIL;
-	}
-	return 0;
+	char cmdline[8192];
+	pti_cmdline(cmdline, sizeof(cmdline), "worker", argc, argv);
+	return pti_work(&c, cmdline);
 }
 
 int pti_cmd_secret(int argc, char **argv)

@@ -1,21 +1,17 @@
-// cli/progress.c - the launcher's progress line, read from the CSV of the
-// lowest-ranked worker still in the job (run_impl.h).
+// cli/progress.c - the progress line, read from the CSV of the lowest-
+// ranked worker still in the job: the launcher's (run_impl.h), and that
+// of worker 0 of a job started by hand (cli.h).
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "outputs.h"
 #include "run_impl.h"
 
-// run_last_row reads the last complete line of the CSV of the lowest-
-// ranked worker still in the job (worker 0 unless it was lost).
-int pti_run_last_row(const run_job *j, uint64_t *step, double *wall,
+int pti_csv_last_row(const char *path, uint64_t *step, double *wall,
     double *loss)
 {
-	char path[PT_PATH_MAX + 32], buf[4096];
-	uint32_t r = 0;
-	while (r + 1 < j->c.workers && j->lost[r])
-		r++;
-	snprintf(path, sizeof(path), "%s/worker-%u.csv", j->c.out, r);
+	char buf[4096];
 	FILE *f = fopen(path, "r");
 	if (f == NULL)
 		return -1;
@@ -41,26 +37,49 @@ int pti_run_last_row(const run_job *j, uint64_t *step, double *wall,
 	return 0;
 }
 
-void pti_run_progress(run_job *j, int final)
+void pti_progress_print(const pti_progress *p, double now, int final)
 {
 	uint64_t step;
 	double wall, loss;
-	if (pti_run_last_row(j, &step, &wall, &loss) != 0)
+	if (pti_csv_last_row(p->csv, &step, &wall, &loss) != 0)
 		return;
-	double elapsed = pti_run_now() - j->t0;
-	double rate = wall > 0 ? (double)step * j->c.batch / wall : 0;
-	double eta = rate > 0 ? (double)(j->steps - step) * j->c.batch / rate
+	double rate = wall > 0 ? (double)step * p->batch / wall : 0;
+	double eta = rate > 0 ? (double)(p->steps - step) * p->batch / rate
 			      : 0;
 	char line[256];
 	snprintf(line, sizeof(line),
 	    "step %llu/%llu  epoch %llu  loss %.4f  %.0f samples/s  "
 	    "elapsed %.0fs  ETA %.0fs", (unsigned long long)step,
-	    (unsigned long long)j->steps,
-	    (unsigned long long)(step > 0 ? (step - 1) / j->spe + 1 : 0), loss,
-	    rate, elapsed, final ? 0.0 : eta);
-	if (j->tty)
+	    (unsigned long long)p->steps,
+	    (unsigned long long)(step > 0 ? (step - 1) / p->spe + 1 : 0), loss,
+	    rate, now - p->t0, final ? 0.0 : eta);
+	if (p->tty)
 		fprintf(stderr, "\r%-100s%s", line, final ? "\n" : "");
 	else
 		fprintf(stderr, "%s\n", line);
 }
 
+// run_csv is the CSV of the lowest-ranked worker still in the job (worker
+// 0 unless it was lost).
+static void run_csv(const run_job *j, char *path, size_t n)
+{
+	uint32_t r = 0;
+	while (r + 1 < j->c.workers && j->lost[r])
+		r++;
+	snprintf(path, n, "%s/worker-%u.csv", j->c.out, r);
+}
+
+int pti_run_last_row(const run_job *j, uint64_t *step, double *wall,
+    double *loss)
+{
+	char path[PT_PATH_MAX + 32];
+	run_csv(j, path, sizeof(path));
+	return pti_csv_last_row(path, step, wall, loss);
+}
+
+void pti_run_progress(run_job *j, int final)
+{
+	pti_progress p = {"", j->steps, j->spe, j->c.batch, j->t0, j->tty};
+	run_csv(j, p.csv, sizeof(p.csv));
+	pti_progress_print(&p, pti_run_now(), final);
+}

@@ -280,11 +280,10 @@ static int run_write_summary(const run_job *j, int diverged)
 	return pti_summary_write(&r);
 }
 
-// run_cmdline writes "pstrain run ARGS" into out (size n), quoting each
-// argument that a shell would split or expand.
-static void run_cmdline(char *out, size_t n, int argc, char **argv)
+void pti_cmdline(char *out, size_t n, const char *cmd, int argc,
+    char **argv)
 {
-	size_t used = (size_t)snprintf(out, n, "pstrain run");
+	size_t used = (size_t)snprintf(out, n, "pstrain %s", cmd);
 	for (int i = 0; i < argc && used < n; i++) {
 		const char *a = argv[i];
 		int plain = a[0] != '\0' &&
@@ -331,7 +330,7 @@ int pti_cmd_run(int argc, char **argv)
 	}
 	pt_secret_hex(&key, hex, sizeof(hex));
 	setenv(PT_SECRET_ENV, hex, 1);
-	run_cmdline(j.cmdline, sizeof(j.cmdline), argc, argv);
+	pti_cmdline(j.cmdline, sizeof(j.cmdline), "run", argc, argv);
 	j.tty = isatty(2);
 	j.t0 = pti_run_now();
 	j.resumed_from = j.c.resume[0] != '\0' ? j.c.resume_version : -1;

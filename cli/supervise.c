@@ -67,6 +67,9 @@ static int run_spawn(run_job *j, int server, uint32_t rank, char **extra,
 	if ((rv = pt_config_to_argv(c, PT_CMD_RUN,
 		 server ? PT_CMD_SERVER : PT_CMD_WORKER, argv, &argc)) != 0)
 		return rv;
+	// This launcher shows progress, writes the summary and stops what
+	// is left at the end: not the processes' own work then.
+	argv[argc++] = strdup("--supervised");
 	for (int i = 0; i < n_extra; i++)
 		argv[argc++] = strdup(extra[i]);
 	argv[argc] = NULL;

@@ -34,6 +34,7 @@ typedef struct config_entry {
 #define WRK PT_CMD_WORKER
 #define EVL PT_CMD_EVAL
 #define CMP PT_CMD_COMPARE
+#define NOD PT_CMD_NODE
 #define E(n, t, f, def, lo, hi, cmds, mv, help)                               \
 	{n, t, offsetof(pt_config, f), sizeof(((pt_config *)0)->f), def, lo,  \
 	    hi, cmds, mv, help}
@@ -195,6 +196,33 @@ static const config_entry config_table[] = {
     E("force", T_BOOL, force, "0", 0, 1, RUN, "",
 	"write into an --out folder that holds a previous run (its files "
 	"are removed first)"),
+    E("supervised", T_BOOL, supervised, "0", 0, 1, SRV | WRK, "",
+	"set by pstrain run for the processes it starts, since it shows "
+	"the progress, writes summary.json and stops the servers itself; "
+	"without it a worker creates --out, worker 0 prints the progress, "
+	"the finishing worker writes summary.json, and a server stops "
+	"once it has no workers left (--alone-timeout)"),
+    E("alone-timeout", T_F64, alone_timeout, "60", 0, 1e6, SRV, "S",
+	"without --supervised: a worker that has not arrived S seconds "
+	"after the server started counts as lost, and the server stops "
+	"when no worker is left to finish the job (0: wait forever)"),
+    E("connect-timeout", T_F64, connect_timeout, "60", 0.1, 1e6, WRK,
+	"S", "seconds a worker waits for a server it has never reached (one "
+	"not started yet, or not reachable from this host) before failing"),
+    E("node-rank", T_I64, node_rank, "-1", -1, 1279, NOD, "N",
+	"this process's rank among the job's S+W processes, servers first "
+	"(-1: from SLURM_PROCID under srun, OMPI_COMM_WORLD_RANK under "
+	"mpirun)"),
+    E("job-id", T_STR, job_id, "", 0, 0, NOD, "ID",
+	"names the job's folder DIR/nodes/ID where servers publish their "
+	"addresses (default: SLURM_JOB_ID.SLURM_STEP_ID, or Open MPI's job "
+	"id)"),
+    E("advertise", T_STR, advertise, "", 0, 0, NOD, "HOST",
+	"the address other hosts reach this one at (default: its first "
+	"non-loopback IPv4 address, else 127.0.0.1)"),
+    E("port", T_U32, port, "0", 0, 65535, NOD, "P",
+	"server R listens on port P+R (0: on any free port; either way "
+	"it publishes its address in DIR/nodes/ID)"),
     E("modes", T_STR, modes, "sync,async", 0, 0, CMP, "LIST",
 	"modes to compare: sync, async, ssp:S, allreduce, with modifiers "
 	":backup=B, :staleness-lr, :batch=B, :lr-scaling=linear, "
@@ -217,8 +245,8 @@ static const config_entry config_table[] = {
 
 #define N_ENTRIES ((int)(sizeof(config_table) / sizeof(config_table[0])))
 // pt_config.given has a bit per entry.
-_Static_assert(sizeof(config_table) / sizeof(config_table[0]) <= 64,
-    "pt_config.given has room for 64 flags");
+_Static_assert(sizeof(config_table) / sizeof(config_table[0]) <= 128,
+    "pt_config.given has room for 128 flags");
 
 int pt_config_count(void)
 {
@@ -233,10 +261,15 @@ const char *pt_mode_name(int mode)
 					   : "sync";
 }
 
-// cmd_takes: compare takes every flag of run besides its own.
+// cmd_takes: compare, server and worker take every flag of run besides
+// their own; node takes every flag of run, server and worker.
 static int cmd_takes(const config_entry *e, uint32_t cmd)
 {
-	uint32_t want = cmd == PT_CMD_COMPARE ? cmd | PT_CMD_RUN : cmd;
+	uint32_t want = cmd;
+	if (cmd & (PT_CMD_COMPARE | PT_CMD_SERVER | PT_CMD_WORKER))
+		want |= PT_CMD_RUN;
+	if (cmd == PT_CMD_NODE)
+		want |= PT_CMD_RUN | PT_CMD_SERVER | PT_CMD_WORKER;
 	return (e->cmds & want) != 0;
 }
 
@@ -356,7 +389,7 @@ int pt_config_set(pt_config *c, const char *name, const char *value)
 		if (strcmp(config_table[k].name, name) == 0) {
 			int rv = entry_set(c, &config_table[k], value);
 			if (rv == 0)
-				c->given |= 1ULL << k;
+				c->given[k / 64] |= 1ULL << (k % 64);
 			return rv;
 		}
 	return pti_err_set(PT_EINVAL, "unknown flag --%s", name);
@@ -404,7 +437,7 @@ int pt_config_parse(pt_config *c, uint32_t cmd, int argc, char **argv,
 		int rv = entry_set(c, &config_table[found], val);
 		if (rv != 0)
 			return rv;
-		c->given |= 1ull << found;
+		c->given[found / 64] |= 1ULL << (found % 64);
 	}
 	return 0;
 }
@@ -413,15 +446,17 @@ int pt_config_given(const pt_config *c, const char *name)
 {
 	for (int k = 0; k < N_ENTRIES; k++)
 		if (strcmp(config_table[k].name, name) == 0)
-			return (c->given >> k) & 1;
+			return (c->given[k / 64] >> (k % 64)) & 1;
 	return 0;
 }
 
 void pt_config_help(FILE *f, uint32_t cmd)
 {
+	// server and worker list their own flags; run's are one line.
+	int own = cmd == PT_CMD_SERVER || cmd == PT_CMD_WORKER;
 	for (int k = 0; k < N_ENTRIES; k++) {
 		const config_entry *e = &config_table[k];
-		if (!cmd_takes(e, cmd))
+		if (own ? !(e->cmds & cmd) : !cmd_takes(e, cmd))
 			continue;
 		char left[64];
 		snprintf(left, sizeof(left), "--%s %s", e->name, e->metavar);
@@ -430,6 +465,10 @@ void pt_config_help(FILE *f, uint32_t cmd)
 			fprintf(f, " [%s]", e->def);
 		fprintf(f, "\n");
 	}
+	if (own)
+		fprintf(f, "  and every flag of 'pstrain run --help', so that one "
+			   "command line serves every\n  process of a job: "
+			   "each uses the flags that concern it\n");
 }
 
 static int entry_format(const pt_config *c, const config_entry *e,

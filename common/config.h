@@ -22,7 +22,10 @@ enum {
 	PT_CMD_WORKER = 1u << 2,
 	PT_CMD_EVAL = 1u << 3,
 	PT_CMD_COMPARE = 1u << 4, // takes every run flag too
+	PT_CMD_NODE = 1u << 5,    // takes every run, server and worker flag
 };
+// server and worker take every run flag too, so that one command line
+// serves every process of a job; each uses what concerns it.
 
 enum { PT_TRANSPORT_IPC = 1, PT_TRANSPORT_TCP = 2, PT_TRANSPORT_TLS = 3 };
 enum { PT_LR_NONE = 1, PT_LR_LINEAR = 2 };
@@ -96,13 +99,21 @@ typedef struct pt_config {
 	uint32_t prefetch;        // gather the next batch in a thread
 	uint32_t pin;             // run: each process on a core of its own
 	uint32_t force;           // run: overwrite a previous run's --out
+	// processes started by hand (not under pstrain run)
+	uint32_t supervised;   // 1: under pstrain run, which does the rest
+	double alone_timeout;  // server: seconds; 0 waits for workers forever
+	double connect_timeout; // worker: seconds for a server never reached
+	int64_t node_rank;     // node: rank among S+W, servers first; -1
+	char job_id[128];      // node: names DIR/nodes/ID
+	char advertise[256];   // node: the address other hosts reach it at
+	uint32_t port;         // node: servers listen on port+R; 0: any
 	// compare
 	char modes[PT_PATH_MAX];
 	double target_acc;
 	char seeds[PT_PATH_MAX];  // "N" (1..N) or "S,S,..."; "" --seed alone
 	uint32_t allow_failures;  // go on past a damaged job
 	uint32_t report_only;     // re-make report and plots, run nothing
-	uint64_t given; // bit i: flag i of the table was on the command line
+	uint64_t given[2]; // bit i: flag i of the table was on the command line
 } pt_config;
 
 // pt_config_defaults fills every field with its table default.

@@ -16,7 +16,7 @@ static const char *const job_options[] = {"mode", "servers", "workers",
     "rpc-timeout", "auth-timeout", "secret-file", "staleness",
     "backup-workers", "staleness-lr", "max-staleness", "optimizer",
     "weight-decay", "checkpoint-dir", "checkpoint-every", "resume-version",
-    "worker-timeout", "lr-scaling", "matched-lr", NULL};
+    "worker-timeout", "lr-scaling", "matched-lr", "alone-timeout", NULL};
 
 int pt_job_alloc(pt_job **out)
 {

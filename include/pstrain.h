@@ -112,7 +112,11 @@ PT_API int pt_server_url(const pt_server *s, char *buf, uint64_t size);
 
 // pt_server_serve answers requests until the job ends (a worker's
 // shutdown once every worker is done or lost, or a control client's) or
-// pt_server_stop is called. Blocks; returns 0.
+// pt_server_stop is called. Blocks; returns 0. A server also stops once
+// no worker is left to end the job: none connected and each finished or
+// lost, a worker that has not arrived within option "alone-timeout"
+// seconds of pt_server_open counting as lost (60 by default; "0" waits
+// forever). It then returns PT_ECLOSED.
 PT_API int pt_server_serve(pt_server *s);
 
 // pt_server_stop makes pt_server_serve return; from any thread.

@@ -377,13 +377,19 @@ int pt_server_serve(pt_server *ps)
 		pti_peers_idle(s);
 		pthread_mutex_lock(&s->mu);
 		pti_server_timeouts(s, &wake);
+		pti_server_alone(s, &wake);
 		if (wake != NULL) {
 			pthread_mutex_unlock(&s->mu);
 			send_woken(wake);
 			pthread_mutex_lock(&s->mu);
 		}
 	}
+	int orphaned = s->orphaned;
 	pthread_mutex_unlock(&s->mu);
+	if (orphaned)
+		return pti_err_set(PT_ECLOSED, "server %u: no worker is left to "
+		    "end the job (%u of %u finished)", ps->cfg.rank, s->n_done,
+		    ps->cfg.workers);
 	return 0;
 }
 

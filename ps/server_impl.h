@@ -131,6 +131,9 @@ struct ps_server {
 	uint8_t *use;          // (workers) scratch: whose gradient a sum takes
 	ps_member *m;       // (workers) who they are and where they are
 	uint32_t n_have, n_hello, n_done, n_lost;
+	double t_start;     // when the server started (pti_clock_s)
+	double alone_since; // since when no worker is left; 0: some are
+	int orphaned;       // it stopped for want of workers
 	int64_t version;
 	int64_t *clocks;   // (workers) the clocks as checkpoints hold them
 	int64_t min_clock; // ssp: the slowest worker's clock
@@ -261,6 +264,12 @@ void pti_server_pipe_removed(ps_server *s, uint32_t id, ps_ctx **wake);
 void pti_server_lost(ps_server *s, uint32_t r, const char *why,
     ps_ctx **wake);
 void pti_server_timeouts(ps_server *s, ps_ctx **wake);
+// pti_server_alone: a server not under pstrain run (no --supervised)
+// counts a worker that has not arrived --alone-timeout seconds after it
+// started as lost, and stops (s->stop, s->orphaned) once no worker is
+// connected and every one has finished or been lost: no one else would
+// stop it. Called with the lock.
+void pti_server_alone(ps_server *s, ps_ctx **wake);
 void pti_server_write_stats(const ps_server *s);
 
 // Replies, defined in ops.c: pti_server_reply encodes h (status set)

@@ -105,6 +105,7 @@ void pti_server_pipe_removed(ps_server *s, uint32_t id, ps_ctx **wake)
 	for (uint32_t r = 0; r < s->cfg->workers; r++) {
 		if (s->m[r].pipe != id)
 			continue;
+		s->m[r].pipe = 0; // not connected (nng's ids are never 0)
 		if (!s->m[r].done)
 			pti_server_lost(s, r, "disconnected", wake);
 		else if (!s->m[r].gone && !s->stop && !s->shutting) {
@@ -128,6 +129,47 @@ void pti_server_timeouts(ps_server *s, ps_ctx **wake)
 			pti_server_lost(s, r, "went silent", wake);
 	}
 }
+// The seconds a server with no worker left waits before it stops: time
+// for a worker whose connection dropped to dial again.
+#define ALONE_GRACE_S 5.0
+
+void pti_server_alone(ps_server *s, ps_ctx **wake)
+{
+	const pt_config *c = s->cfg;
+	if (c->supervised || c->alone_timeout <= 0 || s->stop || s->shutting)
+		return;
+	double now = pti_clock_s();
+	uint32_t open = 0, left = 0;
+	for (uint32_t r = 0; r < c->workers; r++) {
+		ps_member *m = &s->m[r];
+		if (!m->hello && !m->lost &&
+		    now - s->t_start >= c->alone_timeout) {
+			m->lost = 1;
+			s->n_lost++;
+			fprintf(stderr, "server %u: worker %u has not arrived "
+			    "%.0fs after this server started; going on with "
+			    "%u workers\n", c->rank, r, c->alone_timeout,
+			    c->workers - s->n_lost);
+			s->policy->settle(s, wake);
+		}
+		open += m->pipe != 0;
+		left += !m->done && !m->lost;
+	}
+	if (open > 0 || left > 0) {
+		s->alone_since = 0;
+		return;
+	}
+	if (s->alone_since == 0)
+		s->alone_since = now;
+	if (now - s->alone_since < ALONE_GRACE_S)
+		return;
+	fprintf(stderr, "server %u: no worker is left (%u of %u arrived, %u "
+	    "finished, %u lost) and none stopped the job; stopping\n",
+	    c->rank, s->n_hello, c->workers, s->n_done, s->n_lost);
+	s->stop = 1;
+	s->orphaned = 1;
+}
+
 // ---------------------------------------------------------------- life
 
 static double cpu_s(const struct rusage *ru)
@@ -255,6 +297,7 @@ int pti_server_init(ps_server *s, const pt_config *c, const pt_layout *l,
 
 	memset(s, 0, sizeof(*s));
 	s->cfg = c;
+	s->t_start = pti_clock_s();
 	if ((s->policy = pti_policy_of(c->mode)) == NULL)
 		return pti_err_set(PT_EINVAL, "mode %d has no policy", c->mode);
 	if ((rv = pt_secret_load(&s->secret, c->secret_file)) != 0)

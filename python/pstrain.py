@@ -150,7 +150,8 @@ class Job:
 class Server:
     """Shard `rank` of job, listening on url ("tcp://127.0.0.1:0" picks a
     port: see .url). serve() blocks (without the GIL) until the job ends
-    or stop() is called from another thread."""
+    or stop() is called from another thread; it raises when the server
+    stopped because no worker was left (job option "alone-timeout")."""
 
     def __init__(self, job, rank, url):
         self._p = _P()
@@ -161,7 +162,7 @@ class Server:
         self.url = buf.value.decode()
 
     def serve(self):
-        _server_serve(self._p)
+        _check(_server_serve(self._p), "serve")
 
     def stop(self):
         _server_stop(self._p)

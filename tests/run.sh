@@ -50,6 +50,7 @@ run research_test sh tests/research_test.sh
 run record_test sh tests/record_test.sh
 run compare_test sh tests/compare_test.sh
 run ckpt_test sh tests/ckpt_test.sh
+run hosts_test sh tests/hosts_test.sh
 run attack_test sh tests/attack_test.sh
 run hygiene_test sh tests/hygiene_test.sh
 run library_test sh tests/library_test.sh

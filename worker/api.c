@@ -93,7 +93,7 @@ int pti_worker_join(pt_worker *w, int64_t step, int64_t *start)
 	snprintf(who, sizeof(who), "worker %u", c->rank);
 	for (;;) {
 		int rv = pt_client_wait(w->client, who,
-		    until - pti_clock_s());
+		    until - pti_clock_s(), c->connect_timeout);
 		if (rv == 0)
 			rv = pt_client_hello(w->client, &w->l, c->mode,
 			    c->workers, step, start);

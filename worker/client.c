@@ -53,6 +53,7 @@ struct client_link {
 	char url[512];
 	nng_socket sock;
 	int up;   // connected pipes: how many ids pipes[] holds
+	int ever; // it has been connected (else: not started yet?)
 	uint32_t pipes[LINK_PIPES]; // their nng pipe ids
 	client_part *free, *busy, *all;
 	uint64_t lo, hi; // its shard, from hello
@@ -146,6 +147,7 @@ static void link_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 	if (ev == NNG_PIPE_EV_ADD_POST) {
 		if (at < 0 && k->up < LINK_PIPES)
 			k->pipes[k->up++] = id;
+		k->ever = 1;
 	} else if (at >= 0) {
 		k->pipes[at] = k->pipes[--k->up];
 		for (client_part *q = k->busy; q != NULL; q = q->next) {
@@ -337,15 +339,19 @@ uint32_t pt_client_servers(const pt_client *c)
 }
 
 // client_missing lists the servers not connected into buf; returns how
-// many. Called with the lock held.
-static uint32_t client_missing(const pt_client *c, char *buf, size_t size)
+// many, and in *never how many of them were never connected. Called with
+// the lock held.
+static uint32_t client_missing(const pt_client *c, char *buf, size_t size,
+    uint32_t *never)
 {
 	uint32_t n = 0;
 	size_t used = 0;
 	buf[0] = '\0';
+	*never = 0;
 	for (uint32_t i = 0; i < c->n; i++) {
 		if (c->links[i].up > 0)
 			continue;
+		*never += !c->links[i].ever;
 		if (used < size)
 			used += (size_t)snprintf(buf + used, size - used,
 			    "%sserver %u at %s", n ? ", " : "", i,
@@ -381,25 +387,35 @@ static void client_redial(pt_client *c)
 	}
 }
 
-int pt_client_wait(pt_client *c, const char *who, double timeout_s)
+int pt_client_wait(pt_client *c, const char *who, double timeout_s,
+    double never_s)
 {
 	char missing[1024];
 	double start = pti_clock_s(), said = 0;
+	uint32_t never, n;
 	pthread_mutex_lock(&c->mu);
-	while (client_missing(c, missing, sizeof(missing)) > 0) {
+	while ((n = client_missing(c, missing, sizeof(missing), &never)) > 0) {
 		client_redial(c);
 		double waited = pti_clock_s() - start;
-		if (waited >= timeout_s) {
+		// A server never reached may not have started at all: that
+		// is said as such, and waited for at most never_s.
+		double limit = never > 0 && never_s < timeout_s ? never_s
+								 : timeout_s;
+		const char *what = never == n ? "to start (or to be reachable "
+						"from here)"
+				   : never > 0 ? "to start or come back"
+					       : "to come back";
+		if (waited >= limit) {
 			pthread_mutex_unlock(&c->mu);
 			return pti_err_set(PT_ETIMEDOUT,
-			    "%s gave up after %.0fs waiting for %s", who,
-			    waited, missing);
+			    "%s gave up after %.0fs waiting for %s %s", who,
+			    waited, missing, what);
 		}
 		// Quiet for a normal start-up; then every 5 s.
 		if (waited >= said + 5.0 || (said == 0 && waited >= 1.0)) {
-			fprintf(stderr, "%s: waiting for %s to come back "
-			    "(%.0fs so far, at most %.0fs)\n", who, missing,
-			    waited, timeout_s);
+			fprintf(stderr, "%s: waiting for %s %s (%.0fs so far, "
+			    "at most %.0fs)\n", who, missing, what, waited,
+			    limit);
 			said = waited;
 		}
 		pti_cond_wait_ms(&c->cv, &c->mu, 100);

@@ -41,8 +41,11 @@ uint32_t pt_client_servers(const pt_client *c);
 
 // pt_client_wait blocks until every server is connected, at most
 // timeout_s seconds, saying on stderr (as `who`) which servers it waits
-// for when that takes a while. PT_ETIMEDOUT naming the missing servers.
-int pt_client_wait(pt_client *c, const char *who, double timeout_s);
+// for when that takes a while; a server never connected yet is said to
+// be not started and waited for at most never_s seconds. PT_ETIMEDOUT
+// naming the missing servers.
+int pt_client_wait(pt_client *c, const char *who, double timeout_s,
+    double never_s);
 
 // pt_client_hello joins every server and checks that each holds the shard
 // that l and the server count say, in `mode` with `workers` workers.

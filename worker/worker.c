@@ -91,6 +91,8 @@ typedef struct worker {
 	double straggle_ms; // --straggler's delay for this worker, per step
 	pt_delay delay;     // --delay
 	double t0;
+	int finished;  // this worker finished the job (worker_final)
+	uint32_t lost; // the workers lost then, by server 0's count
 } worker;
 
 // worker_open_csv starts DIR/name with the header of table t, or with
@@ -332,9 +334,12 @@ static int worker_finish(worker *w, double train_s, uint64_t *t)
 	if (c->rank != 0)
 		fprintf(stderr, "worker %u: worker 0 was lost; this worker "
 		    "finishes the job\n", c->rank);
+	pt_stats st;
 	if ((rv = pt_client_pull(w->client, w->params, -1, &info)) != 0 ||
-	    (rv = worker_final(w, info.ver_min, train_s)) != 0)
+	    (rv = worker_final(w, info.ver_min, train_s)) != 0 ||
+	    (rv = pt_worker_stats(w->pw, &st)) != 0)
 		return rv;
+	w->lost = st.lost;
 	return pti_worker_shutdown(w->pw);
 }
 
@@ -379,6 +384,7 @@ static int worker_final(worker *w, int64_t ver, double train_s)
 	    (double)w->best_ver, bt_loss, bt_acc};
 	pti_csv_row(f, &pti_csv_final, row);
 	fclose(f);
+	w->finished = 1;
 	if (c->save_model[0] != '\0' &&
 	    (rv = pt_modelfile_save(c->save_model, &w->layout, w->params)) != 0)
 		return rv;
@@ -1002,7 +1008,7 @@ done:
 	return rv;
 }
 
-int pt_worker_run(const pt_config *c)
+int pt_worker_run(const pt_config *c, pt_worker_result *res)
 {
 	worker w;
 	layer_push lp;
@@ -1013,6 +1019,12 @@ int pt_worker_run(const pt_config *c)
 		if ((rv = lp_init(&lp, &w)) == 0)
 			rv = worker_loop(&w, &lp);
 		lp_fini(&lp);
+	}
+	if (res != NULL) {
+		pt_worker_result r = {w.finished, w.steps, w.spe,
+		    w.data.train.n, w.data.val.n, w.layout.width[
+		    w.layout.n_layers], w.lost, w.t0};
+		*res = r;
 	}
 	worker_fini(&w);
 	return rv;

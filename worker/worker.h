@@ -13,8 +13,16 @@
 // the lowest-ranked worker not lost (worker 0 unless it died) then
 // writes final.csv and the --save-model file and shuts the servers down.
 // Blocks; returns 0, PT_EDIVERGED when the loss became NaN or infinite,
-// or another error with a detail.
-int pt_worker_run(const pt_config *c);
+// or another error with a detail. res (may be NULL) receives what the
+// job's summary needs that its files do not say.
+typedef struct pt_worker_result {
+	int finished; // this worker finished the job (wrote final.csv)
+	uint64_t steps, spe, n_train, n_val; // global steps, per epoch
+	uint32_t classes;
+	uint32_t lost; // workers the servers counted lost at the end
+	double t0;     // the job's start (seconds since 1970)
+} pt_worker_result;
+int pt_worker_run(const pt_config *c, pt_worker_result *res);
 
 // pt_worker_evaluate computes the mean loss and accuracy of params on d,
 // in chunks that fit m's scratch (max_batch rows).

@@ -1,0 +1,280 @@
+// cli/node.c - pstrain node: one process of a job whose role and rank come
+// from the scheduler that started it (srun, mpirun) or from --node-rank,
+// so that one command line, run on every task, starts the whole job.
+//
+// Ranks 0..S-1 serve, S..S+W-1 work (worker rank = node rank - S). With
+// --cluster the servers' addresses are the file's; without it each server
+// listens on --advertise (port --port + R, or any free one) and publishes
+// its address as DIR/nodes/ID/server-R.url, written whole by a rename, and
+// the workers wait for those files: DIR must be a folder every host sees,
+// as a cluster's home or scratch file system is. ID names this job (the
+// Slurm job and step, or Open MPI's job id), so that a folder reused by
+// an earlier job never hands out that job's addresses. Not for: starting
+// processes (the scheduler does) or --mode allreduce (its ring is local).
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "afile.h"
+#include "cli.h"
+#include "clock.h"
+#include "config.h"
+#include "err.h"
+
+// node_env_u32 reads a whole decimal number from the environment: 0, or
+// -1 when the variable is unset, empty or not such a number.
+static int node_env_u32(const char *name, uint32_t *out)
+{
+	const char *v = getenv(name);
+	char *end;
+	if (v == NULL || *v < '0' || *v > '9')
+		return -1;
+	errno = 0;
+	unsigned long x = strtoul(v, &end, 10);
+	if (errno != 0 || *end != '\0' || x > 1u << 20)
+		return -1;
+	*out = (uint32_t)x;
+	return 0;
+}
+
+// The launchers whose task rank and count we read, in this order.
+static const struct {
+	const char *who, *rank, *size;
+} node_launchers[] = {
+    {"srun", "SLURM_PROCID", "SLURM_NTASKS"},
+    {"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+};
+
+// node_rank finds this process's rank and the job's process count: from
+// --node-rank (count S+W), else from the launcher's variables. *from says
+// which, for messages.
+static int node_rank(const pt_config *c, uint32_t *rank, uint32_t *size,
+    const char **from)
+{
+	if (c->node_rank >= 0) {
+		*rank = (uint32_t)c->node_rank;
+		*size = 0; // S+W, once known
+		*from = "--node-rank";
+		return 0;
+	}
+	size_t n = sizeof(node_launchers) / sizeof(node_launchers[0]);
+	for (size_t i = 0; i < n; i++) {
+		if (node_env_u32(node_launchers[i].rank, rank) != 0)
+			continue;
+		if (node_env_u32(node_launchers[i].size, size) != 0 ||
+		    *rank >= *size)
+			return pti_err_set(PT_EINVAL, "%s is %s but %s is "
+			    "'%s'", node_launchers[i].rank,
+			    getenv(node_launchers[i].rank),
+			    node_launchers[i].size,
+			    getenv(node_launchers[i].size) ? getenv(
+				node_launchers[i].size) : "unset");
+		*from = node_launchers[i].rank;
+		return 0;
+	}
+	return pti_err_set(PT_EINVAL, "no rank: run it under srun or mpirun "
+	    "(SLURM_PROCID, OMPI_COMM_WORLD_RANK), or give --node-rank N");
+}
+
+// node_job_id names the job for its rendezvous folder.
+static int node_job_id(const pt_config *c, char *out, size_t n)
+{
+	const char *job = getenv("SLURM_JOB_ID");
+	const char *step = getenv("SLURM_STEP_ID");
+	const char *ompi = getenv("OMPI_MCA_ess_base_jobid");
+	if (c->job_id[0] != '\0')
+		snprintf(out, n, "%s", c->job_id);
+	else if (job != NULL && *job != '\0')
+		snprintf(out, n, "slurm-%s.%s", job, step ? step : "0");
+	else if (ompi != NULL && *ompi != '\0')
+		snprintf(out, n, "ompi-%s", ompi);
+	else
+		return pti_err_set(PT_EINVAL, "no job id for DIR/nodes/ID: "
+		    "give --job-id ID (one a later job will not reuse), or "
+		    "--cluster FILE");
+	for (char *p = out; *p; p++)
+		if (*p == '/' || (p == out && *p == '.'))
+			return pti_err_set(PT_EINVAL, "job id '%s' would leave "
+			    "DIR/nodes", out);
+	return 0;
+}
+
+// node_advertise is the address this host is reached at: --advertise,
+// else its first non-loopback IPv4 address that is up, else 127.0.0.1.
+static void node_advertise(const pt_config *c, char *out, size_t n)
+{
+	struct ifaddrs *ifs, *i;
+	snprintf(out, n, "%s", c->advertise[0] ? c->advertise : "127.0.0.1");
+	if (c->advertise[0] != '\0' || getifaddrs(&ifs) != 0)
+		return;
+	for (i = ifs; i != NULL; i = i->ifa_next) {
+		if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET ||
+		    (i->ifa_flags & IFF_LOOPBACK) || !(i->ifa_flags & IFF_UP))
+			continue;
+		struct sockaddr_in *a = (struct sockaddr_in *)i->ifa_addr;
+		inet_ntop(AF_INET, &a->sin_addr, out, (socklen_t)n);
+		break;
+	}
+	freeifaddrs(ifs);
+}
+
+// node_url_path is DIR/nodes/ID/server-R.url.
+static void node_url_path(char *out, size_t n, const pt_config *c,
+    const char *id, uint32_t r)
+{
+	snprintf(out, n, "%s/nodes/%s/server-%u.url", c->out, id, r);
+}
+
+// node_gather waits (at most --connect-timeout seconds) for every server's
+// published address and lists them in c->connect.
+static int node_gather(pt_config *c, const char *id)
+{
+	char path[PT_PATH_MAX + 256], url[512];
+	double start = pti_clock_s(), said = 0;
+	for (;;) {
+		size_t used = 0;
+		uint32_t r;
+		c->connect[0] = '\0';
+		for (r = 0; r < c->servers; r++) {
+			node_url_path(path, sizeof(path), c, id, r);
+			FILE *f = fopen(path, "r");
+			if (f == NULL)
+				break;
+			int got = fgets(url, sizeof(url), f) != NULL;
+			fclose(f);
+			url[strcspn(url, "\n")] = '\0';
+			if (!got || url[0] == '\0' ||
+			    used + strlen(url) + 2 > sizeof(c->connect))
+				return pti_err_set(PT_EINVAL, "%s: no address, "
+				    "or too many servers", path);
+			used += (size_t)snprintf(c->connect + used,
+			    sizeof(c->connect) - used, "%s%s", r ? "," : "",
+			    url);
+		}
+		if (r == c->servers)
+			return 0;
+		double waited = pti_clock_s() - start;
+		if (waited >= c->connect_timeout)
+			return pti_err_set(PT_ETIMEDOUT, "gave up after %.0fs "
+			    "waiting for server %u to start and publish its "
+			    "address as %s (is --out a folder every host "
+			    "shares?)", waited, r, path);
+		if (waited >= said + 5.0) {
+			fprintf(stderr, "node: waiting for server %u to "
+			    "publish %s (%.0fs so far, at most %.0fs)\n", r,
+			    path, waited, c->connect_timeout);
+			said = waited;
+		}
+		usleep(50 * 1000);
+	}
+}
+
+// node_roles sets --servers and --workers from the cluster file or the
+// process count, and the role of this rank; *server is 1 to serve.
+static int node_roles(pt_config *c, uint32_t rank, uint32_t size,
+    const char *from, int *server)
+{
+	int rv;
+	if (c->cluster[0] != '\0' &&
+	    (rv = pt_config_cluster(c, PT_CMD_NODE)) != 0)
+		return rv;
+	if (c->cluster[0] == '\0' && size > 0 &&
+	    !pt_config_given(c, "workers")) {
+		if (size <= c->servers)
+			return pti_err_set(PT_EINVAL, "%u processes leave no "
+			    "worker beside --servers %u", size, c->servers);
+		c->workers = size - c->servers;
+	}
+	uint32_t total = c->servers + c->workers;
+	if (size > 0 && size != total)
+		return pti_err_set(PT_EINVAL, "the launcher started %u "
+		    "processes, but the job has %u servers and %u workers",
+		    size, c->servers, c->workers);
+	if (rank >= total)
+		return pti_err_set(PT_EINVAL, "%s %u is not below the job's "
+		    "%u servers + %u workers", from, rank, c->servers,
+		    c->workers);
+	*server = rank < c->servers;
+	c->rank = *server ? rank : rank - c->servers;
+	return 0;
+}
+
+int pti_cmd_node(int argc, char **argv)
+{
+	pt_config c;
+	int help, rv, server = 0;
+	uint32_t rank = 0, size = 0;
+	const char *from = "";
+	char id[256] = "", where[300], path[PT_PATH_MAX + 256];
+
+	pt_config_defaults(&c);
+	if ((rv = pt_config_parse(&c, PT_CMD_NODE, argc, argv, &help)) != 0) {
+		fprintf(stderr, "pstrain node: %s\n", pt_errmsg(rv));
+		return PTI_EXIT_USAGE;
+	}
+	if (help) {
+		printf("usage: pstrain node [flags]\n\nOne process of a job "
+		       "started by a scheduler on every task: srun pstrain "
+		       "node ...\nor mpirun pstrain node ... Its rank "
+		       "(SLURM_PROCID, OMPI_COMM_WORLD_RANK, or\n--node-rank) "
+		       "picks its role: ranks below --servers S serve, the "
+		       "rest work,\nso the job has S servers and as many "
+		       "workers as the other tasks. Takes\nevery flag of "
+		       "pstrain run, server and worker. Without --cluster, "
+		       "each server\nlistens on tcp://--advertise:PORT and "
+		       "publishes that address as\nDIR/nodes/ID/server-R.url, "
+		       "where the workers read it: --out DIR must be a\nfolder "
+		       "every host shares. With --cluster FILE the addresses "
+		       "are the file's.\nThe job then runs as one started by "
+		       "hand (pstrain worker --help).\n\nflags:\n");
+		pt_config_help(stdout, PT_CMD_NODE);
+		return 0;
+	}
+	if ((rv = node_rank(&c, &rank, &size, &from)) != 0 ||
+	    (rv = node_roles(&c, rank, size, from, &server)) != 0 ||
+	    (c.cluster[0] == '\0' &&
+		(rv = node_job_id(&c, id, sizeof(id))) != 0)) {
+		fprintf(stderr, "pstrain node: %s\n", pt_errmsg(rv));
+		return PTI_EXIT_USAGE;
+	}
+	snprintf(where, sizeof(where), "node %u (%s %u)", rank,
+	    server ? "server" : "worker", c.rank);
+	if (c.out[0] == '\0') {
+		fprintf(stderr, "pstrain %s: needs --out DIR\n", where);
+		return PTI_EXIT_USAGE;
+	}
+	if (server && c.cluster[0] == '\0') {
+		char host[256];
+		node_advertise(&c, host, sizeof(host));
+		snprintf(c.listen, sizeof(c.listen), "%s://%s:%u",
+		    c.transport == PT_TRANSPORT_TLS ? "tls+tcp" : "tcp", host,
+		    c.port ? c.port + c.rank : 0);
+	}
+	if (!server && c.cluster[0] == '\0') {
+		if ((rv = node_gather(&c, id)) != 0) {
+			fprintf(stderr, "pstrain %s: %s\n", where,
+			    pt_errmsg(rv));
+			return PTI_EXIT_FAIL;
+		}
+	}
+	// From here on this is a server or a worker started by hand.
+	if ((rv = pti_cli_finish(&c, server ? PT_CMD_SERVER : PT_CMD_WORKER,
+		 where)) >= 0)
+		return rv;
+	if (server) {
+		const char *publish = NULL;
+		if (c.cluster[0] == '\0') {
+			node_url_path(path, sizeof(path), &c, id, c.rank);
+			publish = path;
+		}
+		return pti_serve(&c, publish);
+	}
+	char cmdline[8192];
+	pti_cmdline(cmdline, sizeof(cmdline), "node", argc, argv);
+	return pti_work(&c, cmdline);
+}
