@@ -785,13 +785,22 @@ static int report_write(const cmp_set *s, int argc, char **argv)
 	fprintf(f, "\n\nCommand line:\n\n    pstrain compare");
 	for (int i = 0; i < argc; i++)
 		fprintf(f, " %s", argv[i]);
-	fprintf(f, "\n\nEvery job ran `pstrain run` with these flags (and "
-	    "`--validation %s`,\n`--evals-per-epoch %u` unless given), then "
-	    "`--mode`, `--staleness`,\n`--backup-workers`, its mode's "
-	    "modifiers, `--seed S`, `--out LABEL/seed-S`\nand `--save-model "
-	    "LABEL/seed-S/model.bin`, seed by seed: every mode for the\n"
-	    "first seed, then every mode for the next. Folders are relative "
-	    "to\n%s.\n\n", c->validation, c->evals_per_epoch, c->out);
+	if (c->report_only)
+		fprintf(f, "\n\nMade with --report-only from the jobs already "
+		    "in %s: this command\nran none of them, so the flags above "
+		    "need not be theirs (they may have been\nstarted by "
+		    "`pstrain run`, `pstrain compare` or `pstrain node`). Each "
+		    "job's own\ncommand line is `record.command_line` in its "
+		    "LABEL/seed-S/summary.json.\n\n", c->out);
+	else
+		fprintf(f, "\n\nEvery job ran `pstrain run` with these flags "
+		    "(and `--validation %s`,\n`--evals-per-epoch %u` unless "
+		    "given), then `--mode`, `--staleness`,\n`--backup-workers`, "
+		    "its mode's modifiers, `--seed S`, `--out LABEL/seed-S`\nand "
+		    "`--save-model LABEL/seed-S/model.bin`, seed by seed: every "
+		    "mode for the\nfirst seed, then every mode for the next. "
+		    "Folders are relative to\n%s.\n\n", c->validation,
+		    c->evals_per_epoch, c->out);
 	report_record(f, s);
 	fprintf(f, "## Results: mean ± sd over seeds\n\n");
 	report_note(f, s);

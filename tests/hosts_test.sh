@@ -179,13 +179,8 @@ test_hosts_node_ranks() {
 		return
 		;;
 	esac
-	if ! cmp -s "$c/out/m.bin" "$c/run/m.bin"; then
-		no $n "model differs from pstrain run's" "$c/n1.log"
-	elif [ "$(json workers "$c/out/summary.json")" != 2 ]; then
-		no $n "summary.json missing or wrong" "$c/n1.log"
-	else
-		ok $n
-	fi
+	same_job $n 0 "$c/out/m.bin" "$c/run/m.bin" 2 "$c/out/summary.json" \
+		"$c/n1.log"
 }
 
 # With a cluster file the addresses and counts are the file's; the rank

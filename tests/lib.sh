@@ -12,3 +12,19 @@ no() {
 json() { sed -n "s/^  \"$1\": \([-0-9.e+a-z]*\),*$/\1/p" "$2"; }
 # jstr KEY FILE: a top-level string value, unquoted.
 jstr() { sed -n "s/^  \"$1\": \"\(.*\)\",*$/\1/p" "$2"; }
+# same_job NAME RC MODEL REF WORKERS SUMMARY LOG: what every test of a job
+# started another way (by hand, srun, sbatch, mpirun, across namespaces)
+# checks against the same job under pstrain run: its launcher's exit
+# status RC is 0, MODEL is REF bit for bit, and SUMMARY (unless "-")
+# counts WORKERS workers. Prints the case's line; LOG is shown on failure.
+same_job() {
+	if [ "$2" != 0 ]; then
+		no "$1" "exit $2" "$7"
+	elif ! cmp -s "$3" "$4"; then
+		no "$1" "model differs from pstrain run's" "$7"
+	elif [ "$6" != - ] && [ "$(json workers "$6")" != "$5" ]; then
+		no "$1" "summary.json missing, or not $5 workers" "$7"
+	else
+		ok "$1"
+	fi
+}
