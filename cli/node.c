@@ -25,6 +25,7 @@
 #include "clock.h"
 #include "config.h"
 #include "err.h"
+#include "proto.h"
 
 // node_env_u32 reads a whole decimal number from the environment: 0, or
 // -1 when the variable is unset, empty or not such a number.
@@ -234,6 +235,12 @@ int pti_cmd_node(int argc, char **argv)
 		       "hand (pstrain worker --help).\n\nflags:\n");
 		pt_config_help(stdout, PT_CMD_NODE);
 		return 0;
+	}
+	if (c.mode == PT_MODE_ALLREDUCE) {
+		fprintf(stderr, "pstrain node: --mode allreduce is not run by "
+		    "pstrain node (yet): its ring of workers runs over ipc on "
+		    "one machine; use pstrain run\n");
+		return PTI_EXIT_USAGE;
 	}
 	if ((rv = node_rank(&c, &rank, &size, &from)) != 0 ||
 	    (rv = node_roles(&c, rank, size, from, &server)) != 0 ||

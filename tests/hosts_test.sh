@@ -225,13 +225,16 @@ test_hosts_node_refusals() {
 	r3=$?
 	e4=$(SLURM_PROCID=1 SLURM_NTASKS=1 $P $f 2>&1)
 	r4=$?
-	if [ "$r1$r2$r3$r4" != 2222 ]; then
-		no $n "exits $r1 $r2 $r3 $r4: $e1 / $e2 / $e3 / $e4"
+	e5=$(SLURM_PROCID=1 SLURM_NTASKS=2 $P $f --job-id x --mode allreduce 2>&1)
+	r5=$?
+	if [ "$r1$r2$r3$r4$r5" != 22222 ]; then
+		no $n "exits $r1 $r2 $r3 $r4 $r5: $e1 / $e2 / $e3 / $e4 / $e5"
 	elif ! echo "$e1" | grep -q "no rank" ||
 		! echo "$e2" | grep -q "started 3 processes, but the job has 1 servers and 4 workers" ||
 		! echo "$e3" | grep -q "give --job-id" ||
-		! echo "$e4" | grep -q "SLURM_PROCID is 1 but SLURM_NTASKS is '1'"; then
-		no $n "messages: $e1 / $e2 / $e3 / $e4"
+		! echo "$e4" | grep -q "SLURM_PROCID is 1 but SLURM_NTASKS is '1'" ||
+		! echo "$e5" | grep -q "allreduce is not run by pstrain node"; then
+		no $n "messages: $e1 / $e2 / $e3 / $e4 / $e5"
 	else
 		ok $n
 	fi
