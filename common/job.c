@@ -44,6 +44,23 @@ int pt_job_var(pt_job *j, const char *name, uint64_t n, double bound)
 	return rv != 0 ? -rv : (int)j->l.n_vars - 1;
 }
 
+int pt_job_model(pt_job *j, const char *spec, uint32_t dim,
+    uint32_t classes)
+{
+	pt_layout l;
+	int rv;
+	if (j->l.kind != PT_MODEL_VARS || j->l.n_vars > 0)
+		return pti_err_set(PT_EINVAL, "model %s: the job has variables "
+		    "already", spec ? spec : "");
+	if (spec == NULL || strlen(spec) >= sizeof(j->c.model))
+		return pti_err_set(PT_EINVAL, "model: no spec, or too long");
+	if ((rv = pt_layout_init(&l, spec, dim, classes)) != 0)
+		return rv;
+	j->l = l;
+	strcpy(j->c.model, spec);
+	return 0;
+}
+
 int pt_job_set(pt_job *j, const char *name, const char *value)
 {
 	if (name == NULL || value == NULL)

@@ -93,6 +93,54 @@ PT_API int pt_job_var(pt_job *job, const char *name, uint64_t n,
 // naming the option.
 PT_API int pt_job_set(pt_job *job, const char *name, const char *value);
 
+// pt_job_model declares pstrain's own model `spec` as the job's variables:
+// "softmax", "mlp:H1,H2,..." (ReLU hidden layers) or "cnn:C1,..." (3x3
+// conv layers with ReLU and 2x2 max-pools, then a dense layer; dim must
+// be a square, one-channel image), for inputs of dim floats and `classes`
+// classes. Its weights and biases are the variables w0, b0, w1, b1, ...
+// in that order (docs/FORMATS.md gives their shapes), initialized as
+// `pstrain run --model spec` initializes them, so that a program and
+// pstrain's own processes can serve and train the same job. Only on a job
+// with no variables yet. PT_EINVAL naming the spec or the dim.
+PT_API int pt_job_model(pt_job *job, const char *spec, uint32_t dim,
+    uint32_t classes);
+
+// ---------------------------------------------------------------- net
+
+// A pt_net computes the loss and gradient of a job's pstrain model
+// (pt_job_model) on a batch, as pstrain's own workers do: the parameters
+// and gradient are the job's whole key space, one flat vector of
+// pt_net_size floats (variable PT_ALL, offset 0, for push and pull). It
+// holds shapes and scratch sized at alloc for max_batch rows, never the
+// parameters; one thread at a time, and it allocates nothing after
+// pt_net_alloc. Images and features are row-major floats, labels bytes.
+typedef struct pt_net pt_net;
+
+// pt_net_alloc makes the net of job's model for batches of up to
+// max_batch rows (job may be freed after). PT_EINVAL when the job's
+// variables were declared one by one (pt_job_var) or max_batch is 0;
+// PT_ENOMEM. On success *out is the caller's, to pt_net_free.
+PT_API int pt_net_alloc(pt_net **out, const pt_job *job, uint32_t max_batch);
+PT_API void pt_net_free(pt_net *net);
+
+// pt_net_size is the number of parameters: the length of params and grad.
+PT_API uint64_t pt_net_size(const pt_net *net);
+
+// pt_net_grad runs forward and backward on b examples (1 <= b <=
+// max_batch): x is (b, dim), y (b) labels below classes, params
+// (pt_net_size). The mean cross-entropy goes to *loss and its gradient to
+// grad (pt_net_size floats, all overwritten). PT_EINVAL for a bad b or
+// label (nothing written). A non-finite loss is returned as it is.
+PT_API int pt_net_grad(pt_net *net, float *grad, double *loss,
+    const float *params, const float *x, const uint8_t *y, uint32_t b);
+
+// pt_net_eval runs forward only on b examples (0 <= b <= max_batch):
+// the summed (not mean) cross-entropy goes to *loss_sum, and the number of
+// examples whose largest output is their label to *correct, so that a
+// caller can add up a data set in chunks. PT_EINVAL as for pt_net_grad.
+PT_API int pt_net_eval(pt_net *net, double *loss_sum, uint32_t *correct,
+    const float *params, const float *x, const uint8_t *y, uint32_t b);
+
 // ---------------------------------------------------------------- server
 
 typedef struct pt_server pt_server;

@@ -1,9 +1,11 @@
 """pstrain: parameter-server training from Python, over libpstrain (ctypes).
 
-A thin binding of pstrain.h: a Job declares named float32 variables and
-the job's rules; a Server holds one shard of them; a Worker pushes
-gradients and pulls values on (variable, offset, count) ranges, with
-requests that run while Python computes and are waited for later.
+A thin binding of pstrain.h: a Job declares named float32 variables (or
+one of pstrain's own models, Job.model) and the job's rules; a Server
+holds one shard of them; a Worker pushes gradients and pulls values on
+(variable, offset, count) ranges, with requests that run while Python
+computes and are waited for later; a Net computes the loss and gradient
+of a job's pstrain model on a batch.
 
 Arrays are handed to the library, not copied: they must be NumPy float32
 arrays, C-contiguous (a TypeError says so otherwise), and a request keeps
@@ -20,7 +22,7 @@ import os
 
 import numpy as np
 
-__all__ = ["Error", "Job", "Server", "Worker", "ALL"]
+__all__ = ["Error", "Job", "Net", "Server", "Worker", "ALL"]
 
 ALL = -1  # a range of the whole key space, as PT_ALL
 
@@ -64,6 +66,19 @@ _job_var = _sig("pt_job_var", ctypes.c_int, _P, ctypes.c_char_p, _U64,
                 ctypes.c_double)
 _job_set = _sig("pt_job_set", ctypes.c_int, _P, ctypes.c_char_p,
                 ctypes.c_char_p)
+_job_model = _sig("pt_job_model", ctypes.c_int, _P, ctypes.c_char_p,
+                  ctypes.c_uint32, ctypes.c_uint32)
+_U8 = ctypes.POINTER(ctypes.c_uint8)
+_D = ctypes.POINTER(ctypes.c_double)
+_net_alloc = _sig("pt_net_alloc", ctypes.c_int, ctypes.POINTER(_P), _P,
+                  ctypes.c_uint32)
+_net_free = _sig("pt_net_free", None, _P)
+_net_size = _sig("pt_net_size", _U64, _P)
+_net_grad = _sig("pt_net_grad", ctypes.c_int, _P, _F, _D, _F, _F, _U8,
+                 ctypes.c_uint32)
+_net_eval = _sig("pt_net_eval", ctypes.c_int, _P, _D,
+                 ctypes.POINTER(ctypes.c_uint32), _F, _F, _U8,
+                 ctypes.c_uint32)
 _server_open = _sig("pt_server_open", ctypes.c_int, ctypes.POINTER(_P), _P,
                     ctypes.c_uint32, ctypes.c_char_p)
 _server_url = _sig("pt_server_url", ctypes.c_int, _P, ctypes.c_char_p, _U64)
@@ -132,6 +147,15 @@ class Job:
         self.sizes.append(size)
         return i
 
+    def model(self, spec, dim, classes):
+        """Declares pstrain's model spec ("softmax", "mlp:H1,...",
+        "cnn:C1,...") as the job's variables w0, b0, w1, ..., for inputs of
+        dim floats and classes classes, initialized as pstrain run
+        initializes them. Only on a job with no variables yet."""
+        _check(_job_model(self._p, spec.encode(), dim, classes),
+               "model %s" % spec)
+        self.spec, self.dim, self.classes = spec, dim, classes
+
     def set(self, name, value):
         if isinstance(value, bool):
             value = "true" if value else "false"
@@ -144,6 +168,52 @@ class Job:
     def __del__(self):
         if getattr(self, "_p", None):
             _job_free(self._p)
+            self._p = None
+
+
+class Net:
+    """The loss and gradient of job's pstrain model (Job.model), for
+    batches of up to max_batch rows. Parameters and gradients are the
+    whole key space, flat: float32 arrays of .size (push and pull them
+    with var ALL). x is (b, dim) float32, y (b,) labels (uint8)."""
+
+    def __init__(self, job, max_batch):
+        self._p = _P()
+        _check(_net_alloc(ctypes.byref(self._p), job._p, max_batch), "net")
+        self.size = int(_net_size(self._p))
+        self.dim = getattr(job, "dim", 0)
+
+    def _batch(self, params, x, y):
+        if params.shape != (self.size,):
+            raise ValueError("params must have %d floats" % self.size)
+        y = np.ascontiguousarray(y, dtype=np.uint8)
+        if x.ndim != 2 or x.shape[0] != y.shape[0] or \
+                (self.dim and x.shape[1] != self.dim):
+            raise ValueError("x must be (b, %d) and y (b,)" % self.dim)
+        return _floats(params, "params"), _floats(x, "x"), \
+            y.ctypes.data_as(_U8), y
+
+    def grad(self, params, x, y, out=None):
+        """(gradient, mean loss) of the batch; the gradient goes to out
+        when given (float32, .size)."""
+        p, xp, yp, keep = self._batch(params, x, y)
+        g = np.empty(self.size, np.float32) if out is None else out
+        loss = ctypes.c_double()
+        _check(_net_grad(self._p, _floats(g, "out"), ctypes.byref(loss), p,
+                         xp, yp, len(keep)), "net grad")
+        return g, loss.value
+
+    def eval(self, params, x, y):
+        """(summed loss, number correct) of the batch."""
+        p, xp, yp, keep = self._batch(params, x, y)
+        loss, correct = ctypes.c_double(), ctypes.c_uint32()
+        _check(_net_eval(self._p, ctypes.byref(loss), ctypes.byref(correct),
+                         p, xp, yp, len(keep)), "net eval")
+        return loss.value, correct.value
+
+    def __del__(self):
+        if getattr(self, "_p", None):
+            _net_free(self._p)
             self._p = None
 
 

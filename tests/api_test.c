@@ -10,6 +10,7 @@
 
 #include "api.h"
 #include "client.h"
+#include "layout.h"
 #include "pstrain.h"
 #include "test.h"
 
@@ -561,7 +562,115 @@ static void test_api_lent_close_frees_loans(void)
 	api_job_close(&j);
 }
 
+// pstrain's own model through the API: a job declared with pt_job_model
+// starts from pstrain run's initial values, and a worker that computes its
+// gradient with pt_net and pushes it over the whole key space moves the
+// servers' parameters by lr x that gradient (sync, one worker, 2 servers
+// cutting the CNN's variables); the loss on its batch goes down.
+static void test_api_net_trains_model(void)
+{
+	enum { B = 4, DIM = 64, CLASSES = 3 };
+	api_job j;
+	pt_worker *w;
+	pt_net *net;
+	pt_req *q;
+	pt_layout l;
+	float x[B * DIM];
+	uint8_t y[B] = {0, 1, 2, 1};
+	double loss, first = 0;
+	memset(&j, 0, sizeof(j));
+	PT_TEST_OK(pt_job_alloc(&j.job));
+	PT_TEST_OK(pt_job_model(j.job, "cnn:2,4", DIM, CLASSES));
+	PT_TEST_OK(pt_job_set(j.job, "servers", "2"));
+	PT_TEST_OK(pt_job_set(j.job, "lr", "0.5"));
+	for (uint32_t i = 0; i < 2; i++) {
+		char url[256];
+		PT_TEST_OK(pt_server_open(&j.s[i], j.job, i,
+		    "tcp://127.0.0.1:0"));
+		PT_TEST_OK(pt_server_url(j.s[i], url, sizeof(url)));
+		snprintf(j.urls + strlen(j.urls),
+		    sizeof(j.urls) - strlen(j.urls), "%s%s", i ? "," : "", url);
+		pthread_create(&j.t[i], NULL, serve_cb, j.s[i]);
+		j.n++;
+	}
+	PT_TEST_OK(pt_net_alloc(&net, j.job, B));
+	PT_TEST_OK(pt_layout_init(&l, "cnn:2,4", DIM, CLASSES));
+	uint64_t n = pt_net_size(net);
+	PT_TEST_TRUE(n == l.n_params && n > 100);
+	float *p = malloc(n * sizeof(float)), *p0 = malloc(n * sizeof(float));
+	float *g = malloc(n * sizeof(float));
+	PT_TEST_TRUE(p != NULL && p0 != NULL && g != NULL);
+	pt_layout_init_values(p0, &l, 1, 0, n); // pstrain run's, seed 1
+	for (int i = 0; i < B * DIM; i++)
+		x[i] = (float)((i * 37) % 11) / 11.0f;
+	PT_TEST_OK(pt_worker_open(&w, j.job, 0, j.urls));
+	PT_TEST_OK(pt_pull(w, PT_ALL, 0, n, p, &q));
+	PT_TEST_OK(pt_wait(w, q));
+	PT_TEST_TRUE(memcmp(p, p0, n * sizeof(float)) == 0);
+	for (int64_t step = 0; step < 5; step++) {
+		memcpy(p0, p, n * sizeof(float));
+		PT_TEST_OK(pt_net_grad(net, g, &loss, p, x, y, B));
+		if (step == 0)
+			first = loss;
+		PT_TEST_OK(pt_pushpull(w, step, PT_ALL, 0, n, g, p, &q));
+		PT_TEST_OK(pt_wait(w, q));
+		for (uint64_t i = 0; i < n; i++)
+			PT_TEST_NEAR(p[i], p0[i] - 0.5f * g[i], 1e-6);
+	}
+	PT_TEST_OK(pt_net_grad(net, g, &loss, p, x, y, B));
+	PT_TEST_TRUE(loss < first);
+	double sum;
+	uint32_t correct = 99;
+	PT_TEST_OK(pt_net_eval(net, &sum, &correct, p, x, y, B));
+	PT_TEST_NEAR(sum / B, loss, 1e-5);
+	PT_TEST_TRUE(correct <= B);
+	PT_TEST_OK(pt_worker_done(w));
+	pt_worker_close(w);
+	pt_net_free(net);
+	free(p);
+	free(p0);
+	free(g);
+	api_job_close(&j);
+}
+
+// What pt_job_model and pt_net refuse, by name.
+static void test_api_net_refusals(void)
+{
+	pt_job *a, *b;
+	pt_net *net;
+	float prm[200] = {0}, g[200];
+	float x[2 * 4] = {0};
+	uint8_t y[2] = {0, 9};
+	double loss;
+	PT_TEST_OK(pt_job_alloc(&a));
+	PT_TEST_TRUE(pt_job_var(a, "v", 4, 0) == 0);
+	PT_TEST_ERR(pt_net_alloc(&net, a, 8), PT_EINVAL); // no model
+	PT_TEST_ERR(pt_job_model(a, "mlp:4", 4, 2), PT_EINVAL); // has vars
+	PT_TEST_TRUE(strstr(pt_errmsg(PT_EINVAL), "variables") != NULL);
+	PT_TEST_OK(pt_job_alloc(&b));
+	PT_TEST_ERR(pt_job_model(b, "mlp:x", 4, 2), PT_EINVAL);
+	PT_TEST_ERR(pt_job_model(b, "cnn:4", 50, 2), PT_EINVAL); // no square
+	PT_TEST_ERR(pt_job_model(b, NULL, 4, 2), PT_EINVAL);
+	PT_TEST_OK(pt_job_model(b, "mlp:4", 4, 3));
+	PT_TEST_TRUE(pt_job_var(b, "v", 4, 0) < 0); // the model's already
+	PT_TEST_ERR(pt_job_model(b, "mlp:4", 4, 3), PT_EINVAL); // twice
+	PT_TEST_ERR(pt_net_alloc(&net, b, 0), PT_EINVAL);
+	PT_TEST_OK(pt_net_alloc(&net, b, 2));
+	PT_TEST_TRUE(pt_net_size(net) == 4 * 4 + 4 + 4 * 3 + 3);
+	PT_TEST_ERR(pt_net_grad(net, g, &loss, prm, x, y, 2), PT_EINVAL);
+	y[1] = 2;
+	PT_TEST_ERR(pt_net_grad(net, g, &loss, prm, x, y, 3), PT_EINVAL);
+	PT_TEST_OK(pt_net_grad(net, g, &loss, prm, x, y, 2));
+	PT_TEST_NEAR(loss, 1.0986123, 1e-5); // zeros: ln 3
+	pt_net_free(net);
+	pt_net_free(NULL);
+	pt_job_free(a);
+	pt_job_free(b);
+}
+
 static const pt_test_case cases[] = {
+    {"test_api_net_trains_model", test_api_net_trains_model},
+    {"test_api_net_refusals", test_api_net_refusals},
     {"test_api_ranges_across_servers", test_api_ranges_across_servers},
     {"test_api_sync_mean", test_api_sync_mean},
     {"test_api_refusals", test_api_refusals},

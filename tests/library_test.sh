@@ -25,13 +25,14 @@ fi
 
 # Only pstrain.h's calls leave the shared object: every exported
 # function is declared there, and no internal (pti_) name is exported.
-# The 21 calls include the lent-value pair (pt_wait_lent, pt_lent_free).
+# The 27 calls include the lent-value pair (pt_wait_lent, pt_lent_free)
+# and pstrain's own models (pt_job_model, pt_net_*).
 nm -D --defined-only "$PREFIX/lib/libpstrain.so.1" | awk '$2 == "T" {print $3}' \
 	| sort >"$T/exported"
 sed -n 's/^PT_API [^(]*[ *]\(pt_[a-z_]*\)(.*/\1/p' include/pstrain.h | sort \
 	>"$T/declared"
 if [ -s "$T/declared" ] && cmp -s "$T/exported" "$T/declared" &&
-	[ "$(wc -l <"$T/declared")" -eq 21 ] &&
+	[ "$(wc -l <"$T/declared")" -eq 27 ] &&
 	grep -qx pt_wait_lent "$T/exported" && grep -qx pt_lent_free "$T/exported"; then
 	ok test_library_exports_only_the_api
 else
@@ -160,6 +161,58 @@ w.close(); s.stop(); s.close()
 		ok test_library_python_binding
 	else
 		no test_library_python_binding "binding checks" "$T/py-api.log"
+	fi
+	# pstrain's own model through the binding: a job declared with
+	# Job.model is the one pstrain's own server holds for --model (same
+	# variables and initial values: its hello is taken and the values
+	# pulled equal those of a server of the binding's job); Net's
+	# gradient steps lower the loss.
+	"$PREFIX/bin/pstrain" server --model mlp:8 --data synthetic:100 \
+		--listen "ipc://$T/m0" --alone-timeout 30 >"$T/m0.log" 2>&1 &
+	mpid=$!
+	if $PY -c '
+import sys, numpy as np, pstrain
+j = pstrain.Job(servers=1, workers=1, lr=0.5)
+j.model("mlp:8", 64, 10)
+mine = pstrain.Server(j, 0, "tcp://127.0.0.1:0")
+a, b = np.zeros(610, np.float32), np.zeros(610, np.float32)
+w = pstrain.Worker(j, 0, ["ipc://" + sys.argv[1] + "/m0"])
+w.pull(pstrain.ALL, a).wait()
+v = pstrain.Worker(j, 0, [mine.url])
+v.pull(pstrain.ALL, b).wait()
+assert a.any() and (a == b).all(), "initial values differ"
+net = pstrain.Net(j, 32)
+x = np.random.default_rng(1).random((32, 64), np.float32)
+y = np.arange(32) % 10
+g, first = net.grad(a, x, y)
+for t in range(5):
+    w.pushpull(t, pstrain.ALL, g, a).wait()
+    g, loss = net.grad(a, x, y)
+assert loss < first, (first, loss)
+try:
+    pstrain.Net(pstrain.Job([("v", 4)]), 8)
+    raise SystemExit("a Net of a job without a model was made")
+except pstrain.Error as e:
+    assert "pt_job_model" in str(e), e
+w.done(); w.close(); v.close(); mine.stop(); mine.close()
+' "$T" >"$T/py-model.log" 2>&1 && wait $mpid; then
+		ok test_library_python_model_matches_cli
+	else
+		kill $mpid 2>/dev/null
+		cat "$T/m0.log" >>"$T/py-model.log"
+		no test_library_python_model_matches_cli "Job.model, Net" \
+			"$T/py-model.log"
+	fi
+	# pstrain's CNN trained by Python workers (examples/api/fashion_cnn.py).
+	if timeout 300 $PY examples/api/fashion_cnn.py --model cnn:4,8 \
+		--servers 1 --workers 2 --epochs 2 --lr 0.2 \
+		--out "$T/py-cnn.json" >"$T/py-cnn.log" 2>&1 &&
+		acc=$(sed -n 's/.*"test_acc": \([0-9.]*\).*/\1/p' "$T/py-cnn.json") &&
+		awk -v a="$acc" 'BEGIN { exit !(a >= 0.8) }'; then
+		ok test_library_python_fashion_cnn
+	else
+		no test_library_python_fashion_cnn "test accuracy ${acc:-none}, want >= 0.8" \
+			"$T/py-cnn.log"
 	fi
 	for m in sync async; do
 		if timeout 300 $PY examples/api/fashion_tanh.py --mode $m \

@@ -87,19 +87,32 @@ def accuracy(p, x, y, h):
     return float(((np.tanh(x @ w1 + b1) @ w2 + b2).argmax(1) == y).mean())
 
 
-def serve(a, rank, url):
+def serve(make_job, a, rank, url):
     s = pstrain.Server(make_job(a), rank, url)
     s.serve()
     s.close()
 
 
-def work(a, rank, urls):
-    job = make_job(a)
+def split(a):
+    """The training set less VAL held-out examples, and those: (xt, yt,
+    xv, yv), the same in every process of the job."""
     x, y = load(a.data, "train")
     perm = np.random.default_rng(a.seed).permutation(len(y))
-    xv, yv = x[perm[:VAL]], y[perm[:VAL]]
-    xt, yt = x[perm[VAL:]], y[perm[VAL:]]
-    b = a.batch // a.workers  # this worker's slice of every global batch
+    return x[perm[VAL:]], y[perm[VAL:]], x[perm[:VAL]], y[perm[:VAL]]
+
+
+def my_slice(a, rank, t, n):
+    """Indices of worker rank's slice of global step t's batch, over a
+    training set of n examples reshuffled every epoch."""
+    b = a.batch // a.workers
+    e, i = divmod(t, n // a.batch)
+    order = np.random.default_rng(a.seed + e).permutation(n)
+    return order[i * a.batch + rank * b:i * a.batch + (rank + 1) * b]
+
+
+def work(a, rank, urls):
+    job = make_job(a)
+    xt, yt, xv, yv = split(a)
     spe = len(yt) // a.batch
     steps = a.epochs * spe
     n = sum(job.sizes)
@@ -109,9 +122,7 @@ def work(a, rank, urls):
     w.pull(pstrain.ALL, params).wait()
     t0, loss = time.time(), float("nan")
     for t in range(w.start, steps):
-        e, i = divmod(t, spe)
-        order = np.random.default_rng(a.seed + e).permutation(len(yt))
-        idx = order[i * a.batch + rank * b:i * a.batch + (rank + 1) * b]
+        idx = my_slice(a, rank, t, len(yt))
         loss = grad(params, g, xt[idx], yt[idx], a.hidden)
         w.pushpull(t, pstrain.ALL, g, params).wait()
         if rank == 0 and (t + 1) % spe == 0:
@@ -128,27 +139,44 @@ def work(a, rank, urls):
                "test_acc": accuracy(params, xs, ys, a.hidden),
                "updates": st["updates"], "stale_mean": st["stale_mean"],
                "seconds": time.time() - t0}
-        print(json.dumps(res), flush=True)
-        if a.out:
-            with open(a.out, "w") as f:
-                json.dump(res, f)
+        report(a, res)
     w.done()
     w.close()
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def report(a, res):
+    """Prints worker 0's result as JSON, and writes it to --out."""
+    print(json.dumps(res), flush=True)
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(res, f)
+
+
+def options(doc):
+    """The job's command-line options, shared with fashion_cnn.py."""
+    p = argparse.ArgumentParser(description=doc.split("\n")[0])
     p.add_argument("--mode", default="sync", choices=["sync", "async", "ssp"])
     p.add_argument("--servers", type=int, default=2)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--batch", type=int, default=256)
-    p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--out", default="", help="write the result as JSON")
-    a = p.parse_args()
+    return p
+
+
+def main():
+    p = options(__doc__)
+    p.add_argument("--hidden", type=int, default=64)
+    launch(p.parse_args(), make_job, work)
+
+
+def launch(a, make_job, work):
+    """Starts a.servers servers of make_job(a) and a.workers work(a, rank,
+    urls) processes on ipc addresses of a folder of their own, waits for
+    them, and exits 1 if any failed."""
     if a.batch % a.workers:
         sys.exit("--batch must be a multiple of --workers")
     # One secret for the job's processes, in their environment.
@@ -156,7 +184,7 @@ def main():
     d = tempfile.mkdtemp(prefix="pstrain-py-")
     urls = ["ipc://%s/server-%d" % (d, i) for i in range(a.servers)]
     ctx = mp.get_context("fork")
-    procs = [ctx.Process(target=serve, args=(a, i, u))
+    procs = [ctx.Process(target=serve, args=(make_job, a, i, u))
              for i, u in enumerate(urls)]
     procs += [ctx.Process(target=work, args=(a, r, urls))
               for r in range(a.workers)]
