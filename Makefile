@@ -47,7 +47,7 @@ all: deps
 	@$(MAKE) --no-print-directory build
 
 build: bin/pstrain lib $(UNIT_BIN) $(PROC_BIN) build/asan/pstrain $(AUNIT_BIN) \
-	build/bench/comm build/bench/solo build/bench/split
+	build/bench/comm build/bench/solo build/bench/split build/bench/ring
 
 deps:
 	@sh scripts/deps.sh
@@ -142,13 +142,19 @@ $(AOBJ)/%.o: %.c
 # raw nng round trips of the same bytes (bench/comm.c, through pstrain.h
 # only), the same model trained in one process (bench/solo.c), and
 # PyTorch, alone and as DDP (bench/torch_ref.py; python3-torch installed).
-bench-build: bin/pstrain build/bench/comm build/bench/solo build/bench/split
+bench-build: bin/pstrain build/bench/comm build/bench/solo build/bench/split \
+	build/bench/ring
 
 build/bench/comm: bench/comm.c include/pstrain.h build/lib/libpstrain.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -Iinclude -Icommon -o $@ bench/comm.c build/lib/libpstrain.a $(LDLIBS)
 
 build/bench/solo: $(OBJ)/bench/solo.o $(LIB_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# bench/ring.c: the ring all-reduce alone against raw nng (internals).
+build/bench/ring: $(OBJ)/bench/ring.o $(LIB_OBJ)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 

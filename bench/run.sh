@@ -18,7 +18,9 @@
 #  4. resources: page faults and server CPU per step in the steady state,
 #     peak RSS, and a server's peak RSS with mlp:2048,2048 at 1, 4 and 8
 #     workers against issue 12's bound;
-#  5. whether this OpenBLAS kernel keeps a layer's product bit-identical
+#  5. the ring all-reduce of --mode allreduce alone, 2 workers on
+#     5.82M floats, against its bytes at the raw nng rate (bench/ring.c);
+#  6. whether this OpenBLAS kernel keeps a layer's product bit-identical
 #     when it is cut into blocks (bench/split.c): what hiding a 1 x 1
 #     job's round trip inside its compute would need.
 # Writes build/bench/bench.json (BENCH_OUT to change) with the machine
@@ -76,6 +78,23 @@ for tr in ipc tcp; do
 	done
 done
 json="$json\n  ],"
+
+# The ring all-reduce of --mode allreduce alone (bench/ring.c): 2 workers
+# sum mlp:2048,2048's 5.82M floats, against its bytes at the raw nng rate
+# (2 REQ/REP round trips of n/2 floats between the same two processes),
+# rounds interleaved. time: ring / bound (issue 13 asks within 10%).
+RN=5820000
+build/bench/ring "$T" $RN "$R" 10 >"$T/r.txt" 2>"$T/r.err" ||
+	{ echo "bench: ring failed:"; cat "$T/r.err"; exit 1; }
+ring=$(awk '{print $1}' "$T/r.txt" | median)
+bound=$(awk '{print $2}' "$T/r.txt" | median)
+rt=$(awk '{print $1 / $2}' "$T/r.txt" | median)
+set -- $(awk '{print $1 / $2}' "$T/r.txt" | span)
+printf '\n%-44s %10s %10s %7s %11s\n' "ring all-reduce, 2 workers, 5.82M floats" \
+	ring_us bound_us time "(min-max)"
+printf '%-44s %10.1f %10.1f %6.2fx %5.2f-%.2f\n' "(ipc; bound: 2 raw round trips of n/2)" \
+	"$ring" "$bound" "$rt" "$1" "$2"
+json="$json\n  \"ring\": {\"floats\": $RN, \"workers\": 2, \"ring_us\": $ring, \"bound_us\": $bound, \"time_vs_bound\": $rt, \"time_range\": [$1, $2]},"
 
 # Training: the same job as pstrain run, as one process (bench/solo) and
 # in PyTorch alone and as DDP, samples/s of training time. Each round runs

@@ -18,6 +18,10 @@ for r in c:
               "raw_nng_default_buffers_us", "pstrain_lent_us",
               "speed_lent_vs_raw", "speed_vs_raw_default_buffers"):
         assert math.isfinite(r[k]), r
+g = d["ring"]
+for k in ("ring_us", "bound_us", "time_vs_bound"):
+    assert math.isfinite(g[k]) and g[k] > 0, g
+assert g["time_range"][0] <= g["time_vs_bound"] <= g["time_range"][1], g
 t = d["training"]
 ps = ["solo", "ps1x1", "ps1x2", "ps2x2", "ps1x4", "ps2x4", "ps1x1_pin",
       "ps1x2_pin", "ps2x4_pin", "ps1x1_tcp"]

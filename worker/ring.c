@@ -113,6 +113,15 @@ static int ring_recv(pti_ring *g, nng_socket s, uint32_t peer, nng_msg **m,
 // away (it takes one at a time). The listener answers a connection's
 // challenges with one nonce, and starts again on a new connection.
 
+// A segment goes in messages of at most RING_CHUNK floats, RING_AHEAD of
+// them sent before the first one from the left is taken and one more
+// after each taken: the neighbours' sockets carry the next chunks while
+// this worker adds the one it took. The sums are elementwise, so the
+// chunking changes no bit. The sockets hold RING_AHEAD + 2 messages each
+// way (ring_open), so neither end blocks sending while the other does.
+#define RING_CHUNK ((uint64_t)256 * 1024)
+#define RING_AHEAD 2
+
 #define RING_RETRY_MS 20 // the dialer's challenge, again, this often
 #define RING_NO_REDIAL_MS (24 * 3600 * 1000) // after joining
 
@@ -331,6 +340,7 @@ int pti_ring_open(pti_ring **out, const char *urls, uint32_t rank,
 		nng_pipe_notify(g->in, NNG_PIPE_EV_ADD_POST, ring_widen_cb, g);
 		nng_socket_set_ms(g->in, NNG_OPT_RECVTIMEO, ms);
 		nng_socket_set_ms(g->in, NNG_OPT_SENDTIMEO, ms);
+		nng_socket_set_int(g->in, NNG_OPT_RECVBUF, RING_AHEAD + 2);
 		nng_listener l;
 		rv = pti_transport_listen(&l, g->in, g->url_in);
 	}
@@ -342,6 +352,8 @@ int pti_ring_open(pti_ring **out, const char *urls, uint32_t rank,
 			    ring_widen_cb, g);
 			nng_socket_set_ms(g->out, NNG_OPT_RECVTIMEO, ms);
 			nng_socket_set_ms(g->out, NNG_OPT_SENDTIMEO, ms);
+			nng_socket_set_int(g->out, NNG_OPT_SENDBUF,
+			    RING_AHEAD + 2);
 			// The neighbours start together: redial soon (nng
 			// backs off from 100 ms, a second lost joining).
 			nng_socket_set_ms(g->out, NNG_OPT_RECONNMINT,
@@ -469,29 +481,44 @@ static void ring_seg(uint64_t n, uint32_t w, uint32_t i, uint64_t *lo,
 	*hi = n * (i + 1) / w;
 }
 
-// ring_round sends segment `send` of buf to the right and takes segment
-// `recv` from the left, round `round` of step: added under buf (the
-// partial sum coming round first, then this worker's) when add is set,
-// else copied.
-static int ring_round(pti_ring *g, float *buf, uint64_t n, int64_t step,
-    uint32_t round, uint32_t send, uint32_t recv, int add)
+
+// ring_chunks is how many messages carry [lo, hi): one at least, empty
+// for an empty segment.
+static uint64_t ring_chunks(uint64_t lo, uint64_t hi)
 {
-	uint64_t lo, hi;
+	return hi > lo ? (hi - lo + RING_CHUNK - 1) / RING_CHUNK : 1;
+}
+
+// ring_send_chunk sends chunk k of buf's [lo, hi).
+static int ring_send_chunk(pti_ring *g, const float *buf, uint64_t lo,
+    uint64_t hi, uint64_t k, int64_t step, uint32_t round)
+{
 	pti_hdr h;
-	ring_seg(n, g->n, send, &lo, &hi);
+	uint64_t a = lo + k * RING_CHUNK;
+	uint64_t b = a + RING_CHUNK < hi ? a + RING_CHUNK : hi;
 	pti_hdr_init(&h, PT_OP_RING, PT_ROLE_PEER, g->rank);
 	h.has = PTI_H_STEP | PTI_H_VER | PTI_H_RANGE;
 	h.step = step;
 	h.ver = round;
-	h.off = lo;
-	int rv = ring_send(g, &h, buf + lo, hi - lo, 0);
-	if (rv != 0)
-		return rv;
+	h.off = a;
+	return ring_send(g, &h, buf + a, b - a, 0);
+}
+
+// ring_take takes chunk k of [lo, hi) from the left, checks that it is
+// that chunk of this step and round, and adds it under buf (the partial
+// sum coming round first, then this worker's) when add is set, else
+// copies it.
+static int ring_take(pti_ring *g, float *buf, uint64_t lo, uint64_t hi,
+    uint64_t k, int64_t step, uint32_t round, int add)
+{
 	nng_msg *m;
 	const void *pay;
+	pti_hdr h;
+	int rv;
+	uint64_t a = lo + k * RING_CHUNK;
+	uint64_t b = a + RING_CHUNK < hi ? a + RING_CHUNK : hi;
 	if ((rv = ring_recv(g, g->in, g->left, &m, &h, &pay)) != 0)
 		return rv;
-	ring_seg(n, g->n, recv, &lo, &hi);
 	if (nng_pipe_id(nng_msg_get_pipe(m)) != nng_pipe_id(g->admitted)) {
 		nng_msg_free(m);
 		return pti_err_set(PT_EAUTH, "ring: worker %u: a message from "
@@ -499,20 +526,20 @@ static int ring_round(pti_ring *g, float *buf, uint64_t n, int64_t step,
 		    g->rank);
 	}
 	if (h.op != PT_OP_RING || h.rank != g->left || h.step != step ||
-	    h.ver != round || !(h.has & PTI_H_RANGE) || h.off != lo ||
-	    h.n != hi - lo) {
+	    h.ver != round || !(h.has & PTI_H_RANGE) || h.off != a ||
+	    h.n != b - a) {
 		rv = pti_err_set(PT_EPROTO, "ring: worker %u: expected step "
 		    "%lld round %u [%llu, %llu) from worker %u, got %s of "
 		    "step %lld round %lld [%llu, +%llu) from worker %u",
-		    g->rank, (long long)step, round, (unsigned long long)lo,
-		    (unsigned long long)hi, g->left, pti_op_name(h.op),
+		    g->rank, (long long)step, round, (unsigned long long)a,
+		    (unsigned long long)b, g->left, pti_op_name(h.op),
 		    (long long)h.step, (long long)h.ver,
 		    (unsigned long long)h.off, (unsigned long long)h.n, h.rank);
 		nng_msg_free(m);
 		return rv;
 	}
-	float *dst = buf + lo;
-	uint64_t len = hi - lo;
+	float *dst = buf + a;
+	uint64_t len = b - a;
 	if (len == 0) {
 		// an empty segment (fewer floats than workers)
 	} else if (!add) {
@@ -530,6 +557,34 @@ static int ring_round(pti_ring *g, float *buf, uint64_t n, int64_t step,
 		}
 	}
 	nng_msg_free(m);
+	return 0;
+}
+
+// ring_round sends segment `send` of buf to the right and takes segment
+// `recv` from the left, round `round` of step, chunk by chunk (above).
+static int ring_round(pti_ring *g, float *buf, uint64_t n, int64_t step,
+    uint32_t round, uint32_t send, uint32_t recv, int add)
+{
+	uint64_t slo, shi, rlo, rhi, sent = 0;
+	int rv;
+	ring_seg(n, g->n, send, &slo, &shi);
+	ring_seg(n, g->n, recv, &rlo, &rhi);
+	uint64_t ks = ring_chunks(slo, shi), kr = ring_chunks(rlo, rhi);
+	for (; sent < ks && sent < RING_AHEAD; sent++)
+		if ((rv = ring_send_chunk(g, buf, slo, shi, sent, step,
+			 round)) != 0)
+			return rv;
+	for (uint64_t k = 0; k < kr; k++) {
+		if ((rv = ring_take(g, buf, rlo, rhi, k, step, round, add)))
+			return rv;
+		if (sent < ks && (rv = ring_send_chunk(g, buf, slo, shi,
+				      sent++, step, round)) != 0)
+			return rv;
+	}
+	for (; sent < ks; sent++)
+		if ((rv = ring_send_chunk(g, buf, slo, shi, sent, step,
+			 round)) != 0)
+			return rv;
 	return 0;
 }
 
