@@ -24,6 +24,7 @@ struct pti_ring {
 	pt_secret secret;
 	uint64_t hash, sent;
 	double timeout_s;
+	int joined, broken; // the ring formed; a sum failed on it since
 	char url_in[PT_URLS_MAX], url_out[PT_URLS_MAX];
 };
 
@@ -371,6 +372,7 @@ int pti_ring_open(pti_ring **out, const char *urls, uint32_t rank,
 	}
 	if ((rv = ring_join(g)) != 0)
 		goto fail;
+	g->joined = 1;
 	// Joined, the link is not dialed again: a neighbour that goes
 	// away has broken the ring (and nng 1.5.2 could hang closing a
 	// socket whose dialer is busy redialing a peer that is gone).
@@ -381,6 +383,52 @@ int pti_ring_open(pti_ring **out, const char *urls, uint32_t rank,
 fail:
 	pti_ring_close(g);
 	return rv;
+}
+
+// ring_farewell: nng_close drops the messages a socket still queues, and
+// a worker's last chunks may still be queued when its sum returns (it had
+// every chunk of its left neighbour's by then, not its right neighbour
+// every chunk of its). So before closing, each worker sends a farewell
+// after its last chunk, answers its left neighbour's farewell (which came
+// after all of that one's chunks) on the same link, and waits for its
+// right neighbour's answer: the right neighbour then holds everything.
+// Each wait lasts at most RING_FAREWELL_MS; a neighbour already gone (or
+// not closing yet) only costs that wait.
+#define RING_FAREWELL_MS 2000
+#define RING_BYE (-1) // the step a farewell and its answer carry
+
+static int ring_is_bye(const pti_hdr *h, uint32_t from)
+{
+	return h->op == PT_OP_RING && (h->has & PTI_H_STEP) &&
+	    h->step == RING_BYE && h->rank == from;
+}
+
+static void ring_farewell(pti_ring *g)
+{
+	pti_hdr h;
+	nng_msg *m;
+	const void *pay;
+	nng_socket_set_ms(g->in, NNG_OPT_RECVTIMEO, RING_FAREWELL_MS);
+	nng_socket_set_ms(g->in, NNG_OPT_SENDTIMEO, RING_FAREWELL_MS);
+	nng_socket_set_ms(g->out, NNG_OPT_RECVTIMEO, RING_FAREWELL_MS);
+	nng_socket_set_ms(g->out, NNG_OPT_SENDTIMEO, RING_FAREWELL_MS);
+	pti_hdr_init(&h, PT_OP_RING, PT_ROLE_PEER, g->rank);
+	h.has = PTI_H_STEP;
+	h.step = RING_BYE;
+	if (ring_send(g, &h, NULL, 0, NNG_FLAG_NONBLOCK) != 0)
+		return;
+	if (ring_recv(g, g->in, g->left, &m, &h, &pay) == 0) {
+		int bye = ring_is_bye(&h, g->left);
+		nng_msg_free(m);
+		pti_hdr_init(&h, PT_OP_RING, PT_ROLE_PEER, g->rank);
+		h.has = PTI_H_STEP;
+		h.step = RING_BYE;
+		if (bye && pti_msg_encode(&m, &h, NULL, 0) == 0 &&
+		    nng_sendmsg(g->in, m, NNG_FLAG_NONBLOCK) != 0)
+			nng_msg_free(m);
+	}
+	if (ring_recv(g, g->out, g->right, &m, &h, &pay) == 0)
+		nng_msg_free(m);
 }
 
 // ring_shut closes the sockets and frees g.
@@ -436,6 +484,8 @@ void pti_ring_close(pti_ring *g)
 	pthread_t th;
 	if (g == NULL)
 		return;
+	if (g->n > 1 && g->joined && !g->broken)
+		ring_farewell(g);
 	ring_closer *k = calloc(1, sizeof(*k));
 	if (k == NULL)
 		return ring_shut(g);
@@ -597,11 +647,14 @@ int pti_ring_sum(pti_ring *g, float *buf, uint64_t n, int64_t step)
 	for (uint32_t s = 0; s + 1 < w; s++)
 		if ((rv = ring_round(g, buf, n, step, s, (r + w - s) % w,
 			 (r + 2 * w - s - 1) % w, 1)) != 0)
-			return rv;
+			goto broken;
 	// All-gather: this worker holds the sum of segment r + 1.
 	for (uint32_t s = 0; s + 1 < w; s++)
 		if ((rv = ring_round(g, buf, n, step, w - 1 + s,
 			 (r + 1 + w - s) % w, (r + w - s) % w, 0)) != 0)
-			return rv;
+			goto broken;
 	return 0;
+broken:
+	g->broken = 1; // no farewell: the neighbours may be gone
+	return rv;
 }
