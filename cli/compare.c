@@ -967,6 +967,12 @@ int pti_cmd_compare(int argc, char **argv)
 	    "--target-acc 0.8 --out runs/cmp", argc, argv);
 	if (rv >= 0)
 		return rv;
+	if (c.dashboard) {
+		fprintf(stderr, "pstrain compare: --dashboard is not built for "
+		    "compare yet (one view of every mode); pstrain run "
+		    "--dashboard serves one job\n");
+		return PTI_EXIT_USAGE;
+	}
 	// Selection on a validation split, evaluated often enough to time
 	// the target, unless the command line says otherwise.
 	if (!pt_config_given(&c, "validation"))

@@ -20,6 +20,7 @@
 #include "cli.h"
 #include "auth.h"
 #include "config.h"
+#include "dash.h"
 #include "data.h"
 #include "err.h"
 #include "layout.h"
@@ -125,6 +126,8 @@ static int run_watch(run_job *j)
 			pti_run_progress(j, 1);
 			return 0;
 		}
+		pti_dash_counts(j->dash, j->workers_lost, j->worker_restarts,
+		    j->server_restarts);
 		if (t >= next) {
 			pti_run_progress(j, 0);
 			next = t + (j->tty ? 0.5 : 10.0);
@@ -356,6 +359,16 @@ int pti_cmd_run(int argc, char **argv)
 	    pt_mode_name(j.c.mode), j.c.servers, j.c.workers, j.c.model,
 	    j.c.batch, j.c.batch / j.c.workers, (unsigned long long)j.steps,
 	    j.c.out);
+	if (j.c.dashboard) {
+		char url[128];
+		if ((rv = pti_dash_open(&j.dash, j.c.dashboard_listen, j.c.out,
+			 j.c.workers, url, sizeof(url))) != 0) {
+			fprintf(stderr, "pstrain run: %s\n", pt_errmsg(rv));
+			return PTI_EXIT_USAGE;
+		}
+		fprintf(stderr, "pstrain run: dashboard at %s (Prometheus "
+		    "metrics at %smetrics)\n", url, url);
+	}
 	for (;;) {
 		if (pti_run_start(&j) != 0) {
 			// pti_run_start has said what went wrong.
@@ -370,6 +383,7 @@ int pti_cmd_run(int argc, char **argv)
 		}
 	}
 	pti_run_kill_all(&j);
+	pti_dash_close(j.dash);
 	run_cleanup(&j);
 	// A diverged job is a result, not a crash: it still gets a summary,
 	// and exit status 3 says what happened.

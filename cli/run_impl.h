@@ -47,6 +47,7 @@ typedef struct run_job {
 	char cmdline[8192];             // as typed, for the record
 	double t0;
 	int tty;
+	struct pti_dash *dash; // --dashboard's server, or NULL
 } run_job;
 
 // run.c

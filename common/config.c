@@ -223,6 +223,13 @@ static const config_entry config_table[] = {
     E("port", T_U32, port, "0", 0, 65535, NOD, "P",
 	"server R listens on port P+R (0: on any free port; either way "
 	"it publishes its address in DIR/nodes/ID)"),
+    E("dashboard", T_BOOL, dashboard, "0", 0, 1, RUN, "",
+	"serve the running job over HTTP at --dashboard-listen (its "
+	"address printed at start): Prometheus metrics at /metrics, read "
+	"from the job's files; read-only, in the launcher"),
+    E("dashboard-listen", T_STR, dashboard_listen, "127.0.0.1:0", 0, 0,
+	RUN, "HOST:PORT", "where --dashboard serves (port 0: a free one; "
+	"another host than 127.0.0.1 only when given)"),
     E("modes", T_STR, modes, "sync,async", 0, 0, CMP, "LIST",
 	"modes to compare: sync, async, ssp:S, allreduce, with modifiers "
 	":backup=B, :staleness-lr, :batch=B, :lr-scaling=linear, "
