@@ -967,10 +967,11 @@ int pti_cmd_compare(int argc, char **argv)
 	    "--target-acc 0.8 --out runs/cmp", argc, argv);
 	if (rv >= 0)
 		return rv;
-	if (c.dashboard) {
-		fprintf(stderr, "pstrain compare: --dashboard is not built for "
-		    "compare yet (one view of every mode); pstrain run "
-		    "--dashboard serves one job\n");
+	if (c.dashboard || c.tensorboard[0] != '\0') {
+		fprintf(stderr, "pstrain compare: --%s is not built for "
+		    "compare yet (one view of every mode); pstrain run takes "
+		    "it for one job\n", c.dashboard ? "dashboard" :
+		    "tensorboard");
 		return PTI_EXIT_USAGE;
 	}
 	// Selection on a validation split, evaluated often enough to time

@@ -28,6 +28,7 @@
 #include "proto.h"
 #include "sockdir.h"
 #include "summary.h"
+#include "tboard.h"
 #include "run_impl.h"
 
 volatile sig_atomic_t pti_run_signalled;
@@ -38,6 +39,19 @@ static void run_on_signal(int sig)
 }
 
 // run_watch waits for every child; 0 when all exited cleanly.
+// run_tensorboard appends the job's new rows to --tensorboard's files;
+// after a failure it says why and writes no more.
+static void run_tensorboard(run_job *j)
+{
+	int rv;
+	if (j->tb != NULL && (rv = pti_tb_update(j->tb)) != 0) {
+		fprintf(stderr, "%spstrain run: %s; no more TensorBoard "
+		    "events\n", j->tty ? "\n" : "", pt_errmsg(rv));
+		pti_tb_close(j->tb);
+		j->tb = NULL;
+	}
+}
+
 static int run_watch(run_job *j)
 {
 	double next = 0, stopped = 0;
@@ -129,6 +143,7 @@ static int run_watch(run_job *j)
 		pti_dash_counts(j->dash, j->workers_lost, j->worker_restarts,
 		    j->server_restarts);
 		if (t >= next) {
+			run_tensorboard(j);
 			pti_run_progress(j, 0);
 			next = t + (j->tty ? 0.5 : 10.0);
 		}
@@ -359,6 +374,12 @@ int pti_cmd_run(int argc, char **argv)
 	    pt_mode_name(j.c.mode), j.c.servers, j.c.workers, j.c.model,
 	    j.c.batch, j.c.batch / j.c.workers, (unsigned long long)j.steps,
 	    j.c.out);
+	if (j.c.tensorboard[0] != '\0' &&
+	    (rv = pti_tb_open(&j.tb, j.c.tensorboard, j.c.out, j.c.workers,
+		 j.t0)) != 0) {
+		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(rv));
+		return PTI_EXIT_USAGE;
+	}
 	if (j.c.dashboard) {
 		char url[128];
 		if ((rv = pti_dash_open(&j.dash, j.c.dashboard_listen, j.c.out,
@@ -383,6 +404,8 @@ int pti_cmd_run(int argc, char **argv)
 		}
 	}
 	pti_run_kill_all(&j);
+	run_tensorboard(&j);
+	pti_tb_close(j.tb);
 	pti_dash_close(j.dash);
 	run_cleanup(&j);
 	// A diverged job is a result, not a crash: it still gets a summary,

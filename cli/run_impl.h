@@ -48,6 +48,7 @@ typedef struct run_job {
 	double t0;
 	int tty;
 	struct pti_dash *dash; // --dashboard's server, or NULL
+	struct pti_tb *tb;     // --tensorboard's files, or NULL
 } run_job;
 
 // run.c

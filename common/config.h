@@ -107,6 +107,7 @@ typedef struct pt_config {
 	char job_id[128];      // node: names DIR/nodes/ID
 	char advertise[256];   // node: the address other hosts reach it at
 	uint32_t port;         // node: servers listen on port+R; 0: any
+	char tensorboard[PT_PATH_MAX]; // run: event files' folder, or ""
 	uint32_t dashboard;         // run: serve /metrics over HTTP
 	char dashboard_listen[128]; // run: HOST:PORT for it
 	// compare

@@ -57,6 +57,8 @@ run research_test sh tests/research_test.sh
 run record_test sh tests/record_test.sh
 run compare_test sh tests/compare_test.sh
 run ckpt_test sh tests/ckpt_test.sh
+run tboard_test sh tests/tboard_test.sh
+run asan-tboard_test env PSTRAIN=build/asan/pstrain sh tests/tboard_test.sh
 run dash_test sh tests/dash_test.sh
 run asan-dash_test env PSTRAIN=build/asan/pstrain sh tests/dash_test.sh
 run hosts_test sh tests/hosts_test.sh
