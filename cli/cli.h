@@ -3,6 +3,9 @@
 #ifndef PT_CLI_CLI_H
 #define PT_CLI_CLI_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 // Exit statuses of every subcommand (README, "Exit status").
 enum {
 	PTI_EXIT_OK = 0,
@@ -34,7 +37,6 @@ int pti_cli_finish(struct pt_config *c, unsigned cmd, const char *name);
 // progress.c: the progress line of a job ("step 120/2340  epoch 1 ...")
 // from the last complete row of a worker's CSV. pti_csv_last_row reads
 // that row's step, wall_s and loss (-1 when there is none yet).
-#include <stdint.h>
 typedef struct pti_progress {
 	char csv[1024 + 32]; // the worker's CSV (PT_PATH_MAX + a name)
 	uint64_t steps, spe; // the job's global steps, steps per epoch
@@ -48,7 +50,6 @@ void pti_progress_print(const pti_progress *p, double now, int final);
 
 // pti_cmdline writes "pstrain CMD ARGS" into out (size n), quoting each
 // argument that a shell would split or expand: the run record's.
-#include <stddef.h>
 void pti_cmdline(char *out, size_t n, const char *cmd, int argc,
     char **argv);
 

@@ -9,8 +9,6 @@ P=${PSTRAIN:-bin/pstrain}
 T=$(mktemp -d "${TMPDIR:-/tmp}/pt-dash-XXXXXX")
 trap 'pkill -f -- "--out $T/" 2>/dev/null; rm -rf "$T"' EXIT
 . tests/lib.sh
-PY=python3
-command -v $PY >/dev/null 2>&1 || PY=/usr/bin/python3
 
 # A job slowed to about 5 ms a step (--delay), so that it runs for
 # seconds: long enough to be scraped twice.

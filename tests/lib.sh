@@ -2,6 +2,9 @@
 # ok/no print the case lines tests/run.sh counts; json reads a number or
 # word from a flat JSON file such as summary.json.
 ok() { echo "ok $1"; }
+# PY: a python3 for the tests' readers (standard library only).
+PY=python3
+command -v $PY >/dev/null 2>&1 || PY=/usr/bin/python3
 # no NAME WHY [LOG]: a failed case, with the end of LOG when given.
 no() {
 	echo "FAIL $1: $2"

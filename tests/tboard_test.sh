@@ -9,8 +9,6 @@ P=${PSTRAIN:-bin/pstrain}
 T=$(mktemp -d "${TMPDIR:-/tmp}/pt-tb-XXXXXX")
 trap '[ -n "${KEEP:-}" ] || rm -rf "$T"' EXIT
 . tests/lib.sh
-PY=python3
-command -v $PY >/dev/null 2>&1 || PY=/usr/bin/python3
 
 test_tboard_events_match_csv() {
 	n=test_tboard_events_match_csv

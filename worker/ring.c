@@ -539,13 +539,21 @@ static uint64_t ring_chunks(uint64_t lo, uint64_t hi)
 	return hi > lo ? (hi - lo + RING_CHUNK - 1) / RING_CHUNK : 1;
 }
 
+// ring_chunk is chunk k of [lo, hi): [*a, *b).
+static void ring_chunk(uint64_t lo, uint64_t hi, uint64_t k, uint64_t *a,
+    uint64_t *b)
+{
+	*a = lo + k * RING_CHUNK;
+	*b = *a + RING_CHUNK < hi ? *a + RING_CHUNK : hi;
+}
+
 // ring_send_chunk sends chunk k of buf's [lo, hi).
 static int ring_send_chunk(pti_ring *g, const float *buf, uint64_t lo,
     uint64_t hi, uint64_t k, int64_t step, uint32_t round)
 {
 	pti_hdr h;
-	uint64_t a = lo + k * RING_CHUNK;
-	uint64_t b = a + RING_CHUNK < hi ? a + RING_CHUNK : hi;
+	uint64_t a, b;
+	ring_chunk(lo, hi, k, &a, &b);
 	pti_hdr_init(&h, PT_OP_RING, PT_ROLE_PEER, g->rank);
 	h.has = PTI_H_STEP | PTI_H_VER | PTI_H_RANGE;
 	h.step = step;
@@ -565,8 +573,8 @@ static int ring_take(pti_ring *g, float *buf, uint64_t lo, uint64_t hi,
 	const void *pay;
 	pti_hdr h;
 	int rv;
-	uint64_t a = lo + k * RING_CHUNK;
-	uint64_t b = a + RING_CHUNK < hi ? a + RING_CHUNK : hi;
+	uint64_t a, b;
+	ring_chunk(lo, hi, k, &a, &b);
 	if ((rv = ring_recv(g, g->in, g->left, &m, &h, &pay)) != 0)
 		return rv;
 	if (nng_pipe_id(nng_msg_get_pipe(m)) != nng_pipe_id(g->admitted)) {
