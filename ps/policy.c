@@ -57,6 +57,59 @@ static void fill_mark(ps_server *s, nng_msg *m, float *pay, uint64_t off,
 	s->filled_ver = s->version;
 }
 
+// ---------------------------------------------------------------- kept pieces
+
+// A sync worker's pieces stay in their requests (ps_piece) until the step
+// closes or their range is applied ahead: no copy, and no more memory
+// than a gradient pushed whole. A worker with more pieces than
+// PS_HELD_PIECES, or one whose values are not aligned, has its pieces
+// copied into its row of s->grads instead.
+
+static ps_piece *pieces_of(const ps_server *s, uint32_t r)
+{
+	return s->pieces + (size_t)r * PS_HELD_PIECES;
+}
+
+// grad_at returns where worker r's gradient for element c of the shard
+// lies, and in *run how many elements from c on lie there in a row.
+static const float *grad_at(const ps_server *s, uint32_t r, uint64_t c,
+    uint64_t *run)
+{
+	const ps_piece *p = pieces_of(s, r);
+	for (uint32_t i = 0; i < s->n_pieces[r]; i++)
+		if (c >= p[i].off && c - p[i].off < p[i].n) {
+			*run = p[i].n - (c - p[i].off);
+			return p[i].g + (c - p[i].off);
+		}
+	*run = UINT64_MAX; // a whole request, or a row
+	return s->src[r] + c;
+}
+
+// pieces_drop gives worker r's kept pieces that lie within [lo, hi) to
+// the spares (they carry replies next).
+static void pieces_drop(ps_server *s, uint32_t r, uint64_t lo, uint64_t hi)
+{
+	ps_piece *p = pieces_of(s, r);
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < s->n_pieces[r]; i++) {
+		if (p[i].off >= lo && p[i].off + p[i].n <= hi)
+			pti_server_spare(s, p[i].m);
+		else
+			p[k++] = p[i];
+	}
+	s->n_pieces[r] = k;
+}
+
+// pieces_to_row copies worker r's kept pieces into its row (allocated by
+// the caller) and gives their requests to the spares.
+static void pieces_to_row(ps_server *s, uint32_t r, float *row)
+{
+	const ps_piece *p = pieces_of(s, r);
+	for (uint32_t i = 0; i < s->n_pieces[r]; i++)
+		memcpy(row + p[i].off, p[i].g, p[i].n * sizeof(float));
+	pieces_drop(s, r, 0, s->n);
+}
+
 // ---------------------------------------------------------------- pieces
 
 // A worker's gradient for a step may come in pieces (a program that
@@ -171,6 +224,7 @@ void pti_policy_sealed(ps_server *s, uint32_t r)
 {
 	if (s->cfg->mode == PT_MODE_SYNC && !s->m[r].have) {
 		s->m[r].got_n = 0; // its pieces of the open step are redone
+		pieces_drop(s, r, 0, s->n);
 		return;
 	}
 	s->m[r].got_step = s->cfg->mode == PT_MODE_SYNC ? s->version
@@ -192,7 +246,9 @@ static const float *rank_sum(ps_server *s, uint64_t c, size_t len,
 	for (uint32_t r = 0; r < s->cfg->workers; r++) {
 		if (!s->use[r])
 			continue;
-		const float *x = r == cur ? at + (c - at_off) : s->src[r] + c;
+		uint64_t run;
+		const float *x = r == cur ? at + (c - at_off)
+					  : grad_at(s, r, c, &run);
 		if (g == NULL)
 			g = x;
 		else if (g != s->acc)
@@ -211,8 +267,16 @@ static const float *rank_sum(ps_server *s, uint64_t c, size_t len,
 static void sum_apply(ps_server *s, uint64_t lo, uint64_t hi, uint32_t cur,
     const float *at, double gdiv, double lr, float *fill)
 {
-	for (uint64_t c = lo; c < hi; c += PS_CHUNK) {
-		size_t len = hi - c < PS_CHUNK ? hi - c : PS_CHUNK;
+	size_t len;
+	for (uint64_t c = lo; c < hi; c += len) {
+		len = hi - c < PS_CHUNK ? hi - c : PS_CHUNK;
+		// A chunk ends where a kept piece it reads from does.
+		for (uint32_t r = 0; r < s->cfg->workers; r++) {
+			uint64_t run;
+			if (s->use[r] && r != cur && s->n_pieces[r] > 0 &&
+			    (grad_at(s, r, c, &run), run < len))
+				len = (size_t)run;
+		}
 		apply(s, c, rank_sum(s, c, len, cur, at, lo), len, gdiv, lr);
 		if (fill != NULL)
 			memcpy(fill + (c - lo), s->params + c,
@@ -253,6 +317,7 @@ static void sync_close(ps_server *s, ps_ctx **wake)
 		s->m[r].have = 0;
 		pti_server_spare(s, s->held[r]); // to carry the replies
 		s->held[r] = NULL;
+		pieces_drop(s, r, 0, s->n);
 		s->src[r] = NULL;
 	}
 	s->n_have = 0;
@@ -313,6 +378,11 @@ static void sync_eager(ps_server *s, uint32_t cur, const pti_hdr *h,
 			  ? (float *)g
 			  : NULL;
 	sum_apply(s, off, off + n, cur, g, k, lr, fill);
+	// The others' pieces of the range are read no more: they carry the
+	// replies woken below.
+	for (uint32_t r = 0; r < s->cfg->workers; r++)
+		if (r != cur && s->n_pieces[r] > 0)
+			pieces_drop(s, r, off, off + n);
 	bits_set(s->eager_bits, off, off + n);
 	s->n_eager += n;
 	s->eager_pieces++;
@@ -373,7 +443,9 @@ static int sync_take(ps_server *s, const pti_hdr *h, const void *pay,
 	const float *ga = aligned(pay);
 	int keep = n == s->n && ga != NULL && s->cur != NULL;
 	int eager = !keep && ga != NULL && sync_eager_ready(s, r, off, n);
-	if (!keep && !eager && s->grads == NULL &&
+	int hold = !keep && !eager && ga != NULL && s->cur != NULL &&
+		   s->src[r] == NULL && s->n_pieces[r] < PS_HELD_PIECES;
+	if (!keep && !eager && !hold && s->grads == NULL &&
 	    (s->grads = malloc((size_t)s->cfg->workers * s->n *
 				sizeof(float))) == NULL)
 		return pti_err_set(PT_ENOMEM, "rows for gradients in pieces");
@@ -387,10 +459,18 @@ static int sync_take(ps_server *s, const pti_hdr *h, const void *pay,
 		s->src[r] = pay;
 	} else if (eager) {
 		sync_eager(s, r, h, ga, off, n, t->lr, wake);
+	} else if (hold) {
+		ps_piece *p = &pieces_of(s, r)[s->n_pieces[r]++];
+		p->off = off;
+		p->n = n;
+		p->m = s->cur;
+		p->g = ga;
+		s->cur = NULL;
 	} else {
-		memcpy(s->grads + (size_t)r * s->n + off, pay,
-		    n * sizeof(float));
-		s->src[r] = s->grads + (size_t)r * s->n;
+		float *row = s->grads + (size_t)r * s->n;
+		pieces_to_row(s, r, row);
+		memcpy(row + off, pay, n * sizeof(float));
+		s->src[r] = row;
 	}
 	if (whole) {
 		s->m[h->rank].have = 1;

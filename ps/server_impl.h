@@ -37,6 +37,18 @@ typedef struct ps_server ps_server;
 #define PS_PARK_MAX 16
 #define PS_N_CTX(workers) ((workers) * PS_PARK_MAX + 8)
 
+// Pieces of one worker's sync gradient kept in their requests at once;
+// past that its pieces go to its row of gradients (policy.c).
+#define PS_HELD_PIECES PS_PARK_MAX
+
+// ps_piece: a piece of a worker's gradient for the open sync step, kept
+// in the request it came in, as a whole gradient is.
+typedef struct ps_piece {
+	uint64_t off, n; // the shard's [off, off + n)
+	nng_msg *m;      // the request, the server's
+	const float *g;  // (n) its values, in m
+} ps_piece;
+
 // Updates after which a server's steady state is taken to begin.
 #define PS_STEADY_FROM 20
 typedef struct ps_ctx ps_ctx;
@@ -100,11 +112,14 @@ struct ps_server {
 	float *params;      // (n)
 	float acc[PS_CHUNK]; // a chunk of a sync step's sum of gradients
 	// sync: the open step's gradients. A gradient pushed whole stays in
-	// its request (held), one pushed in pieces is copied into its row of
-	// grads (allocated at the first piece); src says where each is.
+	// its request (held); one pushed in pieces keeps each piece in its
+	// request too (pieces), up to PS_HELD_PIECES, or else is copied into
+	// its row of grads (allocated then), and src says where that is.
 	nng_msg **held;      // (workers) the kept request, or NULL
 	const float **src;   // (workers) its values, or NULL
 	float *grads;        // (workers, n) rows of pieces, or NULL
+	ps_piece *pieces;    // (workers, PS_HELD_PIECES)
+	uint32_t *n_pieces;  // (workers) how many each has kept
 	nng_msg *cur;        // the request being handled; a handler that
 			     // keeps it sets this to NULL
 	// Requests done with, kept to carry replies with values (a sync

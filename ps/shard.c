@@ -249,6 +249,11 @@ void pti_server_fini(ps_server *s)
 	for (uint32_t r = 0; s->held != NULL && r < s->cfg->workers; r++)
 		nng_msg_free(s->held[r]);
 	free(s->held);
+	for (uint32_t r = 0; s->n_pieces != NULL && r < s->cfg->workers; r++)
+		for (uint32_t i = 0; i < s->n_pieces[r]; i++)
+			nng_msg_free(s->pieces[r * PS_HELD_PIECES + i].m);
+	free(s->pieces);
+	free(s->n_pieces);
 	for (uint32_t i = 0; i < s->n_spare; i++)
 		nng_msg_free(s->spare[i]);
 	free(s->spare);
@@ -320,6 +325,9 @@ int pti_server_init(ps_server *s, const pt_config *c, const pt_layout *l,
 	s->params = malloc(s->n * sizeof(float));
 	s->held = calloc(c->workers, sizeof(*s->held));
 	s->src = calloc(c->workers, sizeof(*s->src));
+	s->pieces = calloc((size_t)c->workers * PS_HELD_PIECES,
+	    sizeof(*s->pieces));
+	s->n_pieces = calloc(c->workers, sizeof(*s->n_pieces));
 	s->spare = calloc(c->workers + 1, sizeof(*s->spare));
 	s->got_bits = malloc((size_t)c->workers * ((s->n + 63) / 64) *
 	    sizeof(uint64_t));
@@ -331,6 +339,7 @@ int pti_server_init(ps_server *s, const pt_config *c, const pt_layout *l,
 	s->n_peers = c->workers + PS_CONTROL_MAX + s->unauth_max;
 	s->peers = calloc(s->n_peers, sizeof(ps_peer));
 	if (!s->params || !s->held || !s->src || !s->spare || !s->m ||
+	    !s->pieces || !s->n_pieces ||
 	    !s->clocks || !s->peers || !s->got_bits || !s->eager_bits ||
 	    !s->use)
 		return pti_err_set(PT_ENOMEM, "server %u: shard of %llu floats",
