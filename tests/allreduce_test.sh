@@ -1,7 +1,8 @@
 #!/bin/sh
 # tests/allreduce_test.sh - --mode allreduce as whole jobs: real worker
 # processes summing their gradients in a ring over real nng sockets, no
-# servers. Equal to sync parameter servers (bit for bit at 2 workers, to
+# servers. Equal to sync parameter servers (bit for bit at 2 workers,
+# also when sync pushpulls go in pieces, to
 # 1e-4 at 3 over 200 steps), deterministic, its outputs, what it refuses,
 # --resume and --restart-workers giving the uninterrupted model, a dead
 # worker ending the job, and a stranger kept out of the ring.
@@ -49,6 +50,29 @@ test_ar_equals_sync_w2() {
 		ok $n
 	else
 		no $n "models differ: $(cat "$T/diff.log")"
+	fi
+}
+
+test_ar_equals_sync_pieces() {
+	# A shard of 614,410 floats: each sync worker's pushpull goes in two
+	# pieces, each applied and answered as soon as both workers have
+	# pushed it (worker/api.c, ps/policy.c). Still the ring's bits.
+	n=test_ar_equals_sync_pieces
+	d="--data synthetic:1200 --model mlp:8192 --seed 7 --lr 0.02"
+	d="$d --batch 48 --steps 30 --optimizer momentum:0.9"
+	for m in sync allreduce; do
+		$P run --mode $m --workers 2 $d --out "$T/pc-$m" \
+			--save-model "$T/pc-$m/m.bin" >"$T/pc-$m.log" 2>&1 ||
+			{ no $n "$m job failed" "$T/pc-$m.log"; return; }
+	done
+	ahead=$(sed -n 's/.*"pieces_applied_ahead": \([0-9]*\).*/\1/p' \
+		"$T/pc-sync/server-0.json")
+	if [ "$ahead" != 60 ]; then
+		no $n "server 0 applied '$ahead' pieces ahead, not 2 x 30"
+	elif cmp -s "$T/pc-sync/m.bin" "$T/pc-allreduce/m.bin"; then
+		ok $n
+	else
+		no $n "the sync and allreduce models differ"
 	fi
 }
 
@@ -232,6 +256,7 @@ test_ar_restart_same_model() {
 }
 
 test_ar_equals_sync_w2
+test_ar_equals_sync_pieces
 test_ar_near_sync_w3
 test_ar_deterministic
 test_ar_outputs

@@ -180,8 +180,10 @@ static void part_cb(void *arg)
 	while (*pp != p)
 		pp = &(*pp)->next;
 	*pp = p->next;
-	if (--p->call->pending == 0)
-		pthread_cond_broadcast(&c->cv);
+	// Every part, not only the call's last: the waiter takes each
+	// reply's values while the others are still on their way.
+	p->call->pending--;
+	pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->mu);
 }
 
@@ -453,9 +455,14 @@ static int call_send(pt_req *q, uint32_t server, const pti_hdr *h,
 	client_part *p = NULL;
 	nng_msg *m;
 	int rv, reused = 0;
-	if (q->n == q->cap)
-		return pti_err_set(PT_EINVAL, "a call has at most %u parts",
-		    q->cap);
+	if (q->n == q->cap) {
+		client_part **pp = realloc(q->parts,
+		    2 * q->cap * sizeof(*pp));
+		if (pp == NULL)
+			return pti_err_set(PT_ENOMEM, "client request");
+		q->parts = pp;
+		q->cap *= 2;
+	}
 	if (lend && q->lent != NULL)
 		return pti_err_set(PT_EINVAL, "a call lends one reply");
 	pthread_mutex_lock(&c->mu);
@@ -599,15 +606,20 @@ static int client_probe(pt_client *c, client_link *k, int64_t *ver)
 	return rv;
 }
 
-int pti_call_wait(pt_req *q, pt_client_step *info)
+// call_await waits until part `want` of q is done (want NULL: every
+// part), saying every c->note_s seconds which parts are still unanswered.
+// `start` is when the wait began. Called with the lock held.
+static void call_await(pt_req *q, const client_part *want, double start)
 {
 	pt_client *c = q->c;
-	pthread_mutex_lock(&c->mu);
-	double every = c->note_s;
-	double start = pti_clock_s(), note = start + every;
-	while (q->pending > 0) {
+	double every = c->note_s, note = start + every;
+	while (note <= pti_clock_s())
+		note += every;
+	while (want != NULL ? want->state != PART_DONE : q->pending > 0) {
 		pti_cond_wait_ms(&c->cv, &c->mu, 1000);
-		if (q->pending == 0 || pti_clock_s() < note)
+		if ((want != NULL ? want->state == PART_DONE
+				  : q->pending == 0) ||
+		    pti_clock_s() < note)
 			continue;
 		note += every;
 		for (uint32_t i = 0; i < q->n; i++) {
@@ -644,15 +656,30 @@ int pti_call_wait(pt_req *q, pt_client_step *info)
 			    pti_clock_s() - start, c->timeout_s, where);
 		}
 	}
-	pthread_mutex_unlock(&c->mu);
+}
 
+int pti_call_wait(pt_req *q, pt_client_step *info)
+{
+	pt_client *c = q->c;
 	pt_client_step st = {INT64_MAX, 0, 0.0, 0.0};
 	uint32_t n_vals = 0, have_lr = 0;
 	int rv = 0;
+	double start = pti_clock_s();
+	// Each part is checked, and its values copied, as soon as it is
+	// answered, while the later parts are still on their way (a large
+	// range goes in pieces, worker_send). A failed one still waits for
+	// the rest: a push given up on could be applied or not.
 	for (uint32_t i = 0; i < q->n && rv == 0; i++) {
 		client_part *p = q->parts[i];
-		if ((rv = call_check(p)) != 0)
+		pthread_mutex_lock(&c->mu);
+		call_await(q, p, start);
+		pthread_mutex_unlock(&c->mu);
+		if ((rv = call_check(p)) != 0) {
+			pthread_mutex_lock(&c->mu);
+			call_await(q, NULL, start);
+			pthread_mutex_unlock(&c->mu);
 			break;
+		}
 		const pti_hdr *h = &p->hdr;
 		if ((h->has & PTI_H_LR) && !have_lr++)
 			st.lr = h->lr; // the first server's, as it is told
