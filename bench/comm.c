@@ -9,12 +9,17 @@
 // pstrain's pushpull is timed twice: with its values copied into the
 // caller's array (pt_wait), and lent (vals NULL, pt_wait_lent: read
 // where they arrived, then pt_lent_free, so that the reply carries the
-// next request). The servers run as threads of this process, or with
+// next request). The raw exchange is also driven as pstrain's client
+// drives its requests: an aio with a callback (send, then receive, each
+// completion run on nng's task threads) and the caller waiting on a
+// condition variable, which shows what that hand-over costs apart
+// (`raw_cb`). The servers run as threads of this process, or with
 // "procs" in a forked process of their own, as in a job.
 //
 //   comm URL_PREFIX N ROUNDS ITERS [procs]   e.g. comm ipc:///tmp/d 4352 7 200
 //
-// Prints one line per round: "raw_us raw_wide_us ps_us ps_lent_us" (mean
+// Prints one line per round: "raw_us raw_wide_us ps_us ps_lent_us
+// raw_cb_us" (mean
 // round trip of ITERS exchanges after a warm-up), for bench/run.sh to
 // take the medians of.
 #include <arpa/inet.h>
@@ -107,6 +112,83 @@ static double raw_round(nng_socket req, const float *g, size_t bytes,
 		    (rv = nng_recvmsg(req, &rep, 0)) != 0)
 			die("raw round trip", rv, 1);
 		nng_msg_free(rep);
+	}
+	return (now_us() - t0) / iters;
+}
+
+// cb_req: a raw REQ context driven by a callback, as worker/client.c
+// drives its parts: the send's completion posts the receive, and the
+// receive's wakes the caller.
+typedef struct cb_req {
+	nng_ctx ctx;
+	nng_aio *aio;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int receiving, done, rv;
+	nng_msg *rep;
+} cb_req;
+
+static void cb_req_cb(void *arg)
+{
+	cb_req *x = arg;
+	int rv = nng_aio_result(x->aio);
+	if (!x->receiving && rv == 0) {
+		x->receiving = 1;
+		nng_ctx_recv(x->ctx, x->aio);
+		return;
+	}
+	if (!x->receiving)
+		nng_msg_free(nng_aio_get_msg(x->aio));
+	pthread_mutex_lock(&x->mu);
+	x->rep = rv == 0 ? nng_aio_get_msg(x->aio) : NULL;
+	x->rv = rv;
+	x->done = 1;
+	pthread_cond_broadcast(&x->cv);
+	pthread_mutex_unlock(&x->mu);
+}
+
+static void cb_req_open(cb_req *x, nng_socket req)
+{
+	int rv;
+	pthread_mutex_init(&x->mu, NULL);
+	pthread_cond_init(&x->cv, NULL);
+	if ((rv = nng_ctx_open(&x->ctx, req)) != 0 ||
+	    (rv = nng_aio_alloc(&x->aio, cb_req_cb, x)) != 0)
+		die("raw callback context", rv, 1);
+}
+
+static void cb_req_close(cb_req *x)
+{
+	nng_aio_free(x->aio);
+	nng_ctx_close(x->ctx);
+	pthread_mutex_destroy(&x->mu);
+	pthread_cond_destroy(&x->cv);
+}
+
+// cb_round: raw_round's exchange through x.
+static double cb_round(cb_req *x, const float *g, size_t bytes,
+    int iters)
+{
+	double t0 = 0;
+	for (int i = -iters / 10 - 1; i < iters; i++) {
+		if (i == 0)
+			t0 = now_us();
+		nng_msg *m;
+		int rv;
+		if ((rv = nng_msg_alloc(&m, bytes)) != 0)
+			die("raw round trip", rv, 1);
+		memcpy(nng_msg_body(m), g, bytes);
+		x->receiving = 0;
+		x->done = 0;
+		nng_aio_set_msg(x->aio, m);
+		nng_ctx_send(x->ctx, x->aio);
+		pthread_mutex_lock(&x->mu);
+		while (!x->done)
+			pthread_cond_wait(&x->cv, &x->mu);
+		pthread_mutex_unlock(&x->mu);
+		if (x->rv != 0)
+			die("raw round trip (callback)", x->rv, 1);
+		nng_msg_free(x->rep);
 	}
 	return (now_us() - t0) / iters;
 }
@@ -305,15 +387,17 @@ int main(int argc, char **argv)
 	    (rv = pt_job_set(job, "lr", "0")) != 0 ||
 	    (rv = pt_worker_open(&w, job, 0, url[2])) != 0)
 		die("pstrain worker", rv, 0);
+	cb_req cr; // on the widened socket over ipc: pstrain's buffers
+	cb_req_open(&cr, wide ? reqw : req);
 	float *g = calloc(n, sizeof(float)), *v = malloc(bytes);
 	int64_t step = pt_worker_start(w);
 	for (int r = 0; r < rounds; r++) {
-		// Turn which goes first (raw, widened, copied, lent; then
-		// widened, copied, lent, raw; ...), so that none always follows
-		// another's cache and allocator state.
-		double t[4] = {0, 0, 0, 0}; // raw, raw widened, copied, lent
-		for (int k = 0; k < 4; k++) {
-			int which = (r + k) % 4;
+		// Turn which goes first (raw, widened, copied, lent, callback;
+		// then widened, copied, lent, callback, raw; ...), so that none
+		// always follows another's cache and allocator state.
+		double t[5] = {0, 0, 0, 0, 0}; // raw, widened, copied, lent, cb
+		for (int k = 0; k < 5; k++) {
+			int which = (r + k) % 5;
 			if (which == 0)
 				t[0] = raw_round(req, g, bytes, iters);
 			else if (which == 1 && wide)
@@ -322,12 +406,16 @@ int main(int argc, char **argv)
 				t[2] = ps_round(w, n, g, v, &step, iters);
 			else if (which == 3)
 				t[3] = ps_round(w, n, g, NULL, &step, iters);
+			else if (which == 4)
+				t[4] = cb_round(&cr, g, bytes, iters);
 		}
 		if (!wide)
 			t[1] = t[0]; // tcp: the same exchange
-		printf("%.2f %.2f %.2f %.2f\n", t[0], t[1], t[2], t[3]);
+		printf("%.2f %.2f %.2f %.2f %.2f\n", t[0], t[1], t[2], t[3],
+		    t[4]);
 		fflush(stdout);
 	}
+	cb_req_close(&cr);
 	pt_worker_close(w);
 	pt_job_free(job);
 	nng_close(req);

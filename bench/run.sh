@@ -46,9 +46,9 @@ span() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 }
 echo "pstrain bench: $R interleaved rounds per figure; machine record below"
 json="{\n  \"rounds\": $R,\n  \"communication\": ["
 sep=""
-printf '\n%-5s %-22s %10s %10s %10s %7s %11s %10s %7s %7s\n' transport size \
-	raw_nng_us "(defaults)" pstrain_us speed "(min-max)" lent_us speed \
-	"vs dflt"
+printf '\n%-5s %-22s %10s %10s %10s %7s %11s %10s %7s %7s %10s %7s\n' \
+	transport size raw_nng_us "(defaults)" pstrain_us speed "(min-max)" \
+	lent_us speed "vs dflt" raw_cb_us "vs cb"
 # name floats iterations
 for tr in ipc tcp; do
 	for spec in "tiny_2.6KB 650 2000" "mlp256x128_0.94MB 235146 100" \
@@ -61,7 +61,10 @@ for tr in ipc tcp; do
 		# with pstrain's (ipc; the same over tcp), pstrain copying its
 		# values, pstrain lending them. speed: raw time / pstrain time
 		# per round, median (1 = as fast), against raw nng with the
-		# same buffers; "vs dflt" against raw nng as nng leaves them.
+		# same buffers; "vs dflt" against raw nng as nng leaves them;
+		# raw_cb: raw nng (same buffers) driven by an aio callback and
+		# a condition variable, as pstrain's client drives a request,
+		# and "vs cb" pstrain copying against that.
 		dflt=$(awk '{print $1}' "$T/c.txt" | median)
 		raw=$(awk '{print $2}' "$T/c.txt" | median)
 		ps=$(awk '{print $3}' "$T/c.txt" | median)
@@ -69,11 +72,13 @@ for tr in ipc tcp; do
 		sp=$(awk '{print $2 / $3}' "$T/c.txt" | median)
 		sl=$(awk '{print $2 / $4}' "$T/c.txt" | median)
 		sd=$(awk '{print $1 / $3}' "$T/c.txt" | median)
+		cb=$(awk '{print $5}' "$T/c.txt" | median)
+		sc=$(awk '{print $5 / $3}' "$T/c.txt" | median)
 		set -- "$@" $(awk '{print $2 / $3}' "$T/c.txt" | span)
 		f='%-5s %-22s %10.1f %10.1f %10.1f %6.2fx %5.2f-%.2f'
-		printf "$f %10.1f %6.2fx %6.2fx\n" $tr "$1" "$raw" "$dflt" "$ps" \
-			"$sp" "$4" "$5" "$lent" "$sl" "$sd"
-		json="$json$sep\n    {\"transport\": \"$tr\", \"size\": \"$1\", \"floats\": $2, \"raw_nng_us\": $raw, \"raw_nng_default_buffers_us\": $dflt, \"pstrain_us\": $ps, \"pstrain_lent_us\": $lent, \"speed_vs_raw\": $sp, \"speed_range\": [$4, $5], \"speed_lent_vs_raw\": $sl, \"speed_vs_raw_default_buffers\": $sd}"
+		printf "$f %10.1f %6.2fx %6.2fx %10.1f %6.2fx\n" $tr "$1" "$raw" \
+			"$dflt" "$ps" "$sp" "$4" "$5" "$lent" "$sl" "$sd" "$cb" "$sc"
+		json="$json$sep\n    {\"transport\": \"$tr\", \"size\": \"$1\", \"floats\": $2, \"raw_nng_us\": $raw, \"raw_nng_default_buffers_us\": $dflt, \"pstrain_us\": $ps, \"pstrain_lent_us\": $lent, \"speed_vs_raw\": $sp, \"speed_range\": [$4, $5], \"speed_lent_vs_raw\": $sl, \"speed_vs_raw_default_buffers\": $sd, \"raw_nng_callback_us\": $cb, \"speed_vs_raw_callback\": $sc}"
 		sep=","
 	done
 done

@@ -16,7 +16,8 @@ assert len(c) == 6, c
 for r in c:
     for k in ("raw_nng_us", "pstrain_us", "speed_vs_raw",
               "raw_nng_default_buffers_us", "pstrain_lent_us",
-              "speed_lent_vs_raw", "speed_vs_raw_default_buffers"):
+              "speed_lent_vs_raw", "speed_vs_raw_default_buffers",
+              "raw_nng_callback_us", "speed_vs_raw_callback"):
         assert math.isfinite(r[k]), r
 g = d["ring"]
 for k in ("ring_us", "bound_us", "time_vs_bound"):
