@@ -123,9 +123,10 @@ static int push(job *j, uint32_t op, uint32_t r, int64_t step, int64_t ver,
 	return ask(j, r + 1, &h, j->g, j->n, rep);
 }
 
-// piece sends worker r's gradient (ones) for [off, off + n) of step.
-static int piece(job *j, uint32_t r, int64_t step, int64_t ver,
-    uint64_t off, uint64_t n)
+// push_range sends worker r's gradient g's [off, off + n) for step,
+// computed from ver, as a push.
+static int push_range(job *j, uint32_t r, int64_t step, int64_t ver,
+    uint64_t off, uint64_t n, const float *g)
 {
 	pti_hdr h, rep;
 	pti_hdr_init(&h, PT_OP_PUSH, PT_ROLE_WORKER, r);
@@ -133,7 +134,14 @@ static int piece(job *j, uint32_t r, int64_t step, int64_t ver,
 	h.step = step;
 	h.ver = ver;
 	h.off = off;
-	return ask(j, r + 1, &h, j->g, n, &rep);
+	return ask(j, r + 1, &h, g + off, n, &rep);
+}
+
+// piece sends worker r's gradient (ones) for [off, off + n) of step.
+static int piece(job *j, uint32_t r, int64_t step, int64_t ver,
+    uint64_t off, uint64_t n)
+{
+	return push_range(j, r, step, ver, off, n, j->g); // all ones
 }
 
 static pti_hdr stats(job *j)
@@ -458,20 +466,6 @@ static void test_policy_sync_eager(void)
 	free(g[0]), free(g[1]), free(out), free(pa), free(pb);
 }
 
-// push_range sends worker r's gradient g's [off, off + n) for step as a
-// push.
-static int push_range(job *j, uint32_t r, int64_t step, uint64_t off,
-    uint64_t n, const float *g)
-{
-	pti_hdr h, rep;
-	pti_hdr_init(&h, PT_OP_PUSH, PT_ROLE_WORKER, r);
-	h.has |= PTI_H_STEP | PTI_H_VER | PTI_H_RANGE;
-	h.step = step;
-	h.ver = step;
-	h.off = off;
-	return ask(j, r + 1, &h, g + off, n, &rep);
-}
-
 // test_policy_sync_kept_pieces: pieces kept in their requests, cut at
 // other places by each worker, are summed right: step 0 has worker 0's
 // gradient in 20 pieces (past the 16 kept: into its row), worker 1's in
@@ -495,23 +489,23 @@ static void test_policy_sync_kept_pieces(void)
 	}
 	int64_t ver = -1;
 	for (uint64_t k = 0; k < 20; k++)
-		PT_TEST_TRUE(push_range(&a, 0, 0, k * n / 20,
+		PT_TEST_TRUE(push_range(&a, 0, 0, 0, k * n / 20,
 				 (k + 1) * n / 20 - k * n / 20, g[0]) == 0);
-	PT_TEST_TRUE(push_range(&a, 1, 0, 0, h2, g[1]) == 0);
-	PT_TEST_TRUE(push_range(&a, 1, 0, h2, n - h2, g[1]) == 0);
+	PT_TEST_TRUE(push_range(&a, 1, 0, 0, 0, h2, g[1]) == 0);
+	PT_TEST_TRUE(push_range(&a, 1, 0, 0, h2, n - h2, g[1]) == 0);
 	PT_TEST_TRUE(stats(&a).ver == 0);
-	PT_TEST_TRUE(push_range(&a, 2, 0, 0, h3, g[2]) == 0);
+	PT_TEST_TRUE(push_range(&a, 2, 0, 0, 0, h3, g[2]) == 0);
 	PT_TEST_TRUE(pp(&a, 2, 0, h3, n - h3, g[2], out, &ver) == 0);
 	PT_TEST_TRUE(ver == 1 && stats(&a).ver == 1);
-	PT_TEST_TRUE(push_range(&a, 0, 1, 0, h, g[0]) == 0);
-	PT_TEST_TRUE(push_range(&a, 0, 1, h, n - h, g[0]) == 0);
-	PT_TEST_TRUE(push_range(&a, 1, 1, h2, n - h2, g[1]) == 0);
-	PT_TEST_TRUE(push_range(&a, 1, 1, 0, h2, g[1]) == 0);
-	PT_TEST_TRUE(push_range(&a, 2, 1, 0, n, g[2]) == 0);
+	PT_TEST_TRUE(push_range(&a, 0, 1, 1, 0, h, g[0]) == 0);
+	PT_TEST_TRUE(push_range(&a, 0, 1, 1, h, n - h, g[0]) == 0);
+	PT_TEST_TRUE(push_range(&a, 1, 1, 1, h2, n - h2, g[1]) == 0);
+	PT_TEST_TRUE(push_range(&a, 1, 1, 1, 0, h2, g[1]) == 0);
+	PT_TEST_TRUE(push_range(&a, 2, 1, 1, 0, n, g[2]) == 0);
 	PT_TEST_TRUE(stats(&a).ver == 2);
 	for (int64_t step = 0; step < 2; step++)
 		for (uint32_t r = 0; r < 3; r++)
-			PT_TEST_TRUE(push_range(&b, r, step, 0, n, g[r]) == 0);
+			PT_TEST_TRUE(push_range(&b, r, step, step, 0, n, g[r]) == 0);
 	pull_all(&a, pa);
 	pull_all(&b, pb);
 	PT_TEST_TRUE(memcmp(pa, pb, n * sizeof(float)) == 0);
@@ -521,7 +515,7 @@ static void test_policy_sync_kept_pieces(void)
 	// hand, so check it against a job of step 0 alone.
 	job_open_spec(&b, "sync", 3, NULL, "mlp:256");
 	for (uint32_t r = 0; r < 3; r++)
-		PT_TEST_TRUE(push_range(&b, r, 0, 0, n, g[r]) == 0);
+		PT_TEST_TRUE(push_range(&b, r, 0, 0, 0, n, g[r]) == 0);
 	pull_all(&b, pb);
 	PT_TEST_TRUE(memcmp(out + h3, pb + h3, (n - h3) * sizeof(float)) == 0);
 	job_close(&b);
