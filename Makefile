@@ -22,12 +22,16 @@ CFLAGS ?= -O3 -g
 CFLAGS += -fno-math-errno
 CFLAGS += -std=c11 -Wall -Wextra -Werror -MMD -MP -pthread
 LDLIBS = -lnng -lmbedcrypto $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lz -lm -pthread
+# The dashboard serves Debian's Chart.js (libjs-chart.js) from this file.
+CHARTJS ?= /usr/share/javascript/chart.js/chart.min.js
+CPPFLAGS += -DPT_CHARTJS='"$(CHARTJS)"'
 SAN = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 # The library (pstrain.h) is common/, ps/ and worker/; the pstrain program
 # is cli/ over it. Tests link the objects directly, internals and all.
 CORE_SRC = $(wildcard common/*.c ps/*.c worker/*.c)
-CLI_SRC = $(filter-out cli/main.c,$(wildcard cli/*.c))
+# build/web.c: the dashboard's page (cli/web/), compiled into pstrain.
+CLI_SRC = $(filter-out cli/main.c,$(wildcard cli/*.c)) build/web.c
 LIB_SRC = $(CORE_SRC) $(CLI_SRC)
 UNIT_SRC = $(filter-out tests/proc_%,$(wildcard tests/*_test.c))
 PROC_SRC = $(wildcard tests/proc_*.c)
@@ -104,6 +108,12 @@ install: lib bin/pstrain
 	install -m 755 bin/pstrain $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 python/pstrain.py \
 		$(DESTDIR)$(PREFIX)/lib/python3/dist-packages/
+
+# The page's files as C arrays (no xxd needed: od and sed).
+WEB = $(sort $(wildcard cli/web/*))
+build/web.c: $(WEB) scripts/embed.sh
+	@mkdir -p $(@D)
+	sh scripts/embed.sh $@ $(WEB)
 
 build/asan/pstrain: $(AOBJ)/cli/main.o $(ALIB_OBJ)
 	@mkdir -p $(@D)

@@ -1,41 +1,47 @@
-// cli/dash.c - the launcher's HTTP view of a running job (dash.h).
-#include "dash.h"
+// cli/dash.c - the dashboard's HTTP server (dash.h): nng's HTTP server
+// with a handler per path, the jobs' table that the launcher updates
+// (states, counts, events) under a lock, and the responses' buffer.
+// /data.json and /metrics are built by dashjson.c and dashprom.c from a
+// snapshot of that table; the page's files come from build/web.c.
+#include "dash_impl.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 
+#include <jansson.h>
 #include <nng/nng.h>
 #include <nng/supplemental/http/http.h>
 
-#include "config.h"
 #include "err.h"
 #include "outputs.h"
+
+#define DASH_CHARTJS_MAX (8 << 20) // bytes: far above Chart.js's 200 KB
 
 struct pti_dash {
 	nng_http_server *srv;
 	nng_url *url;
-	char dir[PT_PATH_MAX];
-	uint32_t workers;
-	pthread_mutex_t mu; // guards the counts
-	uint32_t lost, worker_restarts, server_restarts;
+	char title[256];
+	pthread_mutex_t mu; // guards jobs[].state, counts and events
+	pti_dash_jobrt *jobs;
+	uint32_t n_jobs;
+	char *chartjs; // the file's bytes, or a script saying it is missing
+	size_t chartjs_len;
 };
 
-// A growing text buffer for one response; on failure it stays short and
-// the response is refused.
-typedef struct dash_buf {
-	char *p;
-	size_t len, cap;
-	int failed;
-} dash_buf;
+// ---------------------------------------------------------------- buffer
 
-static void dash_printf(dash_buf *b, const char *fmt, ...)
+void pti_dbuf_printf(pti_dbuf *b, const char *fmt, ...)
 {
 	va_list ap;
+	if (b->failed)
+		return;
 	for (;;) {
 		va_start(ap, fmt);
 		int n = vsnprintf(b->p ? b->p + b->len : NULL,
@@ -60,131 +66,41 @@ static void dash_printf(dash_buf *b, const char *fmt, ...)
 	}
 }
 
-// dash_metric writes one sample; a NaN value (no row yet, a column the
-// file lacks) is left out, as Prometheus expects of a missing series.
-static void dash_metric(dash_buf *b, const char *name, const char *labels,
-    double v)
+void pti_dbuf_str(pti_dbuf *b, const char *s)
 {
-	if (!isnan(v))
-		dash_printf(b, "%s%s %.9g\n", name, labels, v);
-}
-
-static void dash_help(dash_buf *b, const char *name, const char *type,
-    const char *help)
-{
-	dash_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-// Per worker, from worker-R.csv: the last row's values, and the sums of
-// its step, compute and communication times (counters).
-static const char *const dash_worker_cols[] = {"step", "loss", "grad_norm",
-    "step_ms", "compute_ms", "comm_ms", "staleness", "lr"};
-enum { W_STEP, W_LOSS, W_GNORM, W_STEP_MS, W_COMP_MS, W_COMM_MS, W_STALE,
-    W_LR, W_N };
-
-static const struct {
-	const char *name, *type, *help;
-	int col; // last row's column, or -1 for a counter below
-} dash_worker_metrics[] = {
-    {"pstrain_worker_steps_total", "counter", "steps this worker computed",
-	-1},
-    {"pstrain_worker_step", "gauge", "the global step of its last row",
-	W_STEP},
-    {"pstrain_worker_loss", "gauge", "training loss of its last step",
-	W_LOSS},
-    {"pstrain_worker_grad_norm", "gauge", "gradient norm of its last step",
-	W_GNORM},
-    {"pstrain_worker_step_ms", "gauge", "its last step's time, ms",
-	W_STEP_MS},
-    {"pstrain_worker_compute_ms", "gauge",
-	"computing in its last step, ms", W_COMP_MS},
-    {"pstrain_worker_comm_ms", "gauge",
-	"push and pull (waiting included) in its last step, ms", W_COMM_MS},
-    {"pstrain_worker_staleness", "gauge",
-	"staleness of its last gradient", W_STALE},
-    {"pstrain_worker_lr", "gauge", "learning rate of its last step", W_LR},
-    {"pstrain_worker_step_seconds_total", "counter",
-	"time in steps, all rows", -2},
-    {"pstrain_worker_compute_seconds_total", "counter",
-	"time computing, all rows (its share of the step time is the "
-	"utilization)", -3},
-    {"pstrain_worker_comm_seconds_total", "counter",
-	"time in push and pull, all rows", -4},
-};
-#define N_WM (sizeof(dash_worker_metrics) / sizeof(dash_worker_metrics[0]))
-
-static void dash_workers(dash_buf *b, const pti_dash *d)
-{
-	pti_csv *t = calloc(d->workers, sizeof(*t));
-	if (t == NULL) {
+	json_t *j = pti_json_str(s);
+	char *t = j != NULL ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
+	if (t == NULL)
 		b->failed = 1;
-		return;
-	}
-	char path[PT_PATH_MAX + 32];
-	for (uint32_t r = 0; r < d->workers; r++) {
-		snprintf(path, sizeof(path), "%s/worker-%u.csv", d->dir, r);
-		if (pti_csv_read(path, 0, dash_worker_cols, W_N, &t[r]) != 0)
-			b->failed = 1;
-	}
-	for (size_t m = 0; m < N_WM && !b->failed; m++) {
-		dash_help(b, dash_worker_metrics[m].name,
-		    dash_worker_metrics[m].type, dash_worker_metrics[m].help);
-		for (uint32_t r = 0; r < d->workers; r++) {
-			char lab[32];
-			const pti_csv *c = &t[r];
-			int col = dash_worker_metrics[m].col;
-			double v = NAN, sum = 0;
-			snprintf(lab, sizeof(lab), "{worker=\"%u\"}", r);
-			if (col == -1)
-				v = (double)c->n_rows;
-			else if (col >= 0 && c->n_rows > 0)
-				v = c->v[(c->n_rows - 1) * W_N + col];
-			else if (col < -1) {
-				int k = col == -2 ? W_STEP_MS : col == -3
-				    ? W_COMP_MS : W_COMM_MS;
-				for (size_t i = 0; i < c->n_rows; i++)
-					if (!isnan(c->v[i * W_N + k]))
-						sum += c->v[i * W_N + k];
-				v = sum / 1000.0;
-			}
-			dash_metric(b, dash_worker_metrics[m].name, lab, v);
-		}
-	}
-	for (uint32_t r = 0; r < d->workers; r++)
-		free(t[r].v);
+	else
+		pti_dbuf_printf(b, "%s", t);
 	free(t);
+	json_decref(j);
 }
 
-// The last evaluation, from eval.csv (validation columns, or test ones
-// in a job without a validation split).
-static void dash_eval(dash_buf *b, const pti_dash *d)
+void pti_dbuf_num(pti_dbuf *b, double v)
 {
-	static const char *const want[] = {"step", "val_loss", "val_acc",
-	    "test_loss", "test_acc"};
-	char path[PT_PATH_MAX + 32];
-	pti_csv t;
-	snprintf(path, sizeof(path), "%s/eval.csv", d->dir);
-	if (pti_csv_read(path, 0, want, 5, &t) != 0) {
-		b->failed = 1;
-		return;
-	}
-	const double *last = t.n_rows ? t.v + (t.n_rows - 1) * 5 : NULL;
-	int val = t.have[1];
-	const char *set = val ? "{set=\"validation\"}" : "{set=\"test\"}";
-	dash_help(b, "pstrain_evals_total", "counter", "evaluations so far");
-	dash_metric(b, "pstrain_evals_total", "", (double)t.n_rows);
-	dash_help(b, "pstrain_eval_step", "gauge",
-	    "the parameters' version at the last evaluation");
-	dash_metric(b, "pstrain_eval_step", "", last ? last[0] : NAN);
-	dash_help(b, "pstrain_eval_loss", "gauge", "loss at the last "
-	    "evaluation (validation set, or test set without one)");
-	dash_metric(b, "pstrain_eval_loss", set,
-	    last ? last[val ? 1 : 3] : NAN);
-	dash_help(b, "pstrain_eval_accuracy", "gauge",
-	    "accuracy at the last evaluation");
-	dash_metric(b, "pstrain_eval_accuracy", set,
-	    last ? last[val ? 2 : 4] : NAN);
-	free(t.v);
+	if (isfinite(v))
+		pti_dbuf_printf(b, "%.9g", v);
+	else
+		pti_dbuf_printf(b, "null");
+}
+
+void pti_dbuf_secs(pti_dbuf *b, double v)
+{
+	if (isfinite(v))
+		pti_dbuf_printf(b, "%.3f", v);
+	else
+		pti_dbuf_printf(b, "null");
+}
+
+// ---------------------------------------------------------------- handlers
+
+static double dash_now(void)
+{
+	struct timeval tv;
+	gettimeofday(&tv, NULL);
+	return (double)tv.tv_sec + tv.tv_usec / 1e6;
 }
 
 static void dash_reply(nng_aio *aio, const char *type, const char *body,
@@ -197,6 +113,7 @@ static void dash_reply(nng_aio *aio, const char *type, const char *body,
 	}
 	if (nng_http_res_set_status(res, status) != 0 ||
 	    nng_http_res_set_header(res, "Content-Type", type) != 0 ||
+	    nng_http_res_set_header(res, "Cache-Control", "no-store") != 0 ||
 	    nng_http_res_copy_data(res, body, len) != 0) {
 		nng_http_res_free(res);
 		nng_aio_finish(aio, NNG_ENOMEM);
@@ -206,51 +123,87 @@ static void dash_reply(nng_aio *aio, const char *type, const char *body,
 	nng_aio_finish(aio, 0);
 }
 
+// dash_view takes a snapshot of d's jobs into v (the caller frees
+// v->jobs); -1 when out of memory.
+static int dash_view_take(pti_dash *d, pti_dash_view *v)
+{
+	pti_dash_jobrt *jobs = malloc(d->n_jobs * sizeof(*jobs));
+	if (jobs == NULL)
+		return -1;
+	pthread_mutex_lock(&d->mu);
+	memcpy(jobs, d->jobs, d->n_jobs * sizeof(*jobs));
+	pthread_mutex_unlock(&d->mu);
+	v->compare = d->n_jobs > 1 || d->jobs[0].cfg.label[0] != '\0';
+	v->title = d->title;
+	v->jobs = jobs;
+	v->n_jobs = d->n_jobs;
+	v->now = dash_now();
+	return 0;
+}
+
+static void dash_oom(nng_aio *aio)
+{
+	static const char oom[] = "out of memory\n";
+	dash_reply(aio, "text/plain", oom, sizeof(oom) - 1,
+	    NNG_HTTP_STATUS_INTERNAL_SERVER_ERROR);
+}
+
 static void dash_metrics_cb(nng_aio *aio)
 {
 	nng_http_handler *h = nng_aio_get_input(aio, 1);
 	pti_dash *d = nng_http_handler_get_data(h);
-	dash_buf b = {0};
-	uint32_t lost, wr, sr;
-	pthread_mutex_lock(&d->mu);
-	lost = d->lost;
-	wr = d->worker_restarts;
-	sr = d->server_restarts;
-	pthread_mutex_unlock(&d->mu);
-	dash_workers(&b, d);
-	dash_eval(&b, d);
-	dash_help(&b, "pstrain_workers_lost", "gauge",
-	    "workers the job went on without");
-	dash_metric(&b, "pstrain_workers_lost", "", lost);
-	dash_help(&b, "pstrain_worker_restarts_total", "counter",
-	    "workers the launcher restarted");
-	dash_metric(&b, "pstrain_worker_restarts_total", "", wr);
-	dash_help(&b, "pstrain_server_restarts_total", "counter",
-	    "servers the launcher restarted");
-	dash_metric(&b, "pstrain_server_restarts_total", "", sr);
-	if (b.failed) {
-		static const char oom[] = "out of memory\n";
-		dash_reply(aio, "text/plain", oom, sizeof(oom) - 1,
-		    NNG_HTTP_STATUS_INTERNAL_SERVER_ERROR);
-	} else {
+	pti_dash_view v;
+	pti_dbuf b = {0};
+	if (dash_view_take(d, &v) != 0) {
+		dash_oom(aio);
+		return;
+	}
+	pti_dash_prom(&b, &v);
+	if (b.failed)
+		dash_oom(aio);
+	else
 		dash_reply(aio, "text/plain; version=0.0.4; charset=utf-8",
 		    b.p, b.len, NNG_HTTP_STATUS_OK);
-	}
 	free(b.p);
+	free((void *)v.jobs);
 }
 
-// The page at / says what is served (the charts are not built yet).
-static void dash_index_cb(nng_aio *aio)
+static void dash_data_cb(nng_aio *aio)
 {
-	static const char page[] =
-	    "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
-	    "<title>pstrain</title></head><body>\n<h1>pstrain job</h1>\n"
-	    "<p><a href=\"/metrics\">/metrics</a>: the job's figures in "
-	    "Prometheus's text format, read from its files at each request."
-	    "</p>\n<p>A page with live charts is not built yet.</p>\n"
-	    "</body></html>\n";
-	dash_reply(aio, "text/html; charset=utf-8", page, sizeof(page) - 1,
-	    NNG_HTTP_STATUS_OK);
+	nng_http_req *req = nng_aio_get_input(aio, 0);
+	nng_http_handler *h = nng_aio_get_input(aio, 1);
+	pti_dash *d = nng_http_handler_get_data(h);
+	const char *uri = nng_http_req_get_uri(req);
+	const char *q = uri != NULL ? strchr(uri, '?') : NULL;
+	pti_dash_view v;
+	pti_dbuf b = {0};
+	if (dash_view_take(d, &v) != 0) {
+		dash_oom(aio);
+		return;
+	}
+	int rv = pti_dash_json(&b, &v, q != NULL ? q + 1 : NULL);
+	if (rv != 0) {
+		char msg[256];
+		int n = snprintf(msg, sizeof(msg), "%s\n", pt_errmsg(rv));
+		dash_reply(aio, "text/plain; charset=utf-8", msg,
+		    n < (int)sizeof(msg) ? (size_t)n : sizeof(msg) - 1,
+		    NNG_HTTP_STATUS_BAD_REQUEST);
+	} else if (b.failed) {
+		dash_oom(aio);
+	} else {
+		dash_reply(aio, "application/json", b.p, b.len,
+		    NNG_HTTP_STATUS_OK);
+	}
+	free(b.p);
+	free((void *)v.jobs);
+}
+
+static int dash_add(pti_dash *d, nng_http_handler *h)
+{
+	int rv = nng_http_server_add_handler(d->srv, h);
+	if (rv != 0)
+		nng_http_handler_free(h);
+	return rv;
 }
 
 static int dash_handler(pti_dash *d, const char *path, void (*cb)(nng_aio *))
@@ -259,33 +212,115 @@ static int dash_handler(pti_dash *d, const char *path, void (*cb)(nng_aio *))
 	int rv = nng_http_handler_alloc(&h, path, cb);
 	if (rv != 0)
 		return rv;
-	if ((rv = nng_http_handler_set_data(h, d, NULL)) != 0 ||
-	    (rv = nng_http_server_add_handler(d->srv, h)) != 0)
+	if ((rv = nng_http_handler_set_data(h, d, NULL)) != 0) {
 		nng_http_handler_free(h);
-	return rv;
+		return rv;
+	}
+	return dash_add(d, h);
 }
 
-int pti_dash_open(pti_dash **out, const char *listen, const char *dir,
-    uint32_t workers, char *url, size_t n)
+static int dash_static(pti_dash *d, const char *path, const void *data,
+    size_t len, const char *type)
+{
+	nng_http_handler *h;
+	int rv = nng_http_handler_alloc_static(&h, path, data, len, type);
+	return rv != 0 ? rv : dash_add(d, h);
+}
+
+static const char *dash_type(const char *name)
+{
+	const char *dot = strrchr(name, '.');
+	if (dot != NULL && strcmp(dot, ".js") == 0)
+		return "text/javascript; charset=utf-8";
+	if (dot != NULL && strcmp(dot, ".css") == 0)
+		return "text/css; charset=utf-8";
+	return "text/html; charset=utf-8";
+}
+
+// dash_chartjs reads Chart.js into d, or a script that tells the page it
+// is missing (the page then shows numbers without charts).
+static int dash_chartjs(pti_dash *d)
+{
+	FILE *f = fopen(PT_CHARTJS, "rb");
+	char *p = NULL;
+	size_t n = 0;
+	if (f != NULL && (p = malloc(DASH_CHARTJS_MAX)) != NULL)
+		n = fread(p, 1, DASH_CHARTJS_MAX, f);
+	if (f != NULL)
+		fclose(f);
+	if (p != NULL && n > 0 && n < DASH_CHARTJS_MAX) {
+		d->chartjs = p;
+		d->chartjs_len = n;
+		return 0;
+	}
+	free(p);
+	json_t *path = pti_json_str(PT_CHARTJS);
+	char *s = path != NULL ? json_dumps(path, JSON_ENCODE_ANY) : NULL;
+	json_decref(path);
+	if (s == NULL)
+		return NNG_ENOMEM;
+	size_t len = strlen(s) + 64;
+	if ((d->chartjs = malloc(len)) == NULL) {
+		free(s);
+		return NNG_ENOMEM;
+	}
+	d->chartjs_len = (size_t)snprintf(d->chartjs, len,
+	    "window.ptChartMissing = %s;\n", s);
+	free(s);
+	return 0;
+}
+
+static int dash_handlers(pti_dash *d)
+{
+	int rv;
+	for (const pti_web_file *w = pti_web_files; w->name != NULL; w++) {
+		char path[64];
+		const char *type = dash_type(w->name);
+		snprintf(path, sizeof(path), "/%s", w->name);
+		if ((rv = dash_static(d, path, w->data, w->len, type)) != 0)
+			return rv;
+		if (strcmp(w->name, "index.html") == 0 &&
+		    (rv = dash_static(d, "/", w->data, w->len, type)) != 0)
+			return rv;
+	}
+	if ((rv = dash_chartjs(d)) != 0 ||
+	    (rv = dash_static(d, "/chart.js", d->chartjs, d->chartjs_len,
+		 "text/javascript; charset=utf-8")) != 0 ||
+	    (rv = dash_handler(d, "/data.json", dash_data_cb)) != 0)
+		return rv;
+	return dash_handler(d, "/metrics", dash_metrics_cb);
+}
+
+// ---------------------------------------------------------------- the API
+
+int pti_dash_open(pti_dash **out, const char *flag, const char *listen,
+    const char *title, const pti_dash_job *jobs, uint32_t n, char *url,
+    size_t n_url)
 {
 	char u[300];
 	const char *colon = strrchr(listen, ':');
 	if (colon == NULL || colon == listen || colon[1] == '\0' ||
 	    strlen(listen) > 256)
-		return pti_err_set(PT_EINVAL, "--dashboard-listen %s: expected "
-		    "HOST:PORT", listen);
+		return pti_err_set(PT_EINVAL, "%s %s: expected HOST:PORT",
+		    flag, listen);
 	pti_dash *d = calloc(1, sizeof(*d));
-	if (d == NULL)
+	if (d == NULL || n == 0 ||
+	    (d->jobs = calloc(n, sizeof(*d->jobs))) == NULL) {
+		free(d);
 		return pti_err_set(PT_ENOMEM, "dashboard");
-	snprintf(d->dir, sizeof(d->dir), "%s", dir);
-	d->workers = workers;
+	}
+	snprintf(d->title, sizeof(d->title), "%s", title);
+	d->n_jobs = n;
+	for (uint32_t i = 0; i < n; i++) {
+		d->jobs[i].cfg = jobs[i];
+		d->jobs[i].state = jobs[i].state;
+	}
 	pthread_mutex_init(&d->mu, NULL);
 	snprintf(u, sizeof(u), "http://%s", listen);
 	int rv = nng_url_parse(&d->url, u);
 	if (rv == 0)
 		rv = nng_http_server_hold(&d->srv, d->url);
-	if (rv == 0 && (rv = dash_handler(d, "/metrics", dash_metrics_cb)) ==
-	    0 && (rv = dash_handler(d, "/", dash_index_cb)) == 0)
+	if (rv == 0 && (rv = dash_handlers(d)) == 0)
 		rv = nng_http_server_start(d->srv);
 	nng_sockaddr sa;
 	if (rv == 0 && (rv = nng_http_server_get_addr(d->srv, &sa)) == 0 &&
@@ -293,25 +328,53 @@ int pti_dash_open(pti_dash **out, const char *listen, const char *dir,
 		rv = NNG_EADDRINVAL;
 	if (rv != 0) {
 		pti_dash_close(d);
-		return pti_err_set(PT_ETRANSPORT, "--dashboard-listen %s: %s",
-		    listen, nng_strerror(rv));
+		return pti_err_set(rv == NNG_ENOMEM ? PT_ENOMEM :
+		    PT_ETRANSPORT, "%s %s: %s", flag, listen,
+		    nng_strerror(rv));
 	}
 	char host[64];
 	inet_ntop(AF_INET, &sa.s_in.sa_addr, host, sizeof(host));
-	snprintf(url, n, "http://%s:%u/", host, ntohs(sa.s_in.sa_port));
+	snprintf(url, n_url, "http://%s:%u/", host, ntohs(sa.s_in.sa_port));
 	*out = d;
 	return 0;
 }
 
-void pti_dash_counts(pti_dash *d, uint32_t workers_lost,
+static void dash_event(pti_dash_jobrt *j, int kind, uint32_t total)
+{
+	pti_dash_event *e = &j->ev[j->n_ev++ % PTI_DASH_EVENTS];
+	e->t = j->cfg.t0 > 0 ? dash_now() - j->cfg.t0 : NAN;
+	e->kind = kind;
+	e->total = total;
+}
+
+void pti_dash_counts(pti_dash *d, uint32_t job, uint32_t workers_lost,
     uint32_t worker_restarts, uint32_t server_restarts)
 {
-	if (d == NULL)
+	if (d == NULL || job >= d->n_jobs)
 		return;
 	pthread_mutex_lock(&d->mu);
-	d->lost = workers_lost;
-	d->worker_restarts = worker_restarts;
-	d->server_restarts = server_restarts;
+	pti_dash_jobrt *j = &d->jobs[job];
+	if (workers_lost > j->lost)
+		dash_event(j, PTI_DEV_LOST, workers_lost);
+	if (worker_restarts > j->worker_restarts)
+		dash_event(j, PTI_DEV_WORKER_RESTART, worker_restarts);
+	if (server_restarts > j->server_restarts)
+		dash_event(j, PTI_DEV_SERVER_RESTART, server_restarts);
+	j->counted = 1;
+	j->lost = workers_lost;
+	j->worker_restarts = worker_restarts;
+	j->server_restarts = server_restarts;
+	pthread_mutex_unlock(&d->mu);
+}
+
+void pti_dash_state(pti_dash *d, uint32_t job, int state, double t0)
+{
+	if (d == NULL || job >= d->n_jobs)
+		return;
+	pthread_mutex_lock(&d->mu);
+	d->jobs[job].state = state;
+	if (t0 > 0)
+		d->jobs[job].cfg.t0 = t0;
 	pthread_mutex_unlock(&d->mu);
 }
 
@@ -319,6 +382,8 @@ void pti_dash_close(pti_dash *d)
 {
 	if (d == NULL)
 		return;
+	// nng_http_server_stop returns once every connection is reaped,
+	// its handler's callback included: nothing uses d after it.
 	if (d->srv != NULL) {
 		nng_http_server_stop(d->srv);
 		nng_http_server_release(d->srv);
@@ -326,5 +391,7 @@ void pti_dash_close(pti_dash *d)
 	if (d->url != NULL)
 		nng_url_free(d->url);
 	pthread_mutex_destroy(&d->mu);
+	free(d->chartjs);
+	free(d->jobs);
 	free(d);
 }

@@ -38,7 +38,6 @@ static void run_on_signal(int sig)
 	pti_run_signalled = sig;
 }
 
-// run_watch waits for every child; 0 when all exited cleanly.
 // run_tensorboard appends the job's new rows to --tensorboard's files;
 // after a failure it says why and writes no more.
 static void run_tensorboard(run_job *j)
@@ -52,6 +51,35 @@ static void run_tensorboard(run_job *j)
 	}
 }
 
+// run_dashboard serves --dashboard: this one job, running.
+static int run_dashboard(run_job *j)
+{
+	static pti_dash_job job; // large: keep it off the stack
+	char url[128], title[PT_PATH_MAX + PT_SPEC_MAX + 128];
+	int rv;
+	snprintf(job.dir, sizeof(job.dir), "%s", j->c.out);
+	snprintf(job.mode, sizeof(job.mode), "%s", pt_mode_name(j->c.mode));
+	snprintf(job.ckpt_dir, sizeof(job.ckpt_dir), "%s",
+	    j->c.checkpoint_dir);
+	job.workers = j->c.workers;
+	job.steps = j->steps;
+	job.t0 = j->t0;
+	job.state = PTI_DASH_RUNNING;
+	snprintf(title, sizeof(title), "pstrain run: %s, %u x %u, %s, %s",
+	    pt_mode_name(j->c.mode), j->c.servers, j->c.workers, j->c.model,
+	    j->c.out);
+	if ((rv = pti_dash_open(&j->dash, "--dashboard-listen",
+	    j->c.dashboard_listen, title, &job, 1, url, sizeof(url))) != 0) {
+		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(rv));
+		return PTI_EXIT_USAGE;
+	}
+	pti_dash_counts(j->dash, 0, 0, 0, 0);
+	fprintf(stderr, "pstrain run: dashboard at %s (Prometheus metrics at "
+	    "%smetrics)\n", url, url);
+	return 0;
+}
+
+// run_watch waits for every child; 0 when all exited cleanly.
 static int run_watch(run_job *j)
 {
 	double next = 0, stopped = 0;
@@ -140,7 +168,7 @@ static int run_watch(run_job *j)
 			pti_run_progress(j, 1);
 			return 0;
 		}
-		pti_dash_counts(j->dash, j->workers_lost, j->worker_restarts,
+		pti_dash_counts(j->dash, 0, j->workers_lost, j->worker_restarts,
 		    j->server_restarts);
 		if (t >= next) {
 			run_tensorboard(j);
@@ -380,16 +408,8 @@ int pti_cmd_run(int argc, char **argv)
 		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(rv));
 		return PTI_EXIT_USAGE;
 	}
-	if (j.c.dashboard) {
-		char url[128];
-		if ((rv = pti_dash_open(&j.dash, j.c.dashboard_listen, j.c.out,
-			 j.c.workers, url, sizeof(url))) != 0) {
-			fprintf(stderr, "pstrain run: %s\n", pt_errmsg(rv));
-			return PTI_EXIT_USAGE;
-		}
-		fprintf(stderr, "pstrain run: dashboard at %s (Prometheus "
-		    "metrics at %smetrics)\n", url, url);
-	}
+	if (j.c.dashboard && (rv = run_dashboard(&j)) != 0)
+		return rv;
 	for (;;) {
 		if (pti_run_start(&j) != 0) {
 			// pti_run_start has said what went wrong.

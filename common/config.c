@@ -225,8 +225,11 @@ static const config_entry config_table[] = {
 	"it publishes its address in DIR/nodes/ID)"),
     E("dashboard", T_BOOL, dashboard, "0", 0, 1, RUN, "",
 	"serve the running job over HTTP at --dashboard-listen (its "
-	"address printed at start): Prometheus metrics at /metrics, read "
-	"from the job's files; read-only, in the launcher"),
+	"address printed at start): a page whose charts move as it trains "
+	"(loss, accuracy, step time and utilization, gradient norm, "
+	"staleness and idle time, events, ETA), its data at /data.json and "
+	"Prometheus metrics at /metrics, read from the job's files; "
+	"read-only, in the launcher"),
     E("dashboard-listen", T_STR, dashboard_listen, "127.0.0.1:0", 0, 0,
 	RUN, "HOST:PORT", "where --dashboard serves (port 0: a free one; "
 	"another host than 127.0.0.1 only when given)"),

@@ -1,9 +1,12 @@
 #!/bin/sh
-# tests/dash_test.sh - pstrain run --dashboard: a running job's /metrics,
-# scraped twice over HTTP while it trains, is Prometheus's text format,
-# moves forward, and agrees with the job's own files; bad addresses and
-# compare --dashboard are refused by name. Prints "ok NAME" / "FAIL NAME"
-# per case.
+# tests/dash_test.sh - the dashboard's server (run --dashboard): a
+# running job's /metrics, scraped twice, is Prometheus's text format,
+# moves forward and agrees with the job's files; /data.json hands out
+# every row of worker-R.csv and eval.csv once, from the offsets it gave,
+# and the checkpoints written; malformed and hostile requests get an
+# error (never a crash) while the job trains on; bad addresses and
+# compare --dashboard are refused by name. Run against the ASan build too
+# (tests/run.sh). Prints "ok NAME" / "FAIL NAME" per case.
 cd "$(dirname "$0")/.." || exit 2
 P=${PSTRAIN:-bin/pstrain}
 T=$(mktemp -d "${TMPDIR:-/tmp}/pt-dash-XXXXXX")
@@ -11,31 +14,53 @@ trap 'pkill -f -- "--out $T/" 2>/dev/null; rm -rf "$T"' EXIT
 . tests/lib.sh
 
 # A job slowed to about 5 ms a step (--delay), so that it runs for
-# seconds: long enough to be scraped twice.
-test_dash_metrics() {
-	n=test_dash_metrics
+# seconds: long enough to be scraped and read several times. Its Python
+# prints the lines of test_dash_metrics, test_dash_json and
+# test_dash_hostile.
+test_dash_live() {
 	$P run --mode async --servers 1 --workers 2 --model mlp:16 \
 		--data synthetic:2000 --batch 32 --steps 1500 \
-		--delay uniform:5:5 --evals-per-epoch 4 --dashboard \
+		--delay uniform:5:5 --evals-per-epoch 4 --validation 10% \
+		--checkpoint-dir "$T/ck" --checkpoint-every 300 --dashboard \
 		--out "$T/job" >"$T/job.log" 2>&1 &
 	pid=$!
-	if ! $PY - "$T/job.log" "$T/job" >"$T/check.log" 2>&1 <<'EOF'; then
-import csv, re, sys, time, urllib.request
-log, out = sys.argv[1], sys.argv[2]
+	$PY - "$T/job.log" "$T/job" "$T/ck" >"$T/check.log" 2>&1 <<'EOF'
+import csv, json, os, re, socket, sys, time, urllib.error, urllib.request
+log, out, ck = sys.argv[1:4]
 url = None
 for _ in range(200):
-    m = re.search(r"dashboard at (http://127\.0\.0\.1:\d+/) ", open(log).read())
+    m = re.search(r"dashboard at (http://127\.0\.0\.1:(\d+)/) ", open(log).read())
     if m:
-        url = m.group(1)
+        url, port = m.group(1), int(m.group(2))
         break
     time.sleep(0.05)
-assert url, "no dashboard address printed"
+if not url:
+    print("FAIL test_dash_metrics: no dashboard address printed")
+    sys.exit(0)
+
+def get(path):
+    return urllib.request.urlopen(url + path, timeout=10).read().decode()
+
+def case(name, fn):
+    try:
+        fn()
+        print("ok " + name)
+    except Exception as e:
+        print("FAIL %s: %r" % (name, e))
+
+def floats(row, cols):
+    return [float(row[c]) if row[c] not in ("", "nan") else None for c in cols]
+
+def close(a, b):
+    return (a is None and b is None) or (a is not None and b is not None and
+        abs(a - b) <= 1e-6 * max(1.0, abs(b)))
+
+# ---------------------------------------------------------------- metrics
 line = re.compile(r'^[a-z_]+(\{[a-z]+="[^"]*"\})? -?[0-9.e+-]+$')
 
 def scrape():
-    text = urllib.request.urlopen(url + "metrics", timeout=10).read().decode()
     vals = {}
-    for l in text.splitlines():
+    for l in get("metrics").splitlines():
         if l.startswith("# HELP ") or l.startswith("# TYPE "):
             continue
         assert line.match(l), "not the exposition format: %r" % l
@@ -46,34 +71,159 @@ def scrape():
 def steps(v):
     return v.get('pstrain_worker_steps_total{worker="0"}', 0)
 
-first = None
-for _ in range(100):
-    first = scrape()
-    if steps(first) >= 20:
-        break
-    time.sleep(0.05)
-time.sleep(1.0)
-second = scrape()
-assert steps(second) > steps(first) >= 20, (steps(first), steps(second))
-for k in ("pstrain_worker_loss", "pstrain_worker_step_ms",
-          "pstrain_worker_compute_seconds_total", "pstrain_workers_lost"):
-    assert any(s.startswith(k) for s in second), "no " + k
-assert second["pstrain_workers_lost"] == 0, second
-page = urllib.request.urlopen(url, timeout=10).read().decode()
-assert "/metrics" in page, page
-# The pair scraped (step, loss) is a row of worker 0's file.
-step = second['pstrain_worker_step{worker="0"}']
-loss = second['pstrain_worker_loss{worker="0"}']
-for _ in range(600):   # the job's end: its files complete
-    if open(log).read().find("summary:") >= 0:
-        break
-    time.sleep(0.05)
-rows = list(csv.DictReader(open(out + "/worker-0.csv")))
-assert any(float(r["step"]) == step and abs(float(r["loss"]) - loss) < 1e-5
-           for r in rows), (step, loss)
-print("scraped", steps(first), "then", steps(second), "steps of", len(rows))
+def metrics():
+    first = None
+    for _ in range(200):
+        first = scrape()
+        if steps(first) >= 20:
+            break
+        time.sleep(0.05)
+    time.sleep(1.0)
+    second = scrape()
+    assert steps(second) > steps(first) >= 20, (steps(first), steps(second))
+    for k in ("pstrain_worker_loss", "pstrain_worker_step_ms",
+              "pstrain_worker_compute_seconds_total", "pstrain_workers_lost"):
+        assert any(s.startswith(k) for s in second), "no " + k
+    assert second["pstrain_workers_lost"] == 0, second
+    # The pair scraped (step, loss) is a row of worker 0's file: the
+    # row was complete when it was read.
+    step = second['pstrain_worker_step{worker="0"}']
+    loss = second['pstrain_worker_loss{worker="0"}']
+    rows = list(csv.DictReader(open(out + "/worker-0.csv")))
+    assert any(float(r["step"]) == step and abs(float(r["loss"]) - loss) < 1e-5
+               for r in rows), (step, loss)
+
+# ---------------------------------------------------------------- data.json
+def data(cursor=None):
+    return json.loads(get("data.json" + ("?from=" + cursor if cursor else "")))
+
+def json_rows():
+    d = data()
+    assert d["view"] == "run" and len(d["jobs"]) == 1, d["view"]
+    j = d["jobs"][0]
+    assert j["state"] == "running" and j["workers"] == 2, j["state"]
+    assert j["steps"] == 1500 and j["mode"] == "async", (j["steps"], j["mode"])
+    assert j["eval_set"] == "validation", j["eval_set"]
+    assert j["counts"]["source"] == "launcher", j["counts"]
+    assert j["counts"]["workers_lost"] == 0, j["counts"]
+    wcols, ecols = d["worker_cols"], d["eval_cols"]
+    got = [list(p["rows"]) for p in j["worker"]]
+    ev = list(j["eval"]["rows"])
+    # Ask again from the offsets given: only the rows written since.
+    cur = lambda j: ",".join([".".join(str(x) for x in
+        [j["eval"]["next"]] + [p["next"] for p in j["worker"]])])
+    for _ in range(3):
+        time.sleep(0.6)
+        j2 = data(cur(j))["jobs"][0]
+        for r, p in enumerate(j2["worker"]):
+            assert p["from"] == j["worker"][r]["next"], (p["from"], r)
+            got[r] += p["rows"]
+        assert j2["eval"]["from"] == j["eval"]["next"]
+        ev += j2["eval"]["rows"]
+        j = j2
+    assert len(got[0]) > 20, len(got[0])
+    for r in range(2):
+        rows = list(csv.DictReader(open("%s/worker-%d.csv" % (out, r))))
+        assert len(rows) >= len(got[r]), (len(rows), len(got[r]))
+        for a, b in zip(got[r], rows):
+            assert all(close(x, y) for x, y in zip(a, floats(b, wcols))), (a, b)
+    erows = list(csv.DictReader(open(out + "/eval.csv")))
+    assert len(ev) >= 1 and len(erows) >= len(ev), (len(ev), len(erows))
+    names = {"loss": "val_loss", "acc": "val_acc"}
+    for a, b in zip(ev, erows):
+        assert all(close(x, y) for x, y in
+                   zip(a, floats(b, [names.get(c, c) for c in ecols]))), (a, b)
+    # An offset inside a row is not trusted: the rows start again.
+    mid = j["worker"][0]["next"] - 3
+    j3 = data("0.%d" % mid)["jobs"][0]
+    assert j3["worker"][0]["from"] < mid, j3["worker"][0]["from"]
+    # Each checkpoint listed is a file of the checkpoint folder.
+    for _ in range(100):
+        ck_list = data()["jobs"][0]["checkpoints"]
+        if ck_list:
+            break
+        time.sleep(0.1)
+    assert ck_list, "no checkpoint listed"
+    for c in ck_list:
+        assert os.path.exists("%s/server-%d-v%d.ckpt" % (ck, c["server"],
+            c["version"])), c
+        assert c["t"] is not None and c["t"] >= -1, c
+    # The page and Chart.js.
+    page = get("")
+    assert "panel-staleness" in page and "dash.js" in page, page[:200]
+    js = get("dash.js")
+    assert "data.json" in js
+    cj = get("chart.js")
+    assert len(cj) > 100000 or "ptChartMissing" in cj, len(cj)
+
+# ---------------------------------------------------------------- hostile
+def raw(payload, wait=2.0):
+    s = socket.create_connection(("127.0.0.1", port), timeout=wait)
+    try:
+        s.sendall(payload)
+        s.shutdown(socket.SHUT_WR)
+        got = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            got += b
+    except (socket.timeout, ConnectionResetError, BrokenPipeError):
+        pass
+    finally:
+        s.close()
+    return got
+
+def status(resp):
+    m = re.match(rb"HTTP/1\.[01] (\d+)", resp)
+    return int(m.group(1)) if m else None
+
+def hostile():
+    req = lambda path, extra=b"": (b"GET " + path + b" HTTP/1.1\r\nHost: x\r\n"
+                                   + extra + b"\r\n")
+    bad = {b"/data.json?from=abc": 400, b"/data.json?from=-1": 400,
+           b"/data.json?from=1234567890123456789012": 400,
+           b"/data.json?from=%00": 400, b"/data.json?from=1.2&from=x": 400,
+           b"/../../../etc/passwd": 404, b"/nothing": 404}
+    for path, want in bad.items():
+        got = status(raw(req(path)))
+        assert got == want, (path, got)
+    # Offsets nowhere near a row, many jobs' worth: every row from the
+    # start, no error.
+    many = b"/data.json?from=" + b",".join([b"9" * 18 + b".7.7"] * 3000)
+    assert status(raw(req(many))) in (200, 400, 413, None), "many offsets"
+    assert status(raw(req(b"/data.json?from=" + b"." * 5000))) == 200
+    for junk in (b"\x00\xff garbage\r\n\r\n", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+                 b"GET / HTTP/9.9\r\nHost: x\r\n\r\n",
+                 b"GET / HTTP/1.1\r\n" + b"X: " + b"a" * 200000 + b"\r\n\r\n",
+                 b"POST /data.json HTTP/1.1\r\nHost: x\r\nContent-Length: 5"
+                 b"\r\n\r\nhello",
+                 b"GET /data.json HTTP/1.1\r\nHost: x\r\nContent-Length: "
+                 b"99999999999\r\n\r\n",
+                 b"GET /data.json?from="):
+        raw(junk, 1.0)
+    # Connections left half-open, then dropped.
+    socks = []
+    for _ in range(20):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(b"GET /data.json HTTP/1.1\r\nHost:")
+        socks.append(s)
+    time.sleep(0.3)
+    for s in socks:
+        s.close()
+    # Still serving, and the job still training.
+    a = data()["jobs"][0]["worker"][0]["next"]
+    time.sleep(0.5)
+    b = data()["jobs"][0]["worker"][0]["next"]
+    assert b > a, (a, b)
+
+case("test_dash_metrics", metrics)
+case("test_dash_json", json_rows)
+case("test_dash_hostile", hostile)
 EOF
-		no $n "metrics" "$T/check.log"
+	cat "$T/check.log"
+	if grep -q '^FAIL' "$T/check.log"; then
+		tail -n 5 "$T/job.log" | sed 's/^/    | /'
 		kill $pid 2>/dev/null
 		wait $pid
 		return
@@ -81,9 +231,7 @@ EOF
 	wait $pid
 	r=$?
 	if [ "$r" != 0 ]; then
-		no $n "job exit $r" "$T/job.log"
-	else
-		ok $n
+		no test_dash_live "job exit $r" "$T/job.log"
 	fi
 }
 
@@ -108,5 +256,5 @@ test_dash_refusals() {
 	fi
 }
 
-test_dash_metrics
+test_dash_live
 test_dash_refusals

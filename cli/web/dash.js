@@ -1,0 +1,656 @@
+// cli/web/dash.js - pstrain's dashboard page: polls data.json about once a
+// second for the rows the jobs' files gained (byte offsets in ?from=, so
+// each row crosses once), keeps every row, and redraws the panels with
+// Chart.js (Debian's, served by pstrain at /chart.js). No reload, no
+// request to any other host. Each panel says in the DOM how many points it
+// draws (data-points), the rows behind them (data-rows) and its latest
+// values (data-latest, JSON), for people and for tests alike.
+"use strict";
+(function () {
+  const MAX_POINTS = 800; // per series: more only slows the drawing
+  const PALETTE = ["#3c78d8", "#e8710a", "#1a7f37", "#b42318", "#7e3ff2",
+    "#0e7490", "#a16207", "#be185d", "#4b5563", "#65a30d"];
+  const DASHES = [[], [6, 3], [2, 2], [10, 3, 2, 3], [1, 4]];
+  const S = {
+    view: "", title: "", workerCols: [], evalCols: [], jobs: [],
+    charts: {}, fetches: 0, chartMissing: null,
+  };
+  const haveChart = typeof window.Chart !== "undefined";
+
+  function $(id) { return document.getElementById(id); }
+  function esc(s) {
+    return String(s).replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;",
+      ">": "&gt;", '"': "&quot;", "'": "&#39;"})[c]);
+  }
+  function fmt(v, d) {
+    if (v === null || v === undefined || Number.isNaN(v)) return "n/a";
+    return Number(v).toFixed(d);
+  }
+  function dur(s) {
+    if (s === null || s === undefined || !Number.isFinite(s)) return "unknown";
+    s = Math.max(0, Math.round(s));
+    const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60);
+    const r = s % 60;
+    return h > 0 ? h + "h" + String(m).padStart(2, "0") + "m"
+      : m > 0 ? m + "m" + String(r).padStart(2, "0") + "s" : r + "s";
+  }
+
+  // ------------------------------------------------------------ data
+  function col(name) { return S.workerCols.indexOf(name); }
+  function ecol(name) { return S.evalCols.indexOf(name); }
+
+  function cursor() {
+    return S.jobs.map((j) => [j.evalNext].concat(j.wNext).join(".")).join(",");
+  }
+
+  // take merges one file's part: rows are kept unless the server read
+  // from elsewhere than where the page stood (a file made afresh).
+  function take(rows, next, part) {
+    if (part.from !== next) rows.length = 0;
+    for (const r of part.rows) rows.push(r);
+    return part.next;
+  }
+
+  function merge(d) {
+    S.view = d.view;
+    S.title = d.title;
+    S.workerCols = d.worker_cols;
+    S.evalCols = d.eval_cols;
+    S.chartMissing = d.chartjs;
+    let more = false;
+    d.jobs.forEach((dj, i) => {
+      let j = S.jobs[i];
+      if (!j) {
+        j = S.jobs[i] = {rows: [], wNext: [], evalRows: [], evalNext: 0};
+      }
+      Object.assign(j, {label: dj.label, dir: dj.dir, mode: dj.mode,
+        state: dj.state, steps: dj.steps, t0: dj.t0, counts: dj.counts,
+        events: dj.events, checkpoints: dj.checkpoints,
+        checkpointDir: dj.checkpoint_dir, evalSet: dj.eval_set,
+        summary: dj.summary, workers: dj.workers});
+      dj.worker.forEach((part, r) => {
+        if (!j.rows[r]) { j.rows[r] = []; j.wNext[r] = 0; }
+        j.wNext[r] = take(j.rows[r], j.wNext[r], part);
+        more = more || part.more;
+      });
+      j.evalNext = take(j.evalRows, j.evalNext, dj.eval);
+      more = more || dj.eval.more;
+    });
+    return more;
+  }
+
+  // ------------------------------------------------------------ series
+  // The worker whose rows stand for a job: the lowest-ranked with rows.
+  function refWorker(j) {
+    for (let r = 0; r < j.rows.length; r++)
+      if (j.rows[r] && j.rows[r].length > 0) return r;
+    return 0;
+  }
+  function isCompare() { return S.view !== "run" || S.jobs.length !== 1; }
+
+  const modeOrder = [];
+  function modeIndex(mode) {
+    let i = modeOrder.indexOf(mode);
+    if (i < 0) { modeOrder.push(mode); i = modeOrder.length - 1; }
+    return i;
+  }
+  function seedIndex(j) {
+    const m = /seed-(\d+)/.exec(j.label || "");
+    return m ? Number(m[1]) - 1 : 0;
+  }
+  function styleOf(k, j) {
+    if (!isCompare()) return {color: PALETTE[k % PALETTE.length], dash: []};
+    return {color: PALETTE[modeIndex(groupOf(j)) % PALETTE.length],
+      dash: DASHES[Math.max(0, seedIndex(j)) % DASHES.length]};
+  }
+
+  // lines: for each series (a worker in a run, a job's worker in a
+  // comparison), its points {x, y} from the rows' columns x and y.
+  function series(xc, yc) {
+    const out = [];
+    const add = (j, rows, label, k) => {
+      const pts = [];
+      for (const r of rows) {
+        const x = r[xc], y = r[yc];
+        if (x !== null && y !== null) pts.push({x: x, y: y});
+      }
+      const st = styleOf(k, j);
+      out.push({label: label, pts: pts, color: st.color, dash: st.dash});
+    };
+    if (!isCompare()) {
+      const j = S.jobs[0];
+      j.rows.forEach((rows, r) => add(j, rows, "worker " + r, r));
+    } else {
+      S.jobs.forEach((j, i) => {
+        const r = refWorker(j);
+        if (j.rows[r] && j.rows[r].length) add(j, j.rows[r], j.label, i);
+      });
+    }
+    return out;
+  }
+
+  function thin(pts) {
+    if (pts.length <= MAX_POINTS) return pts;
+    const k = Math.ceil(pts.length / MAX_POINTS), out = [];
+    for (let i = 0; i < pts.length; i += k) out.push(pts[i]);
+    if (out[out.length - 1] !== pts[pts.length - 1]) out.push(pts[pts.length - 1]);
+    return out;
+  }
+
+  // ------------------------------------------------------------ charts
+  function lineChart(id, xTitle, yTitle) {
+    if (!haveChart) return null;
+    return new window.Chart($(id), {
+      type: "line",
+      data: {datasets: []},
+      options: {
+        animation: false, parsing: false, normalized: true,
+        responsive: true, maintainAspectRatio: false,
+        interaction: {mode: "nearest", intersect: false},
+        elements: {point: {radius: 0}, line: {borderWidth: 1.5}},
+        scales: {
+          x: {type: "linear", title: {display: true, text: xTitle}},
+          y: {type: "linear", title: {display: true, text: yTitle}},
+        },
+        plugins: {legend: {position: "bottom",
+          labels: {boxWidth: 12, font: {size: 11}}}},
+      },
+    });
+  }
+  function barChart(id, xTitle, yTitle, stacked) {
+    if (!haveChart) return null;
+    return new window.Chart($(id), {
+      type: "bar",
+      data: {labels: [], datasets: []},
+      options: {
+        animation: false, responsive: true, maintainAspectRatio: false,
+        scales: {
+          x: {stacked: stacked, title: {display: true, text: xTitle}},
+          y: {stacked: stacked, beginAtZero: true,
+            title: {display: true, text: yTitle}},
+        },
+        plugins: {legend: {position: "bottom",
+          labels: {boxWidth: 12, font: {size: 11}}}},
+      },
+    });
+  }
+  function charts() {
+    if (S.charts.lossStep || !haveChart) return;
+    S.charts.lossStep = lineChart("c-loss-step", "step", "loss");
+    S.charts.lossTime = lineChart("c-loss-time", "seconds", "loss");
+    S.charts.accStep = lineChart("c-acc-step", "worker 0's steps", "accuracy");
+    S.charts.accTime = lineChart("c-acc-time", "seconds", "accuracy");
+    S.charts.stepMs = lineChart("c-step-ms", "step", "step ms");
+    S.charts.split = barChart("c-split", "", "ms per step (mean)", true);
+    S.charts.gnorm = lineChart("c-gnorm", "step", "gradient norm");
+    S.charts.stale = barChart("c-stale", "staleness", "gradients", false);
+  }
+
+  // draw sets chart c's lines; returns the points drawn.
+  function draw(c, lines) {
+    let n = 0;
+    const ds = lines.map((l) => {
+      const pts = thin(l.pts);
+      n += pts.length;
+      return {label: l.label, data: pts, borderColor: l.color,
+        backgroundColor: l.color, borderDash: l.dash, pointRadius: 0,
+        borderWidth: 1.5};
+    });
+    if (c) { c.data.datasets = ds; c.update("none"); }
+    return n;
+  }
+  function drawBars(c, labels, sets) {
+    if (!c) return;
+    c.data.labels = labels;
+    c.data.datasets = sets;
+    c.update("none");
+  }
+
+  function panel(id, points, rows, latest, caption) {
+    const p = $(id);
+    p.dataset.points = String(points);
+    p.dataset.rows = String(rows);
+    p.dataset.latest = JSON.stringify(latest);
+    p.querySelector(".caption").innerHTML = caption;
+  }
+  function rowsOf(lines) {
+    return lines.reduce((a, l) => a + (l.rows !== undefined ? l.rows : l.pts.length), 0);
+  }
+
+  // The job whose latest values the captions quote: in a comparison, the
+  // one running, else the last one with rows.
+  function focusJob() {
+    let f = 0;
+    S.jobs.forEach((j, i) => {
+      if (j.rows.some((r) => r && r.length)) f = i;
+    });
+    S.jobs.forEach((j, i) => { if (j.state === "running") f = i; });
+    return f;
+  }
+  function lastRow(j) {
+    const r = refWorker(j), rows = j.rows[r] || [];
+    return rows.length ? {worker: r, row: rows[rows.length - 1]} : null;
+  }
+
+  // ------------------------------------------------------------ panels
+  function jobProgress(j) {
+    const lr = lastRow(j), st = col("step"), wc = col("wall_s");
+    const step = lr ? lr.row[st] : 0, wall = lr ? lr.row[wc] : 0;
+    let eta = null;
+    if (j.state === "running" && j.steps && step > 0 && wall > 0)
+      eta = (j.steps - step) * wall / step;
+    else if (j.state === "finished") eta = 0;
+    return {label: j.label, mode: j.mode, state: j.state, step: step,
+      steps: j.steps, elapsed_s: wall, eta_s: eta,
+      rate: wall > 0 ? step / wall : null};
+  }
+
+  function renderProgress() {
+    const ps = S.jobs.map(jobProgress);
+    let html = "";
+    if (isCompare()) html += modesTable(ps);
+    html += "<table><tr><th>job</th><th>mode</th><th>state</th><th>step</th>" +
+      "<th></th><th>elapsed</th><th>steps/s</th><th>ETA</th></tr>";
+    ps.forEach((p, i) => {
+      const frac = p.steps ? Math.min(1, p.step / p.steps) : 0;
+      html += "<tr data-job=\"" + i + "\"><td>" + esc(p.label || "this job") +
+        "</td><td>" + esc(p.mode || "?") + "</td><td class=\"state-" +
+        esc(p.state) + "\">" + esc(p.state) + "</td><td class=\"num\">" +
+        p.step + " / " + (p.steps ? p.steps : "?") +
+        "</td><td><span class=\"bar\"><span style=\"width:" +
+        (100 * frac).toFixed(1) + "%\"></span></span></td><td class=\"num\">" +
+        dur(p.elapsed_s) + "</td><td class=\"num\">" + fmt(p.rate, 1) +
+        "</td><td class=\"num\">" + (p.state === "running"
+          ? (p.steps ? dur(p.eta_s) : "unknown (steps not known)")
+          : p.state === "finished" ? "done" : "") + "</td></tr>";
+    });
+    html += "</table>";
+    $("progress-body").innerHTML = html;
+    // A comparison's ETA: the job running, then each job waiting at the
+    // mean length of those finished (or of the running one's total).
+    let total = null;
+    if (isCompare()) {
+      const done = ps.filter((p) => p.state === "finished" && p.elapsed_s > 0);
+      const run = ps.find((p) => p.state === "running");
+      const pending = ps.filter((p) => p.state === "pending").length;
+      const each = done.length ? done.reduce((a, p) => a + p.elapsed_s, 0) /
+        done.length : run && run.eta_s !== null ? run.elapsed_s + run.eta_s : null;
+      if (run && run.eta_s !== null && each !== null)
+        total = run.eta_s + pending * each;
+      else if (!run && pending === 0) total = 0;
+    }
+    const f = ps[focusJob()] || {};
+    const cap = isCompare()
+      ? S.jobs.length + " jobs: " + ps.filter((p) => p.state === "finished").length +
+        " finished, " + ps.filter((p) => p.state === "running").length +
+        " running, " + ps.filter((p) => p.state === "pending").length +
+        " waiting; whole comparison ETA " + (total === null ? "unknown" : dur(total))
+      : "step " + f.step + " of " + (f.steps || "?") + ", ETA " +
+        (f.state === "running" ? dur(f.eta_s) : f.state);
+    panel("panel-progress", ps.filter((p) => p.step > 0).length,
+      ps.reduce((a, p) => a + p.step, 0), {jobs: ps, eta_s: total}, esc(cap));
+  }
+
+  // A comparison's mode: its label less "/seed-S" (ssp-4, async-matched-lr).
+  function groupOf(j) {
+    return (j.label || j.mode || "").replace(/\/seed-\d+$/, "");
+  }
+
+  function modesTable(ps) {
+    const modes = [];
+    S.jobs.forEach((j) => { if (modes.indexOf(groupOf(j)) < 0) modes.push(groupOf(j)); });
+    const cell = (m, f) => "<td class=\"num\">" + f(S.jobs.map((j, i) =>
+      ({j: j, p: ps[i]})).filter((x) => groupOf(x.j) === m)) + "</td>";
+    const lossC = col("loss");
+    const row = (name, f) => "<tr><th>" + name + "</th>" +
+      modes.map((m) => cell(m, f)).join("") + "</tr>";
+    let h = "<table class=\"modes\"><tr><th></th>" +
+      modes.map((m) => "<th>" + esc(m || "?") + "</th>").join("") + "</tr>";
+    h += row("jobs finished", (xs) => xs.filter((x) => x.p.state === "finished").length +
+      " / " + xs.length);
+    h += row("latest loss", (xs) => {
+      const w = xs.filter((x) => lastRow(x.j)).pop();
+      return w ? fmt(lastRow(w.j).row[lossC], 4) + " (" + esc(w.j.label) + ")" : "n/a";
+    });
+    h += row("last accuracy", (xs) => {
+      const w = xs.filter((x) => x.j.evalRows.length).pop();
+      return w ? fmt(w.j.evalRows[w.j.evalRows.length - 1][ecol("acc")], 4) : "n/a";
+    });
+    h += row("idle fraction", (xs) => {
+      const v = xs.map((x) => idle(x.j)).filter((v) => v !== null);
+      return v.length ? fmt(v.reduce((a, b) => a + b, 0) / v.length, 3) : "n/a";
+    });
+    h += row("mean staleness", (xs) => {
+      const v = xs.map((x) => meanStale(x.j)).filter((v) => v !== null);
+      return v.length ? fmt(v.reduce((a, b) => a + b, 0) / v.length, 2) : "n/a";
+    });
+    return h + "</table>";
+  }
+
+  // smooth: in a comparison each loss curve is the mean of SMOOTH steps,
+  // as compare's own plots are; a run shows every step.
+  const SMOOTH = 20;
+  function smooth(lines) {
+    if (!isCompare()) return lines;
+    return lines.map((l) => {
+      const pts = [];
+      let sum = 0;
+      l.pts.forEach((p, i) => {
+        sum += p.y;
+        if (i >= SMOOTH) sum -= l.pts[i - SMOOTH].y;
+        if (i >= SMOOTH - 1) pts.push({x: p.x, y: sum / SMOOTH});
+      });
+      return Object.assign({}, l, {pts: pts, rows: l.pts.length});
+    });
+  }
+
+  function renderLoss() {
+    const a = smooth(series(col("step"), col("loss")));
+    const b = smooth(series(col("wall_s"), col("loss")));
+    const n = draw(S.charts.lossStep, a) + draw(S.charts.lossTime, b);
+    const fi = focusJob(), j = S.jobs[fi], lr = j && lastRow(j);
+    const latest = lr ? {job: fi, worker: lr.worker, step: lr.row[col("step")],
+      loss: lr.row[col("loss")], wall_s: lr.row[col("wall_s")]} : null;
+    panel("panel-loss", n, rowsOf(a), latest, latest
+      ? esc((isCompare() ? j.label + ", " : "") + "worker " + latest.worker +
+        ": step " + latest.step + ", loss " + fmt(latest.loss, 4) + " at " +
+        fmt(latest.wall_s, 1) + " s") +
+        (isCompare() ? " &middot; each job's lowest-ranked worker, mean of " +
+          SMOOTH + " steps" : "")
+      : "no step yet");
+  }
+
+  function renderAccuracy() {
+    const a = [], b = [];
+    const sc = ecol("worker_step"), vc = ecol("step"), wc = ecol("wall_s");
+    const ac = ecol("acc");
+    S.jobs.forEach((j, i) => {
+      if (!j.evalRows.length) return;
+      const st = styleOf(i, j);
+      const label = isCompare() ? j.label : (j.evalSet || "") + " accuracy";
+      const p1 = [], p2 = [];
+      for (const r of j.evalRows) {
+        if (r[ac] === null) continue;
+        p1.push({x: r[sc] !== null ? r[sc] : r[vc], y: r[ac]});
+        p2.push({x: r[wc], y: r[ac]});
+      }
+      a.push({label: label, pts: p1, color: st.color, dash: st.dash});
+      b.push({label: label, pts: p2, color: st.color, dash: st.dash});
+    });
+    const n = draw(S.charts.accStep, a) + draw(S.charts.accTime, b);
+    const fi = focusJob(), j = S.jobs[fi];
+    let latest = null;
+    if (j && j.evalRows.length) {
+      const r = j.evalRows[j.evalRows.length - 1];
+      latest = {job: fi, set: j.evalSet, step: r[vc], worker_step: r[sc],
+        acc: r[ac], loss: r[ecol("loss")], wall_s: r[wc]};
+    }
+    const set = j && j.evalSet ? j.evalSet : "validation or test";
+    panel("panel-accuracy", n, rowsOf(a), latest, latest
+      ? esc((isCompare() ? j.label + ": " : "") + set + " accuracy " +
+        fmt(latest.acc, 4) + " (loss " + fmt(latest.loss, 4) +
+        ") at version " + latest.step + ", worker 0's step " +
+        latest.worker_step) +
+        " &middot; eval.csv: the " + esc(set) + " set"
+      : "no evaluation yet (eval.csv has no row)");
+  }
+
+  // sums of a job's step, compute and communication ms over its rows.
+  function sums(rows) {
+    const s = col("step_ms"), c = col("compute_ms"), m = col("comm_ms");
+    let st = 0, cp = 0, cm = 0;
+    for (const r of rows) {
+      if (r[s] === null || r[c] === null || r[m] === null) continue;
+      st += r[s]; cp += r[c]; cm += r[m];
+    }
+    return {n: rows.length, step: st, compute: cp, comm: cm};
+  }
+  function idle(j) {
+    let st = 0, cm = 0;
+    j.rows.forEach((rows) => { const s = sums(rows); st += s.step; cm += s.comm; });
+    return st > 0 ? cm / st : null;
+  }
+  function meanStale(j) {
+    const c = col("staleness");
+    let n = 0, s = 0;
+    j.rows.forEach((rows) => rows.forEach((r) => {
+      if (r[c] !== null) { n++; s += r[c]; }
+    }));
+    return n ? s / n : null;
+  }
+
+  function renderStepTime() {
+    const lines = series(col("step"), col("step_ms"));
+    // A few slow steps (start-up, an evaluation) would flatten the rest:
+    // the axis stops at 1.5 x the 99th percentile.
+    const ys = [];
+    lines.forEach((l) => l.pts.forEach((p) => ys.push(p.y)));
+    ys.sort((x, y) => x - y);
+    const cut = ys.length ? 1.5 * ys[Math.floor(0.99 * (ys.length - 1))] : 0;
+    const clipped = ys.length && ys[ys.length - 1] > cut;
+    if (S.charts.stepMs) S.charts.stepMs.options.scales.y.max = clipped ? cut : undefined;
+    const n = draw(S.charts.stepMs, lines);
+    // Bars: per worker of the job (a run), per job (a comparison).
+    const groups = [];
+    if (!isCompare()) {
+      S.jobs[0].rows.forEach((rows, r) =>
+        groups.push({label: "worker " + r, worker: r, s: sums(rows)}));
+    } else {
+      S.jobs.forEach((j, i) => {
+        const t = {n: 0, step: 0, compute: 0, comm: 0};
+        j.rows.forEach((rows) => {
+          const s = sums(rows);
+          t.n += s.n; t.step += s.step; t.compute += s.compute; t.comm += s.comm;
+        });
+        if (t.n) groups.push({label: j.label, job: i, s: t});
+      });
+    }
+    const mean = (g, k) => g.s.n ? g.s[k] / g.s.n : 0;
+    drawBars(S.charts.split, groups.map((g) => g.label), [
+      {label: "compute", data: groups.map((g) => mean(g, "compute")),
+        backgroundColor: "#3c78d8"},
+      {label: "communication (waiting included)",
+        data: groups.map((g) => mean(g, "comm")), backgroundColor: "#e8710a"},
+      {label: "rest (data, injected delay)", data: groups.map((g) =>
+        Math.max(0, mean(g, "step") - mean(g, "compute") - mean(g, "comm"))),
+      backgroundColor: "#c6ccd8"},
+    ]);
+    const latest = groups.map((g) => ({label: g.label, worker: g.worker,
+      job: g.job, rows: g.s.n, step_ms_mean: g.s.n ? g.s.step / g.s.n : null,
+      compute_ms_mean: g.s.n ? g.s.compute / g.s.n : null,
+      comm_ms_mean: g.s.n ? g.s.comm / g.s.n : null,
+      utilization: g.s.step > 0 ? g.s.compute / g.s.step : null}));
+    const cap = latest.map((g) => esc(g.label) + ": " +
+      fmt(g.step_ms_mean, 2) + " ms a step, utilization " +
+      fmt(g.utilization === null ? null : 100 * g.utilization, 1) + "%").join("; ");
+    panel("panel-steptime", n + groups.length * 3, rowsOf(lines), {groups: latest},
+      (cap || "no step yet") + " &middot; utilization: compute over step time" +
+      (clipped ? " &middot; step-time axis cut at " + fmt(cut, 1) + " ms" : ""));
+  }
+
+  function renderGradNorm() {
+    const lines = series(col("step"), col("grad_norm"));
+    const n = draw(S.charts.gnorm, lines);
+    const fi = focusJob(), j = S.jobs[fi], lr = j && lastRow(j);
+    const latest = lr ? {job: fi, worker: lr.worker, step: lr.row[col("step")],
+      grad_norm: lr.row[col("grad_norm")]} : null;
+    panel("panel-gradnorm", n, rowsOf(lines), latest, latest
+      ? esc((isCompare() ? j.label + ", " : "") + "worker " + latest.worker +
+        ": step " + latest.step + ", gradient norm " + fmt(latest.grad_norm, 4))
+      : "no step yet");
+  }
+
+  function staleSet(m) { return m === "async" || m === "ssp"; }
+  function renderStaleness() {
+    const c = col("staleness");
+    const per = [];
+    let top = 0;
+    S.jobs.forEach((j, i) => {
+      const hist = [];
+      let rows = 0;
+      j.rows.forEach((rs) => rs.forEach((r) => {
+        rows++;
+        if (r[c] === null) return;
+        const s = Math.min(63, Math.max(0, Math.round(r[c])));
+        while (hist.length <= s) hist.push(0);
+        hist[s]++;
+      }));
+      const p = {job: i, label: j.label, mode: j.mode, rows: j.rows.map((r) =>
+        r.length), idle_fraction: idle(j), hist: staleSet(j.mode) ? hist : null};
+      if (p.hist) top = Math.max(top, hist.length);
+      per.push(p);
+    });
+    const stale = per.filter((p) => p.hist);
+    // Bars up to the staleness 99% of the gradients shown stay within,
+    // the few above it in one last bar.
+    const all = [];
+    stale.forEach((p) => p.hist.forEach((c, s) => { all[s] = (all[s] || 0) + c; }));
+    const count = all.reduce((a, c) => a + (c || 0), 0);
+    let bars = top, seen = 0;
+    for (let s = 0; s < all.length; s++) {
+      seen += all[s] || 0;
+      if (seen >= 0.99 * count) { bars = s + 1; break; }
+    }
+    const labels = [];
+    for (let s = 0; s < bars; s++) labels.push(s === 63 ? "63+" : String(s));
+    if (bars < top) labels.push(bars + "+");
+    drawBars(S.charts.stale, labels, stale.map((p, k) => {
+      const st = styleOf(isCompare() ? p.job : k, S.jobs[p.job]);
+      const data = labels.map((_, s) => s < bars ? p.hist[s] || 0
+        : p.hist.slice(bars).reduce((a, c) => a + c, 0));
+      return {label: isCompare() ? p.label : "gradients", data: data,
+        backgroundColor: st.color};
+    }));
+    $("c-stale").parentNode.hidden = stale.length === 0;
+    const notes = per.map((p) => esc((isCompare() ? p.label + ": " : "") +
+      (staleSet(p.mode) ? "" : (p.mode || "this mode") +
+        ": no staleness, ") + "idle fraction " + fmt(p.idle_fraction, 3)));
+    panel("panel-staleness", stale.reduce((a, p) => a + p.hist.length, 0),
+      per.reduce((a, p) => a + p.rows.reduce((x, y) => x + y, 0), 0),
+      {jobs: per}, (stale.length ? "staleness of each gradient (worker-R.csv: " +
+        "the largest any server saw" + (bars < top ? "; the last bar " +
+        "counts those staler than 99% of them" : "") + "); " : "sync: no staleness (every gradient " +
+        "is applied to the step it was computed for); ") + notes.join("; ") +
+        " &middot; idle fraction: communication over step time");
+  }
+
+  // when: an event's time, since its job's start (a run), or on the clock
+  // with that (a comparison, whose jobs start one after another).
+  function when(e) {
+    if (e.t === null || e.t === undefined) return "";
+    const rel = fmt(e.t, 1) + " s";
+    if (!isCompare() || !(e.at > 1e9)) return rel + ": ";
+    return new Date(e.at * 1000).toLocaleTimeString() + " (" + rel + "): ";
+  }
+
+  function renderEvents() {
+    const ev = [], lrc = col("lr"), sc = col("step"), wc = col("wall_s");
+    let dropped = 0, lost = 0, wr = 0, sr = 0, ckpts = 0, ckptDir = false;
+    const notes = [], total = [], unknown = [];
+    S.jobs.forEach((j, i) => {
+      const who = isCompare() ? j.label + ": " : "";
+      const at = (t) => (j.t0 || 0) + (t || 0);
+      // Dropped gradients, a line per second of the job that had any.
+      const bySec = new Map();
+      j.rows.forEach((rows, r) => rows.forEach((row) => {
+        if (row[lrc] !== 0) return;
+        dropped++;
+        const k = Math.floor(row[wc] || 0);
+        const g = bySec.get(k) || {n: 0, t: row[wc], lo: row[sc], hi: row[sc],
+          workers: new Set()};
+        g.n++;
+        g.t = Math.max(g.t, row[wc]);
+        g.lo = Math.min(g.lo, row[sc]);
+        g.hi = Math.max(g.hi, row[sc]);
+        g.workers.add(r);
+        bySec.set(k, g);
+      }));
+      bySec.forEach((g) => ev.push({at: at(g.t), t: g.t, text: who + g.n +
+        " gradient" + (g.n > 1 ? "s" : "") + " dropped (worker" +
+        (g.workers.size > 1 ? "s " : " ") + Array.from(g.workers).sort()
+        .join(", ") + ", step" + (g.lo === g.hi ? " " + g.lo : "s " + g.lo +
+        "-" + g.hi) + ")"}));
+      (j.events || []).forEach((e) => ev.push({at: at(e.t), t: e.t,
+        text: who + e.what + " (" + e.total + " so far)"}));
+      (j.checkpoints || []).forEach((c) => {
+        ckpts++;
+        ev.push({at: at(c.t), t: c.t, text: who + "checkpoint: server " +
+          c.server + ", version " + c.version});
+      });
+      if (isCompare() && j.state !== "pending" && j.t0)
+        ev.push({at: j.t0, t: 0, text: who + "started"});
+      if (j.state === "finished" && j.summary && isCompare())
+        ev.push({at: at(j.summary.wall_s), t: j.summary.wall_s, text: who +
+          "finished (" + (j.summary.outcome || "?") + ")"});
+      const c = j.counts || {};
+      lost += c.workers_lost || 0;
+      wr += c.worker_restarts || 0;
+      sr += c.server_restarts || 0;
+      if (c.source === "none" && j.state !== "pending") unknown.push(j.label || "this job");
+      if (j.summary && j.summary.dropped_gradients !== null &&
+          j.summary.dropped_gradients !== undefined)
+        total.push((who ? j.label + " " : "") + j.summary.dropped_gradients);
+      if (j.checkpointDir) ckptDir = true;
+    });
+    if (total.length)
+      notes.push("dropped in all (summary.json, over servers): " + total.join(", "));
+    if (unknown.length)
+      notes.push("lost and restarted processes of " + unknown.join(", ") +
+        ": known when the job ends (its summary.json)");
+    if (!ckptDir) notes.push("no --checkpoint-dir: no checkpoints");
+    ev.sort((a, b) => b.at - a.at);
+    const shown = ev.slice(0, 300);
+    $("events-body").innerHTML = shown.length
+      ? "<ul class=\"events\">" + shown.map((e) => "<li>" + when(e) +
+        esc(e.text) + "</li>").join("") + "</ul>"
+      : "<p class=\"note\">nothing yet</p>";
+    panel("panel-events", ev.length, ev.length, {dropped: dropped,
+      workers_lost: lost, worker_restarts: wr, server_restarts: sr,
+      checkpoints: ckpts}, esc("dropped gradients " + dropped +
+        " (rows with lr 0: dropped by every server), workers lost " + lost +
+        ", worker restarts " + wr + ", server restarts " + sr +
+        ", checkpoints " + ckpts) + (notes.length ? "<br>" +
+        notes.map(esc).join("<br>") : ""));
+  }
+
+  function render() {
+    charts();
+    $("title").textContent = S.title;
+    document.title = S.title;
+    renderProgress();
+    renderLoss();
+    renderAccuracy();
+    renderStepTime();
+    renderGradNorm();
+    renderStaleness();
+    renderEvents();
+    const w = $("warning");
+    if (!haveChart) {
+      w.hidden = false;
+      w.textContent = "Chart.js is not installed on the machine that serves " +
+        "this page (Debian's libjs-chart.js, expected at " +
+        (S.chartMissing || "?") + "): numbers only, no charts.";
+    }
+  }
+
+  // ------------------------------------------------------------ polling
+  async function poll() {
+    let wait = 1000;
+    try {
+      const r = await fetch("data.json?from=" + cursor(), {cache: "no-store"});
+      if (!r.ok) throw new Error("HTTP " + r.status);
+      const more = merge(await r.json());
+      S.fetches++;
+      render();
+      $("status").textContent = "updated " + new Date().toLocaleTimeString() +
+        " (" + S.fetches + " requests; every second)";
+      if (more) wait = 50;
+    } catch (e) {
+      $("status").textContent = "cannot reach pstrain (" + e.message +
+        "): the job may have ended; trying again";
+      wait = 5000;
+    }
+    setTimeout(poll, wait);
+  }
+  poll();
+})();
