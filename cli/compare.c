@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "afile.h"
@@ -21,6 +22,8 @@
 #include "jsonio.h"
 #include "compare.h"
 #include "config.h"
+#include "dash.h"
+#include "data.h"
 #include "err.h"
 #include "proto.h"
 #include "stats.h"
@@ -505,6 +508,7 @@ typedef struct cmp_set {
 	int n_seeds;
 	pti_cmp_job *jobs; // jobs[mode * n_seeds + seed index]
 	int sel_test;      // some job had no validation split
+	pti_dash *dash;    // --dashboard's server, or NULL
 } cmp_set;
 
 static int to_target(int k)
@@ -863,6 +867,81 @@ static void set_fini(cmp_set *s)
 	free(s->jobs);
 }
 
+// ---------------------------------------------------------------------
+// --dashboard: one page of every job, served by this process
+
+// cmp_steps is the global steps job j will run (pstrain run's rule:
+// --steps, else epochs x floor(train examples / its batch)); 0 when
+// unknown.
+static uint64_t cmp_steps(const pt_config *c, const pti_cmp_mode *m,
+    uint64_t n_train)
+{
+	uint64_t batch = c->batch;
+	if (c->steps > 0)
+		return c->steps;
+	for (int i = 0; i + 1 < m->n_extra; i++)
+		if (strcmp(m->extra[i], "--batch") == 0)
+			batch = strtoull(m->extra[i + 1], NULL, 10);
+	return batch > 0 && n_train > 0 ? c->epochs * (n_train / batch) : 0;
+}
+
+// cmp_now: seconds since 1970, about when a job starts (its own launcher
+// counts wall_s from a moment later).
+static double cmp_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+// cmp_dashboard serves every job of s, each waiting to run. 0, or the
+// exit status after saying why.
+static int cmp_dashboard(cmp_set *s)
+{
+	const pt_config *c = s->c;
+	uint32_t n = (uint32_t)(s->n_modes * s->n_seeds);
+	pti_dash_job *jobs = calloc(n, sizeof(*jobs));
+	char url[128], title[2 * PT_PATH_MAX + 64];
+	pt_data d;
+	uint64_t n_train = 0;
+	int rv;
+	if (jobs == NULL) {
+		fprintf(stderr, "pstrain compare: out of memory\n");
+		return 1;
+	}
+	// The training set's size, for each job's planned steps (its ETA);
+	// a bad --data is the jobs' to report.
+	if (c->steps == 0 && pt_config_load_data(c, &d) == 0) {
+		n_train = d.train.n;
+		pt_data_fini(&d);
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		const pti_cmp_job *j = &s->jobs[i];
+		snprintf(jobs[i].label, sizeof(jobs[i].label), "%s/seed-%llu",
+		    j->m->label, (unsigned long long)j->seed);
+		snprintf(jobs[i].dir, sizeof(jobs[i].dir), "%s", j->dir);
+		snprintf(jobs[i].mode, sizeof(jobs[i].mode), "%s",
+		    pt_mode_name(j->m->mode));
+		snprintf(jobs[i].ckpt_dir, sizeof(jobs[i].ckpt_dir), "%s",
+		    c->checkpoint_dir);
+		jobs[i].workers = c->workers;
+		jobs[i].steps = cmp_steps(c, j->m, n_train);
+		jobs[i].state = PTI_DASH_PENDING;
+	}
+	snprintf(title, sizeof(title), "pstrain compare: %s, %s",
+	    c->modes, c->out);
+	rv = pti_dash_open(&s->dash, "--dashboard-listen", c->dashboard_listen,
+	    title, jobs, n, url, sizeof(url));
+	free(jobs);
+	if (rv != 0) {
+		fprintf(stderr, "pstrain compare: %s\n", pt_errmsg(rv));
+		return PTI_EXIT_USAGE;
+	}
+	fprintf(stderr, "pstrain compare: dashboard at %s (Prometheus metrics "
+	    "at %smetrics)\n", url, url);
+	return 0;
+}
+
 // set_run runs every job, seed-major. 0, or the exit status.
 static int set_run(cmp_set *s)
 {
@@ -880,7 +959,13 @@ static int set_run(cmp_set *s)
 			printf("pstrain compare: run %d of %d: mode %s, seed "
 			    "%llu, output in %s\n", ++done, total, j->m->token,
 			    (unsigned long long)j->seed, j->dir);
+			uint32_t k = (uint32_t)(i * s->n_seeds + r);
+			pti_dash_state(s->dash, k, PTI_DASH_RUNNING,
+			    cmp_now());
 			int rv = job_run(c, j);
+			pti_dash_state(s->dash, k, rv == 0 || rv ==
+			    PTI_EXIT_DIVERGED ? PTI_DASH_DONE : PTI_DASH_FAILED,
+			    0);
 			if (cmp_signalled) {
 				fprintf(stderr, "\npstrain compare: stopped on "
 				    "signal %d during mode %s, seed %llu\n",
@@ -967,13 +1052,21 @@ int pti_cmd_compare(int argc, char **argv)
 	    "--target-acc 0.8 --out runs/cmp", argc, argv);
 	if (rv >= 0)
 		return rv;
-	if (c.dashboard || c.tensorboard[0] != '\0') {
-		fprintf(stderr, "pstrain compare: --%s is not built for "
-		    "compare yet (one view of every mode); pstrain run takes "
-		    "it for one job\n", c.dashboard ? "dashboard" :
-		    "tensorboard");
+	if (c.tensorboard[0] != '\0') {
+		fprintf(stderr, "pstrain compare: --tensorboard is not built "
+		    "for compare yet (one view of every mode); pstrain run "
+		    "takes it for one job\n");
 		return PTI_EXIT_USAGE;
 	}
+	if (c.dashboard && c.report_only) {
+		fprintf(stderr, "pstrain compare: --dashboard with "
+		    "--report-only: no job runs; pstrain dashboard %s serves "
+		    "the folder\n", c.out);
+		return PTI_EXIT_USAGE;
+	}
+	// This process serves the page: the jobs it runs must not.
+	int dashboard = c.dashboard;
+	c.dashboard = 0;
 	// Selection on a validation split, evaluated often enough to time
 	// the target, unless the command line says otherwise.
 	if (!pt_config_given(&c, "validation"))
@@ -998,6 +1091,8 @@ int pti_cmd_compare(int argc, char **argv)
 		    strerror(errno));
 		goto out;
 	}
+	if (dashboard && (rv = cmp_dashboard(&s)) != 0)
+		goto out;
 	if ((rv = c.report_only ? set_read(&s) : set_run(&s)) != 0)
 		goto out;
 	rv = 1;
@@ -1020,6 +1115,12 @@ int pti_cmd_compare(int argc, char **argv)
 	    plots);
 	rv = 0;
 out:
+	if (s.dash != NULL) {
+		fflush(stdout);
+		pti_dash_close(s.dash);
+		fprintf(stderr, "pstrain compare: dashboard closed (pstrain "
+		    "dashboard %s serves it again)\n", c.out);
+	}
 	set_fini(&s);
 	return rv;
 }

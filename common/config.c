@@ -229,7 +229,7 @@ static const config_entry config_table[] = {
 	"(loss, accuracy, step time and utilization, gradient norm, "
 	"staleness and idle time, events, ETA), its data at /data.json and "
 	"Prometheus metrics at /metrics, read from the job's files; "
-	"read-only, in the launcher"),
+	"read-only, in the launcher (compare: one page of every job)"),
     E("dashboard-listen", T_STR, dashboard_listen, "127.0.0.1:0", 0, 0,
 	RUN, "HOST:PORT", "where --dashboard serves (port 0: a free one; "
 	"another host than 127.0.0.1 only when given)"),

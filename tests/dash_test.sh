@@ -4,9 +4,9 @@
 # moves forward and agrees with the job's files; /data.json hands out
 # every row of worker-R.csv and eval.csv once, from the offsets it gave,
 # and the checkpoints written; malformed and hostile requests get an
-# error (never a crash) while the job trains on; bad addresses and
-# compare --dashboard are refused by name. Run against the ASan build too
-# (tests/run.sh). Prints "ok NAME" / "FAIL NAME" per case.
+# error (never a crash) while the job trains on; a bad address and
+# compare --dashboard --report-only are refused by name. Run against the
+# ASan build too (tests/run.sh). Prints "ok NAME" / "FAIL NAME" per case.
 cd "$(dirname "$0")/.." || exit 2
 P=${PSTRAIN:-bin/pstrain}
 T=$(mktemp -d "${TMPDIR:-/tmp}/pt-dash-XXXXXX")
@@ -241,14 +241,14 @@ test_dash_refusals() {
 		--data synthetic:300 --steps 5 --dashboard \
 		--dashboard-listen nowhere --out "$T/r1" 2>&1)
 	r1=$?
-	e2=$($P compare --modes sync,async --model mlp:8 \
+	e2=$($P compare --modes sync,async --model mlp:8 --report-only \
 		--data synthetic:300 --steps 5 --dashboard --out "$T/r2" 2>&1)
 	r2=$?
 	e3=$($P run --servers 1 --workers 1 --model mlp:8 \
 		--data synthetic:300 --steps 5 --out "$T/r3" 2>&1)
 	if [ "$r1$r2" != 22 ] ||
 		! echo "$e1" | grep -q "dashboard-listen nowhere: expected HOST:PORT" ||
-		! echo "$e2" | grep -q "dashboard is not built for compare" ||
+		! echo "$e2" | grep -q -- "--dashboard with --report-only" ||
 		echo "$e3" | grep -q "dashboard at"; then
 		no $n "exits $r1 $r2: $e1 / $e2 / $e3"
 	else
