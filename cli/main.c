@@ -23,6 +23,8 @@ static const struct {
 	{"compare", pti_cmd_compare, "run one job per mode and compare them"},
 	{"node", pti_cmd_node, "run one process of a job under srun/mpirun"},
 	{"secret", pti_cmd_secret, "write a new job secret to a file"},
+	{"dashboard", pti_cmd_dashboard,
+	    "serve the dashboard of finished runs and comparisons"},
 };
 
 static void usage(FILE *f)
@@ -31,7 +33,7 @@ static void usage(FILE *f)
 		   "Parameter-server training: sync or async SGD with sharded "
 		   "servers and\nworker processes over nng.\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].what);
+		fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].what);
 	fprintf(f, "\n'pstrain COMMAND --help' lists a command's flags; "
 		   "'pstrain --version' the build.\n"
 		   "Each process uses one OpenBLAS thread unless "
@@ -110,9 +112,10 @@ int main(int argc, char **argv)
 		if (strcmp(argv[1], commands[i].name) == 0) {
 			// The launcher starts its children through
 			// /proc/self/exe, so they would be called "exe":
-			// name every process by its command for ps and top.
+			// name every process by its command for ps and top
+			// (15 bytes at most: "pstrain-dashboa").
 			char name[16];
-			snprintf(name, sizeof(name), "pstrain-%s",
+			snprintf(name, sizeof(name), "pstrain-%.7s",
 			    commands[i].name);
 			prctl(PR_SET_NAME, name);
 			return commands[i].fn(argc - 2, argv + 2);

@@ -1,12 +1,14 @@
 #!/bin/sh
-# tests/dash_test.sh - the dashboard's server (run --dashboard): a
-# running job's /metrics, scraped twice, is Prometheus's text format,
-# moves forward and agrees with the job's files; /data.json hands out
-# every row of worker-R.csv and eval.csv once, from the offsets it gave,
-# and the checkpoints written; malformed and hostile requests get an
-# error (never a crash) while the job trains on; a bad address and
-# compare --dashboard --report-only are refused by name. Run against the
-# ASan build too (tests/run.sh). Prints "ok NAME" / "FAIL NAME" per case.
+# tests/dash_test.sh - the dashboard's server (run --dashboard, pstrain
+# dashboard): a running job's /metrics, scraped twice, is Prometheus's
+# text format, moves forward and agrees with the job's files; /data.json
+# hands out every row of worker-R.csv and eval.csv once, from the offsets
+# it gave, and the checkpoints written; malformed and hostile requests get
+# an error (never a crash) while the job trains on; pstrain dashboard
+# serves a finished run and a comparison's folder until SIGTERM; bad
+# addresses and folders are refused by name. Run against the ASan build
+# too (tests/run.sh). The page itself is tested in Chromium by
+# tests/dash_browser_test.sh. Prints "ok NAME" / "FAIL NAME" per case.
 cd "$(dirname "$0")/.." || exit 2
 P=${PSTRAIN:-bin/pstrain}
 T=$(mktemp -d "${TMPDIR:-/tmp}/pt-dash-XXXXXX")
@@ -235,6 +237,77 @@ EOF
 	fi
 }
 
+# pstrain dashboard on the finished run, and on a comparison's folder
+# made of copies of it: every row once, the summary's figures, a job
+# label per comparison job in /metrics; SIGTERM stops it, exit 0.
+test_dash_dir() {
+	n=test_dash_dir
+	if [ ! -f "$T/job/summary.json" ]; then
+		no $n "no finished job from test_dash_live"
+		return
+	fi
+	mkdir -p "$T/cmp/sync" "$T/cmp/async"
+	cp -r "$T/job" "$T/cmp/sync/seed-1"
+	cp -r "$T/job" "$T/cmp/async/seed-1"
+	printf '# pstrain compare: sync,async, seeds 1\n' >"$T/cmp/report.md"
+	$P dashboard "$T/job" >"$T/d1.log" 2>&1 &
+	d1=$!
+	$P dashboard --listen 127.0.0.1:0 "$T/cmp" "$T/job" >"$T/d2.log" 2>&1 &
+	d2=$!
+	$PY - "$T/d1.log" "$T/d2.log" "$T/job" >"$T/dir.log" 2>&1 <<'EOF'
+import csv, json, re, sys, time, urllib.request
+l1, l2, out = sys.argv[1:4]
+
+def address(log):
+    for _ in range(200):
+        m = re.search(r"at (http://127\.0\.0\.1:\d+/) ", open(log).read())
+        if m:
+            return m.group(1)
+        time.sleep(0.05)
+    raise SystemExit("no address in " + log)
+
+def get(url, path):
+    return urllib.request.urlopen(url + path, timeout=10).read().decode()
+
+u1, u2 = address(l1), address(l2)
+d = json.loads(get(u1, "data.json"))
+assert d["view"] == "run" and len(d["jobs"]) == 1, d["view"]
+j = d["jobs"][0]
+assert j["state"] == "finished" and j["summary"]["outcome"] == "ok", j["state"]
+assert j["counts"]["source"] == "summary", j["counts"]
+assert j["steps"] == 1500 and j["mode"] == "async" and j["workers"] == 2
+assert j["t0"] is not None and j["checkpoints"], (j["t0"], j["checkpoints"])
+for r, p in enumerate(j["worker"]):
+    rows = list(csv.DictReader(open("%s/worker-%d.csv" % (out, r))))
+    assert len(p["rows"]) == len(rows) and not p["more"], (len(p["rows"]), len(rows))
+erows = list(csv.DictReader(open(out + "/eval.csv")))
+assert len(j["eval"]["rows"]) == len(erows)
+d = json.loads(get(u2, "data.json"))
+labels = [j["label"] for j in d["jobs"]]
+assert d["view"] == "compare", d["view"]
+assert labels[:2] == [out.rsplit("/", 1)[0] + "/cmp/sync/seed-1",
+                      out.rsplit("/", 1)[0] + "/cmp/async/seed-1"], labels
+assert labels[2] == out and len(labels) == 3, labels
+m = get(u2, "metrics")
+assert re.search(r'pstrain_worker_steps_total\{job="[^"]*cmp/async/seed-1",'
+                 r'worker="1"\} 1500', m), m[:400]
+print("read", len(d["jobs"]), "jobs")
+EOF
+	r=$?
+	kill -TERM $d1 $d2 2>/dev/null
+	wait $d1
+	e1=$?
+	wait $d2
+	e2=$?
+	if [ $r != 0 ]; then
+		no $n "checks" "$T/dir.log"
+	elif [ "$e1$e2" != 00 ] || ! grep -q "stopped on signal 15" "$T/d1.log"; then
+		no $n "pstrain dashboard exits $e1 $e2 on SIGTERM" "$T/d1.log"
+	else
+		ok $n
+	fi
+}
+
 test_dash_refusals() {
 	n=test_dash_refusals
 	e1=$($P run --servers 1 --workers 1 --model mlp:8 \
@@ -246,15 +319,32 @@ test_dash_refusals() {
 	r2=$?
 	e3=$($P run --servers 1 --workers 1 --model mlp:8 \
 		--data synthetic:300 --steps 5 --out "$T/r3" 2>&1)
-	if [ "$r1$r2" != 22 ] ||
+	mkdir -p "$T/empty"
+	e4=$($P dashboard "$T/none" 2>&1)
+	r4=$?
+	e5=$($P dashboard "$T/empty" 2>&1)
+	r5=$?
+	e6=$($P dashboard --listen nowhere "$T/r3" 2>&1)
+	r6=$?
+	e7=$($P dashboard 2>&1)
+	r7=$?
+	e8=$($P dashboard --port 1 "$T/r3" 2>&1)
+	r8=$?
+	if [ "$r1$r2$r4$r5$r6$r7$r8" != 2222222 ] ||
 		! echo "$e1" | grep -q "dashboard-listen nowhere: expected HOST:PORT" ||
 		! echo "$e2" | grep -q -- "--dashboard with --report-only" ||
-		echo "$e3" | grep -q "dashboard at"; then
-		no $n "exits $r1 $r2: $e1 / $e2 / $e3"
+		echo "$e3" | grep -q "dashboard at" ||
+		! echo "$e4" | grep -q "$T/none: No such file" ||
+		! echo "$e5" | grep -q "$T/empty: neither a run's folder" ||
+		! echo "$e6" | grep -q -- "--listen nowhere: expected HOST:PORT" ||
+		! echo "$e7" | grep -q "give a run's or a comparison's folder" ||
+		! echo "$e8" | grep -q "unknown flag --port"; then
+		no $n "exits $r1 $r2 $r4 $r5 $r6 $r7 $r8: $e1 / $e2 / $e3 / $e4 / $e5 / $e6 / $e7 / $e8"
 	else
 		ok $n
 	fi
 }
 
 test_dash_live
+test_dash_dir
 test_dash_refusals
