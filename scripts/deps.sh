@@ -6,7 +6,8 @@ set -e
 pkgs="$* libnng-dev libmsgpack-dev libopenblas-dev zlib1g-dev pkg-config \
 dataset-fashion-mnist gnuplot-nox valgrind libmbedtls-dev clang libclang-rt-dev \
 openssl python3-numpy libjansson-dev slurmd slurmctld slurm-client munge \
-openmpi-bin iproute2"
+openmpi-bin iproute2 libjs-chart.js chromium chromium-driver python3-selenium \
+fonts-dejavu-core"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||

@@ -61,6 +61,7 @@ run tboard_test sh tests/tboard_test.sh
 run asan-tboard_test env PSTRAIN=build/asan/pstrain sh tests/tboard_test.sh
 run dash_test sh tests/dash_test.sh
 run asan-dash_test env PSTRAIN=build/asan/pstrain sh tests/dash_test.sh
+run dash_browser_test sh tests/dash_browser_test.sh
 run hosts_test sh tests/hosts_test.sh
 run asan-hosts_test env PSTRAIN=build/asan/pstrain sh tests/hosts_test.sh
 run slurm_test bash tests/slurm_test.sh

@@ -1,0 +1,250 @@
+# tests/dash_browser.py - the dashboard page in headless Chromium, through
+# Debian's chromium-driver and python3-selenium (no download at any time):
+# what tests/dash_browser_test.sh checks, one function per case, and
+# `shot URL FILE` for a screenshot (docs/dashboard.png). Each case prints
+# "ok NAME" or "FAIL NAME: why".
+#
+#   python3 tests/dash_browser.py run URL DIR CKPT SHOTDIR
+#   python3 tests/dash_browser.py compare-live URL SHOTDIR
+#   python3 tests/dash_browser.py compare-done URL CMPDIR SHOTDIR [COPY]
+#   python3 tests/dash_browser.py shot URL FILE [WIDTH HEIGHT]
+import csv
+import glob
+import json
+import os
+import sys
+import tempfile
+import time
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+
+PANELS = ["progress", "loss", "accuracy", "steptime", "gradnorm",
+          "staleness", "events"]
+
+
+def browser(width=1300, height=1900):
+    o = webdriver.ChromeOptions()
+    o.binary_location = "/usr/bin/chromium"
+    # Without the background-networking flags Chromium dials out at start
+    # (updates, sync), which a closed network refuses.
+    for a in ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+              "--no-first-run", "--disable-background-networking",
+              "--disable-component-update", "--disable-sync",
+              "--user-data-dir=" + tempfile.mkdtemp(prefix="pt-chromium-"),
+              "--window-size=%d,%d" % (width, height)]:
+        o.add_argument(a)
+    o.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"),
+                            options=o)
+
+
+def console(d):
+    """The console's warnings and errors since the last call."""
+    return [e for e in d.get_log("browser")
+            if e["level"] in ("SEVERE", "WARNING")]
+
+
+def panel(d, name):
+    e = d.find_element("id", "panel-" + name)
+    latest = e.get_attribute("data-latest")
+    return {"points": int(e.get_attribute("data-points") or 0),
+            "rows": int(e.get_attribute("data-rows") or 0),
+            "latest": json.loads(latest) if latest else None,
+            "shown": e.is_displayed(),
+            "caption": e.find_element("class name", "caption").text}
+
+
+def wait_for(d, cond, timeout=30.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            v = cond(d)
+            if v:
+                return v
+        except Exception:
+            pass
+        time.sleep(0.2)
+    raise AssertionError("timed out waiting")
+
+
+def png(path):
+    data = open(path, "rb").read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", path + " is not a PNG"
+    return data
+
+
+def csv_rows(path):
+    return list(csv.DictReader(open(path)))
+
+
+def near(a, b):
+    return abs(float(a) - float(b)) <= 1e-6 * max(1.0, abs(float(b)))
+
+
+def case(name, fn, *args):
+    try:
+        fn(*args)
+        print("ok " + name, flush=True)
+        return True
+    except Exception as e:
+        print("FAIL %s: %r" % (name, e), flush=True)
+        return False
+
+
+def every_panel(d):
+    for p in PANELS:
+        info = panel(d, p)
+        assert info["shown"], p + " not shown"
+        assert info["caption"], p + " has no caption"
+    canvases = d.find_elements("tag name", "canvas")
+    assert len(canvases) == 8, len(canvases)
+
+
+# ---------------------------------------------------------------- a run
+def check_run(url, out, ck, shots):
+    d = browser()
+    try:
+        d.get(url)
+        wait_for(d, lambda d: panel(d, "loss")["rows"] >= 60 and
+                 panel(d, "accuracy")["latest"])
+        errs = console(d)
+        assert not errs, errs
+        every_panel(d)
+        early = {p: panel(d, p) for p in PANELS}
+        d.save_screenshot(shots + "/early.png")
+        # The numbers shown are the job's: worker 0's latest step and
+        # loss a row of worker-0.csv, the latest evaluation a row of
+        # eval.csv, idle fraction and staleness histogram those of the
+        # rows the page holds.
+        lat = early["loss"]["latest"]
+        rows0 = csv_rows(out + "/worker-0.csv")
+        assert lat["worker"] == 0, lat
+        assert any(near(r["step"], lat["step"]) and near(r["loss"], lat["loss"])
+                   for r in rows0), lat
+        acc = early["accuracy"]["latest"]
+        assert acc["set"] == "validation", acc
+        assert any(near(r["step"], acc["step"]) and near(r["val_acc"], acc["acc"])
+                   for r in csv_rows(out + "/eval.csv")), acc
+        st = early["staleness"]["latest"]["jobs"][0]
+        comm = step = 0.0
+        hist = {}
+        for w, n in enumerate(st["rows"]):
+            for r in csv_rows("%s/worker-%d.csv" % (out, w))[:n]:
+                comm += float(r["comm_ms"])
+                step += float(r["step_ms"])
+                s = min(63, int(float(r["staleness"])))
+                hist[s] = hist.get(s, 0) + 1
+        assert abs(st["idle_fraction"] - comm / step) < 1e-6, (st, comm / step)
+        assert st["hist"] == [hist.get(s, 0) for s in range(len(st["hist"]))], \
+            (st["hist"], hist)
+        groups = early["steptime"]["latest"]["groups"]
+        assert [g["worker"] for g in groups] == [0, 1], groups
+        for g in groups:
+            assert 0 < g["utilization"] < 1, g
+        prog = early["progress"]["latest"]["jobs"][0]
+        assert prog["state"] == "running" and prog["steps"] == 2500, prog
+        assert prog["eta_s"] > 0, prog
+        ev = early["events"]["latest"]
+        files = glob.glob(ck + "/server-*-v*.ckpt")
+        assert ev["checkpoints"] <= len(files), (ev, files)
+        assert ev["workers_lost"] == 0, ev
+        # Later: more points, and a screenshot that shows them.
+        wait_for(d, lambda d: panel(d, "loss")["rows"] >=
+                 early["loss"]["rows"] + 300)
+        time.sleep(1.2)
+        late = {p: panel(d, p) for p in PANELS}
+        d.save_screenshot(shots + "/late.png")
+        for p in ("loss", "gradnorm", "steptime"):
+            assert late[p]["points"] > early[p]["points"], \
+                (p, early[p]["points"], late[p]["points"])
+            assert late[p]["rows"] > early[p]["rows"], p
+        assert late["loss"]["latest"]["step"] > lat["step"]
+        assert png(shots + "/early.png") != png(shots + "/late.png")
+        assert late["events"]["latest"]["checkpoints"] >= 1, late["events"]
+        errs = console(d)
+        assert not errs, errs
+        print("early %d points, late %d" % (early["loss"]["points"],
+              late["loss"]["points"]))
+    finally:
+        d.quit()
+
+
+# ---------------------------------------------------------------- compare
+def check_compare_live(url, shots):
+    d = browser()
+    try:
+        d.get(url)
+        p = wait_for(d, lambda d: (lambda p: p if any(
+            j["state"] == "running" and j["step"] > 0 for j in p["jobs"])
+            else None)(panel(d, "progress")["latest"]))
+        labels = [j["label"] for j in p["jobs"]]
+        assert labels == ["sync/seed-1", "async/seed-1"], labels
+        head = [th.text for th in d.find_elements(
+            "css selector", "#panel-progress table.modes th")]
+        assert "sync" in head and "async" in head, head
+        every_panel(d)
+        # The second job running too, next to the first's curves.
+        wait_for(d, lambda d: panel(d, "progress")["latest"]["jobs"][1]
+                 ["state"] == "running" and panel(d, "loss")["latest"]
+                 ["job"] == 1, timeout=40)
+        lines = d.execute_script(
+            "return Chart.getChart('c-loss-step').data.datasets.map("
+            "(s) => s.label)")
+        assert lines == labels, lines
+        d.save_screenshot(shots + "/compare-live.png")
+        errs = console(d)
+        assert not errs, errs
+    finally:
+        d.quit()
+
+
+def check_compare_done(url, cmp, shots, copy=None):
+    d = browser()
+    try:
+        d.get(url)
+        p = wait_for(d, lambda d: (lambda p: p if p and len(p["jobs"]) == 2
+                     else None)(panel(d, "progress")["latest"]))
+        time.sleep(0.5)
+        p = panel(d, "progress")["latest"]
+        every_panel(d)
+        for j in p["jobs"]:
+            assert j["state"] == "finished" and j["step"] == j["steps"], j
+        # Every row of each job is drawn from: the loss panel holds
+        # worker 0's rows of both jobs.
+        want = sum(len(csv_rows("%s/%s/worker-0.csv" % (cmp, j["label"])))
+                   for j in p["jobs"])
+        assert panel(d, "loss")["rows"] == want, (panel(d, "loss")["rows"], want)
+        st = panel(d, "staleness")["latest"]["jobs"]
+        assert st[0]["hist"] is None and st[1]["hist"], st
+        d.save_screenshot(shots + "/compare-done.png")
+        if copy:
+            d.save_screenshot(copy)
+        errs = console(d)
+        assert not errs, errs
+    finally:
+        d.quit()
+
+
+def shot(url, path, width=1300, height=1900):
+    d = browser(int(width), int(height))
+    try:
+        d.get(url)
+        time.sleep(3)
+        d.save_screenshot(path)
+    finally:
+        d.quit()
+
+
+if __name__ == "__main__":
+    what, args = sys.argv[1], sys.argv[2:]
+    if what == "run":
+        case("test_dash_browser_run", check_run, *args)
+    elif what == "compare-live":
+        case("test_dash_browser_compare_live", check_compare_live, *args)
+    elif what == "compare-done":
+        case("test_dash_browser_compare_done", check_compare_done, *args)
+    elif what == "shot":
+        shot(*args)
+    else:
+        sys.exit("unknown: " + what)

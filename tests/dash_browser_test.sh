@@ -1,0 +1,105 @@
+#!/bin/sh
+# tests/dash_browser_test.sh - the dashboard page in headless Chromium
+# (tests/dash_browser.py, through Debian's chromium, chromium-driver and
+# python3-selenium, which scripts/deps.sh installs): the page of a running
+# job loads without a console warning or error, shows every panel, its
+# numbers are the job's files', and a screenshot late in the job shows more
+# points than one early; compare --dashboard shows every mode side by side
+# as the jobs run; pstrain dashboard serves the finished comparison.
+# SHOT=FILE also keeps that last screenshot (docs/dashboard.png is one).
+# Prints "ok NAME" / "FAIL NAME" per case, or "skip: why" without Chromium.
+cd "$(dirname "$0")/.." || exit 2
+P=${PSTRAIN:-bin/pstrain}
+# Debian's python3, where python3-selenium is.
+BPY=/usr/bin/python3
+for f in /usr/bin/chromium /usr/bin/chromedriver $BPY; do
+	if [ ! -x "$f" ]; then
+		echo "skip: no $f (scripts/deps.sh installs chromium and chromium-driver)"
+		exit 0
+	fi
+done
+if ! $BPY -c "import selenium" 2>/dev/null; then
+	echo "skip: no python3-selenium (scripts/deps.sh installs it)"
+	exit 0
+fi
+T=$(mktemp -d "${TMPDIR:-/tmp}/pt-dashb-XXXXXX")
+trap 'pkill -f -- "--out $T/" 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$T"' EXIT
+. tests/lib.sh
+
+# wait_url LOG: the dashboard address LOG prints (bounded wait).
+wait_url() {
+	i=0
+	while [ "$i" -lt 200 ]; do
+		u=$(sed -n 's/.*dashboard.* at \(http:\/\/127\.0\.0\.1:[0-9]*\/\).*/\1/p' "$1" | head -n 1)
+		[ -n "$u" ] && { echo "$u"; return 0; }
+		sleep 0.05
+		i=$((i + 1))
+	done
+	return 1
+}
+
+# A job slowed to about 4 ms a step: long enough for the page to be
+# looked at early and late.
+test_dash_browser_run() {
+	n=test_dash_browser_run
+	$P run --mode async --servers 1 --workers 2 --model mlp:16 \
+		--data synthetic:2000 --batch 32 --steps 2500 \
+		--delay uniform:4:4 --evals-per-epoch 4 --validation 10% \
+		--checkpoint-dir "$T/ck" --checkpoint-every 400 --dashboard \
+		--out "$T/job" >"$T/job.log" 2>&1 &
+	pid=$!
+	if ! url=$(wait_url "$T/job.log"); then
+		no $n "no dashboard address" "$T/job.log"
+		kill $pid
+		wait $pid
+		return
+	fi
+	$BPY tests/dash_browser.py run "$url" "$T/job" "$T/ck" "$T" \
+		>"$T/run.log" 2>&1
+	grep -E '^(ok|FAIL)' "$T/run.log" || no $n "no verdict" "$T/run.log"
+	grep -q '^FAIL' "$T/run.log" && tail -n 15 "$T/run.log" | sed 's/^/    | /'
+	wait $pid
+	r=$?
+	[ "$r" = 0 ] || no $n "job exit $r" "$T/job.log"
+}
+
+# Two modes, one after the other: the page is opened while the first
+# runs and watched until the second does; then pstrain dashboard serves
+# the finished folder.
+test_dash_browser_compare() {
+	$P compare --modes sync,async --workers 2 --model mlp:16 \
+		--data synthetic:1200 --batch 32 --steps 700 \
+		--delay uniform:4:4 --dashboard --out "$T/cmp" \
+		>"$T/cmp.log" 2>&1 &
+	pid=$!
+	if ! url=$(wait_url "$T/cmp.log"); then
+		no test_dash_browser_compare_live "no dashboard address" "$T/cmp.log"
+		kill $pid
+		wait $pid
+		return
+	fi
+	$BPY tests/dash_browser.py compare-live "$url" "$T" >"$T/live.log" 2>&1
+	grep -E '^(ok|FAIL)' "$T/live.log" ||
+		no test_dash_browser_compare_live "no verdict" "$T/live.log"
+	wait $pid
+	r=$?
+	if [ "$r" != 0 ]; then
+		no test_dash_browser_compare_done "compare exit $r" "$T/cmp.log"
+		return
+	fi
+	$P dashboard "$T/cmp" >"$T/dir.log" 2>&1 &
+	dpid=$!
+	if ! url=$(wait_url "$T/dir.log"); then
+		no test_dash_browser_compare_done "no address" "$T/dir.log"
+	else
+		$BPY tests/dash_browser.py compare-done "$url" "$T/cmp" "$T" \
+			${SHOT:-} >"$T/done.log" 2>&1
+		grep -E '^(ok|FAIL)' "$T/done.log" ||
+			no test_dash_browser_compare_done "no verdict" "$T/done.log"
+	fi
+	kill -TERM $dpid
+	wait $dpid
+}
+
+test_dash_browser_run
+test_dash_browser_compare
