@@ -181,7 +181,7 @@
     S.charts.accStep = lineChart("c-acc-step", "worker 0's steps", "accuracy");
     S.charts.accTime = lineChart("c-acc-time", "seconds", "accuracy");
     S.charts.stepMs = lineChart("c-step-ms", "step", "step ms");
-    S.charts.split = barChart("c-split", "", "ms per step (mean)", true);
+    S.charts.split = barChart("c-split", "", "mean ms", true);
     S.charts.gnorm = lineChart("c-gnorm", "step", "gradient norm");
     S.charts.stale = barChart("c-stale", "staleness", "gradients", false);
   }
