@@ -12,6 +12,7 @@ import csv
 import glob
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -26,17 +27,25 @@ PANELS = ["progress", "loss", "accuracy", "steptime", "gradnorm",
 def browser(width=1300, height=1900):
     o = webdriver.ChromeOptions()
     o.binary_location = "/usr/bin/chromium"
+    profile = tempfile.mkdtemp(prefix="pt-chromium-")
     # Without the background-networking flags Chromium dials out at start
     # (updates, sync), which a closed network refuses.
     for a in ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
               "--no-first-run", "--disable-background-networking",
               "--disable-component-update", "--disable-sync",
-              "--user-data-dir=" + tempfile.mkdtemp(prefix="pt-chromium-"),
+              "--user-data-dir=" + profile,
               "--window-size=%d,%d" % (width, height)]:
         o.add_argument(a)
     o.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"),
-                            options=o)
+    d = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=o)
+    d.pt_profile = profile
+    return d
+
+
+def close(d):
+    """Quits Chromium and removes the profile it was given."""
+    d.quit()
+    shutil.rmtree(d.pt_profile, ignore_errors=True)
 
 
 def console(d):
@@ -167,7 +176,7 @@ def check_run(url, out, ck, shots):
         print("early %d points, late %d" % (early["loss"]["points"],
               late["loss"]["points"]))
     finally:
-        d.quit()
+        close(d)
 
 
 # ---------------------------------------------------------------- compare
@@ -196,7 +205,7 @@ def check_compare_live(url, shots):
         errs = console(d)
         assert not errs, errs
     finally:
-        d.quit()
+        close(d)
 
 
 def check_compare_done(url, cmp, shots, copy=None):
@@ -223,7 +232,7 @@ def check_compare_done(url, cmp, shots, copy=None):
         errs = console(d)
         assert not errs, errs
     finally:
-        d.quit()
+        close(d)
 
 
 def shot(url, path, width=1300, height=1900):
@@ -233,7 +242,7 @@ def shot(url, path, width=1300, height=1900):
         time.sleep(3)
         d.save_screenshot(path)
     finally:
-        d.quit()
+        close(d)
 
 
 if __name__ == "__main__":
