@@ -591,6 +591,9 @@
           j.summary.dropped_gradients !== undefined)
         total.push((who ? j.label + " " : "") + j.summary.dropped_gradients);
       if (j.checkpointDir) ckptDir = true;
+      if (j.summary && j.summary.checkpoint_failures > 0)
+        notes.push(who + j.summary.checkpoint_failures + " checkpoint " +
+          "writes failed (summary.json; the servers' logs say why)");
     });
     if (total.length)
       notes.push("dropped in all (summary.json, over servers): " + total.join(", "));
