@@ -287,7 +287,11 @@ bad:
 // job_argv builds `pstrain run` for job j: every run flag of c, then this
 // job's mode, modifiers, seed and folder, which override the same flags
 // given earlier. NULL when out of memory (printed).
-static char **job_argv(const pt_config *c, const pti_cmp_job *j)
+// job_argv is the command line of job j: compare's flags for run, its
+// mode and seed, and with tb (compare's --tensorboard DIR) its own
+// TensorBoard folder DIR/LABEL/seed-S, the place of its outputs in --out.
+static char **job_argv(const pt_config *c, const pti_cmp_job *j,
+    const char *tb)
 {
 	const pti_cmp_mode *m = j->m;
 	char **argv = calloc(2 * (size_t)pt_config_count() + 40,
@@ -312,6 +316,13 @@ static char **job_argv(const pt_config *c, const pti_cmp_job *j)
 		argv[argc++] = strdup(tail[i]);
 	for (int i = 0; i < m->n_extra; i++)
 		argv[argc++] = strdup(m->extra[i]);
+	if (tb[0] != '\0') {
+		char dir[2 * PT_PATH_MAX + 96];
+		snprintf(dir, sizeof(dir), "%s%s", tb,
+		    j->dir + strlen(c->out)); // "/LABEL/seed-S"
+		argv[argc++] = strdup("--tensorboard");
+		argv[argc++] = strdup(dir);
+	}
 	for (int i = 0; i < argc; i++)
 		if (argv[i] == NULL)
 			goto oom;
@@ -326,9 +337,10 @@ oom:
 
 // job_run runs job j; returns its exit status, 128+N when it died of
 // signal N, or -1 when it could not start.
-static int job_run(const pt_config *c, const pti_cmp_job *j)
+static int job_run(const pt_config *c, const pti_cmp_job *j,
+    const char *tb)
 {
-	char **argv = job_argv(c, j);
+	char **argv = job_argv(c, j, tb);
 	int status;
 	if (argv == NULL)
 		return -1;
@@ -509,6 +521,7 @@ typedef struct cmp_set {
 	pti_cmp_job *jobs; // jobs[mode * n_seeds + seed index]
 	int sel_test;      // some job had no validation split
 	pti_dash *dash;    // --dashboard's server, or NULL
+	const char *tb;    // --tensorboard DIR, or ""
 } cmp_set;
 
 static int to_target(int k)
@@ -962,7 +975,7 @@ static int set_run(cmp_set *s)
 			uint32_t k = (uint32_t)(i * s->n_seeds + r);
 			pti_dash_state(s->dash, k, PTI_DASH_RUNNING,
 			    cmp_now());
-			int rv = job_run(c, j);
+			int rv = job_run(c, j, s->tb);
 			pti_dash_state(s->dash, k, rv == 0 || rv ==
 			    PTI_EXIT_DIVERGED ? PTI_DASH_DONE : PTI_DASH_FAILED,
 			    0);
@@ -1052,10 +1065,9 @@ int pti_cmd_compare(int argc, char **argv)
 	    "--target-acc 0.8 --out runs/cmp", argc, argv);
 	if (rv >= 0)
 		return rv;
-	if (c.tensorboard[0] != '\0') {
-		fprintf(stderr, "pstrain compare: --tensorboard is not built "
-		    "for compare yet (one view of every mode); pstrain run "
-		    "takes it for one job\n");
+	if (c.tensorboard[0] != '\0' && c.report_only) {
+		fprintf(stderr, "pstrain compare: --tensorboard with "
+		    "--report-only: no job runs to write event files\n");
 		return PTI_EXIT_USAGE;
 	}
 	if (c.dashboard && c.report_only) {
@@ -1064,9 +1076,14 @@ int pti_cmd_compare(int argc, char **argv)
 		    "the folder\n", c.out);
 		return PTI_EXIT_USAGE;
 	}
-	// This process serves the page: the jobs it runs must not.
+	// This process serves the page: the jobs it runs must not. Each
+	// job writes its event files into a folder of its own under
+	// --tensorboard's (job_argv).
 	int dashboard = c.dashboard;
 	c.dashboard = 0;
+	static char tb[sizeof(c.tensorboard)];
+	snprintf(tb, sizeof(tb), "%s", c.tensorboard);
+	c.tensorboard[0] = '\0';
 	// Selection on a validation split, evaluated often enough to time
 	// the target, unless the command line says otherwise.
 	if (!pt_config_given(&c, "validation"))
@@ -1074,6 +1091,7 @@ int pti_cmd_compare(int argc, char **argv)
 	if (!pt_config_given(&c, "evals-per-epoch") &&
 	    !pt_config_given(&c, "eval-every"))
 		c.evals_per_epoch = 10;
+	s.tb = tb;
 	if ((rv = set_init(&s, &c)) >= 0)
 		goto out;
 	rv = 2;

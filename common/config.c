@@ -237,7 +237,8 @@ static const config_entry config_table[] = {
 	"write TensorBoard event files into DIR as the job runs: a run per "
 	"worker (loss, gradient norm, step, compute and communication ms, "
 	"staleness, lr at each step) and one of the evaluations; "
-	"tensorboard --logdir DIR shows them"),
+	"tensorboard --logdir DIR shows them (compare: each job's under "
+	"DIR/LABEL/seed-S)"),
     E("modes", T_STR, modes, "sync,async", 0, 0, CMP, "LIST",
 	"modes to compare: sync, async, ssp:S, allreduce, with modifiers "
 	":backup=B, :staleness-lr, :batch=B, :lr-scaling=linear, "

@@ -3,25 +3,19 @@
 # back by a reader written here from the format's specification (TFRecord
 # framing with masked CRC-32C; Event and Summary protobufs), hold every
 # row of the job's files: each worker's scalars at each step, and the
-# evaluations. Prints "ok NAME" / "FAIL NAME" per case.
+# evaluations; compare --tensorboard gives each job its own folder.
+# Prints "ok NAME" / "FAIL NAME" per case.
 cd "$(dirname "$0")/.." || exit 2
 P=${PSTRAIN:-bin/pstrain}
 T=$(mktemp -d "${TMPDIR:-/tmp}/pt-tb-XXXXXX")
 trap '[ -n "${KEEP:-}" ] || rm -rf "$T"' EXIT
 . tests/lib.sh
 
-test_tboard_events_match_csv() {
-	n=test_tboard_events_match_csv
-	if ! $P run --mode sync --servers 1 --workers 2 --model mlp:16 \
-		--data synthetic:1200 --batch 32 --steps 40 --validation 10% \
-		--evals-per-epoch 4 --tensorboard "$T/tb" --out "$T/job" \
-		>"$T/job.log" 2>&1; then
-		no $n "job failed" "$T/job.log"
-		return
-	fi
-	if $PY - "$T/tb" "$T/job" >"$T/check.log" 2>&1 <<'EOF'; then
+# check.py TB JOB STEPS: the event files under TB hold every row of the
+# files of the 2-worker job in JOB, STEPS steps each.
+cat >"$T/check.py" <<'EOF'
 import csv, glob, struct, sys
-tb, job = sys.argv[1], sys.argv[2]
+tb, job, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
 
 def crc32c(data):
     # Castagnoli, reflected polynomial 0x82F63B78, bit by bit.
@@ -109,7 +103,7 @@ for r in (0, 1):
     ev = events("worker-%d" % r)
     assert ev[0].get("version") == "brain.Event:2", ev[0]
     rows = list(csv.DictReader(open("%s/worker-%d.csv" % (job, r))))
-    assert len(ev) - 1 == len(rows) == 40, (len(ev), len(rows))
+    assert len(ev) - 1 == len(rows) == steps, (len(ev), len(rows))
     for e, row in zip(ev[1:], rows):
         assert e["step"] == int(row["step"]), (e, row)
         for k in ("loss", "grad_norm", "step_ms", "compute_ms", "comm_ms",
@@ -124,10 +118,42 @@ for e, row in zip(ev[1:], rows):
     assert e["scalars"]["val_loss"] == f32(row["val_loss"]), (e, row)
 print("ok: %d eval events" % (len(ev) - 1))
 EOF
+
+test_tboard_events_match_csv() {
+	n=test_tboard_events_match_csv
+	if ! $P run --mode sync --servers 1 --workers 2 --model mlp:16 \
+		--data synthetic:1200 --batch 32 --steps 40 --validation 10% \
+		--evals-per-epoch 4 --tensorboard "$T/tb" --out "$T/job" \
+		>"$T/job.log" 2>&1; then
+		no $n "job failed" "$T/job.log"
+		return
+	fi
+	if $PY "$T/check.py" "$T/tb" "$T/job" 40 >"$T/check.log" 2>&1; then
 		ok $n
 	else
 		no $n "event files" "$T/check.log"
 	fi
+}
+
+# compare --tensorboard DIR: a run per mode, seed and worker, each
+# job's under DIR/LABEL/seed-S as its outputs are under --out.
+test_tboard_compare() {
+	n=test_tboard_compare
+	if ! $P compare --modes sync,ssp:1 --seeds 2 --workers 2 \
+		--model mlp:16 --data synthetic:1200 --batch 32 --steps 30 \
+		--evals-per-epoch 4 --tensorboard "$T/tbc" --out "$T/cmp" \
+		>"$T/cmp.log" 2>&1; then
+		no $n "compare failed" "$T/cmp.log"
+		return
+	fi
+	for j in sync/seed-1 sync/seed-2 ssp-1/seed-1 ssp-1/seed-2; do
+		if ! $PY "$T/check.py" "$T/tbc/$j" "$T/cmp/$j" 30 \
+			>"$T/check.log" 2>&1; then
+			no $n "event files of $j" "$T/check.log"
+			return
+		fi
+	done
+	ok $n
 }
 
 test_tboard_refusals() {
@@ -139,10 +165,10 @@ test_tboard_refusals() {
 	r1=$?
 	e2=$($P compare --modes sync,async --model mlp:8 \
 		--data synthetic:300 --steps 5 --tensorboard "$T/tb2" \
-		--out "$T/r2" 2>&1)
+		--report-only --out "$T/r2" 2>&1)
 	r2=$?
 	if [ "$r1$r2" = 22 ] && echo "$e1" | grep -q -- "--tensorboard $T/file/tb" &&
-		echo "$e2" | grep -q "tensorboard is not built for compare"; then
+		echo "$e2" | grep -q -- "--tensorboard with --report-only"; then
 		ok $n
 	else
 		no $n "exits $r1 $r2: $e1 / $e2"
@@ -150,4 +176,5 @@ test_tboard_refusals() {
 }
 
 test_tboard_events_match_csv
+test_tboard_compare
 test_tboard_refusals
