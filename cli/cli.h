@@ -70,4 +70,8 @@ int pti_work(struct pt_config *c, const char *cmdline);
 // one thread, e.g. in the child after fork.
 const char *pti_self_exe(void);
 
+// pti_on_stop_signals has SIGINT and SIGTERM call handler, without
+// SA_RESTART: a blocking call they interrupt returns EINTR.
+void pti_on_stop_signals(void (*handler)(int));
+
 #endif // PT_CLI_CLI_H

@@ -960,12 +960,7 @@ static int set_run(cmp_set *s)
 {
 	const pt_config *c = s->c;
 	int total = s->n_modes * s->n_seeds, done = 0;
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = cmp_on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	pti_on_stop_signals(cmp_on_signal);
 	for (int r = 0; r < s->n_seeds; r++)
 		for (int i = 0; i < s->n_modes; i++) {
 			pti_cmp_job *j = &s->jobs[i * s->n_seeds + r];

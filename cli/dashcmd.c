@@ -282,12 +282,7 @@ int pti_cmd_dashboard(int argc, char **argv)
 		return PTI_EXIT_USAGE;
 	}
 	free(jobs);
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = dc_on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	pti_on_stop_signals(dc_on_signal);
 	fprintf(stderr, "pstrain dashboard: %u job%s at %s (Prometheus metrics "
 	    "at %smetrics); Ctrl-C stops it\n", n, n == 1 ? "" : "s", url, url);
 	while (!dc_signalled)

@@ -1,6 +1,9 @@
-// cli/self.c - the path by which pstrain starts its own subcommands as
-// child processes (the launcher's servers and workers, compare's jobs).
+// cli/self.c - pstrain as a process: the path by which it starts its own
+// subcommands as child processes (the launcher's servers and workers,
+// compare's jobs), and the signals that ask it to stop.
 #include <limits.h>
+#include <signal.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,4 +26,14 @@ const char *pti_self_exe(void)
 	    (kernel.st_dev == link.st_dev && kernel.st_ino == link.st_ino))
 		return "/proc/self/exe";
 	return path;
+}
+
+void pti_on_stop_signals(void (*handler)(int))
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = handler;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
 }
