@@ -45,7 +45,7 @@ UNIT_BIN = $(UNIT_NAMES:%=build/tests/%)
 AUNIT_BIN = $(UNIT_NAMES:%=build/asan/tests/%)
 PROC_BIN = $(PROC_SRC:tests/%.c=build/tests/%)
 
-.PHONY: all build deps test demo asan clean format bench bench-build fuzz fuzz-build \
+.PHONY: all build deps deps-test test demo asan clean format bench bench-build fuzz fuzz-build \
 	fuzz-seeds lib install FORCE
 all: deps
 	@$(MAKE) --no-print-directory build
@@ -55,6 +55,10 @@ build: bin/pstrain lib $(UNIT_BIN) $(PROC_BIN) build/asan/pstrain $(AUNIT_BIN) \
 
 deps:
 	@sh scripts/deps.sh
+
+# What only the tests and the fuzzers need besides (scripts/deps.sh).
+deps-test:
+	@sh scripts/deps.sh --test
 
 # bin/pstrain: the commands, linked with the static library.
 bin/pstrain: $(OBJ)/cli/main.o $(CLI_SRC:%.c=$(OBJ)/%.o) build/lib/libpstrain.a
@@ -180,7 +184,7 @@ bench:
 asan: deps
 	@$(MAKE) --no-print-directory build/asan/pstrain $(AUNIT_BIN)
 
-test: deps
+test: deps-test
 	@$(MAKE) --no-print-directory build
 	@sh tests/run.sh
 
@@ -217,7 +221,7 @@ $(OBJ)/tests/fuzz/%.o: CPPFLAGS += -Itests/fuzz
 
 fuzz-build: $(FUZZ_BIN)
 
-fuzz: deps
+fuzz: deps-test
 	@$(MAKE) --no-print-directory fuzz-build
 	@for f in $(FUZZ_NAMES); do \
 		mkdir -p build/fuzz/corpus/$$f; \

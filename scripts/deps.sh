@@ -1,13 +1,23 @@
 #!/bin/sh
-# scripts/deps.sh - install the Debian packages pstrain needs, once.
-# Does nothing when every package is already installed. Arguments name
+# scripts/deps.sh [--test] [PKG...] - install the Debian packages pstrain
+# needs, once. Does nothing when every package is already installed.
+# Without --test: what building pstrain, running it (make demo, the
+# dashboard's chart library, TLS certificates, the Python binding's numpy)
+# and plotting need. --test adds what only the tests and make fuzz use: a
+# private Slurm, Open MPI and network namespaces, headless Chromium for
+# the dashboard, clang for the fuzzers, valgrind. Further arguments name
 # further packages (make bench: python3-torch for its PyTorch anchors).
 set -e
-pkgs="$* libnng-dev libmsgpack-dev libopenblas-dev zlib1g-dev pkg-config \
-dataset-fashion-mnist gnuplot-nox valgrind libmbedtls-dev clang libclang-rt-dev \
-openssl python3-numpy libjansson-dev slurmd slurmctld slurm-client munge \
-openmpi-bin iproute2 libjs-chart.js chromium chromium-driver python3-selenium \
-fonts-dejavu-core"
+pkgs="libnng-dev libmsgpack-dev libopenblas-dev zlib1g-dev pkg-config \
+dataset-fashion-mnist gnuplot-nox libmbedtls-dev libjansson-dev openssl \
+python3-numpy libjs-chart.js"
+if [ "${1:-}" = --test ]; then
+	shift
+	pkgs="$pkgs valgrind clang libclang-rt-dev slurmd slurmctld \
+slurm-client munge openmpi-bin iproute2 chromium chromium-driver \
+python3-selenium fonts-dejavu-core"
+fi
+pkgs="$* $pkgs"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
