@@ -109,107 +109,27 @@ static int query_from(const char *q, const char **s, size_t *n)
 
 // ---------------------------------------------------------------- CSV rows
 
-// The rows of one file from an offset on.
-typedef struct dash_part {
-	long from, next; // where the rows read begin and end
-	int more;        // complete rows were left for the next request
-	int have[PTI_CSV_COLS];
-	size_t n_rows;
-	double *v; // n_rows x n_want
-} dash_part;
-
 // part_read reads the complete rows of the CSV at path from byte offset
 // from (when that is where a row starts, else from the first row), at
-// most max_rows, into p (the caller frees p->v). A missing file has no
-// rows and offsets 0. -1 when out of memory.
+// most max_rows, into t (the caller frees t->v), with where they begin
+// and end in *at. A missing file has no rows and offsets 0. -1 when out
+// of memory.
 static int part_read(const char *path, long from, const char *const *want,
-    int n_want, size_t max_rows, dash_part *p)
+    int n_want, size_t max_rows, pti_csv_at *at, pti_csv *t)
 {
-	char *line = NULL;
-	size_t cap = 0, room = 0;
-	int idx[64], n_idx = 0;
-	struct stat sb;
-	memset(p, 0, sizeof(*p));
-	FILE *f = fopen(path, "r");
-	if (f == NULL)
-		return 0;
-	ssize_t len = getline(&line, &cap, f);
-	if (len <= 0 || line[len - 1] != '\n' || fstat(fileno(f), &sb) != 0)
-		goto out;
-	long start = (long)len;
-	line[strcspn(line, "\r\n")] = '\0';
-	for (char *save = NULL, *tok = strtok_r(line, ",", &save);
-	    tok != NULL && n_idx < 64; tok = strtok_r(NULL, ",", &save)) {
-		idx[n_idx] = -1;
-		for (int k = 0; k < n_want; k++)
-			if (strcmp(tok, want[k]) == 0) {
-				idx[n_idx] = k;
-				p->have[k] = 1;
-			}
-		n_idx++;
-	}
-	// An offset the page was given goes on where it stopped; any other
-	// (a file made afresh, a made-up number) starts from the first row.
-	if (from > start && from <= (long)sb.st_size &&
-	    fseek(f, from - 1, SEEK_SET) == 0 && fgetc(f) == '\n')
-		start = from;
-	if (fseek(f, start, SEEK_SET) != 0)
-		goto out;
-	p->from = p->next = start;
-	while ((len = getline(&line, &cap, f)) > 0) {
-		if (line[len - 1] != '\n')
-			break; // a row still being written
-		if (p->n_rows == max_rows) {
-			p->more = 1;
-			break;
-		}
-		if (p->n_rows == room) {
-			room = room ? 2 * room : 256;
-			double *v = realloc(p->v,
-			    room * n_want * sizeof(double));
-			if (v == NULL) {
-				free(line);
-				fclose(f);
-				free(p->v);
-				p->v = NULL;
-				return -1;
-			}
-			p->v = v;
-		}
-		double *row = p->v + p->n_rows * n_want;
-		for (int k = 0; k < n_want; k++)
-			row[k] = NAN;
-		char *q = line;
-		for (int c = 0; c < n_idx && *q != '\0'; c++) {
-			char *end;
-			double x = strtod(q, &end);
-			if (idx[c] >= 0 && end != q && *end != '\n' &&
-			    *end != ',' && *end != '\r')
-				x = NAN; // not a number followed by its comma
-			if (idx[c] >= 0 && end != q)
-				row[idx[c]] = x;
-			q += strcspn(q, ",\n");
-			if (*q == ',')
-				q++;
-		}
-		p->n_rows++;
-		p->next += (long)len;
-	}
-out:
-	free(line);
-	fclose(f);
-	return 0;
+	*at = (pti_csv_at){.from = from, .row_start = 1, .max_rows = max_rows};
+	return pti_csv_read_at(path, want, n_want, at, t);
 }
 
-// part_json writes p as {"from", "next", "more", "rows"}, each row the
-// columns cols[0..n) of p's.
-static void part_json(pti_dbuf *b, const dash_part *p, int n_want,
+// part_json writes the rows t read at at as {"from", "next", "more",
+// "rows"}, each row the columns cols[0..n) of t's.
+static void part_json(pti_dbuf *b, const pti_csv_at *at, const pti_csv *t,
     const int *cols, int n)
 {
 	pti_dbuf_printf(b, "{\"from\": %ld, \"next\": %ld, \"more\": %s, "
-	    "\"rows\": [", p->from, p->next, p->more ? "true" : "false");
-	for (size_t i = 0; i < p->n_rows && !b->failed; i++) {
-		const double *row = p->v + i * n_want;
+	    "\"rows\": [", at->start, at->next, at->more ? "true" : "false");
+	for (size_t i = 0; i < t->n_rows && !b->failed; i++) {
+		const double *row = t->v + i * t->n_cols;
 		pti_dbuf_printf(b, "%s[", i ? ",\n" : "");
 		for (int k = 0; k < n; k++) {
 			if (k)
@@ -432,7 +352,8 @@ static int job_json(pti_dbuf *b, const pti_dash_view *v, uint32_t i,
 	static const int wcols[DASH_NW] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
 	char path[PT_PATH_MAX + 160];
 	dash_info in;
-	dash_part p;
+	pti_csv_at at;
+	pti_csv p;
 	int rv = 0;
 	for (int k = 0; k < DASH_NW; k++)
 		wnames[k] = PTI_COL(pti_csv_worker, dash_wcols[k]);
@@ -459,18 +380,18 @@ static int job_json(pti_dbuf *b, const pti_dash_view *v, uint32_t i,
 		size_t max = *budget < DASH_ROWS ? *budget : DASH_ROWS;
 		snprintf(path, sizeof(path), "%s/worker-%u.csv", j->cfg.dir, r);
 		if ((rv = part_read(path, from_offset(from, from_n, i, r + 1),
-			 wnames, DASH_NW, max, &p)) != 0)
+			 wnames, DASH_NW, max, &at, &p)) != 0)
 			break;
 		*budget -= p.n_rows;
 		pti_dbuf_printf(b, "%s\n  ", r ? "," : "");
-		part_json(b, &p, DASH_NW, wcols, DASH_NW);
+		part_json(b, &at, &p, wcols, DASH_NW);
 		free(p.v);
 	}
 	if (rv == 0) {
 		size_t max = *budget < DASH_ROWS ? *budget : DASH_ROWS;
 		snprintf(path, sizeof(path), "%s/eval.csv", j->cfg.dir);
 		rv = part_read(path, from_offset(from, from_n, i, 0),
-		    dash_ecols_in, E_N, max, &p);
+		    dash_ecols_in, E_N, max, &at, &p);
 	}
 	if (rv == 0) {
 		int val = p.have[E_VACC] || !p.have[E_TACC];
@@ -480,7 +401,7 @@ static int job_json(pti_dbuf *b, const pti_dash_view *v, uint32_t i,
 		pti_dbuf_printf(b, "],\n \"eval_set\": %s, \"eval\": ",
 		    p.have[E_VACC] ? "\"validation\"" : p.have[E_TACC]
 		    ? "\"test\"" : "null");
-		part_json(b, &p, E_N, ecols, 5);
+		part_json(b, &at, &p, ecols, 5);
 		free(p.v);
 		pti_dbuf_printf(b, ",\n \"counts\": ");
 		job_counts(b, j, &in);

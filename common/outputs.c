@@ -2,6 +2,8 @@
 #include "outputs.h"
 
 #include <math.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -75,8 +77,8 @@ int pti_csv_fields(const char *line, double *v, int n)
 	return 0;
 }
 
-int pti_csv_read(const char *path, long from, const char *const *want,
-    int n_want, pti_csv *t)
+int pti_csv_read_at(const char *path, const char *const *want, int n_want,
+    pti_csv_at *at, pti_csv *t)
 {
 	char *line = NULL;
 	size_t cap = 0, room = 0;
@@ -84,14 +86,20 @@ int pti_csv_read(const char *path, long from, const char *const *want,
 	struct stat sb;
 	memset(t, 0, sizeof(*t));
 	t->n_cols = n_want;
+	at->start = at->next = 0;
+	at->more = 0;
 	FILE *f = fopen(path, "r");
 	if (f == NULL)
 		return 0;
-	if (getline(&line, &cap, f) < 0)
-		goto out;
+	ssize_t len = getline(&line, &cap, f);
+	if (len <= 0 || line[len - 1] != '\n' || fstat(fileno(f), &sb) != 0)
+		goto out; // no header yet, or one still being written
+	long start = (long)len;
 	line[strcspn(line, "\r\n")] = '\0';
-	for (char *tok = strtok(line, ","); tok && n_idx < 64;
-	    tok = strtok(NULL, ",")) {
+	// strtok_r: the dashboard reads on nng's threads while the launcher
+	// reads on its own.
+	for (char *save = NULL, *tok = strtok_r(line, ",", &save);
+	    tok != NULL && n_idx < 64; tok = strtok_r(NULL, ",", &save)) {
 		idx[n_idx] = -1;
 		for (int k = 0; k < n_want; k++)
 			if (strcmp(tok, want[k]) == 0) {
@@ -100,13 +108,27 @@ int pti_csv_read(const char *path, long from, const char *const *want,
 			}
 		n_idx++;
 	}
-	// A later offset: the rows of the job that began there (a file
-	// shorter than it was started afresh: all of it is that job's).
-	if (from > 0 && fstat(fileno(f), &sb) == 0 && sb.st_size >= from)
-		fseek(f, from, SEEK_SET);
-	while (getline(&line, &cap, f) > 0) {
-		if (strchr(line, '\n') == NULL)
+	if (at->row_start) {
+		// Only where a row starts; else (a file made afresh, a
+		// made-up number) from the first row.
+		if (at->from > start && at->from <= (long)sb.st_size &&
+		    fseek(f, at->from - 1, SEEK_SET) == 0 && fgetc(f) == '\n')
+			start = at->from;
+	} else if (at->from > 0 && sb.st_size >= at->from) {
+		// The rows of the job that began there (a file shorter than
+		// it was started afresh: all of it is that job's).
+		start = at->from;
+	}
+	if (fseek(f, start, SEEK_SET) != 0)
+		goto out;
+	at->start = at->next = start;
+	while ((len = getline(&line, &cap, f)) > 0) {
+		if (line[len - 1] != '\n')
 			break; // a row still being written
+		if (t->n_rows == at->max_rows) {
+			at->more = 1;
+			break;
+		}
 		if (t->n_rows == room) {
 			room = room ? 2 * room : 256;
 			double *v = realloc(t->v, room * n_want * sizeof(double));
@@ -122,22 +144,33 @@ int pti_csv_read(const char *path, long from, const char *const *want,
 		double *row = t->v + t->n_rows * n_want;
 		for (int k = 0; k < n_want; k++)
 			row[k] = NAN;
-		char *p = line;
-		for (int col = 0; col < n_idx && *p; col++) {
+		char *q = line;
+		for (int c = 0; c < n_idx && *q != '\0'; c++) {
 			char *end;
-			double x = strtod(p, &end);
-			if (idx[col] >= 0 && end != p)
-				row[idx[col]] = x;
-			p += strcspn(p, ",");
-			if (*p == ',')
-				p++;
+			double x = strtod(q, &end);
+			if (idx[c] >= 0 && end != q && *end != '\n' &&
+			    *end != ',' && *end != '\r')
+				x = NAN; // not a number followed by its comma
+			if (idx[c] >= 0 && end != q)
+				row[idx[c]] = x;
+			q += strcspn(q, ",\n");
+			if (*q == ',')
+				q++;
 		}
 		t->n_rows++;
+		at->next += (long)len;
 	}
 out:
 	free(line);
 	fclose(f);
 	return 0;
+}
+
+int pti_csv_read(const char *path, long from, const char *const *want,
+    int n_want, pti_csv *t)
+{
+	pti_csv_at at = {.from = from, .max_rows = SIZE_MAX};
+	return pti_csv_read_at(path, want, n_want, &at, t);
 }
 
 int pti_csv_read_table(const char *path, long from, const pti_table *tb,

@@ -72,11 +72,27 @@ typedef struct pti_csv {
 // every row; a later offset skips the rows before it, as long as the
 // file is that long, else every row is read). The caller frees t->v. A
 // missing file gives no rows; a missing column has have[i] == 0 and reads
-// as NaN, as does a cell that is not a number; a last row without its
-// newline (still being written) is left out. Returns 0, or -1 only when
+// as NaN, as does a cell that is not a number; a header or a last row
+// without its newline (still being written) is left out. Returns 0, or -1 only when
 // out of memory.
 int pti_csv_read(const char *path, long from, const char *const *want,
     int n_want, pti_csv *t);
+
+// Where pti_csv_read_at reads from, how much, and where it got to.
+typedef struct pti_csv_at {
+	long from;       // byte offset to read from, as pti_csv_read's
+	int row_start;   // take `from` only where a row starts there, else
+			 // read from the first row (for offsets handed out)
+	size_t max_rows; // at most this many rows (SIZE_MAX: all)
+	long start, next; // out: the rows read begin and end here (0, 0
+			  // when there is no file or no header yet)
+	int more;         // out: complete rows were left past max_rows
+} pti_csv_at;
+
+// pti_csv_read_at is pti_csv_read with the choices and results of *at:
+// the dashboard hands out next and takes it back as from.
+int pti_csv_read_at(const char *path, const char *const *want, int n_want,
+    pti_csv_at *at, pti_csv *t);
 
 // pti_csv_read_table reads every column of table tb, by name, into t
 // (n_cols = tb->n, in tb's order). As pti_csv_read.
