@@ -221,26 +221,6 @@ static int worker_send(pt_worker *w, int what, int64_t step, uint64_t lo,
 						  : PT_OP_PUSHPULL;
 		if (split)
 			op = PT_OP_PUSH;
-		// A large sync pushpull: in pieces (worker_piece).
-		uint64_t piece = b - a;
-		if (op == PT_OP_PUSHPULL && w->c.mode == PT_MODE_SYNC &&
-		    w->c.backup_workers == 0 && !lend)
-			piece = worker_piece(b - a);
-		for (uint64_t pa = a; pa < b && rv == 0 && piece < b - a;
-		     pa += piece) {
-			uint64_t pn = b - pa < piece ? b - pa : piece;
-			pti_hdr ph;
-			pti_hdr_init(&ph, op, PT_ROLE_WORKER, w->c.rank);
-			ph.has |= PTI_H_RANGE | PTI_H_STEP | PTI_H_VER;
-			ph.off = pa;
-			ph.n = pn;
-			ph.step = step;
-			ph.ver = pti_client_ver(cl, i);
-			rv = pti_call_send(q, i, &ph, grad + (pa - lo), pn,
-			    vals + (pa - lo));
-		}
-		if (piece < b - a)
-			continue;
 		pti_hdr_init(&h, op, PT_ROLE_WORKER, w->c.rank);
 		h.has |= PTI_H_RANGE;
 		h.off = a;
@@ -253,6 +233,22 @@ static int worker_send(pt_worker *w, int what, int64_t step, uint64_t lo,
 			h.has |= PTI_H_VER;
 			h.ver = w->next_ver;
 		}
+		// A large sync pushpull: in pieces (worker_piece), each its
+		// range of the same request.
+		uint64_t piece = b - a;
+		if (op == PT_OP_PUSHPULL && w->c.mode == PT_MODE_SYNC &&
+		    w->c.backup_workers == 0 && !lend)
+			piece = worker_piece(b - a);
+		for (uint64_t pa = a; pa < b && rv == 0 && piece < b - a;
+		     pa += piece) {
+			pti_hdr ph = h;
+			ph.off = pa;
+			ph.n = b - pa < piece ? b - pa : piece;
+			rv = pti_call_send(q, i, &ph, grad + (pa - lo), ph.n,
+			    vals + (pa - lo));
+		}
+		if (piece < b - a)
+			continue;
 		const float *g = op == PT_OP_PULL ? NULL : grad + (a - lo);
 		if (lend && op != PT_OP_PUSH)
 			rv = pti_call_send_lent(q, i, &h, g, b - a);
