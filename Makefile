@@ -159,7 +159,7 @@ $(AOBJ)/%.o: %.c
 bench-build: bin/pstrain build/bench/comm build/bench/solo build/bench/split \
 	build/bench/ring
 
-build/bench/comm: bench/comm.c include/pstrain.h build/lib/libpstrain.a
+build/bench/comm: bench/comm.c bench/bench.h include/pstrain.h build/lib/libpstrain.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -Iinclude -Icommon -o $@ bench/comm.c build/lib/libpstrain.a $(LDLIBS)
 

@@ -39,21 +39,8 @@
 
 #include <pstrain.h>
 
-#include "transport.h" // pti_transport_widen, for the raw side
-
-static double now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static void die(const char *what, int rv, int nng)
-{
-	fprintf(stderr, "comm: %s: %s\n", what,
-	    nng ? nng_strerror(rv) : pt_errmsg(rv));
-	exit(1);
-}
+#define BENCH_PROG "comm"
+#include "bench.h"
 
 // The raw side: a REP socket that answers every request with a reply of
 // the same size, as a server answers a pushpull with the values. It is
@@ -191,14 +178,6 @@ static double cb_round(cb_req *x, const float *g, size_t bytes,
 		nng_msg_free(x->rep);
 	}
 	return (now_us() - t0) / iters;
-}
-
-// widen_cb gives a raw socket's ipc connections the buffers pstrain's
-// own get.
-static void widen_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
-{
-	(void)ev, (void)arg;
-	(void)pti_transport_widen(p);
 }
 
 // raw_open starts a raw REP server of `bytes` replies on url (a tcp

@@ -28,27 +28,8 @@
 #include "auth.h"
 #include "err.h"
 #include "ring.h"
-#include "transport.h"
-
-static double now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static void die(const char *what, int rv, int nng)
-{
-	fprintf(stderr, "ring: %s: %s\n", what,
-	    nng ? nng_strerror(rv) : pt_errmsg(rv));
-	exit(1);
-}
-
-static void widen_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
-{
-	(void)ev, (void)arg;
-	(void)pti_transport_widen(p);
-}
+#define BENCH_PROG "ring"
+#include "bench.h"
 
 // raw_open: rank 0 dials (REQ), rank 1 listens (REP) on url, with
 // pstrain's ipc buffers.
