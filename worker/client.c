@@ -34,6 +34,7 @@ typedef struct client_part {
 	pt_req *call;
 	nng_ctx ctx;
 	nng_aio *aio;
+	nng_aio *try_aio; // a send tried without waiting (call_send)
 	int state;
 	int rv;
 	int lost;        // the connection closed while it was under way
@@ -193,6 +194,7 @@ static void part_free(client_part *p)
 		nng_aio_stop(p->aio);
 		nng_aio_free(p->aio);
 	}
+	nng_aio_free(p->try_aio); // never left under way
 	nng_msg_free(p->reply);
 	nng_msg_free(p->spare);
 	free(p);
@@ -215,7 +217,8 @@ static int part_get(client_link *k, client_part **out)
 	p->all_next = k->all;
 	k->all = p;
 	if ((rv = nng_ctx_open(&p->ctx, k->sock)) != 0 ||
-	    (rv = nng_aio_alloc(&p->aio, part_cb, p)) != 0) {
+	    (rv = nng_aio_alloc(&p->aio, part_cb, p)) != 0 ||
+	    (rv = nng_aio_alloc(&p->try_aio, NULL, NULL)) != 0) {
 		return pti_err_set(PT_ETRANSPORT, "client: %s",
 		    nng_strerror(rv)); // freed with the client
 	}
@@ -223,6 +226,7 @@ static int part_get(client_link *k, client_part **out)
 	// and a lost reply shows as a timeout instead.
 	nng_ctx_set_ms(p->ctx, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
 	nng_aio_set_timeout(p->aio, (nng_duration)(k->c->timeout_s * 1000));
+	nng_aio_set_timeout(p->try_aio, NNG_DURATION_ZERO);
 	*out = p;
 	return 0;
 }
@@ -505,6 +509,26 @@ static int call_send(pt_req *q, uint32_t server, const pti_hdr *h,
 	k->busy = p;
 	q->parts[q->n++] = p;
 	q->pending++;
+	// When the connection is idle, REQ puts the request on it at once:
+	// a send that may not wait (the zero timeout) then finishes here,
+	// in this thread, and the receive follows. Sent by callback, each
+	// request would cost a hand-over to nng's task thread just to post
+	// its receive (a tenth of a tiny round trip). A send that would wait
+	// (the connection busy with an earlier request, or gone) fails at
+	// once and is made by callback instead.
+	if (!lost) {
+		nng_aio_set_msg(p->try_aio, m);
+		nng_ctx_send(p->ctx, p->try_aio);
+		nng_aio_wait(p->try_aio);
+		if (nng_aio_result(p->try_aio) == 0) {
+			p->state = PART_RECV;
+			nng_ctx_recv(p->ctx, p->aio);
+			pthread_mutex_unlock(&c->mu);
+			return 0;
+		}
+		m = nng_aio_get_msg(p->try_aio);
+		nng_aio_set_msg(p->try_aio, NULL);
+	}
 	nng_aio_set_msg(p->aio, m);
 	nng_ctx_send(p->ctx, p->aio);
 	if (lost)
