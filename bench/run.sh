@@ -10,7 +10,8 @@
 #     servers in a process of their own (bench/comm.c "procs");
 #  2. training, samples/s of training time (evaluation excluded): sync
 #     jobs of 1x1, 1x2, 2x2, 1x4 and 2x4 servers x workers, 1x1 and 2x4
-#     also with --prefetch, --layer-push and --pin, 1x2 with --pin (the
+#     also with --prefetch, --layer-push (1x1 off, 2x4 on: the other
+#     way from auto) and --pin, 1x2 with --pin (the
 #     PyTorch processes are not pinned); the same model, data
 #     order and update in one process with no servers (bench/solo.c);
 #  3. the same job in PyTorch, one process and DDP (gloo) with 2 and 4
@@ -52,7 +53,7 @@ printf '\n%-5s %-22s %10s %10s %10s %7s %11s %10s %7s %7s %10s %7s\n' \
 # name floats iterations
 for tr in ipc tcp; do
 	for spec in "tiny_2.6KB 650 2000" "mlp256x128_0.94MB 235146 100" \
-		"large_17.4MB 4350000 8"; do
+		"large_17.4MB 4350000 24"; do
 		set -- $spec
 		if [ $tr = ipc ]; then url="ipc://$T/c"; else url=tcp://127.0.0.1; fi
 		build/bench/comm "$url" "$2" "$R" "$3" procs >"$T/c.txt" 2>"$T/c.err" ||
@@ -110,10 +111,13 @@ PY=""
 for p in python3 /usr/bin/python3; do
 	if $p -c 'import torch' 2>/dev/null; then PY=$p; break; fi
 done
-# psSxW: a sync job of S servers x W workers; _pf adds --prefetch, _lp
-# --layer-push, _pin --pin (each measured on and off), _tcp --transport
-# tcp (the default is ipc). arW: --mode allreduce with W workers.
-CONFIGS="solo solo_pf ps1x1 ps1x1_pf ps1x1_lp ps1x1_pin ps1x1_tcp ps1x2 \
+# psSxW: a sync job of S servers x W workers, as pstrain run starts it
+# (--layer-push auto: on for 1 x 1 on 2 cores, off where the processes
+# outnumber the cores); _pf adds --prefetch, _lp --layer-push on, _nolp
+# --layer-push off, _pin --pin (each measured on and off), _tcp
+# --transport tcp (the default is ipc). arW: --mode allreduce with W
+# workers.
+CONFIGS="solo solo_pf ps1x1 ps1x1_pf ps1x1_nolp ps1x1_pin ps1x1_tcp ps1x2 \
 ps1x2_pin ps2x2 ps1x4 ps2x4 ps2x4_pf ps2x4_lp ps2x4_pin ar2 ar4"
 [ -n "$PY" ] && CONFIGS="$CONFIGS torch1 ddp2 ddp4"
 # pstrain CONFIG: runs psSxW[_pf|_lp]; prints samples/s, and appends its
@@ -124,7 +128,8 @@ pstrain() {
 	sw=${sw%_*}
 	mode=sync
 	case $1 in ar*) mode=allreduce sw="0x${1#ar}" ;; esac
-	case $1 in *_pf) f=--prefetch ;; *_lp) f=--layer-push ;;
+	case $1 in *_pf) f=--prefetch ;; *_lp) f="--layer-push on" ;;
+	*_nolp) f="--layer-push off" ;;
 	*_pin) f=--pin ;; *_tcp) f="--transport tcp" ;; *) f="" ;; esac
 	rm -rf "$T/run"
 	$P run --mode $mode --servers "${sw%x*}" --workers "${sw#*x}" $M $f \
@@ -210,9 +215,10 @@ line "pstrain allreduce, 4 workers" ar4 ddp4
 line "  the same, against sync 2 x 4" ar4 ps2x4
 line "one process, --prefetch" solo_pf solo
 line "pstrain 1 x 1, --prefetch" ps1x1_pf ps1x1
-line "pstrain 1 x 1, --layer-push" ps1x1_lp ps1x1
+line "pstrain 1 x 1, --layer-push off" ps1x1_nolp ps1x1
+line "  the same, against solo" ps1x1_nolp solo
 line "pstrain 2 x 4, --prefetch" ps2x4_pf ps2x4
-line "pstrain 2 x 4, --layer-push" ps2x4_lp ps2x4
+line "pstrain 2 x 4, --layer-push on" ps2x4_lp ps2x4
 line "pstrain 1 x 1, --transport tcp" ps1x1_tcp ps1x1
 line "  the same, against solo" ps1x1_tcp solo
 line "pstrain 1 x 1, --pin" ps1x1_pin ps1x1

@@ -314,6 +314,13 @@ static char **job_argv(const pt_config *c, const pti_cmp_job *j,
 	    j->dir, "--save-model", save};
 	for (size_t i = 0; i < sizeof(tail) / sizeof(tail[0]); i++)
 		argv[argc++] = strdup(tail[i]);
+	// --layer-push auto would be on for some jobs only (sync ones whose
+	// processes fit the cores): one thing more than the mode would then
+	// differ. Off unless asked for.
+	if (c->layer_push == PT_LP_AUTO) {
+		argv[argc++] = strdup("--layer-push");
+		argv[argc++] = strdup("off");
+	}
 	for (int i = 0; i < m->n_extra; i++)
 		argv[argc++] = strdup(m->extra[i]);
 	if (tb[0] != '\0') {

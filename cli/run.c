@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,8 +230,27 @@ static int run_check_out(const pt_config *c)
 	    c->out, first, n - 1);
 }
 
+// run_layer_push settles --layer-push auto: on for a sync job without
+// backup workers whose processes are no more than the CPUs this launcher
+// may use, off otherwise. Its blocks give the bits of one pushpull (or it
+// uses one block), so only time changes; but it is a thread more per
+// worker, which slowed a 2 x 4 job on 2 cores (docs/PERFORMANCE.md).
+// compare passes off: async and ssp cannot push by layer, and a
+// comparison of modes changes one thing.
+static void run_layer_push(pt_config *c)
+{
+	cpu_set_t cpus;
+	if (c->layer_push != PT_LP_AUTO)
+		return;
+	int n = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ?
+	    CPU_COUNT(&cpus) : 1;
+	c->layer_push = c->mode == PT_MODE_SYNC && c->backup_workers == 0 &&
+		c->servers + c->workers <= (uint32_t)n ? PT_LP_ON : PT_LP_OFF;
+}
+
 static int run_prepare(run_job *j)
 {
+	run_layer_push(&j->c);
 	pt_config *c = &j->c;
 	pt_data d;
 	pt_layout *l = &j->layout;

@@ -16,7 +16,7 @@
 #include "transport.h"
 
 enum { T_U32, T_U64, T_I64, T_F64, T_STR, T_MODE, T_TRANSPORT, T_BOOL,
-	T_LIST, T_LRSCALE };
+	T_LIST, T_LRSCALE, T_LPUSH };
 
 typedef struct config_entry {
 	const char *name;
@@ -122,11 +122,14 @@ static const config_entry config_table[] = {
     E("backup-workers", T_U32, backup_workers, "0", 0, 1023, RUN | SRV,
 	"B", "sync: a step closes with the first W-B gradients; later ones "
 	"are dropped and counted"),
-    E("layer-push", T_BOOL, layer_push, "0", 0, 1, RUN | WRK, "",
-	"sync: push each piece of the gradient as backward produces it, "
-	"first layer first, and wait for a layer's new values only when "
-	"the next forward needs them (the same result as one pushpull; "
-	"not with --backup-workers)"),
+    E("layer-push", T_LPUSH, layer_push, "auto", 0, 0, RUN | WRK,
+	"auto|on|off", "sync: push each piece of the gradient as backward "
+	"produces it, first layer first, and wait for a layer's new values "
+	"only when the next forward needs them (the same result as one "
+	"pushpull; not with --backup-workers). auto: on for a sync job of "
+	"pstrain run whose processes fit the cores it may use, off "
+	"otherwise (and in pstrain compare, and for a worker started by "
+	"hand)"),
     E("prefetch", T_BOOL, prefetch, "0", 0, 1, RUN | WRK, "",
 	"gather the next step's examples in a thread while this step "
 	"computes (the same examples)"),
@@ -347,6 +350,17 @@ static int entry_set(pt_config *c, const config_entry *e, const char *v)
 			return pti_err_set(PT_EINVAL,
 			    "--lr-scaling: '%s' is not none or linear", v);
 		return 0;
+	case T_LPUSH:
+		if (strcmp(v, "off") == 0)
+			*(uint32_t *)(void *)p = PT_LP_OFF;
+		else if (strcmp(v, "on") == 0)
+			*(uint32_t *)(void *)p = PT_LP_ON;
+		else if (strcmp(v, "auto") == 0)
+			*(uint32_t *)(void *)p = PT_LP_AUTO;
+		else
+			return pti_err_set(PT_EINVAL,
+			    "--%s: '%s' is not auto, on or off", e->name, v);
+		return 0;
 	case T_TRANSPORT:
 		if (strcmp(v, "ipc") == 0)
 			*(int *)(void *)p = PT_TRANSPORT_IPC;
@@ -508,6 +522,11 @@ static int entry_format(const pt_config *c, const config_entry *e,
 		return snprintf(buf, n, "%s",
 		    *(const int *)(const void *)p == PT_LR_LINEAR ? "linear"
 								  : "none");
+	case T_LPUSH: {
+		uint32_t v = *(const uint32_t *)(const void *)p;
+		return snprintf(buf, n, "%s", v == PT_LP_ON ? "on" :
+		    v == PT_LP_OFF ? "off" : "auto");
+	}
 	case T_I64:
 		return snprintf(buf, n, "%lld",
 		    (long long)*(const int64_t *)(const void *)p);
@@ -705,15 +724,15 @@ int pt_config_check(const pt_config *c, uint32_t cmd)
 		return pti_err_set(PT_EINVAL,
 		    "--backup-workers %u needs --mode sync and fewer than "
 		    "--workers %u", c->backup_workers, c->workers);
-	if (c->layer_push && c->mode != PT_MODE_SYNC)
-		return pti_err_set(PT_EINVAL, "--layer-push needs --mode sync "
-		    "(in async and ssp each layer would be an update of its "
-		    "own)");
-	if (c->layer_push && c->backup_workers > 0)
-		return pti_err_set(PT_EINVAL, "--layer-push does not go with "
-		    "--backup-workers %u: which gradients a step takes is known "
-		    "only when it closes, so no piece can be applied ahead",
-		    c->backup_workers);
+	if (c->layer_push == PT_LP_ON && c->mode != PT_MODE_SYNC)
+		return pti_err_set(PT_EINVAL, "--layer-push on needs --mode "
+		    "sync (in async and ssp each layer would be an update of "
+		    "its own)");
+	if (c->layer_push == PT_LP_ON && c->backup_workers > 0)
+		return pti_err_set(PT_EINVAL, "--layer-push on does not go "
+		    "with --backup-workers %u: which gradients a step takes is "
+		    "known only when it closes, so no piece can be applied "
+		    "ahead", c->backup_workers);
 	if ((c->mode == PT_MODE_SYNC || c->mode == PT_MODE_ALLREDUCE) &&
 	    (c->staleness_lr || c->max_staleness >= 0 || c->matched_lr))
 		return pti_err_set(PT_EINVAL,

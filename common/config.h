@@ -29,6 +29,8 @@ enum {
 
 enum { PT_TRANSPORT_IPC = 1, PT_TRANSPORT_TCP = 2, PT_TRANSPORT_TLS = 3 };
 enum { PT_LR_NONE = 1, PT_LR_LINEAR = 2 };
+// --layer-push: off, on, or auto (pt_config_layer_push_resolve).
+enum { PT_LP_OFF = 0, PT_LP_ON = 1, PT_LP_AUTO = 2 };
 
 // --delay, read: none, exponential with mean a ms, or uniform in [a, b].
 enum { PT_DELAY_NONE = 0, PT_DELAY_EXP, PT_DELAY_UNIFORM };
@@ -95,7 +97,7 @@ typedef struct pt_config {
 	char validation[32];      // "N" examples or "P%" of the training set
 	uint32_t evals_per_epoch; // with eval_every 0
 	uint32_t matched_lr;      // async/ssp: lr / W per applied gradient
-	uint32_t layer_push;      // sync: push each layer as backward ends it
+	uint32_t layer_push;      // PT_LP_*: push each layer as backward ends it
 	uint32_t prefetch;        // gather the next batch in a thread
 	uint32_t pin;             // run: each process on a core of its own
 	uint32_t force;           // run: overwrite a previous run's --out

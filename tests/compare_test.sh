@@ -231,7 +231,7 @@ test_compare_plots() {
 test_compare_two_seeds() {
 	n=test_compare_two_seeds
 	# shellcheck disable=SC2086
-	$P compare --modes sync,async --seeds 2 $D --out "$T/a" \
+	$P compare --modes sync,async --seeds 2 $D --workers 1 --out "$T/a" \
 		>"$T/a.log" 2>&1 || { no $n "compare failed" "$T/a.log"; return; }
 	for m in sync async; do
 		has "$T/a/report.md" "| $m | 2 |" ||
@@ -239,6 +239,10 @@ test_compare_two_seeds() {
 			return; }
 		[ -s "$T/a/$m/seed-2/summary.json" ] ||
 			{ no $n "no $m/seed-2/summary.json"; return; }
+		# A sync job alone may push by layer (--layer-push auto);
+		# in a comparison of modes no job does.
+		grep -q '^    "layer-push": "off",$' "$T/a/$m/seed-2/summary.json" ||
+			{ no $n "$m/seed-2: layer-push is not off"; return; }
 	done
 	has "$T/a.log" "run 4 of 4: mode async, seed 2" ||
 		{ no $n "not run seed-major" "$T/a.log"; return; }
@@ -249,7 +253,7 @@ test_compare_two_seeds() {
 test_compare_force() {
 	n=test_compare_force
 	# shellcheck disable=SC2086
-	$P compare --modes sync,async --seeds 2 $D --out "$T/a" \
+	$P compare --modes sync,async --seeds 2 $D --workers 1 --out "$T/a" \
 		>"$T/f.log" 2>&1
 	rc=$?
 	[ $rc -eq 2 ] || { no $n "exit $rc over a comparison, not 2" "$T/f.log"

@@ -71,8 +71,8 @@ test_mp_sync_deterministic() {
 # layers out, and with 3; the lr column still says what was applied.
 test_mp_layer_push_prefetch_same_model() {
 	n=test_mp_layer_push_prefetch_same_model
-	for f in --layer-push --prefetch "--layer-push --prefetch" --pin; do
-		k=$(echo "$f" | tr -d ' -')
+	for f in "--layer-push on" --prefetch "--layer-push on --prefetch" --pin; do
+		k=$(echo "$f" | sed 's/ on//' | tr -d ' -')
 		$P run --mode sync --servers 2 --workers 3 $D --batch 48 \
 			--steps 30 $f --out "$T/lp-$k" \
 			--save-model "$T/lp-$k/m.bin" >"$T/lp-$k.log" 2>&1 ||
@@ -80,8 +80,8 @@ test_mp_layer_push_prefetch_same_model() {
 		cmp -s "$T/det-a/m.bin" "$T/lp-$k/m.bin" ||
 			{ no $n "$f changed the model"; return; }
 	done
-	for f in "" --layer-push; do
-		k=3s$(echo "$f" | tr -d ' -')
+	for f in "" "--layer-push on"; do
+		k=3s$(echo "$f" | sed 's/ on//' | tr -d ' -')
 		$P run --mode sync --servers 3 --workers 2 $D --batch 48 \
 			--steps 20 $f --out "$T/lp-$k" \
 			--save-model "$T/lp-$k/m.bin" >"$T/lp-$k.log" 2>&1 ||
@@ -103,9 +103,9 @@ test_mp_layer_push_prefetch_same_model() {
 	else
 		no $n "3 servers: --layer-push changed the model, or lr $lr"
 	fi
-	if $P run --mode async --layer-push $D --steps 5 --out "$T/lp-async" \
+	if $P run --mode async --layer-push on $D --steps 5 --out "$T/lp-async" \
 		>"$T/lp-async.log" 2>&1 ||
-		! grep -q "layer-push needs --mode sync" "$T/lp-async.log"; then
+		! grep -q "layer-push on needs --mode sync" "$T/lp-async.log"; then
 		no test_mp_layer_push_needs_sync "async --layer-push not refused" \
 			"$T/lp-async.log"
 	else
@@ -123,13 +123,52 @@ test_mp_layer_push_prefetch_same_model() {
 		no test_mp_layer_push_applied_ahead \
 			"pieces applied ahead: --layer-push '$a', pushpull '$b'"
 	fi
-	if $P run --mode sync --layer-push --backup-workers 1 --workers 2 $D \
+	if $P run --mode sync --layer-push on --backup-workers 1 --workers 2 $D \
 		--steps 5 --out "$T/lp-bk" >"$T/lp-bk.log" 2>&1 ||
-		! grep -q "layer-push does not go with --backup-workers" \
+		! grep -q "layer-push on does not go with --backup-workers" \
 			"$T/lp-bk.log"; then
 		no test_mp_layer_push_no_backups "not refused" "$T/lp-bk.log"
 	else
 		ok test_mp_layer_push_no_backups
+	fi
+}
+
+# --layer-push auto (the default) is on for a sync job whose processes fit
+# the CPUs the launcher may use, and off for one with more processes, an
+# async job, and a job with backup workers, none of which it refuses; the
+# summary records what it became, and the servers of a job it was on for
+# applied pieces ahead. The model is the same as with it off.
+test_mp_layer_push_auto() {
+	n=test_mp_layer_push_auto
+	cpus=$(nproc)
+	for k in "1x1 sync 0" "${cpus}x1 sync 0" "1x1a async 0" "1x2b sync 1"; do
+		set -- $k
+		sw=${1%%[_ab]*}
+		$P run --mode "$2" --servers "${sw%x*}" --workers "${sw#*x}" \
+			--backup-workers "$3" $D --batch 48 --steps 20 \
+			--out "$T/auto-$1" --save-model "$T/auto-$1/m.bin" \
+			>"$T/auto-$1.log" 2>&1 ||
+			{ no $n "$k: run failed" "$T/auto-$1.log"; return; }
+	done
+	on() { sed -n 's/^    "layer-push": "\(.*\)",*$/\1/p' "$T/auto-$1/summary.json"; }
+	got="$(on 1x1) $(on "${cpus}x1") $(on 1x1a) $(on 1x2b)"
+	want="on off off off"
+	[ "$cpus" -ge 2 ] || want="off off off off"
+	a=$(json pieces_applied_ahead "$T/auto-1x1/server-0.json")
+	b=$(json pieces_applied_ahead "$T/auto-${cpus}x1/server-0.json")
+	$P run --mode sync --servers 1 --workers 1 $D --batch 48 --steps 20 \
+		--layer-push off --out "$T/auto-off" \
+		--save-model "$T/auto-off/m.bin" >"$T/auto-off.log" 2>&1
+	if [ "$got" != "$want" ]; then
+		no $n "layer-push became '$got', not '$want' ($cpus CPUs)"
+	elif [ "$want" != "${want#on}" ] && [ "${a:-0}" -le 0 ]; then
+		no $n "1 x 1: on, but no piece applied ahead ('$a')"
+	elif [ "${b:-1}" != 0 ]; then
+		no $n "${cpus} x 1: off, but pieces applied ahead ('$b')"
+	elif ! cmp -s "$T/auto-1x1/m.bin" "$T/auto-off/m.bin"; then
+		no $n "1 x 1: the model differs from --layer-push off's"
+	else
+		ok $n
 	fi
 }
 
@@ -632,6 +671,7 @@ test_mp_sync_w2_equals_w1
 test_mp_per_worker_batch
 test_mp_sync_deterministic
 test_mp_layer_push_prefetch_same_model
+test_mp_layer_push_auto
 test_mp_outputs
 test_mp_eval_matches_summary
 test_mp_cnn

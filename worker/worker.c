@@ -596,7 +596,7 @@ static int lp_init(layer_push *lp, worker *w)
 	pthread_mutex_init(&lp->mu, NULL);
 	pthread_mutex_init(&lp->pw_mu, NULL);
 	pthread_cond_init(&lp->cv, NULL);
-	if (!w->c->layer_push)
+	if (w->c->layer_push != PT_LP_ON)
 		return 0;
 	int exact = pt_model_blocks_exact(w->model, w->b, LP_BLOCKS);
 	if (exact < 0)
@@ -741,7 +741,7 @@ static int worker_loop(worker *w, layer_push *lpp)
 	for (;;) {
 		if (t >= w->steps) {
 			// --layer-push: the last step's replies first.
-			if (c->layer_push && (rv = lp_flush(lp, &t_log)) != 0) {
+			if (c->layer_push == PT_LP_ON && (rv = lp_flush(lp, &t_log)) != 0) {
 				lp_drop(lp);
 				if ((rv = worker_recover(w, rv, &rejoins, &t)))
 					return rv;
@@ -762,7 +762,7 @@ static int worker_loop(worker *w, layer_push *lpp)
 		double t_b = now_s(), loss, norm;
 		// A non-finite gradient is never pushed: servers refuse it.
 		double limit = worker_loss_limit(w, first_loss);
-		if (c->layer_push) {
+		if (c->layer_push == PT_LP_ON) {
 			lp_step *st = lp->next;
 			lp_reset(lp, st);
 			st->t = t;
@@ -805,11 +805,11 @@ static int worker_loop(worker *w, layer_push *lpp)
 			first_loss = loss;
 		if (!isfinite(loss) || !isfinite(norm) ||
 		    loss > worker_loss_limit(w, first_loss)) {
-			if (c->layer_push)
+			if (c->layer_push == PT_LP_ON)
 				lp_drop(lp); // what was sent is done with
 			return worker_diverged(w, loss, norm, t, first_loss);
 		}
-		if (c->layer_push) {
+		if (c->layer_push == PT_LP_ON) {
 			// Its replies come back while the next step starts.
 			lp_step *done = lp->prev; // flushed, empty
 			lp->prev = lp->next;
