@@ -184,8 +184,10 @@ static void part_cb(void *arg)
 	// Every part, not only the call's last: the waiter takes each
 	// reply's values while the others are still on their way.
 	p->call->pending--;
-	pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->mu);
+	// Woken after the unlock, the waiter need not wait for the lock
+	// (the client, and so its condition, outlives every callback).
+	pthread_cond_broadcast(&c->cv);
 }
 
 static void part_free(client_part *p)
