@@ -250,11 +250,11 @@ static void run_layer_push(pt_config *c)
 
 static int run_prepare(run_job *j)
 {
-	run_layer_push(&j->c);
 	pt_config *c = &j->c;
 	pt_data d;
 	pt_layout *l = &j->layout;
 	int rv;
+	run_layer_push(c);
 	// --optimizer was checked with every other flag (pti_cli_config).
 	// Load the data once here so that a bad file is reported before any
 	// process starts.

@@ -133,6 +133,27 @@ test_mp_layer_push_prefetch_same_model() {
 	fi
 }
 
+# A diverging job stops as diverged with --layer-push on as with it off,
+# and says the same (its sending thread sums the gradient's norm).
+test_mp_layer_push_diverged() {
+	n=test_mp_layer_push_diverged
+	for f in on off; do
+		$P run --mode sync --servers 1 --workers 1 $D --batch 32 \
+			--steps 400 --lr 200 --layer-push $f --out "$T/dv-$f" \
+			>"$T/dv-$f.log" 2>&1
+		eval "rc_$f=\$?"
+	done
+	a=$(grep -h "training diverged" "$T/dv-on/worker-0.log")
+	b=$(grep -h "training diverged" "$T/dv-off/worker-0.log")
+	if [ "$rc_on $rc_off" = "3 3" ] && [ -n "$a" ] && [ "$a" = "$b" ] &&
+		[ "$(json diverged "$T/dv-on/summary.json")" = true ]; then
+		ok $n
+	else
+		no $n "exits $rc_on $rc_off; on said '$a', off '$b'" \
+			"$T/dv-on.log"
+	fi
+}
+
 # --layer-push auto (the default) is on for a sync job whose processes fit
 # the CPUs the launcher may use, and off for one with more processes, an
 # async job, and a job with backup workers, none of which it refuses; the
@@ -672,6 +693,7 @@ test_mp_per_worker_batch
 test_mp_sync_deterministic
 test_mp_layer_push_prefetch_same_model
 test_mp_layer_push_auto
+test_mp_layer_push_diverged
 test_mp_outputs
 test_mp_eval_matches_summary
 test_mp_cnn

@@ -438,6 +438,7 @@ typedef struct lp_step {
 	uint64_t len[LP_PIECES];    // and its floats
 	uint32_t queued, n, waited; // handed to the sender, sent, waited for
 	int rv;                     // the first push or wait that failed
+	int nonfinite;              // a piece was not finite: not pushed
 	double sumsq, loss, delay;  // the gradient's squared norm
 	double t_a, t_b, t_c, t_d;  // start, compute start and end, last reply
 	double compute_s, wait_s;   // computing; waiting for its replies
@@ -449,6 +450,7 @@ typedef struct layer_push {
 	lp_step slot[2];
 	lp_step *prev, *next; // replies under way; pieces being pushed
 	double limit;         // a loss above it is not pushed (diverged)
+	double first_loss;    // the first step's (worker_diverged)
 	double ready_s;       // time this step's forward waited for prev
 	pt_model_hooks hk;
 	// The sender: mu guards the slots' queued, n, req and rv, and cv
@@ -461,7 +463,11 @@ typedef struct layer_push {
 
 // lp_send_main sends the queued pieces in order, one step at a time (a
 // step's pieces are all sent before the next step's are queued: its
-// forward waits for them).
+// forward waits for them). It sums the gradient's squared norm as it
+// goes (off the computing thread, which reads it when the step's
+// replies are in: lp_flush). A piece that is not finite is never pushed,
+// nor the rest of its step, nor the next step (computed from a step
+// half applied): the step fails as diverged.
 static void *lp_send_main(void *arg)
 {
 	layer_push *lp = arg;
@@ -478,9 +484,22 @@ static void *lp_send_main(void *arg)
 			pthread_cond_wait(&lp->cv, &lp->mu);
 			continue;
 		}
+		lp_step *before = st == &lp->slot[0] ? &lp->slot[1]
+						     : &lp->slot[0];
 		uint32_t i = st->n;
 		uint64_t off = st->off[i], n = st->len[i];
 		int64_t t = (int64_t)st->t;
+		pthread_mutex_unlock(&lp->mu);
+		double sq = pti_blas_sumsq(w->grad + off, n);
+		pthread_mutex_lock(&lp->mu);
+		st->sumsq += sq;
+		if (!isfinite(sq) || before->nonfinite) {
+			st->nonfinite = 1;
+			st->rv = st->rv ? st->rv : PT_EDIVERGED;
+			st->queued = st->n; // the rest is not sent
+			pthread_cond_broadcast(&lp->cv);
+			continue;
+		}
 		pthread_mutex_unlock(&lp->mu);
 		pt_req *req = NULL;
 		pthread_mutex_lock(&lp->pw_mu);
@@ -559,10 +578,10 @@ static void lp_done(void *arg, uint64_t off, uint64_t n, double loss)
 {
 	layer_push *lp = arg;
 	lp_step *st = lp->next;
-	st->sumsq += pti_blas_sumsq(lp->w->grad + off, n);
-	// A gradient that is not finite, or a loss that diverged, is never
-	// pushed: the step then fails as diverged (worker_loop).
-	if (!isfinite(st->sumsq) || !isfinite(loss) || loss > lp->limit)
+	// A loss that diverged is never pushed: the step then fails as
+	// diverged (worker_loop); nor is a gradient that is not finite
+	// (lp_send_main).
+	if (!isfinite(loss) || loss > lp->limit)
 		return;
 	pthread_mutex_lock(&lp->mu);
 	if (st->rv == 0 && st->queued == LP_PIECES) // beyond the hooks' count
@@ -656,11 +675,17 @@ static void worker_row(worker *w, double *t_log, uint64_t t, uint32_t epoch,
 
 // lp_flush waits for the last step's replies and writes its row; a step
 // whose replies failed writes none. Returns its first error.
+static int worker_diverged(const worker *w, double loss, double norm,
+    uint64_t t, double first_loss);
+
 static int lp_flush(layer_push *lp, double *t_log)
 {
 	lp_step *p = lp->prev;
 	int rv = lp_wait(lp, p, UINT64_MAX);
-	if (rv == 0 && p->n > 0)
+	if (p->nonfinite)
+		rv = worker_diverged(lp->w, p->loss, p->sumsq, p->t,
+		    lp->first_loss);
+	else if (rv == 0 && p->n > 0)
 		worker_row(lp->w, t_log, p->t, p->epoch, p->loss, p->sumsq,
 		    p->compute_s + p->wait_s + (p->t_b - p->t_a),
 		    p->compute_s, p->wait_s, &p->info, p->delay, p->t_d);
@@ -777,7 +802,7 @@ static int worker_loop(worker *w, layer_push *lpp)
 			st->t_c = now_s();
 			st->loss = loss;
 			st->compute_s = st->t_c - t_b - lp->ready_s;
-			norm = st->sumsq;
+			norm = 0; // summed by the sender, checked by lp_flush
 			pthread_mutex_lock(&lp->mu);
 			int wrv = lp->prev->rv ? lp->prev->rv : st->rv;
 			pthread_mutex_unlock(&lp->mu);
@@ -802,11 +827,14 @@ static int worker_loop(worker *w, layer_push *lpp)
 		if (rv != 0)
 			return rv;
 		if (first_loss < 0)
-			first_loss = loss;
+			lp->first_loss = first_loss = loss;
 		if (!isfinite(loss) || !isfinite(norm) ||
 		    loss > worker_loss_limit(w, first_loss)) {
-			if (c->layer_push == PT_LP_ON)
+			if (c->layer_push == PT_LP_ON) {
 				lp_drop(lp); // what was sent is done with
+				norm = pti_blas_sumsq(w->grad,
+				    w->layout.n_params); // never pushed
+			}
 			return worker_diverged(w, loss, norm, t, first_loss);
 		}
 		if (c->layer_push == PT_LP_ON) {
