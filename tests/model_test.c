@@ -682,13 +682,19 @@ static uint32_t n_blocks(uint32_t rows, uint32_t blocks)
 }
 
 // block_start is the first row of block i of `blocks` over rows, as
-// model.h documents it (48-row units shared out evenly).
+// model.h documents it (48-row units in shares of n, n-1, ..., 1).
 static uint32_t block_start(uint32_t rows, uint32_t blocks, uint32_t i)
 {
 	uint64_t units = (rows + 47) / 48;
-	uint32_t n = n_blocks(rows, blocks);
-	uint64_t r = (uint64_t)i * units / n * 48;
-	return i >= n || r > rows ? rows : (uint32_t)r;
+	uint64_t n = n_blocks(rows, blocks);
+	if (i >= n)
+		return rows;
+	uint64_t share = 0; // n + (n - 1) + ... of the blocks before i
+	for (uint64_t k = 0; k < i; k++)
+		share += n - k;
+	uint64_t c = units * share / (n * (n + 1) / 2);
+	c = c < i ? i : c > units - (n - i) ? units - (n - i) : c;
+	return c * 48 > rows ? rows : (uint32_t)(c * 48);
 }
 
 // blas_threads_now is OpenBLAS's thread count per call.
@@ -894,8 +900,9 @@ static void test_model_hooked_order(void)
 {
 	fixture f;
 	PT_TEST_OK(fixture_init(&f, "mlp:64,32", 200, 10, 16, 40));
-	// 200 rows are 5 units of 48: 4 blocks of rows 0, 48, 96, 144.
-	PT_TEST_TRUE(n_blocks(200, 4) == 4 && block_start(200, 4, 3) == 144);
+	// 200 rows are 5 units of 48: 4 blocks of rows 0, 96, 144, 192.
+	PT_TEST_TRUE(n_blocks(200, 4) == 4 && block_start(200, 4, 1) == 96 &&
+		     block_start(200, 4, 3) == 192);
 	uint32_t blocks[] = {0, 1, 2, 4, 5, 1000};
 	for (size_t i = 0; i < sizeof(blocks) / sizeof(blocks[0]); i++)
 		order_check(&f, blocks[i]);
@@ -907,10 +914,10 @@ static void test_model_hooked_order(void)
 	order_check(&f, 4); // the only layer in blocks, b_0 with the last
 	fixture_fini(&f);
 	PT_TEST_OK(fixture_init(&f, "mlp:256,128", 784, 10, 256, 43));
-	// The real shape: rows 0, 192, 384, 576.
-	PT_TEST_TRUE(block_start(784, 4, 1) == 192 &&
-		     block_start(784, 4, 2) == 384 &&
-		     block_start(784, 4, 3) == 576);
+	// The real shape: rows 0, 288, 528, 720 (the last block 64 rows).
+	PT_TEST_TRUE(block_start(784, 4, 1) == 288 &&
+		     block_start(784, 4, 2) == 528 &&
+		     block_start(784, 4, 3) == 720);
 	order_check(&f, 4);
 	fixture_fini(&f);
 }

@@ -68,9 +68,13 @@ typedef struct pt_model_hooks {
 	// adjacent). 0 or 1: one piece for layer 0. Boundaries fall on
 	// multiples of 48 rows (BLAS kernels tile these rows; a ragged cut
 	// changes the bits on some): with U = ceil(width[0] / 48) units and
-	// n = min(blocks, U) blocks, block i is rows [48 floor(i U / n),
-	// 48 floor((i + 1) U / n)), the last one ending at width[0]. So a
-	// layer 0 of fewer than 48 * blocks rows comes in fewer pieces.
+	// n = min(blocks, U) blocks, the blocks take the units in shares of
+	// n, n-1, ..., 1 (the last, whose round trip a pipelined step waits
+	// for, the smallest): block i starts at row 48 c(i), c(i) =
+	// floor(U S(i) / (n (n + 1) / 2)) with S(i) = i n - i (i - 1) / 2,
+	// raised to at least i and lowered to at most U - (n - i) so that
+	// none is empty; the last ends at width[0]. So a layer 0 of fewer
+	// than 48 * blocks rows comes in fewer pieces.
 	// The CNN ignores blocks: each layer's [w_l, b_l], layer 0's too, is
 	// one piece (and pt_model_blocks_exact says 1).
 	uint32_t blocks;
