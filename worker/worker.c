@@ -453,8 +453,9 @@ typedef struct layer_push {
 	double first_loss;    // the first step's (worker_diverged)
 	double ready_s;       // time this step's forward waited for prev
 	pt_model_hooks hk;
-	// The sender: mu guards the slots' queued, n, req and rv, and cv
-	// says that one changed; pw_mu lets one thread at a time use w->pw.
+	// The sender: mu guards the slots' queued, n, req, rv, sumsq and
+	// nonfinite, and cv says that one changed; pw_mu lets one thread at
+	// a time use w->pw.
 	pthread_t sender;
 	int started, stop;
 	pthread_mutex_t mu, pw_mu;
@@ -673,11 +674,12 @@ static void worker_row(worker *w, double *t_log, uint64_t t, uint32_t epoch,
 	}
 }
 
-// lp_flush waits for the last step's replies and writes its row; a step
-// whose replies failed writes none. Returns its first error.
 static int worker_diverged(const worker *w, double loss, double norm,
     uint64_t t, double first_loss);
 
+// lp_flush waits for the last step's replies and writes its row; a step
+// whose replies failed writes none, and one with a piece that was not
+// finite fails as diverged. Returns its first error.
 static int lp_flush(layer_push *lp, double *t_log)
 {
 	lp_step *p = lp->prev;
@@ -766,7 +768,8 @@ static int worker_loop(worker *w, layer_push *lpp)
 	for (;;) {
 		if (t >= w->steps) {
 			// --layer-push: the last step's replies first.
-			if (c->layer_push == PT_LP_ON && (rv = lp_flush(lp, &t_log)) != 0) {
+			if (c->layer_push == PT_LP_ON &&
+			    (rv = lp_flush(lp, &t_log)) != 0) {
 				lp_drop(lp);
 				if ((rv = worker_recover(w, rv, &rejoins, &t)))
 					return rv;
