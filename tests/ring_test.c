@@ -192,6 +192,7 @@ typedef struct rt_stranger {
 	volatile int sent;    // its made-up proof went out
 	volatile int closing; // it closes its own socket
 	volatile int refused; // its connection was closed on it before
+	volatile int closed;  // its nng_close returned
 } rt_stranger;
 
 static void rt_closed_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
@@ -242,9 +243,10 @@ static void *rt_stranger_main(void *arg)
 	for (int i = 0; i < 500 && !s->refused; i++)
 		usleep(10 * 1000);
 done:
-	s->closing = 1;
 	s->sent = 1;
+	s->closing = 1;
 	nng_close(sk);
+	s->closed = 1;
 	return NULL;
 }
 
@@ -266,7 +268,13 @@ static void test_ring_stranger_shut_out(void)
 	}
 	m[0] = (rt_member){urls, 0, 2, &sec, b0, 3, 7, 0, 0, "", 5, NULL};
 	m[1] = (rt_member){urls, 1, 2, &sec, b1, 3, 7, 0, 0, "", 5, NULL};
-	rt_stranger st = {"", 0, 0, 0};
+	// Static: nng 1.5.2 sometimes never returns from the stranger's
+	// nng_close (its poller thread spinning on the closed link, seen in
+	// about 1 run of 40 under ASan), whose pipe callback reads st. The
+	// stranger is not waited for past 20 s: the ring's own closes are
+	// left to a thread the same way (pti_ring_close).
+	static rt_stranger st;
+	memset(&st, 0, sizeof(st));
 	snprintf(st.url, sizeof(st.url), "ipc://%s/w0", dir);
 	pthread_t t0, t1, ts;
 	pthread_create(&t0, NULL, rt_main, &m[0]);
@@ -274,7 +282,15 @@ static void test_ring_stranger_shut_out(void)
 	for (int i = 0; i < 500 && !st.sent; i++)
 		usleep(10 * 1000);
 	pthread_create(&t1, NULL, rt_main, &m[1]);
-	pthread_join(ts, NULL);
+	for (int i = 0; i < 2000 && !st.closed; i++)
+		usleep(10 * 1000);
+	if (st.closed)
+		pthread_join(ts, NULL);
+	else {
+		pthread_detach(ts);
+		printf("note: the stranger's nng_close has not returned after "
+		    "20 s (nng 1.5.2); left to its thread\n");
+	}
 	pthread_join(t0, NULL);
 	pthread_join(t1, NULL);
 	PT_TEST_TRUE(st.refused);
