@@ -14,13 +14,20 @@ pass=0
 fail=0
 skip=0
 
+# A test program that runs this long has hung (the slowest takes about a
+# minute): it is stopped and counted as a failure, so that make test ends.
+TEST_LIMIT_S=${TEST_LIMIT_S:-900}
+
 # run LABEL COMMAND...: run one test program and count its cases.
 run() {
 	label=$1
 	shift
 	out="$logs/$label.log"
-	"$@" >"$out" 2>&1
+	timeout -k 10 "$TEST_LIMIT_S" "$@" >"$out" 2>&1
 	rc=$?
+	if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+		echo "FAIL $label: stopped after $TEST_LIMIT_S s (hung?)" >>"$out"
+	fi
 	p=$(grep -c '^ok ' "$out")
 	f=$(grep -c '^FAIL' "$out")
 	# A test that cannot run here (no permission, no such program)
