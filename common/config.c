@@ -39,6 +39,68 @@ typedef struct config_entry {
 	{n, t, offsetof(pt_config, f), sizeof(((pt_config *)0)->f), def, lo,  \
 	    hi, cmds, mv, help}
 
+// The names a flag of a few choices takes (T_MODE, T_TRANSPORT,
+// T_LRSCALE, T_LPUSH: stored as an int), in the order its error lists
+// them; the first also names a value that is none of them.
+typedef struct config_choice {
+	const char *name;
+	int value;
+} config_choice;
+
+static const config_choice choice_mode[] = {{"sync", PT_MODE_SYNC},
+    {"async", PT_MODE_ASYNC}, {"ssp", PT_MODE_SSP},
+    {"allreduce", PT_MODE_ALLREDUCE}, {NULL, 0}};
+static const config_choice choice_transport[] = {{"ipc", PT_TRANSPORT_IPC},
+    {"tcp", PT_TRANSPORT_TCP}, {"tls", PT_TRANSPORT_TLS}, {NULL, 0}};
+static const config_choice choice_lrscale[] = {{"none", PT_LR_NONE},
+    {"linear", PT_LR_LINEAR}, {NULL, 0}};
+static const config_choice choice_lpush[] = {{"auto", PT_LP_AUTO},
+    {"on", PT_LP_ON}, {"off", PT_LP_OFF}, {NULL, 0}};
+
+// config_choices is the names of a choice type, or NULL.
+static const config_choice *config_choices(int type)
+{
+	switch (type) {
+	case T_MODE:
+		return choice_mode;
+	case T_TRANSPORT:
+		return choice_transport;
+	case T_LRSCALE:
+		return choice_lrscale;
+	case T_LPUSH:
+		return choice_lpush;
+	}
+	return NULL;
+}
+
+static const char *choice_name(const config_choice *ch, int value)
+{
+	for (const config_choice *k = ch; k->name != NULL; k++)
+		if (k->value == value)
+			return k->name;
+	return ch[0].name;
+}
+
+// choice_set stores the value named v of flag e's choices ch at p, or
+// refuses v naming every choice.
+static int choice_set(const config_entry *e, const config_choice *ch,
+    int *p, const char *v)
+{
+	char names[128] = "";
+	size_t used = 0;
+	for (const config_choice *k = ch; k->name != NULL; k++) {
+		if (strcmp(v, k->name) == 0) {
+			*p = k->value;
+			return 0;
+		}
+		used += (size_t)snprintf(names + used, sizeof(names) - used,
+		    "%s%s", k == ch ? "" : k[1].name == NULL ? " or " : ", ",
+		    k->name);
+	}
+	return pti_err_set(PT_EINVAL, "--%s: '%s' is not %s", e->name, v,
+	    names);
+}
+
 static const config_entry config_table[] = {
     E("mode", T_MODE, mode, "sync", 0, 0, RUN | SRV | WRK,
 	"sync|async|ssp|allreduce",
@@ -274,10 +336,7 @@ int pt_config_count(void)
 
 const char *pt_mode_name(int mode)
 {
-	return mode == PT_MODE_ASYNC	   ? "async"
-	       : mode == PT_MODE_SSP	   ? "ssp"
-	       : mode == PT_MODE_ALLREDUCE ? "allreduce"
-					   : "sync";
+	return choice_name(choice_mode, mode);
 }
 
 // cmd_takes: compare, server and worker take every flag of run besides
@@ -295,8 +354,11 @@ static int cmd_takes(const config_entry *e, uint32_t cmd)
 static int entry_set(pt_config *c, const config_entry *e, const char *v)
 {
 	char *p = (char *)c + e->off, *end;
+	const config_choice *ch = config_choices(e->type);
 	double d;
 
+	if (ch != NULL)
+		return choice_set(e, ch, (int *)(void *)p, v);
 	switch (e->type) {
 	case T_STR:
 		if (strlen(v) >= e->size)
@@ -314,19 +376,6 @@ static int entry_set(pt_config *c, const config_entry *e, const char *v)
 			return pt_config_ckpt_every(c, &c->ckpt_every,
 			    &c->ckpt_seconds);
 		return 0;
-	case T_MODE:
-		if (strcmp(v, "sync") == 0)
-			*(int *)(void *)p = PT_MODE_SYNC;
-		else if (strcmp(v, "async") == 0)
-			*(int *)(void *)p = PT_MODE_ASYNC;
-		else if (strcmp(v, "ssp") == 0)
-			*(int *)(void *)p = PT_MODE_SSP;
-		else if (strcmp(v, "allreduce") == 0)
-			*(int *)(void *)p = PT_MODE_ALLREDUCE;
-		else
-			return pti_err_set(PT_EINVAL, "--mode: '%s' is not "
-			    "sync, async, ssp or allreduce", v);
-		return 0;
 	case T_LIST:
 		if (strlen(v) + strlen(p) + 2 > e->size)
 			return pti_err_set(PT_EINVAL, "--%s: too many values",
@@ -340,37 +389,6 @@ static int entry_set(pt_config *c, const config_entry *e, const char *v)
 			return pti_err_set(PT_EINVAL, "--%s takes no value",
 			    e->name);
 		*(uint32_t *)(void *)p = v[0] == '1';
-		return 0;
-	case T_LRSCALE:
-		if (strcmp(v, "none") == 0)
-			*(int *)(void *)p = PT_LR_NONE;
-		else if (strcmp(v, "linear") == 0)
-			*(int *)(void *)p = PT_LR_LINEAR;
-		else
-			return pti_err_set(PT_EINVAL,
-			    "--lr-scaling: '%s' is not none or linear", v);
-		return 0;
-	case T_LPUSH:
-		if (strcmp(v, "off") == 0)
-			*(uint32_t *)(void *)p = PT_LP_OFF;
-		else if (strcmp(v, "on") == 0)
-			*(uint32_t *)(void *)p = PT_LP_ON;
-		else if (strcmp(v, "auto") == 0)
-			*(uint32_t *)(void *)p = PT_LP_AUTO;
-		else
-			return pti_err_set(PT_EINVAL,
-			    "--%s: '%s' is not auto, on or off", e->name, v);
-		return 0;
-	case T_TRANSPORT:
-		if (strcmp(v, "ipc") == 0)
-			*(int *)(void *)p = PT_TRANSPORT_IPC;
-		else if (strcmp(v, "tcp") == 0)
-			*(int *)(void *)p = PT_TRANSPORT_TCP;
-		else if (strcmp(v, "tls") == 0)
-			*(int *)(void *)p = PT_TRANSPORT_TLS;
-		else
-			return pti_err_set(PT_EINVAL,
-			    "--transport: '%s' is not ipc, tcp or tls", v);
 		return 0;
 	}
 	errno = 0;
@@ -505,28 +523,14 @@ static int entry_format(const pt_config *c, const config_entry *e,
     char *buf, size_t n)
 {
 	const char *p = (const char *)c + e->off;
+	const config_choice *ch = config_choices(e->type);
+	if (ch != NULL)
+		return snprintf(buf, n, "%s",
+		    choice_name(ch, *(const int *)(const void *)p));
 	switch (e->type) {
 	case T_STR:
 	case T_LIST:
 		return snprintf(buf, n, "%s", p);
-	case T_MODE:
-		return snprintf(buf, n, "%s",
-		    pt_mode_name(*(const int *)(const void *)p));
-	case T_TRANSPORT: {
-		int t = *(const int *)(const void *)p;
-		return snprintf(buf, n, "%s", t == PT_TRANSPORT_TCP ? "tcp"
-					      : t == PT_TRANSPORT_TLS ? "tls"
-								      : "ipc");
-	}
-	case T_LRSCALE:
-		return snprintf(buf, n, "%s",
-		    *(const int *)(const void *)p == PT_LR_LINEAR ? "linear"
-								  : "none");
-	case T_LPUSH: {
-		uint32_t v = *(const uint32_t *)(const void *)p;
-		return snprintf(buf, n, "%s", v == PT_LP_ON ? "on" :
-		    v == PT_LP_OFF ? "off" : "auto");
-	}
 	case T_I64:
 		return snprintf(buf, n, "%lld",
 		    (long long)*(const int64_t *)(const void *)p);

@@ -97,7 +97,7 @@ typedef struct pt_config {
 	char validation[32];      // "N" examples or "P%" of the training set
 	uint32_t evals_per_epoch; // with eval_every 0
 	uint32_t matched_lr;      // async/ssp: lr / W per applied gradient
-	uint32_t layer_push;      // PT_LP_*: push each layer as backward ends it
+	int layer_push;           // PT_LP_*: push each layer as backward ends it
 	uint32_t prefetch;        // gather the next batch in a thread
 	uint32_t pin;             // run: each process on a core of its own
 	uint32_t force;           // run: overwrite a previous run's --out
