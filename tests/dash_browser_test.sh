@@ -42,12 +42,7 @@ wait_url() {
 # looked at early and late.
 test_dash_browser_run() {
 	n=test_dash_browser_run
-	$P run --mode async --servers 1 --workers 2 --model mlp:16 \
-		--data synthetic:2000 --batch 32 --steps 2500 \
-		--delay uniform:4:4 --evals-per-epoch 4 --validation 10% \
-		--checkpoint-dir "$T/ck" --checkpoint-every 400 --dashboard \
-		--out "$T/job" >"$T/job.log" 2>&1 &
-	pid=$!
+	dash_job 2500 4 400
 	if ! url=$(wait_url "$T/job.log"); then
 		no $n "no dashboard address" "$T/job.log"
 		kill $pid

@@ -20,12 +20,7 @@ trap 'pkill -f -- "--out $T/" 2>/dev/null; rm -rf "$T"' EXIT
 # prints the lines of test_dash_metrics, test_dash_json and
 # test_dash_hostile.
 test_dash_live() {
-	$P run --mode async --servers 1 --workers 2 --model mlp:16 \
-		--data synthetic:2000 --batch 32 --steps 1500 \
-		--delay uniform:5:5 --evals-per-epoch 4 --validation 10% \
-		--checkpoint-dir "$T/ck" --checkpoint-every 300 --dashboard \
-		--out "$T/job" >"$T/job.log" 2>&1 &
-	pid=$!
+	dash_job 1500 5 300
 	$PY - "$T/job.log" "$T/job" "$T/ck" >"$T/check.log" 2>&1 <<'EOF'
 import csv, json, os, re, socket, sys, time, urllib.error, urllib.request
 log, out, ck = sys.argv[1:4]

@@ -31,3 +31,16 @@ same_job() {
 		ok "$1"
 	fi
 }
+
+# dash_job STEPS MS CK: the dashboard tests' job, started in the
+# background with its pid in $pid: async 1 x 2 mlp:16, slowed to MS ms a
+# step (--delay), a checkpoint every CK steps in $T/ck, output in $T/job
+# and its log in $T/job.log.
+dash_job() {
+	$P run --mode async --servers 1 --workers 2 --model mlp:16 \
+		--data synthetic:2000 --batch 32 --steps "$1" \
+		--delay "uniform:$2:$2" --evals-per-epoch 4 --validation 10% \
+		--checkpoint-dir "$T/ck" --checkpoint-every "$3" --dashboard \
+		--out "$T/job" >"$T/job.log" 2>&1 &
+	pid=$!
+}
