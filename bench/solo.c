@@ -81,8 +81,10 @@ int main(int argc, char **argv)
 	printf("samples_per_s %.1f train_s %.3f final_loss %.4f\n",
 	    (double)c.steps * c.batch / secs, secs, loss);
 	pt_model_free(m);
-	pt_data_fini(&d);
+	// The prefetch thread may still be gathering step `steps` from d:
+	// joined first, then d freed.
 	pti_batches_close(bs);
+	pt_data_fini(&d);
 	free(p), free(g);
 	return 0;
 }

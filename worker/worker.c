@@ -142,12 +142,14 @@ static void worker_fini(worker *w)
 		fclose(w->eval);
 	pt_worker_close(w->pw);
 	pt_model_free(w->model);
+	// The prefetch thread may still be gathering the step after the
+	// last from w->data: joined before the data is freed.
+	pti_batches_close(w->batches);
 	pt_data_fini(&w->data);
 	free(w->params);
 	free(w->grad);
 	free(w->x);
 	free(w->y);
-	pti_batches_close(w->batches);
 	free(w->idx);
 	free(w->best);
 }
