@@ -3,9 +3,10 @@
 # (tests/dash_browser.py, through Debian's chromium, chromium-driver and
 # python3-selenium, which scripts/deps.sh installs): the page of a running
 # job loads without a console warning or error, shows every panel, its
-# numbers are the job's files', and a screenshot late in the job shows more
-# points than one early; compare --dashboard shows every mode side by side
-# as the jobs run; pstrain dashboard serves the finished comparison.
+# numbers are the job's files', and later in the job it holds more rows,
+# draws a newer step and looks different; compare --dashboard shows every
+# mode side by side as the jobs run; pstrain dashboard serves the finished
+# comparison.
 # SHOT=FILE also keeps that last screenshot (docs/dashboard.png is one).
 # Prints "ok NAME" / "FAIL NAME" per case, or "skip: why" without Chromium.
 cd "$(dirname "$0")/.." || exit 2
@@ -26,10 +27,11 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/pt-dashb-XXXXXX")
 trap 'pkill -f -- "--out $T/" 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$T"' EXIT
 . tests/lib.sh
 
-# wait_url LOG: the dashboard address LOG prints (bounded wait).
+# wait_url LOG: the dashboard address LOG prints (waited for up to 120 s:
+# the machine may be busy).
 wait_url() {
 	i=0
-	while [ "$i" -lt 200 ]; do
+	while [ "$i" -lt 2400 ]; do
 		u=$(sed -n 's/.*dashboard.* at \(http:\/\/127\.0\.0\.1:[0-9]*\/\).*/\1/p' "$1" | head -n 1)
 		[ -n "$u" ] && { echo "$u"; return 0; }
 		sleep 0.05
@@ -38,19 +40,27 @@ wait_url() {
 	return 1
 }
 
-# A job slowed to about 4 ms a step: long enough for the page to be
-# looked at early and late.
+# browser_up LOG BPID: waits until the checker BPID has started Chromium
+# (LOG.browser exists; see tests/dash_browser.py) or has ended.
+browser_up() {
+	i=0
+	while [ "$i" -lt 6000 ] && [ ! -f "$1.browser" ] && kill -0 "$2" 2>/dev/null; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+}
+
+# A job slowed to about 4 ms a step, 10 s or more: long enough for the
+# page to be looked at early and late. Chromium is up before the job
+# starts.
 test_dash_browser_run() {
 	n=test_dash_browser_run
+	$BPY tests/dash_browser.py run "@$T/job.log" "$T/job" "$T/ck" "$T" \
+		>"$T/run.log" 2>&1 &
+	bpid=$!
+	browser_up "$T/job.log" $bpid
 	dash_job 2500 4 400
-	if ! url=$(wait_url "$T/job.log"); then
-		no $n "no dashboard address" "$T/job.log"
-		kill $pid
-		wait $pid
-		return
-	fi
-	$BPY tests/dash_browser.py run "$url" "$T/job" "$T/ck" "$T" \
-		>"$T/run.log" 2>&1
+	wait $bpid
 	grep -E '^(ok|FAIL)' "$T/run.log" || no $n "no verdict" "$T/run.log"
 	grep -q '^FAIL' "$T/run.log" && tail -n 15 "$T/run.log" | sed 's/^/    | /'
 	wait $pid
@@ -62,18 +72,16 @@ test_dash_browser_run() {
 # runs and watched until the second does; then pstrain dashboard serves
 # the finished folder.
 test_dash_browser_compare() {
+	$BPY tests/dash_browser.py compare-live "@$T/cmp.log" "$T" \
+		>"$T/live.log" 2>&1 &
+	bpid=$!
+	browser_up "$T/cmp.log" $bpid
 	$P compare --modes sync,async --workers 2 --model mlp:16 \
-		--data synthetic:1200 --batch 32 --steps 700 \
+		--data synthetic:1200 --batch 32 --steps 1500 \
 		--delay uniform:4:4 --dashboard --out "$T/cmp" \
 		>"$T/cmp.log" 2>&1 &
 	pid=$!
-	if ! url=$(wait_url "$T/cmp.log"); then
-		no test_dash_browser_compare_live "no dashboard address" "$T/cmp.log"
-		kill $pid
-		wait $pid
-		return
-	fi
-	$BPY tests/dash_browser.py compare-live "$url" "$T" >"$T/live.log" 2>&1
+	wait $bpid
 	grep -E '^(ok|FAIL)' "$T/live.log" ||
 		no test_dash_browser_compare_live "no verdict" "$T/live.log"
 	wait $pid
