@@ -20,7 +20,7 @@ D="--data synthetic:1200 --model mlp:32 --seed 7 --lr 0.2"
 # (waited for at most 30 s), kill -9 that job's worker 1.
 kill_rank1() {
 	i=0
-	while [ "$i" -lt 600 ] && ! { [ -f "$1/worker-1.csv" ] &&
+	while [ "$i" -lt 2400 ] && ! { [ -f "$1/worker-1.csv" ] &&
 		[ "$(wc -l <"$1/worker-1.csv")" -gt "$2" ]; }; do
 		sleep 0.05
 		i=$((i + 1))

@@ -23,7 +23,7 @@ J="--servers 2 --workers 2 --model mlp:64 --data synthetic:1200 --seed 3 --batch
 # urls DIR: the servers' tcp addresses, once both listen (bounded wait)
 urls() {
 	i=0
-	while [ "$i" -lt 200 ]; do
+	while [ "$i" -lt 2400 ]; do
 		u=$(sed -n 's/.*listening on \([a-z+]*:[^,]*\),.*/\1/p' \
 			"$1/server-0.log" "$1/server-1.log" 2>/dev/null | paste -sd, -)
 		case $u in *,*) echo "$u"; return 0 ;; esac

@@ -23,7 +23,7 @@ kill_server_at() {
 	$P run "$@" --out "$d" >"$d.log" 2>&1 &
 	pid=$!
 	i=0
-	while [ "$i" -lt 600 ] && ! [ -e "$f" ]; do
+	while [ "$i" -lt 2400 ] && ! [ -e "$f" ]; do
 		sleep 0.05
 		i=$((i + 1))
 	done
@@ -144,7 +144,7 @@ test_ck_killed_while_writing() {
 		--out "$d" --save-model "$d/m.bin" >"$d.log" 2>&1 &
 	pid=$!
 	i=0
-	while [ "$i" -lt 600 ] && ! [ -f "$d/ck/server-1-v40.ckpt.tmp" ]; do
+	while [ "$i" -lt 2400 ] && ! [ -f "$d/ck/server-1-v40.ckpt.tmp" ]; do
 		sleep 0.05
 		i=$((i + 1))
 	done
@@ -230,12 +230,18 @@ test_ck_standalone_reconnect() {
 		--delay uniform:3:3 --save-model "$c/m.bin" >"$c/w0.log" 2>&1 &
 	w0=$!
 	i=0
-	while [ "$i" -lt 600 ] && ! [ -f "$c/ck/server-0-v40.ckpt" ]; do
+	while [ "$i" -lt 2400 ] && ! [ -f "$c/ck/server-0-v40.ckpt" ]; do
 		sleep 0.05
 		i=$((i + 1))
 	done
 	pkill -9 -f -- "pstrain server .* --listen ipc://$c/s0"
-	sleep 1.5
+	# Started again once worker 0 says that it waits for it (after a
+	# second of waiting): an event, not a guess at how long that takes.
+	i=0
+	while [ "$i" -lt 2400 ] && ! grep -q "waiting for server 0 at ipc://$c/s0 to come back" "$c/w0.log"; do
+		sleep 0.05
+		i=$((i + 1))
+	done
 	v=$(ls "$c/ck" | sed -n 's/^server-0-v\([0-9]*\)\.ckpt$/\1/p' | sort -n | tail -n 1)
 	$srv --resume-version "$v" >"$c/s0b.log" 2>&1 &
 	s0=$!
@@ -243,7 +249,7 @@ test_ck_standalone_reconnect() {
 	wait $w1; r1=$?
 	# Worker 0 stops the server; do not hang on one it failed to stop.
 	i=0
-	while [ "$i" -lt 100 ] && kill -0 $s0 2>/dev/null; do
+	while [ "$i" -lt 300 ] && kill -0 $s0 2>/dev/null; do
 		sleep 0.1
 		i=$((i + 1))
 	done

@@ -346,7 +346,7 @@ test_compare_damaged_job() {
 		until [ -f "$d/sync/seed-1/worker-2.csv" ] &&
 			[ "$(wc -l <"$d/sync/seed-1/worker-2.csv")" -ge 3 ]; do
 			i=$((i + 1))
-			[ $i -gt 600 ] && break
+			[ $i -gt 2400 ] && break
 			sleep 0.05
 		done
 		pkill -9 -f -- "^pstrain worker .* --out $d/sync/seed-1 .*--rank 2( |$)"

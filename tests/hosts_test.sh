@@ -122,7 +122,7 @@ test_hosts_server_stops_when_workers_gone() {
 	$P worker $f --connect "ipc://$c/s0" >"$c/w.log" 2>&1 &
 	w=$!
 	i=0
-	while [ "$i" -lt 300 ] && ! grep -qs '^[0-9]' "$c/out/worker-0.csv"; do
+	while [ "$i" -lt 1200 ] && ! grep -qs '^[0-9]' "$c/out/worker-0.csv"; do
 		sleep 0.1
 		i=$((i + 1))
 	done

@@ -14,7 +14,7 @@ D="--data synthetic:1200 --model mlp:32 --seed 7 --lr 0.2"
 # wait_file FILE: wait (bounded) until FILE exists
 wait_file() {
 	i=0
-	while [ "$i" -lt 600 ]; do
+	while [ "$i" -lt 2400 ]; do
 		[ -e "$1" ] && return 0
 		sleep 0.05
 		i=$((i + 1))
@@ -101,7 +101,7 @@ test_hygiene_sockets_after_kill9() {
 	pkill -9 -f -- "--out $d( |$)"
 	wait $pid 2>/dev/null
 	i=0
-	while [ "$i" -lt 100 ] && [ "$(alive "$d")" != 0 ]; do
+	while [ "$i" -lt 300 ] && [ "$(alive "$d")" != 0 ]; do
 		sleep 0.1
 		i=$((i + 1))
 	done

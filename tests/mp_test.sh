@@ -15,11 +15,21 @@ D="--data synthetic:1200 --model mlp:32 --seed 7 --lr 0.2"
 
 # alive DIR: processes whose command line names DIR
 alive() { pgrep -f -- "--out $1( |$)" | wc -l; }
+# left DIR: how many processes of the job in DIR are left once those
+# that are ending have ended (waited for up to 30 s).
+left() {
+	i=0
+	while [ "$i" -lt 600 ] && [ "$(alive "$1")" != 0 ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	alive "$1"
+}
 
 # wait_rows FILE N: wait (bounded) until FILE has N lines
 wait_rows() {
 	i=0
-	while [ "$i" -lt 600 ]; do
+	while [ "$i" -lt 2400 ]; do
 		[ -f "$1" ] && [ "$(wc -l <"$1")" -ge "$2" ] && return 0
 		sleep 0.05
 		i=$((i + 1))
@@ -362,8 +372,7 @@ test_mp_server_failure_stops_job() {
 	pkill -9 -f -- "^pstrain server .* --out $d .*--rank 1( |$)"
 	wait $pid
 	rc=$?
-	sleep 0.2
-	left=$(alive "$d")
+	left=$(left "$d")
 	if [ "$rc" -ne 0 ] && [ "$left" = 0 ] &&
 		grep -q "server 1 failed" "$d.log"; then
 		ok $n
@@ -386,8 +395,7 @@ test_mp_hung_server_times_out() {
 	kill -STOP $s
 	wait_bounded $pid $s
 	rc=$?
-	sleep 0.2
-	left=$(alive "$d")
+	left=$(left "$d")
 	# Which worker gives up first, and so which failure the launcher
 	# shows, is timing; some worker must name server 1.
 	if [ "$rc" -ne 0 ] && [ "$rc" -ne 137 ] && [ "$left" = 0 ] &&
@@ -528,7 +536,7 @@ test_mp_hung_worker_timeout() {
 	d="$T/hang"
 	hang_worker "$d" 2 400 || { no $n "job did not start"; return; }
 	i=0
-	while [ "$i" -lt 200 ] && ! grep -q "worker 2 went silent" "$d/server-0.log"; do
+	while [ "$i" -lt 2400 ] && ! grep -q "worker 2 went silent" "$d/server-0.log"; do
 		sleep 0.05
 		i=$((i + 1))
 	done
@@ -568,8 +576,7 @@ test_mp_sigint_cleans_up() {
 	kill -INT $pid
 	wait $pid
 	rc=$?
-	sleep 0.2
-	left=$(alive "$T/int")
+	left=$(left "$T/int")
 	[ "$rc" = 130 ] && [ "$left" = 0 ] && ok $n ||
 		no $n "exit $rc, $left processes left" "$T/int.log"
 }

@@ -76,10 +76,16 @@ MPI_TIMEOUT=1 mpi_run 3 sh -c 'echo $$ >"$1.$OMPI_COMM_WORLD_RANK"
 rc=$?
 [ "$rc" != 0 ] || fail "a hung run with MPI_TIMEOUT=1 succeeded"
 echo "MPI_TIMEOUT=1 ended a hung run in $(since "$t0") ms (status $rc)"
-sleep 0.2
 for r in 0 1 2; do
 	p=$(cat "$W/pid.$r" 2>/dev/null) || fail "copy $r never started"
-	st=$(awk '{ print $3 }' "/proc/$p/stat" 2>/dev/null)
+	# A copy being killed may take a moment to go: waited for, 10 s.
+	i=0
+	while [ "$i" -lt 200 ]; do
+		st=$(awk '{ print $3 }' "/proc/$p/stat" 2>/dev/null)
+		{ [ -z "$st" ] || [ "$st" = Z ]; } && break
+		sleep 0.05
+		i=$((i + 1))
+	done
 	if [ -n "$st" ] && [ "$st" != Z ]; then
 		kill -KILL "$p"
 		fail "copy $r (pid $p) outlived MPI_TIMEOUT"

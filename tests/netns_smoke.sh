@@ -148,13 +148,20 @@ fi
 # netns_down kills what still runs inside, removes everything, and is
 # idempotent.
 # Disowned: no job notices when netns_down kills them.
-netns_bg 2 sleep 300 >/dev/null 2>&1
+netns_bg 2 sh -c ': >"$1"; exec sleep 300' - "$W/up.2" >/dev/null 2>&1
 spid=$NETNS_PID
 disown "$spid"
-netns_bg 1 sh -c 'trap "" TERM; while :; do sleep 1; done' >/dev/null 2>&1
+netns_bg 1 sh -c 'trap "" TERM; : >"$1"; while :; do sleep 1; done' - \
+	"$W/up.1" >/dev/null 2>&1
 tpid=$NETNS_PID
 disown "$tpid"
-sleep 0.2
+# Both running (the second ignoring TERM) before netns_down.
+i=0
+while [ "$i" -lt 600 ] && ! { [ -e "$W/up.1" ] && [ -e "$W/up.2" ]; }; do
+	sleep 0.05
+	i=$((i + 1))
+done
+[ -e "$W/up.1" ] && [ -e "$W/up.2" ] || fail "processes in the namespaces did not start"
 prefix=$NETNS_PREFIX
 t0=$(now)
 NETNS_TERM_WAIT=1 netns_down
