@@ -1,6 +1,11 @@
 # pstrain - one top-level Makefile.
-#   make          install missing packages, build bin/pstrain and the tests
-#   make test     build, then run every test; last line "N passed, N failed"
+#   make          install missing packages, build bin/pstrain and the library
+#   make test     build the tests too, then run every test; last line
+#                 "N passed, N failed"
+#   make test-under-load   the same while busy loops keep every core busy
+#                 (tests/load.sh; HOGS=2)
+#   make test-loop N=5 TESTS="ring_test dash_test"   chosen test programs N
+#                 times, and how often each case failed (tests/run.sh)
 #   make demo     build, then run the demonstration job
 #   make bench    pstrain against baselines timed in the same run
 #                 (bench/run.sh, docs/PERFORMANCE.md)
@@ -45,13 +50,22 @@ UNIT_BIN = $(UNIT_NAMES:%=build/tests/%)
 AUNIT_BIN = $(UNIT_NAMES:%=build/asan/tests/%)
 PROC_BIN = $(PROC_SRC:tests/%.c=build/tests/%)
 
-.PHONY: all build deps deps-test test demo asan clean format bench bench-build fuzz fuzz-build \
-	fuzz-seeds lib install FORCE
+.PHONY: all build test-build deps deps-test test test-under-load test-loop demo \
+	asan clean format bench bench-build fuzz fuzz-build fuzz-seeds lib \
+	install FORCE
 all: deps
 	@$(MAKE) --no-print-directory build
 
-build: bin/pstrain lib $(UNIT_BIN) $(PROC_BIN) build/asan/pstrain $(AUNIT_BIN) \
-	build/bench/comm build/bench/solo build/bench/split build/bench/ring
+build: bin/pstrain lib
+
+# What make test runs: the tests, the ASan copies, the benches' programs
+# and the fuzzers (clang; tests/fuzz_test.sh).
+test-build: build $(UNIT_BIN) $(PROC_BIN) build/asan/pstrain $(AUNIT_BIN) \
+	build/asan/bench/solo build/bench/comm build/bench/solo \
+	build/bench/split build/bench/ring $(FUZZ_BIN)
+
+# make test compiles on every core (the results do not depend on it).
+JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 
 deps:
 	@sh scripts/deps.sh
@@ -127,6 +141,11 @@ build/tests/%: $(OBJ)/tests/%.o $(OBJ)/tests/test.o $(LIB_OBJ)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# bench/solo under ASan: tests/prefetch_test.sh.
+build/asan/bench/solo: $(AOBJ)/bench/solo.o $(ALIB_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(LDLIBS)
+
 build/asan/tests/%: $(AOBJ)/tests/%.o $(AOBJ)/tests/test.o $(ALIB_OBJ)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(LDLIBS)
@@ -185,8 +204,18 @@ asan: deps
 	@$(MAKE) --no-print-directory build/asan/pstrain $(AUNIT_BIN)
 
 test: deps-test
-	@$(MAKE) --no-print-directory build
+	@$(MAKE) --no-print-directory -j$(JOBS) test-build
 	@sh tests/run.sh
+
+HOGS ?= 2
+test-under-load: deps-test
+	@$(MAKE) --no-print-directory -j$(JOBS) test-build
+	@HOGS=$(HOGS) sh tests/load.sh sh tests/run.sh
+
+N ?= 5
+test-loop: deps-test
+	@$(MAKE) --no-print-directory -j$(JOBS) test-build
+	@sh tests/run.sh --loop $(N) $(TESTS)
 
 demo: deps
 	@$(MAKE) --no-print-directory bin/pstrain

@@ -35,4 +35,59 @@ else
 fi
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -q
-$sudo apt-get install -y -q --no-install-recommends $missing
+
+# Nothing already installed is upgraded. apt would upgrade an installed
+# library when a new package of the same source wants its exact version
+# (libevent-pthreads-2.1-7 from the security archive pulls the
+# libevent-core-2.1-7 already installed up to it): such a new package is
+# asked for at the installed sibling's version instead, when the archive
+# still has it, and the installed one is held where it is.
+
+# upgrades ARGS: "PACKAGE INSTALLED-VERSION" for each installed package
+# that installing ARGS would upgrade (apt-get's simulation).
+upgrades() {
+	apt-get -s install --no-install-recommends "$@" 2>/dev/null |
+		sed -n 's/^Inst \([^ ]*\) \[\([^]]*\)\].*/\1 \2/p'
+}
+# news ARGS: the packages that installing ARGS would add.
+news() {
+	apt-get -s install --no-install-recommends "$@" 2>/dev/null |
+		sed -n 's/^Inst \([^ ]*\) (.*/\1/p'
+}
+# source_of PACKAGE: the name of its source package.
+source_of() {
+	s=$(apt-cache show --no-all-versions "$1" 2>/dev/null |
+		sed -n 's/^Source: \([^ ]*\).*/\1/p' | head -n 1)
+	echo "${s:-$1}"
+}
+# has_version PACKAGE VERSION: the archive holds that version.
+has_version() {
+	apt-cache madison "$1" 2>/dev/null |
+		awk -F'|' '{ gsub(/ /, "", $2); print $2 }' | grep -qxF "$2"
+}
+want=$missing
+# shellcheck disable=SC2086
+up=$(upgrades $want)
+if [ -n "$up" ]; then
+	# shellcheck disable=SC2086
+	added=$(news $want)
+	pins=$(echo "$up" | while read -r pkg ver; do
+		src=$(dpkg-query -W -f='${source:Package}' "$pkg" 2>/dev/null)
+		echo "$pkg=$ver"
+		for n in $added; do
+			[ "$(source_of "$n")" = "${src:-$pkg}" ] &&
+				has_version "$n" "$ver" && echo "$n=$ver"
+		done
+	done | tr '\n' ' ')
+	# shellcheck disable=SC2086
+	if [ -z "$(upgrades $want $pins)" ] &&
+		apt-get -s install --no-install-recommends $want $pins \
+			>/dev/null 2>&1; then
+		want="$want $pins"
+	else
+		echo "deps: installing$missing upgrades what is installed:" \
+			"$(echo "$up" | tr '\n' ' ')(no older version to match)"
+	fi
+fi
+# shellcheck disable=SC2086
+$sudo apt-get install -y -q --no-install-recommends $want
