@@ -2,8 +2,15 @@
 #include "test.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+#endif
 
 int pt_test_failed;
 const char *pt_test_skip;
@@ -35,6 +42,61 @@ int pt_test_main(int argc, char **argv, const pt_test_case *cases)
 		fprintf(stderr, "%s: no test case matched\n", argv[0]);
 		return 2;
 	}
+	return failed ? 1 : 0;
+}
+
+// case_proc runs case c as `self NAME` and waits for it; 1 when it
+// failed (its own FAIL line, or one said here for it), else 0.
+static int case_proc(const char *self, const pt_test_case *c, double limit)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		printf("FAIL %s: fork: %s\n", c->name, strerror(errno));
+		return 1;
+	}
+	if (pid == 0) {
+		execl("/proc/self/exe", self, c->name, (char *)NULL);
+		_exit(127);
+	}
+	int st = 0;
+	struct timespec tick = {0, 10 * 1000 * 1000};
+	for (double waited = 0; waitpid(pid, &st, WNOHANG) == 0;
+	     waited += 0.01) {
+		if (waited >= limit) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			printf("FAIL %s: still running after %.0f s, killed\n",
+			    c->name, limit);
+			return 1;
+		}
+		nanosleep(&tick, NULL);
+	}
+	if (WIFEXITED(st) && WEXITSTATUS(st) <= 1)
+		return WEXITSTATUS(st); // its verdict is printed
+	if (WIFSIGNALED(st))
+		printf("FAIL %s: died of signal %d\n", c->name, WTERMSIG(st));
+	else
+		printf("FAIL %s: exited %d\n", c->name, WEXITSTATUS(st));
+	return 1;
+}
+
+int pt_test_main_isolated(int argc, char **argv, const pt_test_case *cases)
+{
+	if (argc > 1) {
+		int rv = pt_test_main(argc, argv, cases);
+		fflush(NULL);
+#ifdef __SANITIZE_ADDRESS__
+		// _exit skips LeakSanitizer's own check at exit: done here.
+		__lsan_do_leak_check();
+#endif
+		_exit(rv);
+	}
+	const char *e = getenv("PT_TEST_CASE_S");
+	double limit = e != NULL && atof(e) > 0 ? atof(e) : 300;
+	int failed = 0;
+	for (const pt_test_case *c = cases; c->name != NULL; c++)
+		failed += case_proc(argv[0], c, limit);
 	return failed ? 1 : 0;
 }
 

@@ -74,6 +74,15 @@ extern const char *pt_test_skip;
 
 int pt_test_main(int argc, char **argv, const pt_test_case *cases);
 
+// pt_test_main_isolated is pt_test_main with each case in a process of
+// its own when none is named: this program again (`prog NAME`), its lines
+// passing through. A case that dies without its verdict, or runs past
+// PT_TEST_CASE_S seconds (300; then it is killed), fails by name. A named
+// case runs in this process, which then ends with _exit: no atexit
+// handler runs (nng 1.5.2's nng_fini can wait forever, tests/ring_test.c
+// says when).
+int pt_test_main_isolated(int argc, char **argv, const pt_test_case *cases);
+
 // pt_test_tmpdir makes a fresh folder $TMPDIR/PREFIX.XXXXXX (or under
 // /tmp) and writes its path to out. Returns 0 or -1.
 int pt_test_tmpdir(char *out, size_t size, const char *prefix);
