@@ -443,10 +443,15 @@ static void ring_shut(pti_ring *g)
 }
 
 // A closer: ring_shut on a thread of its own, waited for at most
-// RING_CLOSE_S. nng 1.5.2 can hang in nng_close on a listener that
-// turned connections away (a stranger's, or the left neighbour's while
-// a stranger held its place); seen in about one run in four of
-// tests/allreduce_test.sh's stranger case, never otherwise.
+// RING_CLOSE_S. nng 1.5.2 can hang in nng_close, and every close of the
+// process after it: when a pipe closes between the arrival of a
+// message's length and its body, its ipc transport resubmits the body's
+// read on an aio already closed (nni_aio_begin fails and nothing calls
+// back), so the protocol's receive never completes and nng's reaper
+// waits for it forever in pair1_pipe_stop (seen with gdb on a hung
+// ring_test; later nng reworked aio_begin). A neighbour's message still
+// arriving as this worker closes is enough; more likely on a busy
+// machine.
 #define RING_CLOSE_S 2
 typedef struct ring_closer {
 	pti_ring *g;
