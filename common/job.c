@@ -89,8 +89,8 @@ int pt_job_set(pt_job *j, const char *name, const char *value)
 
 double pti_job_lr(const pt_config *c)
 {
-	return c->lr_scaling == PT_LR_LINEAR ? c->lr * (c->batch / 256.0)
-					     : c->lr;
+	double lr = c->lr > 0 ? c->lr : pti_optim_default_lr(&c->optim);
+	return c->lr_scaling == PT_LR_LINEAR ? lr * (c->batch / 256.0) : lr;
 }
 
 double pti_job_warmup(const pt_config *c, uint32_t n_train)

@@ -21,8 +21,10 @@ struct pt_job {
 // their errors; on success *out is the caller's, to pt_job_free.
 int pti_job_from_config(pt_job **out, const pt_config *c);
 
-// pti_job_lr is the learning rate before warm-up: --lr, times B/256 with
-// --lr-scaling linear.
+// pti_job_lr is the learning rate before warm-up: --lr (0, unset: the
+// optimizer's usual rate, pti_optim_default_lr), times B/256 with
+// --lr-scaling linear. The servers and all-reduce read it, so a job built
+// through the library gets the same default as pstrain's command line.
 double pti_job_lr(const pt_config *c);
 
 // pti_job_warmup is the warm-up in steps: --warmup-epochs epochs of

@@ -69,8 +69,9 @@ PT_API const char *pt_errmsg(int code);
 typedef struct pt_job pt_job;
 
 // pt_job_alloc makes an empty job with the defaults of `pstrain run`:
-// sync mode, 1 server, 1 worker, global batch 256, lr 0.1, plain SGD,
-// seed 1. PT_ENOMEM.
+// sync mode, 1 server, 1 worker, global batch 256, plain SGD, seed 1, and
+// lr unset (or set to 0): the optimizer's usual rate, 0.1 for SGD,
+// momentum and Nesterov, 0.01 for Adagrad, 0.001 for Adam. PT_ENOMEM.
 PT_API int pt_job_alloc(pt_job **out);
 PT_API void pt_job_free(pt_job *job);
 

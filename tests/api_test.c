@@ -154,6 +154,60 @@ static void test_api_sync_mean(void)
 	api_job_close(&j);
 }
 
+// api_one_step: a job of one zero-initialized variable of 4 floats on
+// one server, with optimizer opt and lr (NULL: never set), after one sync
+// step of gradient 1: the values, into v.
+static void api_one_step(float v[4], const char *opt, const char *lr)
+{
+	pt_job *job;
+	pt_server *s;
+	pt_worker *w;
+	pt_req *q;
+	pthread_t t;
+	char url[256];
+	float g[4] = {1, 1, 1, 1};
+	memset(v, 0, 4 * sizeof(float));
+	PT_TEST_OK(pt_job_alloc(&job));
+	PT_TEST_TRUE(pt_job_var(job, "v", 4, 0.0) == 0);
+	PT_TEST_OK(pt_job_set(job, "optimizer", opt));
+	if (lr != NULL)
+		PT_TEST_OK(pt_job_set(job, "lr", lr));
+	PT_TEST_OK(pt_server_open(&s, job, 0, "tcp://127.0.0.1:0"));
+	PT_TEST_OK(pt_server_url(s, url, sizeof(url)));
+	pthread_create(&t, NULL, serve_cb, s);
+	PT_TEST_OK(pt_worker_open(&w, job, 0, url));
+	PT_TEST_OK(pt_pushpull(w, 0, 0, 0, 4, g, v, &q));
+	PT_TEST_OK(pt_wait(w, q));
+	PT_TEST_OK(pt_worker_done(w));
+	pt_worker_close(w);
+	pthread_join(t, NULL);
+	pt_server_close(s);
+	pt_job_free(job);
+}
+
+// A job that never sets lr trains at the rate pstrain.h documents for
+// its optimizer, exactly as one that sets that rate; SGD's first step of
+// gradient 1 moves each value by -0.1.
+static void test_api_default_lr(void)
+{
+	static const char *const opt[][2] = {{"sgd", "0.1"},
+	    {"momentum:0.9", "0.1"}, {"nesterov:0.9", "0.1"},
+	    {"adagrad", "0.01"}, {"adam", "0.001"}};
+	for (size_t i = 0; i < sizeof(opt) / sizeof(opt[0]); i++) {
+		float unset[4], set[4], zero[4];
+		api_one_step(unset, opt[i][0], NULL);
+		api_one_step(set, opt[i][0], opt[i][1]);
+		api_one_step(zero, opt[i][0], "0"); // 0 says the same
+		if (memcmp(unset, set, sizeof(set)) != 0 ||
+		    memcmp(zero, set, sizeof(set)) != 0 || set[0] == 0)
+			PT_TEST_FAIL_AT("%s: lr unset %.9g, 0 %.9g, %s %.9g",
+			    opt[i][0], unset[0], zero[0], opt[i][1], set[0]);
+	}
+	float v[4];
+	api_one_step(v, "sgd", NULL);
+	PT_TEST_NEAR(v[0], -0.1, 1e-7);
+}
+
 // Bad input is refused with an error that names it, and the job goes on.
 static void test_api_refusals(void)
 {
@@ -673,6 +727,7 @@ static const pt_test_case cases[] = {
     {"test_api_net_refusals", test_api_net_refusals},
     {"test_api_ranges_across_servers", test_api_ranges_across_servers},
     {"test_api_sync_mean", test_api_sync_mean},
+    {"test_api_default_lr", test_api_default_lr},
     {"test_api_refusals", test_api_refusals},
     {"test_api_lent_matches_copy", test_api_lent_matches_copy},
     {"test_api_lent_spanning_refused", test_api_lent_spanning_refused},
