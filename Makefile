@@ -50,7 +50,8 @@ UNIT_BIN = $(UNIT_NAMES:%=build/tests/%)
 AUNIT_BIN = $(UNIT_NAMES:%=build/asan/tests/%)
 PROC_BIN = $(PROC_SRC:tests/%.c=build/tests/%)
 
-.PHONY: all build test-build deps deps-test test test-under-load test-loop demo \
+.PHONY: all build test-build test-ready deps deps-test test test-under-load \
+	test-loop demo \
 	asan clean format bench bench-build fuzz fuzz-build fuzz-seeds lib \
 	install FORCE
 all: deps
@@ -203,18 +204,19 @@ bench:
 asan: deps
 	@$(MAKE) --no-print-directory build/asan/pstrain $(AUNIT_BIN)
 
-test: deps-test
+# test-ready: what the three test targets need, installed and built.
+test-ready: deps-test
 	@$(MAKE) --no-print-directory -j$(JOBS) test-build
+
+test: test-ready
 	@sh tests/run.sh
 
 HOGS ?= 2
-test-under-load: deps-test
-	@$(MAKE) --no-print-directory -j$(JOBS) test-build
+test-under-load: test-ready
 	@HOGS=$(HOGS) sh tests/load.sh sh tests/run.sh
 
 N ?= 5
-test-loop: deps-test
-	@$(MAKE) --no-print-directory -j$(JOBS) test-build
+test-loop: test-ready
 	@sh tests/run.sh --loop $(N) $(TESTS)
 
 demo: deps

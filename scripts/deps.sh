@@ -43,17 +43,15 @@ $sudo apt-get update -q
 # asked for at the installed sibling's version instead, when the archive
 # still has it, and the installed one is held where it is.
 
-# upgrades ARGS: "PACKAGE INSTALLED-VERSION" for each installed package
-# that installing ARGS would upgrade (apt-get's simulation).
-upgrades() {
-	apt-get -s install --no-install-recommends "$@" 2>/dev/null |
-		sed -n 's/^Inst \([^ ]*\) \[\([^]]*\)\].*/\1 \2/p'
+# simulate ARGS: apt-get's plan for installing ARGS, into $plan; fails
+# when apt-get finds none.
+simulate() {
+	plan=$(apt-get -s install --no-install-recommends "$@" 2>/dev/null)
 }
-# news ARGS: the packages that installing ARGS would add.
-news() {
-	apt-get -s install --no-install-recommends "$@" 2>/dev/null |
-		sed -n 's/^Inst \([^ ]*\) (.*/\1/p'
-}
+# upgrades: "PACKAGE INSTALLED-VERSION" for each installed package that
+# $plan upgrades; news: the packages it adds.
+upgrades() { echo "$plan" | sed -n 's/^Inst \([^ ]*\) \[\([^]]*\)\].*/\1 \2/p'; }
+news() { echo "$plan" | sed -n 's/^Inst \([^ ]*\) (.*/\1/p'; }
 # source_of PACKAGE: the name of its source package.
 source_of() {
 	s=$(apt-cache show --no-all-versions "$1" 2>/dev/null |
@@ -67,10 +65,10 @@ has_version() {
 }
 want=$missing
 # shellcheck disable=SC2086
-up=$(upgrades $want)
+simulate $want
+up=$(upgrades)
 if [ -n "$up" ]; then
-	# shellcheck disable=SC2086
-	added=$(news $want)
+	added=$(news)
 	pins=$(echo "$up" | while read -r pkg ver; do
 		src=$(dpkg-query -W -f='${source:Package}' "$pkg" 2>/dev/null)
 		echo "$pkg=$ver"
@@ -80,9 +78,7 @@ if [ -n "$up" ]; then
 		done
 	done | tr '\n' ' ')
 	# shellcheck disable=SC2086
-	if [ -z "$(upgrades $want $pins)" ] &&
-		apt-get -s install --no-install-recommends $want $pins \
-			>/dev/null 2>&1; then
+	if simulate $want $pins && [ -z "$(upgrades)" ]; then
 		want="$want $pins"
 	else
 		echo "deps: installing$missing upgrades what is installed:" \

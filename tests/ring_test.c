@@ -191,8 +191,9 @@ static void test_ring_bad_urls(void)
 // A stranger (another secret) that connects to worker 0 as its left
 // neighbour, takes worker 0's answer and sends a made-up proof. It runs
 // as a process of its own (this program again, `--stranger URL`), so the
-// ring's process never closes the stranger's socket: nng 1.5.2 could
-// hang in that close, its poller spinning, and break the ring with it.
+// ring's process never closes the stranger's socket: a close in nng 1.5.2
+// can wedge the process's reaper (worker/ring.c says when), and with it
+// every later join.
 // The stranger prints "sent" once its proof went out and "refused" when
 // worker 0 closed the connection on it, then ends without closing (the
 // kernel does).

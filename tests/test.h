@@ -17,9 +17,6 @@ typedef struct pt_test_case {
 } pt_test_case;
 
 extern int pt_test_failed; // set by a failed expectation in this case
-// set by a case that could not run its scene here: why (it prints
-// "skip NAME: why", counted apart, never as a pass)
-extern const char *pt_test_skip;
 
 #define PT_TEST_FAIL_AT(...)                                                  \
 	do {                                                                   \
