@@ -19,7 +19,7 @@
 #   make clean
 CC ?= cc
 PKGS = msgpack openblas jansson
-CPPFLAGS = -Iinclude -Icommon -Ips -Iworker -Icli -Itests -Ibuild -D_GNU_SOURCE \
+CPPFLAGS = -Iinclude -Icommon -Ips -Iworker -Icli -I. -Itests -Ibuild -D_GNU_SOURCE \
 	$(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 CFLAGS ?= -O3 -g
 # Results do not depend on these: no floating-point reassociation (sync

@@ -6,6 +6,7 @@
 
 #include "data.h"
 #include "err.h"
+#include "proto.h"
 
 // The options a program of its own may set: the job's rules and where
 // its files go. pstrain's trainer, data, launcher and per-process flags
@@ -91,6 +92,15 @@ double pti_job_lr(const pt_config *c)
 {
 	double lr = c->lr > 0 ? c->lr : pti_optim_default_lr(&c->optim);
 	return c->lr_scaling == PT_LR_LINEAR ? lr * (c->batch / 256.0) : lr;
+}
+
+pti_lr_rule pti_job_lr_rule(const pt_config *c, double warmup)
+{
+	int clocked = c->mode == PT_MODE_ASYNC || c->mode == PT_MODE_SSP;
+	pti_lr_rule r = {pti_job_lr(c), warmup,
+	    clocked && c->matched_lr ? (double)c->workers : 0,
+	    clocked && c->staleness_lr};
+	return r;
 }
 
 double pti_job_warmup(const pt_config *c, uint32_t n_train)

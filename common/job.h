@@ -7,6 +7,7 @@
 
 #include "config.h"
 #include "layout.h"
+#include "optim.h"
 #include "pstrain.h"
 
 struct pt_job {
@@ -26,6 +27,11 @@ int pti_job_from_config(pt_job **out, const pt_config *c);
 // --lr-scaling linear. The servers and all-reduce read it, so a job built
 // through the library gets the same default as pstrain's command line.
 double pti_job_lr(const pt_config *c);
+
+// pti_job_lr_rule is the job's learning-rate rule (pti_lr): pti_job_lr,
+// ramped over `warmup` steps; in async and ssp divided by the workers
+// with --matched-lr and by the staleness with --staleness-lr.
+pti_lr_rule pti_job_lr_rule(const pt_config *c, double warmup);
 
 // pti_job_warmup is the warm-up in steps: --warmup-epochs epochs of
 // n_train training examples in batches of --batch.

@@ -1,6 +1,6 @@
 // common/optspec.h - the servers' optimizer as --optimizer names it, read
 // once (by the flag table, into pt_config.optim) into typed fields. The
-// update itself is ps/optim.c's.
+// update itself is common/optim.c's.
 #ifndef PT_COMMON_OPTSPEC_H
 #define PT_COMMON_OPTSPEC_H
 

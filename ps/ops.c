@@ -1,119 +1,17 @@
 // ps/ops.c - the server's request handlers: one per op in a static
 // table (in the spirit of Redis's command table), the checks every
 // request passes first (pti_server_handle: decoding, the connection's
-// proof, the role and rank it proved), replies, and the wait list of
-// parked requests. Everything here runs under the server lock.
+// proof, the role and rank it proved), and parking a request whose reply
+// must wait (reply.c wakes it). Everything here runs under the server
+// lock.
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "clock.h"
 #include "err.h"
-#include "server_impl.h"
+#include "ps/policy.h"
 
-#define SERVER_LOG_ERRORS 20 // rejected requests logged in full, at most
-
-// ---------------------------------------------------------------- replies
-
-void pti_server_spare(ps_server *s, nng_msg *m)
-{
-	if (m != NULL && s->n_spare < s->cfg->workers + 1) {
-		s->spare[s->n_spare++] = m;
-		return;
-	}
-	if (m != NULL && m == s->filled)
-		s->filled = NULL;
-	nng_msg_free(m);
-}
-
-// spare_filled takes out of the spares the one whose values are already
-// pay[0, n) of the shard as they are now (policy.c, fill_mark), with
-// where they lie in it in *own; NULL when no spare is.
-static nng_msg *spare_filled(ps_server *s, const float *pay, uint64_t n,
-    float **own)
-{
-	nng_msg *m = s->filled;
-	if (m == NULL || s->filled_ver != s->version || s->filled_n != n ||
-	    pay != s->params + s->filled_off)
-		return NULL;
-	s->filled = NULL;
-	for (uint32_t i = 0; i < s->n_spare; i++)
-		if (s->spare[i] == m) {
-			s->spare[i] = s->spare[--s->n_spare];
-			*own = s->filled_pay;
-			return m;
-		}
-	return NULL;
-}
-
-nng_msg *pti_server_reply(ps_server *s, pti_hdr *h, const float *pay,
-    uint64_t n)
-{
-	nng_msg *m = NULL;
-	float *own;
-	h->has |= PTI_H_STATUS;
-	// A request that holds these values already carries them as they
-	// are: only its header is written.
-	if (pay != NULL && (m = spare_filled(s, pay, n, &own)) != NULL) {
-		if (pti_msg_encode_in(m, h, own, n) == 0) {
-			s->replies_filled++;
-			return m;
-		}
-		nng_msg_free(m);
-		m = NULL;
-	}
-	// Many values go in a kept request that holds them without growing
-	// (its header had PTI_HDR_ROOM bytes: room for any reply's).
-	if (pay != NULL && s->n_spare > 0 &&
-	    pti_msg_roomy(s->spare[s->n_spare - 1], n)) {
-		m = s->spare[--s->n_spare];
-		if (m == s->filled)
-			s->filled = NULL; // its values are written over
-		if (pti_msg_encode_in(m, h, pay, n) == 0)
-			return m;
-		nng_msg_free(m);
-		m = NULL;
-	}
-	if (pti_msg_encode(&m, h, pay, n) != 0)
-		return NULL; // out of memory: the peer times out
-	return m;
-}
-
-nng_msg *pti_server_error(ps_server *s, const pti_hdr *req, int code,
-    const char *what)
-{
-	pti_hdr h;
-	pti_hdr_init(&h, req->op, PT_ROLE_SERVER, s->cfg->rank);
-	h.status = (uint32_t)code;
-	snprintf(h.msg, sizeof(h.msg), "server %u: %s: %s", s->cfg->rank,
-	    pti_op_name(req->op), what);
-	s->rejected++;
-	if (s->rejected <= SERVER_LOG_ERRORS)
-		fprintf(stderr, "%s (from %s %u)\n", h.msg,
-		    req->role == PT_ROLE_WORKER ? "worker" : "peer",
-		    req->rank);
-	return pti_server_reply(s, &h, NULL, 0);
-}
-
-// reply_values answers with the shard's values in [off, off + n), of
-// version ver (the shard's, or the next one for a range that holds it
-// already: pti_policy_ahead); lr >= 0 also reports the learning rate and
-// staleness of the push it follows.
-static nng_msg *reply_values(ps_server *s, uint32_t op, uint64_t off,
-    uint64_t n, int64_t ver, double lr, int64_t stale)
-{
-	pti_hdr h;
-	pti_hdr_init(&h, op, PT_ROLE_SERVER, s->cfg->rank);
-	h.has |= PTI_H_VER | PTI_H_RANGE;
-	h.ver = ver;
-	h.off = s->lo + off;
-	if (lr >= 0) {
-		h.has |= PTI_H_LR | PTI_H_STALE;
-		h.lr = lr;
-		h.staleness = stale;
-	}
-	return pti_server_reply(s, &h, s->params + off, n);
-}
 static nng_msg *reply_ok(ps_server *s, uint32_t op)
 {
 	pti_hdr h;
@@ -162,39 +60,6 @@ static int shard_range(ps_server *s, const pti_hdr *h, uint64_t *off,
 	*n = cnt;
 	return 0;
 }
-// wake_when moves the parked requests that may be answered to *wake:
-// those key() allows, or with `ahead` those whose range holds the next
-// version already while the step is open.
-static void wake_when(ps_server *s, ps_ctx **wake, int ahead)
-{
-	int64_t key = s->policy->key(s), ver = s->version + (ahead != 0);
-	ps_ctx **pp = &s->waiting;
-	while (*pp != NULL) {
-		ps_ctx *x = *pp;
-		if (ahead ? x->wait_ver != ver ||
-				!pti_policy_ahead(s, x->r_off, x->r_n)
-			  : x->wait_ver > key) {
-			pp = &x->next;
-			continue;
-		}
-		*pp = x->next;
-		nng_aio_set_msg(x->aio, reply_values(s, x->r_op, x->r_off,
-					    x->r_n, ver, x->r_lr, x->r_stale));
-		x->next = *wake;
-		*wake = x;
-	}
-}
-
-void pti_server_wake(ps_server *s, ps_ctx **wake)
-{
-	wake_when(s, wake, 0);
-}
-
-void pti_server_wake_ahead(ps_server *s, ps_ctx **wake)
-{
-	wake_when(s, wake, 1);
-}
-
 // park_full: whether connection pipe has PS_PARK_MAX requests parked, as
 // many as the contexts kept for each worker allow (a worker that asks for
 // more is refused rather than let stop the server receiving).
@@ -276,9 +141,9 @@ static nng_msg *op_hello(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	// checkpoint) says how far it got: its clock goes on from there.
 	if ((h->has & PTI_H_STEP) && h->step > *clock) {
 		*clock = h->step;
-		pti_policy_clocks(s, wake);
+		pti_server_clocks(s, wake);
 	}
-	pti_policy_sealed(s, h->rank);
+	s->policy->sealed(s, h->rank);
 	pti_hdr r;
 	pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->cfg->rank);
 	r.has |= PTI_H_VER | PTI_H_LAYOUT | PTI_H_SHARD | PTI_H_STEP;
@@ -318,15 +183,15 @@ static nng_msg *op_pull(ps_server *s, ps_ctx *x, const pti_hdr *h,
 			    (long long)h->ver, (long long)s->version);
 			return pti_server_error(s, h, PT_ESTATE, why);
 		}
-		if (pti_policy_ahead(s, off, n))
-			return reply_values(s, h->op, off, n, h->ver, -1, 0);
+		if (s->policy->ahead(s, off, n))
+			return pti_server_values(s, h->op, off, n, h->ver, -1, 0);
 		if (park_full(s, x->r_pipe))
 			return pti_server_error(s, h, PT_ESTATE,
 			    "too many requests of this connection wait");
 		park(s, x, h->op, h->ver, off, n, -1, 0);
 		return NULL;
 	}
-	return reply_values(s, h->op, off, n, s->version, -1, 0);
+	return pti_server_values(s, h->op, off, n, s->version, -1, 0);
 }
 
 // push_finite refuses a gradient with a NaN or infinite value: one would
@@ -372,15 +237,17 @@ static int push_finite(ps_server *s, const pti_hdr *h, const void *pay,
 	    (unsigned long long)(h->off + i));
 }
 
-// push_take validates a gradient and applies it (async, ssp) or files it
-// for the open step (sync). *lr and *stale get what was applied; *dropped
-// is set when a policy dropped it (counted, not an error). Returns 0 or an
-// error with a detail.
+// push_take validates a gradient and hands it to the policy, which
+// applies it (async, ssp) or files it for the open step (sync), then acts
+// on what the policy did: t's lr and stale get what was applied, dropped
+// is set when a policy dropped it (counted, not an error). Returns 0 or
+// an error with a detail.
 static int push_take(ps_server *s, const pti_hdr *h, const void *pay,
     uint64_t *off, uint64_t *n, ps_take *t, ps_ctx **wake)
 {
 	int rv;
 	memset(t, 0, sizeof(*t));
+	t->clock_to = -1;
 	if (!(h->has & PTI_H_RANGE) || pay == NULL)
 		return pti_err_set(PT_EPROTO, "a push needs off, n and values");
 	if ((rv = shard_range(s, h, off, n)) != 0)
@@ -395,7 +262,10 @@ static int push_take(ps_server *s, const pti_hdr *h, const void *pay,
 		    (long long)PS_STEP_MAX);
 	if ((rv = push_finite(s, h, pay, *n)) != 0)
 		return rv;
-	return s->policy->take(s, h, pay, *off, *n, t, wake);
+	if ((rv = s->policy->take(s, h, pay, *off, *n, t)) != 0)
+		return rv;
+	pti_server_act(s, h->rank, t, wake);
+	return 0;
 }
 
 static nng_msg *op_push(ps_server *s, ps_ctx *x, const pti_hdr *h,
@@ -430,7 +300,7 @@ static nng_msg *op_push(ps_server *s, ps_ctx *x, const pti_hdr *h,
 		r.lr = t.lr;
 		return pti_server_reply(s, &r, NULL, 0);
 	}
-	return reply_values(s, h->op, off, n, s->version + t.ahead, t.lr,
+	return pti_server_values(s, h->op, off, n, s->version + t.ahead, t.lr,
 	    t.stale);
 }
 

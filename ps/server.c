@@ -2,7 +2,8 @@
 // pstrain.h's pt_server: nng REP contexts, connection events, the
 // listener, open / serve / stop / close. The request handlers are
 // ps/ops.c's, the shard's life and membership ps/shard.c's, the
-// consistency rules ps/policy.c's (one ops table per mode).
+// consistency rules ps/sync.c's and ps/clock.c's (one ops table per mode,
+// ps/policy.h), replies and the wait list ps/reply.c's.
 //
 // Each of a fixed number of nng contexts receives one request at a time.
 // Its callback decodes the request and runs the op's handler under the

@@ -33,7 +33,7 @@ struct nng_msg *pti_local_request(pti_local_server *s, uint32_t pipe,
     struct nng_msg *m);
 void pti_local_close(pti_local_server *s);
 // pti_local_replies_filled: replies sent with the values written into
-// their request as the update went (policy.c), for tests.
+// their request as the update went (sync.c, clock.c), for tests.
 uint64_t pti_local_replies_filled(const pti_local_server *s);
 
 #endif // PT_PS_SERVER_H

@@ -1,7 +1,9 @@
 // ps/server_impl.h - what the server's own files share (server.c: the
 // transport and serving loop; ops.c: the request handlers; shard.c: the
-// shard's life and membership; policy.c: the consistency rules; peers.c:
-// connections). Not for anything outside ps/.
+// shard's life and membership, and the shell that acts on what a policy
+// did; policy.h: the consistency rules, sync.c and clock.c; peers.c:
+// connections; reply.c: replies and the wait list). Not for anything
+// outside ps/.
 #ifndef PT_PS_SERVER_IMPL_H
 #define PT_PS_SERVER_IMPL_H
 
@@ -38,7 +40,7 @@ typedef struct ps_server ps_server;
 #define PS_N_CTX(workers) ((workers) * PS_PARK_MAX + 8)
 
 // Pieces of one worker's sync gradient kept in their requests at once;
-// past that its pieces go to its row of gradients (policy.c).
+// past that its pieces go to its row of gradients (sync.c).
 #define PS_HELD_PIECES PS_PARK_MAX
 
 // ps_piece: a piece of a worker's gradient for the open sync step, kept
@@ -53,6 +55,7 @@ typedef struct ps_piece {
 #define PS_STEADY_FROM 20
 typedef struct ps_ctx ps_ctx;
 typedef struct ps_policy ps_policy;
+typedef struct ps_take ps_take;
 
 enum { CTX_RECV, CTX_SEND, CTX_WAIT };
 
@@ -90,36 +93,21 @@ struct ps_ctx {
 // ps_member: what the server knows of one worker.
 typedef struct ps_member {
 	uint8_t hello; // it said hello
-	uint8_t have;  // sync: its gradient for the open step is in
 	uint8_t done;  // it said done
 	uint8_t lost;  // said hello, then died or went silent
 	uint8_t gone;  // said done, then closed before shutdown
 	uint32_t pipe; // the nng pipe id its rank is bound to
 	double seen;   // when it was last heard from
 	int64_t clock; // async, ssp: the steps it has pushed
-	// The pieces of its gradient for step got_step received so far:
-	// got_n floats, marked in its row of ps_server.got_bits (a whole-
-	// shard piece marks nothing: any other piece then overlaps it).
-	int64_t got_step;
-	uint64_t got_n;
 } ps_member;
 
 struct ps_server {
 	const pt_config *cfg;
 	const ps_policy *policy; // the consistency rules of cfg->mode
+	void *pol;               // (policy->size) the policy's state
 	pt_layout layout;
 	uint64_t lo, hi, n; // shard [lo, hi) of the flat vector, n = hi - lo
 	float *params;      // (n)
-	float acc[PS_CHUNK]; // a chunk of a sync step's sum of gradients
-	// sync: the open step's gradients. A gradient pushed whole stays in
-	// its request (held); one pushed in pieces keeps each piece in its
-	// request too (pieces), up to PS_HELD_PIECES, or else is copied into
-	// its row of grads (allocated then), and src says where that is.
-	nng_msg **held;      // (workers) the kept request, or NULL
-	const float **src;   // (workers) its values, or NULL
-	float *grads;        // (workers, n) rows of pieces, or NULL
-	ps_piece *pieces;    // (workers, PS_HELD_PIECES)
-	uint32_t *n_pieces;  // (workers) how many each has kept
 	nng_msg *cur;        // the request being handled; a handler that
 			     // keeps it sets this to NULL
 	// Requests done with, kept to carry replies with values (a sync
@@ -130,22 +118,16 @@ struct ps_server {
 	// One spare may hold the shard's values [filled_off, +filled_n) of
 	// version filled_ver already, at filled_pay: written chunk by chunk
 	// as the update went, while each chunk was in cache, so that its
-	// reply copies nothing (pti_policy_filled). NULL when none does.
+	// reply copies nothing (policy.h, ps_take's fill). NULL when none does.
 	nng_msg *filled;
 	float *filled_pay;
 	uint64_t filled_off, filled_n;
 	int64_t filled_ver;
 	uint64_t replies_filled; // replies that went out that way
-	uint64_t *got_bits; // (workers, words(n)) pieces of a step received
-	// sync: ranges of the open step applied ahead of its close, once
-	// every worker it counts had pushed them (policy.c, "eager"):
-	// n_eager floats, marked in eager_bits (words(n)).
-	uint64_t *eager_bits;
-	uint64_t n_eager;
-	uint64_t eager_pieces; // pieces applied so, over the job
-	uint8_t *use;          // (workers) scratch: whose gradient a sum takes
+	uint64_t eager_pieces; // sync: pieces applied ahead of their step's
+			       // close, over the job (policy.h, ready)
 	ps_member *m;       // (workers) who they are and where they are
-	uint32_t n_have, n_hello, n_done, n_lost;
+	uint32_t n_hello, n_done, n_lost;
 	double t_start;     // when the server started (pti_clock_s)
 	double alone_since; // since when no worker is left; 0: some are
 	int orphaned;       // it stopped for want of workers
@@ -159,8 +141,7 @@ struct ps_server {
 	pti_ckpt_sched ckpt; // when checkpoints are due
 	uint64_t ckpt_failures;  // checkpoint writes that failed
 	char ckpt_error[PT_PATH_MAX + 128]; // the last one's error, or ""
-	double lr_base;    // --lr, scaled by --lr-scaling
-	double warmup;     // warm-up length in steps; 0: none
+	pti_lr_rule lr;    // the learning rate of a gradient
 	// counters
 	uint64_t updates, rejected, dropped, stale_sum, stale_max;
 	uint64_t nonfinite; // pushes refused for a NaN or infinite value
@@ -189,72 +170,26 @@ struct ps_server {
 	int shutting; // a shutdown was asked: the job is over
 };
 
-// What a policy did with one gradient, for the push's reply.
-typedef struct ps_take {
-	double lr;     // learning rate applied (sync: that the step will use)
-	int64_t stale; // its staleness
-	int dropped;   // a rule dropped it (counted, not an error)
-	int ahead;     // sync: its range holds the next version already
-} ps_take;
 
-// ps_policy: the consistency rules of one mode, as an ops table in the
-// spirit of nng's protocols. Each runs under the server lock; those that
-// take `wake` add the parked requests they make answerable to it.
-struct ps_policy {
-	const char *name;
-	// take files or applies a worker's gradient for [off, off + n) of
-	// the shard, already checked for range, bounds and finiteness.
-	// Returns 0, or an error with a detail (the request changes nothing).
-	int (*take)(ps_server *s, const pti_hdr *h, const void *pay,
-	    uint64_t off, uint64_t n, ps_take *t, ps_ctx **wake);
-	// reply_after: the key a pushpull's reply must wait for (parked
-	// until key() reaches it), or -1 to answer at once.
-	int64_t (*reply_after)(const ps_server *s, const pti_hdr *h,
-	    const ps_take *t);
-	// key: what parked requests are compared with (version or clock).
-	int64_t (*key)(const ps_server *s);
-	// waits_for: whether the job waits for worker r now (its silence
-	// past --worker-timeout then makes it lost).
-	int (*waits_for)(const ps_server *s, uint32_t r);
-	// start: the step worker r goes on from, told in the hello reply.
-	int64_t (*start)(const ps_server *s, uint32_t r);
-	// settle: the set of live workers changed; close what no longer
-	// waits for the lost.
-	void (*settle)(ps_server *s, ps_ctx **wake);
-	int pull_waits; // a pull may wait for the next version
-};
+// The server's shell acting on what a policy did (policy.h), under the
+// lock. pti_server_act (shard.c), for the request of worker `rank`, in
+// this order: marks the request that carries new values (t->fill),
+// answers what the ranges applied ahead make answerable (t->ready),
+// counts the update, moves the version on and writes a checkpoint when
+// one is due (t->applied), wakes what the closed step makes answerable
+// (t->moved), moves the worker's clock (t->clock_to) and recomputes the
+// slowest clock (t->clocks). pti_server_clocks recomputes the slowest
+// clock and wakes what waited for it where the policy waits on clocks.
+void pti_server_act(ps_server *s, uint32_t rank, const ps_take *t,
+    ps_ctx **wake);
+void pti_server_clocks(ps_server *s, ps_ctx **wake);
 
-// pti_policy_of returns the rules of mode (PT_MODE_*), never NULL for a
-// mode the config accepts.
-const ps_policy *pti_policy_of(int mode);
-
-// pti_policy_sealed closes worker r's last step to further pieces of its
-// gradient (after its hello, and at start).
-void pti_policy_sealed(ps_server *s, uint32_t r);
-
-// pti_policy_ahead: whether the shard's [off, off + n) holds the next
-// version's values already (sync: applied ahead of the open step's
-// close), so that a pushpull or a pull waiting for that version may be
-// answered now.
-int pti_policy_ahead(const ps_server *s, uint64_t off, uint64_t n);
-
-// pti_server_wake_ahead answers the parked requests whose range holds the
-// version they wait for already (pti_policy_ahead), adding them to *wake.
-void pti_server_wake_ahead(ps_server *s, ps_ctx **wake);
-
-// pti_policy_clocks recomputes the slowest clock over the live workers,
-// waking what waited for it where the policy waits on clocks.
-void pti_policy_clocks(ps_server *s, ps_ctx **wake);
-
-// Shared with policy.c, defined in shard.c and ops.c (under the lock):
-// pti_server_lr is the learning rate for a gradient of global step
-// `step`; pti_server_applied counts one update of staleness `stale`,
-// moves the version on and writes a checkpoint when one is due;
-// pti_server_wake moves every parked request that key() now allows to
-// *wake, with its reply built.
-double pti_server_lr(const ps_server *s, int64_t step);
-void pti_server_applied(ps_server *s, int64_t stale);
+// The wait list (reply.c): pti_server_wake moves every parked request
+// that the policy's key() now allows to *wake, with its reply built;
+// pti_server_wake_ahead those whose range holds the version they wait
+// for already (policy->ahead).
 void pti_server_wake(ps_server *s, ps_ctx **wake);
+void pti_server_wake_ahead(ps_server *s, ps_ctx **wake);
 
 // The server's life (shard.c) and its handler (ops.c), for local.c too:
 // pti_server_init builds the shard of layout l, its state and the
@@ -287,12 +222,18 @@ void pti_server_timeouts(ps_server *s, ps_ctx **wake);
 void pti_server_alone(ps_server *s, ps_ctx **wake);
 void pti_server_write_stats(const ps_server *s);
 
-// Replies, defined in ops.c: pti_server_reply encodes h (status set)
+// Replies (reply.c): pti_server_reply encodes h (status set)
 // with n floats of pay; pti_server_error answers req with code and a
 // text naming the server, the op and what was wrong, counted as rejected.
 // NULL when out of memory (the peer times out).
 nng_msg *pti_server_reply(ps_server *s, pti_hdr *h, const float *pay,
     uint64_t n);
+// pti_server_values answers with the shard's values in [off, off + n),
+// of version ver (the shard's, or the next one for a range that holds it
+// already: policy->ahead); lr >= 0 also reports the learning rate and
+// staleness of the push it follows.
+nng_msg *pti_server_values(ps_server *s, uint32_t op, uint64_t off,
+    uint64_t n, int64_t ver, double lr, int64_t stale);
 // pti_server_spare keeps m, a request done with, to carry a later reply
 // (freed when enough are kept already).
 void pti_server_spare(ps_server *s, nng_msg *m);

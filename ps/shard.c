@@ -14,7 +14,7 @@
 #include "err.h"
 #include "job.h"
 #include "outputs.h"
-#include "server_impl.h"
+#include "ps/policy.h"
 
 // Connections that have not proven the job secret: at most this many
 // more than the job's workers at once (a new one beyond it closes the
@@ -25,14 +25,6 @@
 #define PS_UNAUTH_MAX 64
 
 // ---------------------------------------------------------------- updates
-
-// server_lr is the learning rate for a gradient of global step `step`:
-// --lr, times B/256 with --lr-scaling linear, ramped linearly from 0 over
-// the warm-up steps.
-double pti_server_lr(const ps_server *s, int64_t step)
-{
-	return pti_lr_at(s->lr_base, s->warmup, step);
-}
 
 static pti_ckpt_meta server_ckpt_meta(const ps_server *s)
 {
@@ -73,7 +65,9 @@ static void stale_record(ps_server *s, int64_t st)
 	s->hist[u < PT_STALE_BUCKETS - 1 ? u : PT_STALE_BUCKETS - 1]++;
 }
 
-void pti_server_applied(ps_server *s, int64_t stale)
+// server_applied counts one update of staleness `stale`, moves the
+// version on and writes a checkpoint when one is due.
+static void server_applied(ps_server *s, int64_t stale)
 {
 	stale_record(s, stale);
 	s->version++;
@@ -81,6 +75,51 @@ void pti_server_applied(ps_server *s, int64_t stale)
 	if (s->updates == PS_STEADY_FROM)
 		getrusage(RUSAGE_SELF, &s->ru_steady);
 	server_checkpoint(s);
+}
+
+void pti_server_clocks(ps_server *s, ps_ctx **wake)
+{
+	if (s->policy->clocks(s))
+		pti_server_wake(s, wake);
+}
+
+void pti_server_act(ps_server *s, uint32_t rank, const ps_take *t,
+    ps_ctx **wake)
+{
+	if (t->fill.m != NULL) {
+		s->filled = t->fill.m;
+		s->filled_pay = t->fill.pay;
+		s->filled_off = t->fill.off;
+		s->filled_n = t->fill.n;
+		s->filled_ver = t->fill.ver;
+	}
+	if (t->ready) {
+		s->eager_pieces++;
+		pti_server_wake_ahead(s, wake);
+	}
+	s->dropped += t->dropped != 0;
+	if (t->applied)
+		server_applied(s, t->stale);
+	if (t->moved)
+		pti_server_wake(s, wake);
+	int clocks = t->clocks;
+	if (t->clock_to >= 0) {
+		clocks |= s->m[rank].clock == s->min_clock;
+		s->m[rank].clock = t->clock_to;
+	}
+	if (clocks)
+		pti_server_clocks(s, wake);
+}
+
+// settle asks the policy to close what no longer waits for the workers
+// lost, and acts on what it did.
+static void settle(ps_server *s, ps_ctx **wake)
+{
+	ps_take t;
+	memset(&t, 0, sizeof(t));
+	t.clock_to = -1;
+	s->policy->settle(s, &t);
+	pti_server_act(s, UINT32_MAX, &t, wake);
 }
 // ---------------------------------------------------------------- members
 
@@ -96,7 +135,7 @@ void pti_server_lost(ps_server *s, uint32_t r, const char *why,
 	fprintf(stderr, "server %u: worker %u %s at version %lld; going on "
 	    "with %u workers\n", s->cfg->rank, r, why, (long long)s->version,
 	    s->cfg->workers - s->n_lost);
-	s->policy->settle(s, wake);
+	settle(s, wake);
 }
 // pipe_removed: connection id closed. Called with the lock.
 void pti_server_pipe_removed(ps_server *s, uint32_t id, ps_ctx **wake)
@@ -150,7 +189,7 @@ void pti_server_alone(ps_server *s, ps_ctx **wake)
 			    "%.0fs after this server started; going on with "
 			    "%u workers\n", c->rank, r, c->alone_timeout,
 			    c->workers - s->n_lost);
-			s->policy->settle(s, wake);
+			settle(s, wake);
 		}
 		open += m->pipe != 0;
 		left += !m->done && !m->lost;
@@ -246,22 +285,12 @@ void pti_server_fini(ps_server *s)
 		}
 	free(s->ctxs);
 	free(s->params);
-	for (uint32_t r = 0; s->held != NULL && r < s->cfg->workers; r++)
-		nng_msg_free(s->held[r]);
-	free(s->held);
-	for (uint32_t r = 0; s->n_pieces != NULL && r < s->cfg->workers; r++)
-		for (uint32_t i = 0; i < s->n_pieces[r]; i++)
-			nng_msg_free(s->pieces[r * PS_HELD_PIECES + i].m);
-	free(s->pieces);
-	free(s->n_pieces);
+	if (s->pol != NULL)
+		s->policy->fini(s);
+	free(s->pol);
 	for (uint32_t i = 0; i < s->n_spare; i++)
 		nng_msg_free(s->spare[i]);
 	free(s->spare);
-	free(s->src);
-	free(s->grads);
-	free(s->got_bits);
-	free(s->eager_bits);
-	free(s->use);
 	free(s->m);
 	free(s->clocks);
 	free(s->peers);
@@ -323,27 +352,20 @@ int pti_server_init(ps_server *s, const pt_config *c, const pt_layout *l,
 		    "over %u servers", c->rank,
 		    (unsigned long long)s->layout.n_params, c->servers);
 	s->params = malloc(s->n * sizeof(float));
-	s->held = calloc(c->workers, sizeof(*s->held));
-	s->src = calloc(c->workers, sizeof(*s->src));
-	s->pieces = calloc((size_t)c->workers * PS_HELD_PIECES,
-	    sizeof(*s->pieces));
-	s->n_pieces = calloc(c->workers, sizeof(*s->n_pieces));
 	s->spare = calloc(c->workers + 1, sizeof(*s->spare));
-	s->got_bits = malloc((size_t)c->workers * ((s->n + 63) / 64) *
-	    sizeof(uint64_t));
-	s->eager_bits = calloc((s->n + 63) / 64, sizeof(uint64_t));
-	s->use = calloc(c->workers, 1);
 	s->m = calloc(c->workers, sizeof(ps_member));
 	s->clocks = calloc(c->workers, sizeof(int64_t));
 	s->unauth_max = c->workers + PS_UNAUTH_MAX;
 	s->n_peers = c->workers + PS_CONTROL_MAX + s->unauth_max;
 	s->peers = calloc(s->n_peers, sizeof(ps_peer));
-	if (!s->params || !s->held || !s->src || !s->spare || !s->m ||
-	    !s->pieces || !s->n_pieces ||
-	    !s->clocks || !s->peers || !s->got_bits || !s->eager_bits ||
-	    !s->use)
+	if (!s->params || !s->spare || !s->m || !s->clocks || !s->peers)
 		return pti_err_set(PT_ENOMEM, "server %u: shard of %llu floats",
 		    c->rank, (unsigned long long)s->n);
+	if ((s->pol = calloc(1, s->policy->size)) == NULL)
+		return pti_err_set(PT_ENOMEM, "server %u: %s state", c->rank,
+		    s->policy->name);
+	if ((rv = s->policy->init(s)) != 0)
+		return rv;
 	pt_layout_init_values(s->params, &s->layout, c->seed, s->lo, s->hi);
 	s->opt = c->optim;
 	s->opt.weight_decay = c->weight_decay;
@@ -384,10 +406,9 @@ int pti_server_init(ps_server *s, const pt_config *c, const pt_layout *l,
 	if ((rv = server_gone(s)) != 0)
 		return rv;
 	for (uint32_t w = 0; w < c->workers; w++)
-		pti_policy_sealed(s, w);
+		s->policy->sealed(s, w);
 	ps_ctx *none = NULL; // nothing is parked yet
-	pti_policy_clocks(s, &none);
-	s->lr_base = pti_job_lr(c);
-	s->warmup = warmup;
+	pti_server_clocks(s, &none);
+	s->lr = pti_job_lr_rule(c, warmup);
 	return 0;
 }

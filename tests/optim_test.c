@@ -2,7 +2,8 @@
 // computed by hand: p0 = 1, gradient 0.5 every step, lr 0.1.
 #include <stdlib.h>
 
-#include "optim.h"
+#include "common/job.h"
+#include "common/optim.h"
 #include "test.h"
 
 // run applies `steps` updates of gradient sum g (of gdiv gradients) to one
@@ -111,6 +112,34 @@ static void test_optim_lr_warmup(void)
 	PT_TEST_TRUE(pti_lr_at(0.4, 0, 0) == 0.4);
 }
 
+// test_optim_lr_rule: the job's one rule (pti_job_lr_rule, pti_lr): the
+// optimizer's usual rate when --lr is unset, B/256 scaling, warm-up, and
+// in async and ssp only, lr / W with --matched-lr and lr / staleness
+// with --staleness-lr.
+static void test_optim_lr_rule(void)
+{
+	pt_config c;
+	pt_config_defaults(&c);
+	pti_lr_rule r = pti_job_lr_rule(&c, 0);
+	PT_TEST_TRUE(pti_lr(&r, 0, 0) == 0.1); // sgd's usual rate
+	PT_TEST_OK(pt_config_set(&c, "optimizer", "adam"));
+	r = pti_job_lr_rule(&c, 0);
+	PT_TEST_TRUE(pti_lr(&r, 5, 0) == 0.001);
+	PT_TEST_OK(pt_config_set(&c, "lr", "0.4"));
+	PT_TEST_OK(pt_config_set(&c, "batch", "512"));
+	PT_TEST_OK(pt_config_set(&c, "lr-scaling", "linear"));
+	PT_TEST_OK(pt_config_set(&c, "workers", "4"));
+	PT_TEST_OK(pt_config_set(&c, "matched-lr", "1"));
+	PT_TEST_OK(pt_config_set(&c, "staleness-lr", "1"));
+	r = pti_job_lr_rule(&c, 4); // sync: neither division applies
+	PT_TEST_NEAR(pti_lr(&r, 0, 3), 0.2, 1e-15);
+	PT_TEST_TRUE(pti_lr(&r, 9, 3) == 0.8);
+	PT_TEST_OK(pt_config_set(&c, "mode", "async"));
+	r = pti_job_lr_rule(&c, 0);
+	PT_TEST_NEAR(pti_lr(&r, 9, 1), 0.2, 1e-15);
+	PT_TEST_NEAR(pti_lr(&r, 9, 4), 0.05, 1e-15);
+}
+
 static const pt_test_case cases[] = {
     {"test_optim_sgd", test_optim_sgd},
     {"test_optim_weight_decay", test_optim_weight_decay},
@@ -120,6 +149,7 @@ static const pt_test_case cases[] = {
     {"test_optim_adam", test_optim_adam},
     {"test_optim_bad_specs", test_optim_bad_specs},
     {"test_optim_lr_warmup", test_optim_lr_warmup},
+    {"test_optim_lr_rule", test_optim_lr_rule},
     {NULL, NULL},
 };
 

@@ -1,9 +1,9 @@
-// ps/checkpoint.h - a server's shard on disk: values, optimizer state and
+// common/checkpoint.h - a server's shard on disk: values, optimizer state and
 // version, written atomically (temporary file, fsync, rename) with a
 // CRC-32, so that a job can go on from the newest checkpoint every server
 // completed. Format: docs/FORMATS.md.
-#ifndef PT_PS_CHECKPOINT_H
-#define PT_PS_CHECKPOINT_H
+#ifndef PT_COMMON_CHECKPOINT_H
+#define PT_COMMON_CHECKPOINT_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -62,4 +62,4 @@ int pti_ckpt_save(const char *dir, const pti_ckpt_meta *m,
 int pti_ckpt_load(const char *path, const pti_ckpt_meta *want,
     int64_t *clocks, float *const *vecs, pti_ckpt_meta *got);
 
-#endif // PT_PS_CHECKPOINT_H
+#endif // PT_COMMON_CHECKPOINT_H

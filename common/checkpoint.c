@@ -1,4 +1,4 @@
-// ps/checkpoint.c - shard checkpoints (see checkpoint.h).
+// common/checkpoint.c - shard checkpoints (see checkpoint.h).
 #include "checkpoint.h"
 
 #include <dirent.h>

@@ -1,4 +1,4 @@
-// ps/optim.c - server-side optimizers (see optim.h).
+// common/optim.c - server-side optimizers (see optim.h).
 #include "optim.h"
 
 #include <math.h>
@@ -72,4 +72,16 @@ double pti_lr_at(double base, double warmup, int64_t step)
 	if (warmup > 0 && (double)(step + 1) < warmup)
 		return base * (double)(step + 1) / warmup;
 	return base;
+}
+
+double pti_lr(const pti_lr_rule *r, int64_t step, int64_t stale)
+{
+	double lr = pti_lr_at(r->base, r->warmup, step);
+	// Sync applies lr x the mean of W gradients per step; one gradient
+	// at lr / W moves the parameters as far per example.
+	if (r->per > 0)
+		lr /= r->per;
+	if (r->by_stale && stale > 1)
+		lr /= (double)stale;
+	return lr;
 }

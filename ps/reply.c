@@ -1,0 +1,147 @@
+// ps/reply.c - replies and the wait list: a reply encoded into a kept
+// request where one can carry it (a spare, or the one whose values are
+// the shard's already), an error reply that names the server and the
+// op, and the parked requests woken with their replies once the policy
+// allows. Everything here runs under the server lock.
+#include <stdio.h>
+#include <string.h>
+
+#include "err.h"
+#include "ps/policy.h"
+
+#define SERVER_LOG_ERRORS 20 // rejected requests logged in full, at most
+
+// ---------------------------------------------------------------- replies
+
+void pti_server_spare(ps_server *s, nng_msg *m)
+{
+	if (m != NULL && s->n_spare < s->cfg->workers + 1) {
+		s->spare[s->n_spare++] = m;
+		return;
+	}
+	if (m != NULL && m == s->filled)
+		s->filled = NULL;
+	nng_msg_free(m);
+}
+
+// spare_filled takes out of the spares the one whose values are already
+// pay[0, n) of the shard as they are now (a policy's fill, pti_server_act), with
+// where they lie in it in *own; NULL when no spare is.
+static nng_msg *spare_filled(ps_server *s, const float *pay, uint64_t n,
+    float **own)
+{
+	nng_msg *m = s->filled;
+	if (m == NULL || s->filled_ver != s->version || s->filled_n != n ||
+	    pay != s->params + s->filled_off)
+		return NULL;
+	s->filled = NULL;
+	for (uint32_t i = 0; i < s->n_spare; i++)
+		if (s->spare[i] == m) {
+			s->spare[i] = s->spare[--s->n_spare];
+			*own = s->filled_pay;
+			return m;
+		}
+	return NULL;
+}
+
+nng_msg *pti_server_reply(ps_server *s, pti_hdr *h, const float *pay,
+    uint64_t n)
+{
+	nng_msg *m = NULL;
+	float *own;
+	h->has |= PTI_H_STATUS;
+	// A request that holds these values already carries them as they
+	// are: only its header is written.
+	if (pay != NULL && (m = spare_filled(s, pay, n, &own)) != NULL) {
+		if (pti_msg_encode_in(m, h, own, n) == 0) {
+			s->replies_filled++;
+			return m;
+		}
+		nng_msg_free(m);
+		m = NULL;
+	}
+	// Many values go in a kept request that holds them without growing
+	// (its header had PTI_HDR_ROOM bytes: room for any reply's).
+	if (pay != NULL && s->n_spare > 0 &&
+	    pti_msg_roomy(s->spare[s->n_spare - 1], n)) {
+		m = s->spare[--s->n_spare];
+		if (m == s->filled)
+			s->filled = NULL; // its values are written over
+		if (pti_msg_encode_in(m, h, pay, n) == 0)
+			return m;
+		nng_msg_free(m);
+		m = NULL;
+	}
+	if (pti_msg_encode(&m, h, pay, n) != 0)
+		return NULL; // out of memory: the peer times out
+	return m;
+}
+
+nng_msg *pti_server_error(ps_server *s, const pti_hdr *req, int code,
+    const char *what)
+{
+	pti_hdr h;
+	pti_hdr_init(&h, req->op, PT_ROLE_SERVER, s->cfg->rank);
+	h.status = (uint32_t)code;
+	snprintf(h.msg, sizeof(h.msg), "server %u: %s: %s", s->cfg->rank,
+	    pti_op_name(req->op), what);
+	s->rejected++;
+	if (s->rejected <= SERVER_LOG_ERRORS)
+		fprintf(stderr, "%s (from %s %u)\n", h.msg,
+		    req->role == PT_ROLE_WORKER ? "worker" : "peer",
+		    req->rank);
+	return pti_server_reply(s, &h, NULL, 0);
+}
+
+// pti_server_values answers with the shard's values in [off, off + n), of
+// version ver (the shard's, or the next one for a range that holds it
+// already: policy->ahead); lr >= 0 also reports the learning rate and
+// staleness of the push it follows.
+nng_msg *pti_server_values(ps_server *s, uint32_t op, uint64_t off,
+    uint64_t n, int64_t ver, double lr, int64_t stale)
+{
+	pti_hdr h;
+	pti_hdr_init(&h, op, PT_ROLE_SERVER, s->cfg->rank);
+	h.has |= PTI_H_VER | PTI_H_RANGE;
+	h.ver = ver;
+	h.off = s->lo + off;
+	if (lr >= 0) {
+		h.has |= PTI_H_LR | PTI_H_STALE;
+		h.lr = lr;
+		h.staleness = stale;
+	}
+	return pti_server_reply(s, &h, s->params + off, n);
+}
+// wake_when moves the parked requests that may be answered to *wake:
+// those key() allows, or with `ahead` those whose range holds the next
+// version already while the step is open.
+static void wake_when(ps_server *s, ps_ctx **wake, int ahead)
+{
+	int64_t key = s->policy->key(s), ver = s->version + (ahead != 0);
+	ps_ctx **pp = &s->waiting;
+	while (*pp != NULL) {
+		ps_ctx *x = *pp;
+		if (ahead ? x->wait_ver != ver ||
+				!s->policy->ahead(s, x->r_off, x->r_n)
+			  : x->wait_ver > key) {
+			pp = &x->next;
+			continue;
+		}
+		*pp = x->next;
+		nng_aio_set_msg(x->aio, pti_server_values(s, x->r_op, x->r_off,
+					    x->r_n, ver, x->r_lr, x->r_stale));
+		x->next = *wake;
+		*wake = x;
+	}
+}
+
+void pti_server_wake(ps_server *s, ps_ctx **wake)
+{
+	wake_when(s, wake, 0);
+}
+
+void pti_server_wake_ahead(ps_server *s, ps_ctx **wake)
+{
+	wake_when(s, wake, 1);
+}
+
