@@ -61,7 +61,8 @@ build: bin/pstrain lib
 
 # What make test runs: the tests, the ASan copies, the benches' programs
 # and the fuzzers (clang; tests/fuzz_test.sh).
-test-build: build $(UNIT_BIN) $(PROC_BIN) build/asan/pstrain $(AUNIT_BIN) \
+test-build: build $(UNIT_BIN) $(PROC_BIN) build/tests/pstrain \
+	build/asan/pstrain $(AUNIT_BIN) \
 	build/asan/bench/solo build/bench/comm build/bench/solo \
 	build/bench/split build/bench/ring $(FUZZ_BIN)
 
@@ -138,6 +139,11 @@ build/asan/pstrain: $(AOBJ)/cli/main.o $(ALIB_OBJ)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(LDLIBS)
 
+# pstrain with the test hooks, for the tests that inject faults.
+build/tests/pstrain: $(OBJ)/cli/main.o $(LIB_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
 build/tests/%: $(OBJ)/tests/%.o $(OBJ)/tests/test.o $(LIB_OBJ)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
@@ -171,6 +177,12 @@ $(OBJ)/%.o: %.c
 $(AOBJ)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN) -c -o $@ $<
+
+# The core as the tests link it (build/obj, build/asan) has the test
+# hooks (common/testhook.h); the library (build/pic) and bin/pstrain have
+# none.
+$(CORE_SRC:%.c=$(OBJ)/%.o) $(CORE_SRC:%.c=$(AOBJ)/%.o): \
+	CPPFLAGS += -DPT_TEST_HOOKS
 
 # make bench: bench/run.sh times pstrain against baselines it builds:
 # raw nng round trips of the same bytes (bench/comm.c, through pstrain.h

@@ -14,6 +14,7 @@
 
 #include "afile.h"
 #include "err.h"
+#include "common/testhook.h"
 
 #define CKPT_MAGIC "PSTRCKPT"
 #define CKPT_FORMAT 2u
@@ -87,7 +88,7 @@ static void ckpt_prune(const char *dir, uint32_t rank, int64_t newest)
 // hook PSTRAIN_TEST_CKPT_STALL=V:MS asks for it (see checkpoint.h).
 static void ckpt_stall(FILE *f, int64_t v)
 {
-	const char *e = getenv("PSTRAIN_TEST_CKPT_STALL");
+	const char *e = pti_test_hook("PSTRAIN_TEST_CKPT_STALL");
 	long long want;
 	unsigned ms;
 	if (e == NULL || sscanf(e, "%lld:%u", &want, &ms) != 2 || want != v)

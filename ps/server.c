@@ -31,6 +31,7 @@
 #include "err.h"
 #include "proto.h"
 #include "server_impl.h"
+#include "common/testhook.h"
 #include "transport.h"
 
 volatile sig_atomic_t pti_server_signal;
@@ -59,7 +60,7 @@ static pthread_once_t drop_once = PTHREAD_ONCE_INIT;
 
 static void drop_read(void)
 {
-	const char *e = getenv("PSTRAIN_TEST_DROP_REPLY");
+	const char *e = pti_test_hook("PSTRAIN_TEST_DROP_REPLY");
 	drop_nth = e != NULL ? atol(e) : 0;
 }
 
@@ -134,7 +135,7 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 // has its reply and exits while this server still serves the others.
 static void stop_delay(void)
 {
-	const char *e = getenv("PSTRAIN_TEST_STOP_DELAY_MS");
+	const char *e = pti_test_hook("PSTRAIN_TEST_STOP_DELAY_MS");
 	unsigned ms;
 	if (e != NULL && sscanf(e, "%u", &ms) == 1)
 		usleep((useconds_t)ms * 1000);

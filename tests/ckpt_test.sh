@@ -8,6 +8,9 @@
 # checkpoint writes reach the user, and checkpoints are private.
 cd "$(dirname "$0")/.." || exit 2
 P=${PSTRAIN:-bin/pstrain}
+# The test hooks (PSTRAIN_TEST_*, common/testhook.h) are only in the
+# test build of pstrain.
+H=${PSTRAIN:-build/tests/pstrain}
 DIFF=build/tests/proc_modeldiff
 T=$(mktemp -d "${TMPDIR:-/tmp}/pt-ck-XXXXXX")
 trap 'rm -rf "$T"' EXIT
@@ -139,7 +142,7 @@ test_ck_killed_while_writing() {
 	# bit-identical to the job that never failed.
 	n=test_ck_killed_while_writing
 	d="$T/mid"
-	PSTRAIN_TEST_CKPT_STALL=40:1500 $P run $J --steps 400 \
+	PSTRAIN_TEST_CKPT_STALL=40:1500 $H run $J --steps 400 \
 		--checkpoint-dir "$d/ck" --checkpoint-every 20 --restart-servers 1 \
 		--out "$d" --save-model "$d/m.bin" >"$d.log" 2>&1 &
 	pid=$!

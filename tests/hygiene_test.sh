@@ -1,7 +1,8 @@
 #!/bin/sh
 # tests/hygiene_test.sh - what pstrain leaves on the machine and takes
 # from it: one OpenBLAS thread per process unless the user chose, and no
-# socket folder left behind by a launcher killed with kill -9. Prints
+# socket folder left behind by a launcher killed with kill -9, and no
+# test hook in what is shipped. Prints
 # "ok NAME" / "FAIL NAME" per case.
 cd "$(dirname "$0")/.." || exit 2
 P=${PSTRAIN:-bin/pstrain}
@@ -128,5 +129,20 @@ test_hygiene_sockets_after_kill9() {
 	fi
 }
 
+# The test hooks (PSTRAIN_TEST_*, common/testhook.h) are compiled into
+# the test build only: the library and bin/pstrain read none of them.
+test_hygiene_no_test_hooks() {
+	n=test_hygiene_no_test_hooks
+	hooked=$(strings build/tests/pstrain | grep -c '^PSTRAIN_TEST_')
+	shipped=$(cat bin/pstrain build/lib/libpstrain.so build/lib/libpstrain.a |
+		strings | grep -c '^PSTRAIN_TEST_')
+	if [ "$hooked" -ge 4 ] && [ "$shipped" = 0 ]; then
+		ok $n
+	else
+		no $n "hooks named: $hooked in the test build (want >= 4), $shipped in bin/pstrain and the library (want 0)"
+	fi
+}
+
 test_hygiene_one_blas_thread
 test_hygiene_sockets_after_kill9
+test_hygiene_no_test_hooks

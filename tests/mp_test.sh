@@ -5,6 +5,9 @@
 # after a failure or Ctrl-C. Prints "ok NAME" / "FAIL NAME" per case.
 cd "$(dirname "$0")/.." || exit 2
 P=${PSTRAIN:-bin/pstrain}
+# The test hooks (PSTRAIN_TEST_*, common/testhook.h) are only in the
+# test build of pstrain.
+H=${PSTRAIN:-build/tests/pstrain}
 DIFF=build/tests/proc_modeldiff
 T=$(mktemp -d "${TMPDIR:-/tmp}/pt-mp-XXXXXX")
 trap 'rm -rf "$T"' EXIT
@@ -465,7 +468,7 @@ test_mp_one_finisher() {
 	# the job a second time over its final.csv.
 	n=test_mp_one_finisher
 	d="$T/fin1"
-	PSTRAIN_TEST_STOP_DELAY_MS=500 $P run --mode sync --servers 2 \
+	PSTRAIN_TEST_STOP_DELAY_MS=500 $H run --mode sync --servers 2 \
 		--workers 3 $D --batch 48 --steps 30 --validation 10% \
 		--out "$d" >"$d.log" 2>&1 || { no $n "the job failed" "$d.log"; return; }
 	finals=$(awk -F, -v s=30 '$5 == s' "$d/eval.csv" | wc -l)
@@ -612,7 +615,7 @@ test_mp_lost_reply_rejoins() {
 	$P run $a --out "$T/lr0" --save-model "$T/lr0/m.bin" >"$T/lr0.log" 2>&1 ||
 		{ no $n "reference run failed" "$T/lr0.log"; return; }
 	PSTRAIN_TEST_DROP_REPLY=61 PSTRAIN_TEST_NOTE_S=1 timeout 120 \
-		$P run $a --out "$T/lr1" --save-model "$T/lr1/m.bin" \
+		$H run $a --out "$T/lr1" --save-model "$T/lr1/m.bin" \
 		>"$T/lr1.log" 2>&1 ||
 		{ no $n "run with a lost reply failed or hung" "$T/lr1.log"; return; }
 	if grep -q "dropping reply" "$T"/lr1/server-*.log &&

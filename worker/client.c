@@ -11,6 +11,7 @@
 #include <nng/protocol/reqrep0/req.h>
 
 #include "clock.h"
+#include "common/testhook.h"
 #include "config.h"
 #include "err.h"
 #include "transport.h"
@@ -95,7 +96,7 @@ struct pt_lent {
 
 static double client_note_s(void)
 {
-	const char *e = getenv("PSTRAIN_TEST_NOTE_S");
+	const char *e = pti_test_hook("PSTRAIN_TEST_NOTE_S");
 	double s = e != NULL ? atof(e) : 0;
 	return s > 0 ? s : CLIENT_NOTE_S;
 }
@@ -106,7 +107,7 @@ static double client_note_s(void)
 // pti_call_lend, which pstrain's own replies never take.
 static int client_skew(void)
 {
-	const char *e = getenv("PSTRAIN_TEST_LEND_SKEW");
+	const char *e = pti_test_hook("PSTRAIN_TEST_LEND_SKEW");
 	return e != NULL && atoi(e) > 0;
 }
 
