@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "pstrain.h"
 #include "version.h"
 
 static const struct {
@@ -99,6 +100,7 @@ int main(int argc, char **argv)
 	if (getenv("OPENBLAS_NUM_THREADS") == NULL)
 		setenv("OPENBLAS_NUM_THREADS", "1", 1);
 	malloc_keep();
+	pt_log_set(pt_log_stderr, NULL); // the library's messages: stderr
 	if (argc == 2 && strcmp(argv[1], "--version") == 0) {
 		printf("pstrain %s\n", PT_VERSION);
 		return 0;

@@ -94,8 +94,8 @@ static void ckpt_stall(FILE *f, int64_t v)
 	if (e == NULL || sscanf(e, "%lld:%u", &want, &ms) != 2 || want != v)
 		return;
 	fflush(f);
-	fprintf(stderr, "checkpoint: stalling %u ms while writing version "
-	    "%lld (PSTRAIN_TEST_CKPT_STALL)\n", ms, want);
+	pti_log(PT_LOG_WARN, "checkpoint: stalling %u ms while writing version "
+	    "%lld (PSTRAIN_TEST_CKPT_STALL)", ms, want);
 	usleep((useconds_t)ms * 1000);
 }
 

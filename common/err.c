@@ -1,7 +1,8 @@
-// common/err.c - error strings and the per-thread error detail.
+// common/err.c - error strings, the per-thread error detail, the log.
 #include "err.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -52,4 +53,36 @@ const char *pt_errmsg(int code)
 void pti_err_clear(void)
 {
 	err_detail[0] = '\0';
+}
+
+// ---------------------------------------------------------------- log
+
+// The function and its argument, set before the library's threads start
+// (pstrain.h); read with acquire so that a thread sees both.
+static pt_log_fn _Atomic log_fn;
+static void *log_arg;
+
+void pt_log_set(pt_log_fn fn, void *arg)
+{
+	log_arg = arg;
+	atomic_store_explicit(&log_fn, fn, memory_order_release);
+}
+
+void pt_log_stderr(void *arg, int level, const char *msg)
+{
+	(void)arg, (void)level;
+	fprintf(stderr, "%s\n", msg);
+}
+
+void pti_log(int level, const char *fmt, ...)
+{
+	pt_log_fn fn = atomic_load_explicit(&log_fn, memory_order_acquire);
+	if (fn == NULL)
+		return;
+	char buf[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	fn(log_arg, level, buf);
 }

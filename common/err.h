@@ -1,5 +1,6 @@
-// common/err.h - error codes shared by every module, and a per-thread
-// detail string that names what was wrong (the file, the flag, the peer).
+// common/err.h - error codes shared by every module, a per-thread
+// detail string that names what was wrong (the file, the flag, the peer),
+// and the library's log (pt_log_set).
 // Functions return 0 or a PT_E* code; on failure they may leave a detail
 // with pti_err_set, read back with pt_errmsg.
 #ifndef PT_COMMON_ERR_H
@@ -18,5 +19,10 @@ int pti_err_set(int code, const char *fmt, ...)
 
 // pti_err_clear forgets the calling thread's detail.
 void pti_err_clear(void);
+
+// pti_log formats one message (no trailing newline) for the function of
+// pt_log_set at level PT_LOG_*; nothing when none is set.
+void pti_log(int level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 #endif // PT_COMMON_ERR_H

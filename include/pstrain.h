@@ -64,6 +64,23 @@ enum {
 // valid until the thread's next call into pstrain.
 PT_API const char *pt_errmsg(int code);
 
+// ---------------------------------------------------------------- log
+
+// What the library has to say besides its return codes (a server's
+// address, refused requests, workers lost or rejoining, checkpoints
+// written or failed, a worker's notes on a silent server) goes to one
+// function, as nng's log does: none at first, so the library prints
+// nothing. pt_log_set installs fn (NULL: none again), called with arg,
+// the message's level and its text, one line without a newline, valid
+// during the call. fn may run on any of the library's threads and with
+// its locks held: it must return promptly and must not call pstrain.
+// Set it before opening servers or workers. pt_log_stderr is a ready
+// fn: each message and a newline on stderr (pstrain's commands use it).
+enum { PT_LOG_ERR = 1, PT_LOG_WARN, PT_LOG_INFO };
+typedef void (*pt_log_fn)(void *arg, int level, const char *msg);
+PT_API void pt_log_set(pt_log_fn fn, void *arg);
+PT_API void pt_log_stderr(void *arg, int level, const char *msg);
+
 // ---------------------------------------------------------------- job
 
 typedef struct pt_job pt_job;

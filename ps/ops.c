@@ -134,8 +134,8 @@ static nng_msg *op_hello(ps_server *s, ps_ctx *x, const pti_hdr *h,
 		s->n_lost--;
 		if (*clock < s->min_clock)
 			*clock = s->min_clock;
-		fprintf(stderr, "server %u: worker %u rejoined at version "
-		    "%lld\n", s->cfg->rank, h->rank, (long long)s->version);
+		pti_log(PT_LOG_INFO, "server %u: worker %u rejoined at version "
+		    "%lld", s->cfg->rank, h->rank, (long long)s->version);
 	}
 	// A worker that reconnects (this server was restarted from a
 	// checkpoint) says how far it got: its clock goes on from there.
@@ -227,8 +227,8 @@ static int push_finite(ps_server *s, const pti_hdr *h, const void *pay,
 	memcpy(&v, b + i * sizeof(float), sizeof(float));
 	s->nonfinite++;
 	if (s->nonfinite <= 10 || s->nonfinite % 1000 == 0)
-		fprintf(stderr, "server %u: refused a push of worker %u with a "
-		    "non-finite value (%g at offset %llu); %llu so far\n",
+		pti_log(PT_LOG_WARN, "server %u: refused a push of worker %u with a "
+		    "non-finite value (%g at offset %llu); %llu so far",
 		    s->cfg->rank, h->rank, (double)v,
 		    (unsigned long long)(h->off + i),
 		    (unsigned long long)s->nonfinite);
@@ -350,7 +350,7 @@ static nng_msg *op_shutdown(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	    (!s->m[h->rank].done || s->n_done + s->n_lost < s->cfg->workers))
 		return pti_peer_refuse(s, h, p, PT_EAUTH, "a worker may stop the servers "
 		    "only once every worker is done");
-	fprintf(stderr, "server %u: shutdown asked by %s %u (%s)\n",
+	pti_log(PT_LOG_INFO, "server %u: shutdown asked by %s %u (%s)",
 	    s->cfg->rank, pti_role_name(h->role), h->rank,
 	    p ? p->name : "an unknown peer");
 	x->stop_after = 1;

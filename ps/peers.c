@@ -84,9 +84,9 @@ ps_peer *pti_peer_add(ps_server *s, uint32_t pipe, uint32_t *evict)
 		*evict = oldest->pipe;
 		s->conn_closed++;
 		if (pti_note_due(s->conn_closed))
-			fprintf(stderr, "server %u: closing the connection of "
+			pti_log(PT_LOG_WARN, "server %u: closing the connection of "
 			    "%s: %u connections have not authenticated (%llu "
-			    "closed so far)\n", s->cfg->rank, oldest->name,
+			    "closed so far)", s->cfg->rank, oldest->name,
 			    s->unauth_max, (unsigned long long)s->conn_closed);
 		oldest->pipe = 0; // its removal finds no slot: nothing to do
 		if (free_slot == NULL)
@@ -132,8 +132,8 @@ nng_msg *pti_peer_refuse(ps_server *s, const pti_hdr *h,
 	s->unauth++;
 	s->rejected++;
 	if (pti_note_due(s->unauth))
-		fprintf(stderr, "server %u: refused %s from %s: %s (%llu "
-		    "refused so far)\n", s->cfg->rank, pti_op_name(h->op),
+		pti_log(PT_LOG_WARN, "server %u: refused %s from %s: %s (%llu "
+		    "refused so far)", s->cfg->rank, pti_op_name(h->op),
 		    p ? p->name : "an unknown peer", why,
 		    (unsigned long long)s->unauth);
 	pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->cfg->rank);
@@ -235,8 +235,8 @@ void pti_peers_idle(ps_server *s)
 			continue;
 		s->conn_closed++;
 		if (pti_note_due(s->conn_closed))
-			fprintf(stderr, "server %u: closing the connection of %s: "
-			    "not authenticated after %.0fs (%llu requests, %s)\n",
+			pti_log(PT_LOG_WARN, "server %u: closing the connection of %s: "
+			    "not authenticated after %.0fs (%llu requests, %s)",
 			    s->cfg->rank, q->name, now - q->since,
 			    (unsigned long long)q->requests, q->requests ?
 			    "all refused" : "none complete");
@@ -258,10 +258,10 @@ void pti_peer_removed(ps_server *s, uint32_t id, ps_ctx **wake)
 		if (!q->authed && q->requests == 0) {
 			s->conn_closed++;
 			if (pti_note_due(s->conn_closed))
-				fprintf(stderr, "server %u: %s closed its "
+				pti_log(PT_LOG_WARN, "server %u: %s closed its "
 				    "connection after %.1fs without a complete "
 				    "request (a message over the limit of %zu "
-				    "bytes is refused this way)\n",
+				    "bytes is refused this way)",
 				    s->cfg->rank, q->name,
 				    pti_clock_s() - q->since, s->recv_max);
 		}

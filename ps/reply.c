@@ -87,7 +87,7 @@ nng_msg *pti_server_error(ps_server *s, const pti_hdr *req, int code,
 	    pti_op_name(req->op), what);
 	s->rejected++;
 	if (s->rejected <= SERVER_LOG_ERRORS)
-		fprintf(stderr, "%s (from %s %u)\n", h.msg,
+		pti_log(PT_LOG_WARN, "%s (from %s %u)", h.msg,
 		    req->role == PT_ROLE_WORKER ? "worker" : "peer",
 		    req->rank);
 	return pti_server_reply(s, &h, NULL, 0);

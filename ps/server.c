@@ -70,7 +70,7 @@ static int reply_dropped(ps_ctx *x)
 	long drop = drop_nth;
 	if (drop <= 0 || atomic_fetch_add(&replies_sent, 1) + 1 != drop)
 		return 0;
-	fprintf(stderr, "server %u: test hook: dropping reply %ld\n",
+	pti_log(PT_LOG_WARN, "server %u: test hook: dropping reply %ld",
 	    x->s->cfg->rank, drop);
 	nng_msg_free(nng_aio_get_msg(x->aio));
 	nng_aio_set_msg(x->aio, NULL);
@@ -215,8 +215,8 @@ static int server_ready(pt_server *ps)
 		snprintf(ps->url, sizeof(ps->url), "%stcp://%s:%u", tls, ip,
 		    ntohs(sa.s_in.sa_port));
 	}
-	fprintf(stderr, "server %u: listening on %s, shard [%llu, %llu) of "
-	    "%llu parameters, %s, %u workers\n", c->rank, ps->url,
+	pti_log(PT_LOG_INFO, "server %u: listening on %s, shard [%llu, %llu) of "
+	    "%llu parameters, %s, %u workers", c->rank, ps->url,
 	    (unsigned long long)s->lo, (unsigned long long)s->hi,
 	    (unsigned long long)s->layout.n_params, pt_mode_name(c->mode),
 	    c->workers);
@@ -253,8 +253,8 @@ static void *close_watch_run(void *arg)
 	while (!w->done && pti_clock_s() < until)
 		pti_cond_wait_ms(&w->cv, &w->mu, 100);
 	if (!w->done) {
-		fprintf(stderr, "server %u: closing the socket did not finish "
-		    "in %d s; exiting without it\n", w->rank, CLOSE_WAIT_S);
+		pti_log(PT_LOG_WARN, "server %u: closing the socket did not finish "
+		    "in %d s; exiting without it", w->rank, CLOSE_WAIT_S);
 		_exit(w->rv == 0 ? 0 : 1);
 	}
 	pthread_mutex_unlock(&w->mu);
@@ -414,10 +414,10 @@ void pt_server_close(pt_server *ps)
 	if (s->shutting)
 		usleep(200 * 1000);
 	if (pti_server_signal)
-		fprintf(stderr, "server %u: stopping on signal %d\n", c->rank,
+		pti_log(PT_LOG_WARN, "server %u: stopping on signal %d", c->rank,
 		    (int)pti_server_signal);
-	fprintf(stderr, "server %u: version %lld, %llu updates, %llu "
-	    "rejected requests\n", c->rank, (long long)s->version,
+	pti_log(PT_LOG_INFO, "server %u: version %lld, %llu updates, %llu "
+	    "rejected requests", c->rank, (long long)s->version,
 	    (unsigned long long)s->updates, (unsigned long long)s->rejected);
 	if (c->out[0] != '\0')
 		pti_server_write_stats(s);

@@ -51,7 +51,7 @@ static void server_checkpoint(ps_server *s)
 		s->ckpt_failures++;
 		snprintf(s->ckpt_error, sizeof(s->ckpt_error), "%s",
 		    pt_errmsg(rv));
-		fprintf(stderr, "server %u: checkpoint failed: %s\n",
+		pti_log(PT_LOG_ERR, "server %u: checkpoint failed: %s",
 		    s->cfg->rank, s->ckpt_error);
 	}
 }
@@ -132,8 +132,8 @@ void pti_server_lost(ps_server *s, uint32_t r, const char *why,
 		return;
 	s->m[r].lost = 1;
 	s->n_lost++;
-	fprintf(stderr, "server %u: worker %u %s at version %lld; going on "
-	    "with %u workers\n", s->cfg->rank, r, why, (long long)s->version,
+	pti_log(PT_LOG_WARN, "server %u: worker %u %s at version %lld; going on "
+	    "with %u workers", s->cfg->rank, r, why, (long long)s->version,
 	    s->cfg->workers - s->n_lost);
 	settle(s, wake);
 }
@@ -149,8 +149,8 @@ void pti_server_pipe_removed(ps_server *s, uint32_t id, ps_ctx **wake)
 			pti_server_lost(s, r, "disconnected", wake);
 		else if (!s->m[r].gone && !s->stop && !s->shutting) {
 			s->m[r].gone = 1;
-			fprintf(stderr, "server %u: worker %u disconnected "
-			    "after it was done\n", s->cfg->rank, r);
+			pti_log(PT_LOG_WARN, "server %u: worker %u disconnected "
+			    "after it was done", s->cfg->rank, r);
 		}
 	}
 }
@@ -185,9 +185,9 @@ void pti_server_alone(ps_server *s, ps_ctx **wake)
 		    now - s->t_start >= c->alone_timeout) {
 			m->lost = 1;
 			s->n_lost++;
-			fprintf(stderr, "server %u: worker %u has not arrived "
+			pti_log(PT_LOG_WARN, "server %u: worker %u has not arrived "
 			    "%.0fs after this server started; going on with "
-			    "%u workers\n", c->rank, r, c->alone_timeout,
+			    "%u workers", c->rank, r, c->alone_timeout,
 			    c->workers - s->n_lost);
 			settle(s, wake);
 		}
@@ -202,8 +202,8 @@ void pti_server_alone(ps_server *s, ps_ctx **wake)
 		s->alone_since = now;
 	if (now - s->alone_since < ALONE_GRACE_S)
 		return;
-	fprintf(stderr, "server %u: no worker is left (%u of %u arrived, %u "
-	    "finished, %u lost) and none stopped the job; stopping\n",
+	pti_log(PT_LOG_WARN, "server %u: no worker is left (%u of %u arrived, %u "
+	    "finished, %u lost) and none stopped the job; stopping",
 	    c->rank, s->n_hello, c->workers, s->n_done, s->n_lost);
 	s->stop = 1;
 	s->orphaned = 1;
@@ -268,7 +268,7 @@ void pti_server_write_stats(const ps_server *s)
 	    pti_json_str(s->ckpt_error[0] ? s->ckpt_error : NULL));
 	snprintf(path, sizeof(path), "%s/server-%u.json", c->out, c->rank);
 	if (json_dump_file(o, path, JSON_INDENT(2)) != 0)
-		fprintf(stderr, "server %u: cannot write %s: %s\n", c->rank,
+		pti_log(PT_LOG_ERR, "server %u: cannot write %s: %s", c->rank,
 		    path, strerror(errno));
 	json_decref(o);
 }
@@ -400,7 +400,7 @@ int pti_server_init(ps_server *s, const pt_config *c, const pt_layout *l,
 			    got.n_workers, c->workers);
 		s->version = got.version;
 		s->updates = got.updates;
-		fprintf(stderr, "server %u: resumed from %s at version %lld\n",
+		pti_log(PT_LOG_INFO, "server %u: resumed from %s at version %lld",
 		    c->rank, path, (long long)s->version);
 	}
 	if ((rv = server_gone(s)) != 0)

@@ -22,7 +22,8 @@ import os
 
 import numpy as np
 
-__all__ = ["Error", "Job", "Net", "Server", "Worker", "ALL"]
+__all__ = ["Error", "Job", "Net", "Server", "Worker", "ALL",
+           "log_to_stderr"]
 
 ALL = -1  # a range of the whole key space, as PT_ALL
 
@@ -99,6 +100,16 @@ _worker_stats = _sig("pt_worker_stats", ctypes.c_int, _P,
                      ctypes.POINTER(_Stats))
 _worker_done = _sig("pt_worker_done", ctypes.c_int, _P)
 _worker_close = _sig("pt_worker_close", None, _P)
+_log_set = _sig("pt_log_set", None, _P, _P)
+
+
+def log_to_stderr(on=True):
+    """The library's messages (a server's address, refused requests, lost
+    or rejoining workers, checkpoints) on stderr, one line each; with
+    False, nowhere, as at first. Call it before opening servers or
+    workers."""
+    fn = ctypes.cast(_lib.pt_log_stderr, _P) if on else None
+    _log_set(fn, None)
 
 
 class Error(Exception):

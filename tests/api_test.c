@@ -208,6 +208,38 @@ static void test_api_default_lr(void)
 	PT_TEST_NEAR(v[0], -0.1, 1e-7);
 }
 
+// The log: with a function set, the library's messages reach it (a
+// server's address as it opens, the shutdown it was asked for), one line
+// each without a newline; with none set, nothing is said.
+typedef struct api_log {
+	int n, levels_ok, newline;
+	char listening[200];
+} api_log;
+
+static void api_log_cb(void *arg, int level, const char *msg)
+{
+	api_log *l = arg;
+	l->n++;
+	l->levels_ok += level >= PT_LOG_ERR && level <= PT_LOG_INFO;
+	l->newline += strchr(msg, '\n') != NULL;
+	if (strstr(msg, "listening on") != NULL)
+		snprintf(l->listening, sizeof(l->listening), "%s", msg);
+}
+
+static void test_api_log(void)
+{
+	api_log l = {0};
+	float v[4];
+	pt_log_set(api_log_cb, &l);
+	api_one_step(v, "sgd", NULL);
+	pt_log_set(NULL, NULL);
+	PT_TEST_STR_HAS(l.listening, "server 0: listening on tcp://127.0.0.1:");
+	PT_TEST_TRUE(l.n >= 2 && l.levels_ok == l.n && l.newline == 0);
+	int seen = l.n;
+	api_one_step(v, "sgd", NULL); // none set: not called
+	PT_TEST_TRUE(l.n == seen);
+}
+
 // Bad input is refused with an error that names it, and the job goes on.
 static void test_api_refusals(void)
 {
@@ -728,6 +760,7 @@ static const pt_test_case cases[] = {
     {"test_api_ranges_across_servers", test_api_ranges_across_servers},
     {"test_api_sync_mean", test_api_sync_mean},
     {"test_api_default_lr", test_api_default_lr},
+    {"test_api_log", test_api_log},
     {"test_api_refusals", test_api_refusals},
     {"test_api_lent_matches_copy", test_api_lent_matches_copy},
     {"test_api_lent_spanning_refused", test_api_lent_spanning_refused},

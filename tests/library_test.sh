@@ -25,14 +25,15 @@ fi
 
 # Only pstrain.h's calls leave the shared object: every exported
 # function is declared there, and no internal (pti_) name is exported.
-# The 27 calls include the lent-value pair (pt_wait_lent, pt_lent_free)
+# The 29 calls include the log (pt_log_set, pt_log_stderr), the
+# lent-value pair (pt_wait_lent, pt_lent_free)
 # and pstrain's own models (pt_job_model, pt_net_*).
 nm -D --defined-only "$PREFIX/lib/libpstrain.so.1" | awk '$2 == "T" {print $3}' \
 	| sort >"$T/exported"
 sed -n 's/^PT_API [^(]*[ *]\(pt_[a-z_]*\)(.*/\1/p' include/pstrain.h | sort \
 	>"$T/declared"
 if [ -s "$T/declared" ] && cmp -s "$T/exported" "$T/declared" &&
-	[ "$(wc -l <"$T/declared")" -eq 27 ] &&
+	[ "$(wc -l <"$T/declared")" -eq 29 ] &&
 	grep -qx pt_wait_lent "$T/exported" && grep -qx pt_lent_free "$T/exported"; then
 	ok test_library_exports_only_the_api
 else
@@ -137,9 +138,11 @@ if [ -z "$PY" ]; then
 	no test_library_python_numpy "no python3 with numpy (python3-numpy)"
 else
 	# Arrays are handed over, never copied: one of another type is
-	# refused rather than silently copied.
+	# refused rather than silently copied. log_to_stderr shows the
+	# library's messages.
 	if $PY -c '
 import numpy as np, pstrain
+pstrain.log_to_stderr()
 j = pstrain.Job([("a", 4, 0.1)], servers=1, workers=1)
 try:
     j.set("model", "mlp:8")
@@ -157,7 +160,8 @@ v = np.zeros(4, np.float32)
 w.pull("a", v).wait()
 assert (abs(v) <= 0.1).all() and v.any(), v
 w.close(); s.stop(); s.close()
-' >"$T/py-api.log" 2>&1; then
+' >"$T/py-api.log" 2>&1 &&
+		grep -q "^server 0: listening on tcp://127.0.0.1:" "$T/py-api.log"; then
 		ok test_library_python_binding
 	else
 		no test_library_python_binding "binding checks" "$T/py-api.log"

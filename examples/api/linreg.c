@@ -224,6 +224,7 @@ int main(int argc, char **argv)
 	opts o = {"sync", 2, 2, 300, 64, 50, "0.1"};
 	const char *role = argc > 1 ? argv[1] : "", *url = NULL;
 	int rank = 0, i = 2;
+	pt_log_set(pt_log_stderr, NULL); // the library's messages on stderr
 	if (strcmp(role, "server") == 0 || strcmp(role, "worker") == 0) {
 		if (argc < 4) {
 			fprintf(stderr, "linreg %s: needs RANK and URL\n", role);
