@@ -13,13 +13,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "batch.h"
 #include "config.h"
 #include "data.h"
 #include "err.h"
 #include "layout.h"
-#include "model.h"
+#include "model/model.h"
 #include "optim.h"
+#include "train/batch.h"
 
 static double now_s(void)
 {

@@ -12,7 +12,7 @@
 
 #include "blas.h"
 #include "layout.h"
-#include "model.h"
+#include "model/model.h"
 #include "rng.h"
 #include "test.h"
 

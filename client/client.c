@@ -1,5 +1,5 @@
-// worker/client.c - parallel requests to every server (see client.h).
-#include "client.h"
+// client/client.c - parallel requests to every server (see client.h).
+#include "client/client.h"
 
 #include <pthread.h>
 #include <stdalign.h>
@@ -10,10 +10,10 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 
-#include "clock.h"
-#include "config.h"
-#include "err.h"
-#include "transport.h"
+#include "common/clock.h"
+#include "common/config.h"
+#include "common/err.h"
+#include "common/transport.h"
 
 // Pipes one link follows at once: one, or two while a server that came
 // back is connected before the old connection's removal is told.

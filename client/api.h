@@ -1,9 +1,9 @@
-// worker/api.h - what pstrain's own trainer (worker.c) uses of the public
+// client/api.h - what pstrain's own trainer (worker.c) uses of the public
 // worker (pstrain.h) beyond its calls: rejoining, and the end of a job.
-#ifndef PT_WORKER_API_H
-#define PT_WORKER_API_H
+#ifndef PT_CLIENT_API_H
+#define PT_CLIENT_API_H
 
-#include "client.h"
+#include "client/client.h"
 #include "pstrain.h"
 
 // pti_worker_join waits (at most --rpc-timeout) until every server is
@@ -28,4 +28,4 @@ int pti_worker_shutdown(pt_worker *w);
 // pti_worker_client is the worker's connection to the servers.
 pt_client *pti_worker_client(pt_worker *w);
 
-#endif // PT_WORKER_API_H
+#endif // PT_CLIENT_API_H

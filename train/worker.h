@@ -1,9 +1,9 @@
-// worker/worker.h - one worker process: its slice of every global batch,
+// train/worker.h - one worker process: its slice of every global batch,
 // gradients pushed to the servers, fresh parameters pulled back.
-#ifndef PT_WORKER_WORKER_H
-#define PT_WORKER_WORKER_H
+#ifndef PT_TRAIN_WORKER_H
+#define PT_TRAIN_WORKER_H
 
-#include "config.h"
+#include "common/config.h"
 
 // pt_worker_run trains for the configured steps, writing
 // c->out/worker-R.csv (and, for rank 0, eval.csv). When a server's
@@ -32,4 +32,4 @@ int pt_worker_evaluate(struct pt_model *m, const float *params,
     const struct pt_dataset *d, uint32_t max_batch, float *xbuf,
     uint8_t *ybuf, uint32_t *idxbuf, double *loss, double *acc);
 
-#endif // PT_WORKER_WORKER_H
+#endif // PT_TRAIN_WORKER_H

@@ -1,4 +1,4 @@
-// worker/cnn.c - the "cnn:C1,..." model (common/layout.h): 3x3 same
+// model/cnn.c - the "cnn:C1,..." model (common/layout.h): 3x3 same
 // convolutions with bias, ReLU and 2x2 max-pools, then a dense layer to
 // the logits. Convolutions are matrix products on common/blas.h: im2col
 // turns a chunk of images into rows of 3x3 patches, (positions, 9 C_in),
@@ -20,9 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "blas.h"
-#include "err.h"
-#include "model_impl.h"
+#include "common/blas.h"
+#include "common/err.h"
+#include "model/model_impl.h"
 
 #define CNN_CHUNK 16u // images per patch matrix
 

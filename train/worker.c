@@ -1,11 +1,11 @@
-// worker/worker.c - the training loop of one worker.
+// train/worker.c - the training loop of one worker.
 //
 // Data order: every epoch the training set is permuted by a generator
 // seeded with (seed, epoch) that all workers share. Global step t uses
 // block t mod steps_per_epoch of B examples of that permutation, and
 // worker r takes the r-th slice of B/W examples of the block; so a sync
 // job with W workers performs the same SGD as one worker with batch B.
-#include "worker.h"
+#include "train/worker.h"
 
 #include <errno.h>
 #include <math.h>
@@ -17,23 +17,23 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "api.h"
-#include "batch.h"
-#include "blas.h"
-#include "checkpoint.h"
-#include "clock.h"
-#include "client.h"
-#include "data.h"
-#include "err.h"
-#include "job.h"
-#include "layout.h"
-#include "model.h"
-#include "modelfile.h"
-#include "outputs.h"
-#include "optim.h"
-#include "proto.h"
-#include "ring.h"
-#include "rng.h"
+#include "client/api.h"
+#include "client/client.h"
+#include "common/blas.h"
+#include "common/clock.h"
+#include "common/data.h"
+#include "common/err.h"
+#include "common/job.h"
+#include "common/layout.h"
+#include "common/modelfile.h"
+#include "common/outputs.h"
+#include "common/proto.h"
+#include "common/rng.h"
+#include "model/model.h"
+#include "ps/checkpoint.h"
+#include "ps/optim.h"
+#include "train/batch.h"
+#include "train/ring.h"
 
 #define EVAL_CHUNK 500u // examples per forward pass when evaluating
 #define WORKER_REJOIN_MAX 50 // rejoins in a row without a step done
@@ -946,7 +946,7 @@ static void ar_checkpoint(worker *w, pti_ckpt_sched *sc, const pti_optim *o,
 
 // --mode allreduce: every worker holds the whole model and its optimizer
 // state, starting from the values servers would (pt_layout_init_values),
-// sums its gradient with the others' in the ring (worker/ring.h) and
+// sums its gradient with the others' in the ring (train/ring.h) and
 // applies the mean as a sync server does (the same update, learning rate
 // and warm-up): so every worker keeps the same parameters, and worker 0
 // evaluates and finishes the job alone. A worker that fails breaks the

@@ -1,12 +1,12 @@
-// worker/net.c - pstrain.h's pt_net: the loss and gradient of a job's
+// model/net.c - pstrain.h's pt_net: the loss and gradient of a job's
 // pstrain model (pt_job_model) for a program of its own, over the model
 // code pstrain's workers run (model.h). Not for jobs whose variables were
 // declared one by one: those models are the program's.
 #include <stdlib.h>
 
-#include "err.h"
-#include "job.h"
-#include "model.h"
+#include "common/err.h"
+#include "common/job.h"
+#include "model/model.h"
 #include "pstrain.h"
 
 struct pt_net {

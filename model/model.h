@@ -1,8 +1,8 @@
-// worker/model.h - forward and backward passes of the models that
+// model/model.h - forward and backward passes of the models that
 // common/layout.h describes: "softmax" (logits = x w0 + b0),
 // "mlp:H1,..." (ReLU hidden layers, then a linear output layer) and
 // "cnn:C1,..." (conv layers with ReLU and max-pools, then a dense layer;
-// worker/cnn.c), with the softmax cross-entropy loss. Parameters and
+// model/cnn.c), with the softmax cross-entropy loss. Parameters and
 // gradients are one flat vector of layout n_params floats in the
 // layout's order: w_l is row-major at vars[2l].off, b_l follows it at
 // vars[2l+1].off; for the MLP w_l is (width[l], width[l+1]) and b_l
@@ -11,12 +11,12 @@
 // A pt_model holds only shapes and scratch sized once for max_batch rows;
 // the parameters stay with the caller. One model serves one thread at a
 // time; distinct models are independent.
-#ifndef PT_WORKER_MODEL_H
-#define PT_WORKER_MODEL_H
+#ifndef PT_MODEL_MODEL_H
+#define PT_MODEL_MODEL_H
 
 #include <stdint.h>
 
-#include "layout.h"
+#include "common/layout.h"
 
 typedef struct pt_model pt_model;
 
@@ -134,4 +134,4 @@ int pt_model_grad_layers(pt_model *m, float *grad, double *loss,
 int pt_model_eval(pt_model *m, double *loss_sum, uint32_t *correct,
     const float *params, const float *x, const uint8_t *y, uint32_t b);
 
-#endif // PT_WORKER_MODEL_H
+#endif // PT_MODEL_MODEL_H

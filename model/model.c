@@ -1,4 +1,4 @@
-// worker/model.c - forward, softmax cross-entropy and backward of the
+// model/model.c - forward, softmax cross-entropy and backward of the
 // layer stack, on the matrix products of common/blas.h.
 //
 // Scratch per model: the output of each layer (act[1..n_layers], the last
@@ -6,18 +6,18 @@
 // and one buffer of dL/dz per hidden layer (dz[0..n_layers-2]): backward
 // first runs the whole chain of dz, which reads the weights, and only then
 // the weight gradients, which read no parameter. The input x is read
-// where the caller keeps it. A CNN layout is handed to worker/cnn.c
+// where the caller keeps it. A CNN layout is handed to model/cnn.c
 // after the same argument checks.
-#include "model.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "blas.h"
-#include "err.h"
-#include "model_impl.h"
-#include "rng.h"
+#include "common/blas.h"
+#include "common/err.h"
+#include "common/rng.h"
+#include "model/model_impl.h"
 
 // Layer 0's weight gradient is cut at multiples of this many rows. The
 // rows of dW_0 are the dimension OpenBLAS's micro-kernels tile, and a row

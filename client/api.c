@@ -1,7 +1,7 @@
-// worker/api.c - pstrain.h's worker: ranged push, pull and pushpull on a
+// client/api.c - pstrain.h's worker: ranged push, pull and pushpull on a
 // job's variables, over the client's calls (client.h). A range is cut at
 // the servers' shard edges, one part per server it touches.
-#include "api.h"
+#include "client/api.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -9,9 +9,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "clock.h"
-#include "err.h"
-#include "job.h"
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/job.h"
 
 struct pt_worker {
 	pt_config c;      // the job's options, with rank and servers' URLs

@@ -1,4 +1,4 @@
-// worker/client.h - a worker's (or a control tool's) connection to every
+// client/client.h - a worker's (or a control tool's) connection to every
 // parameter server. A call sends one request to each server it concerns
 // at once, each on an nng REQ context of its own, and waits for all the
 // replies: the servers work in parallel, and a request parked by a server
@@ -9,13 +9,13 @@
 // out. nng keeps dialing it, with a growing pause between attempts;
 // pt_client_wait waits until every server is connected again, and a new
 // pt_client_hello rejoins them.
-#ifndef PT_WORKER_CLIENT_H
-#define PT_WORKER_CLIENT_H
+#ifndef PT_CLIENT_CLIENT_H
+#define PT_CLIENT_CLIENT_H
 
 #include <stdint.h>
 
-#include "layout.h"
-#include "proto.h"
+#include "common/layout.h"
+#include "common/proto.h"
 
 typedef struct pt_client pt_client;
 
@@ -124,4 +124,4 @@ uint32_t pti_client_role(const pt_client *c, uint32_t *rank);
 // every server; when replies is not NULL it receives one header a server.
 int pt_client_simple(pt_client *c, uint32_t op, pti_hdr *replies);
 
-#endif // PT_WORKER_CLIENT_H
+#endif // PT_CLIENT_CLIENT_H

@@ -1,14 +1,14 @@
-// worker/model_impl.h - what worker/model.c and worker/cnn.c share behind
-// the one pt_model API of worker/model.h: the softmax cross-entropy of a
+// model/model_impl.h - what model/model.c and model/cnn.c share behind
+// the one pt_model API of model/model.h: the softmax cross-entropy of a
 // batch of logits, and the CNN's passes (model.c checks the arguments and
 // dispatches on the layout's kind). Internal to the worker.
-#ifndef PT_WORKER_MODEL_IMPL_H
-#define PT_WORKER_MODEL_IMPL_H
+#ifndef PT_MODEL_MODEL_IMPL_H
+#define PT_MODEL_MODEL_IMPL_H
 
 #include <stdint.h>
 
-#include "layout.h"
-#include "model.h"
+#include "common/layout.h"
+#include "model/model.h"
 
 // pti_model_xent returns the mean cross-entropy of the b rows of logits z
 // (b, classes), labels y below classes, and turns z into dL/dlogits of
@@ -49,4 +49,4 @@ void pti_cnn_grad_layers(pti_cnn *c, float *grad, double *loss,
 const float *pti_cnn_logits(pti_cnn *c, const float *params, const float *x,
     uint32_t b);
 
-#endif // PT_WORKER_MODEL_IMPL_H
+#endif // PT_MODEL_MODEL_IMPL_H
