@@ -45,7 +45,7 @@ static double now_s(void)
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-int pt_worker_evaluate(struct pt_model *m, const float *params,
+int pt_worker_evaluate(struct pti_model *m, const float *params,
     const struct pt_dataset *d, uint32_t max_batch, float *xbuf,
     uint8_t *ybuf, uint32_t *idxbuf, double *loss, double *acc)
 {
@@ -58,7 +58,7 @@ int pt_worker_evaluate(struct pt_model *m, const float *params,
 		for (uint32_t i = 0; i < b; i++)
 			idxbuf[i] = at + i;
 		pti_data_gather(xbuf, ybuf, d, idxbuf, b);
-		int rv = pt_model_eval(m, &ls, &ok, params, xbuf, ybuf, b);
+		int rv = pti_model_eval(m, &ls, &ok, params, xbuf, ybuf, b);
 		if (rv != 0)
 			return rv;
 		sum += ls;
@@ -73,7 +73,7 @@ typedef struct worker {
 	const pt_config *c;
 	pt_data data;
 	pt_layout layout;
-	struct pt_model *model;
+	struct pti_model *model;
 	pt_worker *pw;      // the library's worker, once it has joined
 	pt_client *client;  // its connection to the servers
 	float *params, *grad; // (n_params)
@@ -141,7 +141,7 @@ static void worker_fini(worker *w)
 	if (w->eval)
 		fclose(w->eval);
 	pt_worker_close(w->pw);
-	pt_model_free(w->model);
+	pti_model_free(w->model);
 	// The prefetch thread may still be gathering the step after the
 	// last from w->data: joined before the data is freed.
 	pti_batches_close(w->batches);
@@ -186,7 +186,7 @@ static int worker_init(worker *w, const pt_config *c)
 	if ((rv = pti_batches_open(&w->batches, &w->data.train, c->seed,
 		 c->batch, c->workers, c->rank, (int)c->prefetch)) != 0)
 		return rv;
-	return pt_model_alloc(&w->model, &w->layout, rows);
+	return pti_model_alloc(&w->model, &w->layout, rows);
 }
 
 // worker_open joins the job through the library's worker (pstrain.h):
@@ -420,12 +420,12 @@ static void sleep_ms(double ms)
 
 // --layer-push: backward hands over each piece of the gradient as soon as
 // it is written, first layer first (its weights in LP_BLOCKS row blocks
-// where this BLAS kernel keeps their bits, pt_model_blocks_exact), and a
+// where this BLAS kernel keeps their bits, pti_model_blocks_exact), and a
 // thread of the worker's sends each as a pushpull while the rest is
 // computed (copying a piece into its message and writing it to the socket
 // would otherwise take the computing thread's time); the servers apply a
 // piece once every worker has pushed it. Its reply is waited for only
-// when the next step's forward needs that layer (pt_model_hooks.ready),
+// when the next step's forward needs that layer (pti_model_hooks.ready),
 // so the values come back while this worker computes. A step's row is
 // written once all its replies are in: its communication is the time
 // spent waiting for them.
@@ -454,7 +454,7 @@ typedef struct layer_push {
 	double limit;         // a loss above it is not pushed (diverged)
 	double first_loss;    // the first step's (worker_diverged)
 	double ready_s;       // time this step's forward waited for prev
-	pt_model_hooks hk;
+	pti_model_hooks hk;
 	// The sender: mu guards the slots' queued, n, req, rv, sumsq and
 	// nonfinite, and cv says that one changed; pw_mu lets one thread at
 	// a time use w->pw.
@@ -620,7 +620,7 @@ static int lp_init(layer_push *lp, worker *w)
 	pthread_cond_init(&lp->cv, NULL);
 	if (w->c->layer_push != PT_LP_ON)
 		return 0;
-	int exact = pt_model_blocks_exact(w->model, w->b, LP_BLOCKS);
+	int exact = pti_model_blocks_exact(w->model, w->b, LP_BLOCKS);
 	if (exact < 0)
 		return -exact;
 	lp->hk.blocks = exact ? LP_BLOCKS : 1;
@@ -802,7 +802,7 @@ static int worker_loop(worker *w, layer_push *lpp)
 			st->delay = delay;
 			lp->limit = limit;
 			lp->ready_s = 0;
-			rv = pt_model_grad_hooked(w->model, w->grad, &loss,
+			rv = pti_model_grad_hooked(w->model, w->grad, &loss,
 			    w->params, x, y, w->b, &lp->hk);
 			st->t_c = now_s();
 			st->loss = loss;
@@ -825,7 +825,7 @@ static int worker_loop(worker *w, layer_push *lpp)
 				continue;
 			}
 		} else {
-			rv = pt_model_grad(w->model, w->grad, &loss,
+			rv = pti_model_grad(w->model, w->grad, &loss,
 			    w->params, x, y, w->b);
 			norm = pti_blas_sumsq(w->grad, w->layout.n_params);
 		}
@@ -1000,7 +1000,7 @@ static int worker_allreduce(worker *w)
 		const uint8_t *y;
 		double delay = worker_begin(w, t, &x, &y);
 		double t_b = now_s();
-		if ((rv = pt_model_grad(w->model, w->grad, &loss, w->params, x,
+		if ((rv = pti_model_grad(w->model, w->grad, &loss, w->params, x,
 			 y, w->b)) != 0)
 			goto done;
 		norm = pti_blas_sumsq(w->grad, n);

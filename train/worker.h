@@ -26,9 +26,9 @@ int pt_worker_run(const pt_config *c, pt_worker_result *res);
 
 // pt_worker_evaluate computes the mean loss and accuracy of params on d,
 // in chunks that fit m's scratch (max_batch rows).
-struct pt_model;
+struct pti_model;
 struct pt_dataset;
-int pt_worker_evaluate(struct pt_model *m, const float *params,
+int pt_worker_evaluate(struct pti_model *m, const float *params,
     const struct pt_dataset *d, uint32_t max_batch, float *xbuf,
     uint8_t *ybuf, uint32_t *idxbuf, double *loss, double *acc);
 
