@@ -75,7 +75,7 @@ typedef struct worker {
 	pt_layout layout;
 	struct pti_model *model;
 	pt_worker *pw;      // the library's worker, once it has joined
-	pt_client *client;  // its connection to the servers
+	pti_client *client;  // its connection to the servers
 	float *params, *grad; // (n_params)
 	float *x;             // (max(b, EVAL_CHUNK), dim)
 	uint8_t *y;
@@ -268,14 +268,14 @@ static int worker_join(worker *w, uint64_t *t)
 {
 	const pt_config *c = w->c;
 	double until = now_s() + c->rpc_timeout;
-	pt_client_step info;
+	pti_client_step info;
 	for (;;) {
 		int64_t start;
 		int rv = w->pw == NULL ? worker_open(w)
 				       : pti_worker_join(w->pw, (int64_t)*t,
 					     &start);
 		if (rv == 0)
-			rv = pt_client_pull(w->client, w->params, -1, &info);
+			rv = pti_client_pull(w->client, w->params, -1, &info);
 		if (rv == 0) {
 			*t = (uint64_t)(c->mode == PT_MODE_SYNC
 					    ? info.ver_min
@@ -301,13 +301,13 @@ static int worker_final(worker *w, int64_t ver, double train_s);
 static int worker_finish(worker *w, double train_s, uint64_t *t)
 {
 	const pt_config *c = w->c;
-	pt_client_step info;
+	pti_client_step info;
 	uint32_t first = 0;
 	int rv, tries = 0;
 
 	for (;;) {
 		int all = 0;
-		rv = pt_client_simple(w->client, PT_OP_DONE, NULL);
+		rv = pti_client_simple(w->client, PT_OP_DONE, NULL);
 		while (rv == 0 && (all = pti_worker_all_done(w->pw, &first)) == 0)
 			usleep(20 * 1000);
 		if (rv == 0 && all < 0)
@@ -337,7 +337,7 @@ static int worker_finish(worker *w, double train_s, uint64_t *t)
 		fprintf(stderr, "worker %u: worker 0 was lost; this worker "
 		    "finishes the job\n", c->rank);
 	pt_stats st;
-	if ((rv = pt_client_pull(w->client, w->params, -1, &info)) != 0 ||
+	if ((rv = pti_client_pull(w->client, w->params, -1, &info)) != 0 ||
 	    (rv = worker_final(w, info.ver_min, train_s)) != 0 ||
 	    (rv = pt_worker_stats(w->pw, &st)) != 0)
 		return rv;
@@ -444,7 +444,7 @@ typedef struct lp_step {
 	double sumsq, loss, delay;  // the gradient's squared norm
 	double t_a, t_b, t_c, t_d;  // start, compute start and end, last reply
 	double compute_s, wait_s;   // computing; waiting for its replies
-	pt_client_step info;        // its replies, summed up
+	pti_client_step info;        // its replies, summed up
 } lp_step;
 
 typedef struct layer_push {
@@ -535,13 +535,13 @@ static int lp_wait(layer_push *lp, lp_step *st, uint64_t end)
 	for (;;) {
 		if (st->waited < st->n && st->off[st->waited] < end) {
 			pt_req *req = st->req[st->waited++];
-			pt_client_step in;
+			pti_client_step in;
 			pthread_mutex_unlock(&lp->mu);
 			pthread_mutex_lock(&lp->pw_mu);
 			int r = pti_wait_info(lp->w->pw, req, &in);
 			pthread_mutex_unlock(&lp->pw_mu);
 			pthread_mutex_lock(&lp->mu);
-			pt_client_step *o = &st->info;
+			pti_client_step *o = &st->info;
 			if (r != 0)
 				st->rv = st->rv ? st->rv : r;
 			else {
@@ -658,7 +658,7 @@ static void lp_drop(layer_push *lp)
 // every 10 s, a progress line.
 static void worker_row(worker *w, double *t_log, uint64_t t, uint32_t epoch,
     double loss, double norm, double step_s, double compute_s,
-    double comm_s, const pt_client_step *info, double delay, double t_d)
+    double comm_s, const pti_client_step *info, double delay, double t_d)
 {
 	struct rusage ru; // the process's page faults and memory
 	getrusage(RUSAGE_SELF, &ru);
@@ -753,7 +753,7 @@ static int worker_loop(worker *w, layer_push *lpp)
 {
 	const pt_config *c = w->c;
 	uint64_t eval_every = worker_eval_every(w);
-	pt_client_step info;
+	pti_client_step info;
 	layer_push *lp = lpp;
 	double t_start = now_s(), t_log = t_start, first_loss = -1;
 	uint64_t t = 0;
@@ -1015,7 +1015,7 @@ static int worker_allreduce(worker *w)
 		if ((rv = pti_ring_sum(ring, w->grad, n, (int64_t)t)) != 0)
 			goto done;
 		double t_d = now_s();
-		pt_client_step info = {(int64_t)t + 1, 0, 0,
+		pti_client_step info = {(int64_t)t + 1, 0, 0,
 		    pti_lr_at(lr_base, warmup, (int64_t)t)};
 		pti_optim_apply(&opt, w->params, s1, s2, w->grad, n,
 		    c->workers, info.lr, t + 1);
