@@ -4,9 +4,10 @@
 // "cnn:C1,..." (conv layers with ReLU and max-pools, then a dense layer),
 // with the softmax cross-entropy loss; one API over the kinds of
 // model/kind.h (model/mlp.c, model/cnn.c). Parameters and gradients are
-// one flat vector of layout n_params floats in the layout's order: w_l is row-major at vars[2l].off, b_l follows it at
-// vars[2l+1].off; for the MLP w_l is (width[l], width[l+1]) and b_l
-// (width[l+1]); for the CNN the shapes are in common/layout.h.
+// one flat vector of layout n_params floats in the layout's order: w_l
+// is row-major at vars[2l].off, b_l follows it at vars[2l+1].off; for
+// the MLP w_l is (width[l], width[l+1]) and b_l (width[l+1]); for the
+// CNN the shapes are in common/layout.h.
 //
 // A pti_model holds only shapes and scratch sized once for max_batch rows;
 // the parameters stay with the caller. One model serves one thread at a

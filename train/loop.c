@@ -20,7 +20,10 @@ static int replies(pti_trainer *w, pti_sender *s,
 	return rv;
 }
 
-// step runs step st->t; on success st->next is the step to go on with.
+// step runs step t: its batch, its gradient, the replies the step
+// before still has under way (--layer-push: they came in as its forward
+// needed them), the check, send, and wait, each done step's row written
+// as it is found. On success st->next is the step to go on with.
 static int step(pti_trainer *w, pti_sender *s, pti_step *st, uint64_t t)
 {
 	const pti_sender_ops *op = s->ops;
