@@ -19,7 +19,8 @@
 #   make clean
 CC ?= cc
 PKGS = msgpack openblas jansson
-CPPFLAGS = -Iinclude -Icommon -Ips -Iworker -Icli -I. -Itests -Ibuild -D_GNU_SOURCE \
+CPPFLAGS = -I. -Iinclude -Icommon -Ips -Iclient -Imodel -Itrain -Icli -Itests \
+	-Ibuild -D_GNU_SOURCE \
 	$(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 CFLAGS ?= -O3 -g
 # Results do not depend on these: no floating-point reassociation (sync
@@ -32,11 +33,15 @@ CHARTJS ?= /usr/share/javascript/chart.js/chart.min.js
 CPPFLAGS += -DPT_CHARTJS='"$(CHARTJS)"'
 SAN = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-# The library (pstrain.h) is common/, ps/ and worker/; the pstrain program
-# is cli/ over it. Tests link the objects directly, internals and all.
-CORE_SRC = $(wildcard common/*.c ps/*.c worker/*.c)
+# The library (pstrain.h) is common/, ps/, client/ and model/; the pstrain
+# program is cli/ and its trainer, train/, over it. train/ is not in the
+# library: no call of pstrain.h reaches it (pt_net is model/'s), and a
+# program that trains its own model brings its own loop. Tests link the
+# objects directly, internals and all.
+CORE_SRC = $(wildcard common/*.c ps/*.c client/*.c model/*.c)
 # build/web.c: the dashboard's page (cli/web/), compiled into pstrain.
-CLI_SRC = $(filter-out cli/main.c,$(wildcard cli/*.c)) build/web.c
+CLI_SRC = $(filter-out cli/main.c,$(wildcard cli/*.c)) $(wildcard train/*.c) \
+	build/web.c
 LIB_SRC = $(CORE_SRC) $(CLI_SRC)
 UNIT_SRC = $(filter-out tests/proc_%,$(wildcard tests/*_test.c))
 PROC_SRC = $(wildcard tests/proc_*.c)
@@ -93,7 +98,7 @@ $(PIC)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden -c -o $@ $<
 
-$(PIC)/worker/api.o $(PIC)/common/job.o: include/pstrain.h
+$(PIC)/client/api.o $(PIC)/common/job.o: include/pstrain.h
 
 build/lib/libpstrain.a: $(PIC_OBJ)
 	@mkdir -p $(@D)

@@ -103,7 +103,7 @@ static double raw_round(nng_socket req, const float *g, size_t bytes,
 	return (now_us() - t0) / iters;
 }
 
-// cb_req: a raw REQ context driven by a callback, as worker/client.c
+// cb_req: a raw REQ context driven by a callback, as client/client.c
 // drives its parts: the send's completion posts the receive, and the
 // receive's wakes the caller.
 typedef struct cb_req {

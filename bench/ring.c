@@ -27,7 +27,7 @@
 
 #include "auth.h"
 #include "err.h"
-#include "ring.h"
+#include "train/ring.h"
 #define BENCH_PROG "ring"
 #include "bench.h"
 

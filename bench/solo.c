@@ -13,13 +13,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "batch.h"
 #include "config.h"
 #include "data.h"
 #include "err.h"
 #include "layout.h"
-#include "model.h"
+#include "model/model.h"
 #include "optim.h"
+#include "train/batch.h"
 
 static double now_s(void)
 {
@@ -33,7 +33,7 @@ int main(int argc, char **argv)
 	pt_config c;
 	pt_data d;
 	pt_layout l;
-	pt_model *m;
+	pti_model *m;
 	int help, rv;
 	pt_config_defaults(&c);
 	if ((rv = pt_config_parse(&c, PT_CMD_RUN, argc - 1, argv + 1,
@@ -47,7 +47,7 @@ int main(int argc, char **argv)
 	if ((rv = pt_config_load_data(&c, &d)) != 0 ||
 	    (rv = pt_layout_init(&l, c.model, d.train.dim,
 		 d.train.classes)) != 0 ||
-	    (rv = pt_model_alloc(&m, &l, c.batch)) != 0) {
+	    (rv = pti_model_alloc(&m, &l, c.batch)) != 0) {
 		fprintf(stderr, "solo: %s\n", pt_errmsg(rv));
 		return 1;
 	}
@@ -74,13 +74,13 @@ int main(int argc, char **argv)
 		const float *x;
 		const uint8_t *y;
 		pti_batches_get(bs, t, &x, &y);
-		pt_model_grad(m, g, &loss, p, x, y, c.batch);
+		pti_model_grad(m, g, &loss, p, x, y, c.batch);
 		pti_optim_apply(&opt, p, NULL, NULL, g, np, 1, c.lr, t + 1);
 	}
 	double secs = now_s() - t0;
 	printf("samples_per_s %.1f train_s %.3f final_loss %.4f\n",
 	    (double)c.steps * c.batch / secs, secs, loss);
-	pt_model_free(m);
+	pti_model_free(m);
 	// The prefetch thread may still be gathering step `steps` from d:
 	// joined first, then d freed.
 	pti_batches_close(bs);

@@ -18,14 +18,14 @@
 #include "data.h"
 #include "err.h"
 #include "job.h"
-#include "model.h"
+#include "model/model.h"
 #include "modelfile.h"
 #include "optim.h"
 #include "proto.h"
 #include "server.h"
 #include "summary.h"
 #include "transport.h"
-#include "worker.h"
+#include "train/worker.h"
 
 static double procs_now(void)
 {

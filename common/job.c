@@ -6,7 +6,7 @@
 
 #include "data.h"
 #include "err.h"
-#include "proto.h"
+#include "common/mode.h"
 
 // The options a program of its own may set: the job's rules and where
 // its files go. pstrain's trainer, data, launcher and per-process flags
@@ -96,7 +96,8 @@ double pti_job_lr(const pt_config *c)
 
 pti_lr_rule pti_job_lr_rule(const pt_config *c, double warmup)
 {
-	int clocked = c->mode == PT_MODE_ASYNC || c->mode == PT_MODE_SSP;
+	const pti_mode *m = pti_mode_of(c->mode);
+	int clocked = m != NULL && m->clocked;
 	pti_lr_rule r = {pti_job_lr(c), warmup,
 	    clocked && c->matched_lr ? (double)c->workers : 0,
 	    clocked && c->staleness_lr};

@@ -67,7 +67,9 @@ void pti_optim_apply(const pti_optim *o, float *restrict p,
 #undef GI
 }
 
-double pti_lr_at(double base, double warmup, int64_t step)
+// lr_at: base, ramped linearly from base / warmup at step 0 (0-based) to
+// base over the first `warmup` steps (0: no ramp).
+static double lr_at(double base, double warmup, int64_t step)
 {
 	if (warmup > 0 && (double)(step + 1) < warmup)
 		return base * (double)(step + 1) / warmup;
@@ -76,7 +78,7 @@ double pti_lr_at(double base, double warmup, int64_t step)
 
 double pti_lr(const pti_lr_rule *r, int64_t step, int64_t stale)
 {
-	double lr = pti_lr_at(r->base, r->warmup, step);
+	double lr = lr_at(r->base, r->warmup, step);
 	// Sync applies lr x the mean of W gradients per step; one gradient
 	// at lr / W moves the parameters as far per example.
 	if (r->per > 0)

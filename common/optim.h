@@ -25,8 +25,6 @@ typedef struct pti_lr_rule {
 // steps, divided by `per` and by the staleness as the rule says.
 double pti_lr(const pti_lr_rule *r, int64_t step, int64_t stale);
 
-// pti_lr_at is the warm-up alone: pti_lr of a rule of base and warmup.
-double pti_lr_at(double base, double warmup, int64_t step);
 
 // pti_optim_apply updates n parameters p from the gradient sum g divided
 // by gdiv (the number of gradients summed; 1 for one), with learning rate

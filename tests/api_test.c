@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api.h"
-#include "client.h"
+#include "client/api.h"
+#include "client/client.h"
 #include "layout.h"
 #include "pstrain.h"
 #include "test.h"

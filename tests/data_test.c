@@ -9,10 +9,10 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "batch.h"
 #include "data.h"
 #include "rng.h"
 #include "test.h"
+#include "train/batch.h"
 
 #define FASHION "/usr/share/datasets/fashion-mnist"
 

@@ -105,11 +105,12 @@ static void test_optim_bad_specs(void)
 // without a warm-up.
 static void test_optim_lr_warmup(void)
 {
-	PT_TEST_NEAR(pti_lr_at(0.4, 4, 0), 0.1, 1e-15);
-	PT_TEST_NEAR(pti_lr_at(0.4, 4, 2), 0.3, 1e-15);
-	PT_TEST_TRUE(pti_lr_at(0.4, 4, 3) == 0.4);
-	PT_TEST_TRUE(pti_lr_at(0.4, 4, 1000) == 0.4);
-	PT_TEST_TRUE(pti_lr_at(0.4, 0, 0) == 0.4);
+	pti_lr_rule r = {0.4, 4, 0, 0}, none = {0.4, 0, 0, 0};
+	PT_TEST_NEAR(pti_lr(&r, 0, 0), 0.1, 1e-15);
+	PT_TEST_NEAR(pti_lr(&r, 2, 0), 0.3, 1e-15);
+	PT_TEST_TRUE(pti_lr(&r, 3, 0) == 0.4);
+	PT_TEST_TRUE(pti_lr(&r, 1000, 0) == 0.4);
+	PT_TEST_TRUE(pti_lr(&none, 0, 0) == 0.4);
 }
 
 // test_optim_lr_rule: the job's one rule (pti_job_lr_rule, pti_lr): the

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/prefetch_test.sh - --prefetch (worker/batch.c: a thread gathers the
+# tests/prefetch_test.sh - --prefetch (train/batch.c: a thread gathers the
 # next step's rows while the step computes) under AddressSanitizer: a run
 # ends while that thread may still be gathering the step after the last,
 # from the data set. Whoever frees the data set must close the batches

@@ -1,4 +1,4 @@
-// tests/ring_test.c - the ring all-reduce (worker/ring.h) over real nng
+// tests/ring_test.c - the ring all-reduce (train/ring.h) over real nng
 // ipc sockets, one thread per worker: sums of every size against the
 // ring order ring.h promises, the same bits on every worker, messages of
 // another step refused, and a stranger whose proof is wrong shut out
@@ -15,8 +15,8 @@
 
 #include "auth.h"
 #include "proto.h"
-#include "ring.h"
 #include "test.h"
+#include "train/ring.h"
 
 #define RT_MAX 4
 
@@ -192,7 +192,7 @@ static void test_ring_bad_urls(void)
 // neighbour, takes worker 0's answer and sends a made-up proof. It runs
 // as a process of its own (this program again, `--stranger URL`), so the
 // ring's process never closes the stranger's socket: a close in nng 1.5.2
-// can wedge the process's reaper (worker/ring.c says when), and with it
+// can wedge the process's reaper (train/ring.c says when), and with it
 // every later join.
 // The stranger prints "sent" once its proof went out and "refused" when
 // worker 0 closed the connection on it, then ends without closing (the

@@ -1,4 +1,4 @@
-// worker/ring.h - the ring all-reduce of --mode allreduce: W workers,
+// train/ring.h - the ring all-reduce of --mode allreduce: W workers,
 // each holding the whole model, sum their gradients with no servers.
 //
 // Worker r listens for its left neighbour (r - 1 mod W) and dials its
@@ -15,12 +15,12 @@
 // order a sync server sums in (float addition commutes).
 //
 // A pti_ring is used by one thread at a time.
-#ifndef PT_WORKER_RING_H
-#define PT_WORKER_RING_H
+#ifndef PT_TRAIN_RING_H
+#define PT_TRAIN_RING_H
 
 #include <stdint.h>
 
-#include "auth.h"
+#include "common/auth.h"
 
 typedef struct pti_ring pti_ring;
 
@@ -54,4 +54,4 @@ int pti_ring_sum(pti_ring *r, float *buf, uint64_t n, int64_t step);
 // pti_ring_bytes is what this worker has sent so far: payload bytes.
 uint64_t pti_ring_bytes(const pti_ring *r);
 
-#endif // PT_WORKER_RING_H
+#endif // PT_TRAIN_RING_H

@@ -1,11 +1,15 @@
-// worker/worker.h - one worker process: its slice of every global batch,
-// gradients pushed to the servers, fresh parameters pulled back.
-#ifndef PT_WORKER_WORKER_H
-#define PT_WORKER_WORKER_H
+// train/worker.h - one worker process of pstrain's own trainer: its
+// slice of every global batch, gradients pushed to the servers (or
+// summed in the ring of --mode allreduce), fresh parameters back.
+#ifndef PT_TRAIN_WORKER_H
+#define PT_TRAIN_WORKER_H
 
-#include "config.h"
+#include <stdint.h>
 
-// pt_worker_run trains for the configured steps, writing
+#include "common/config.h"
+#include "train/eval.h"
+
+// pti_train_run trains for the configured steps, writing
 // c->out/worker-R.csv (and, for rank 0, eval.csv). When a server's
 // connection closes, the worker waits for it to come back (at most
 // --rpc-timeout seconds), says hello again and goes on from the step the
@@ -15,21 +19,19 @@
 // Blocks; returns 0, PT_EDIVERGED when the loss became NaN or infinite,
 // or another error with a detail. res (may be NULL) receives what the
 // job's summary needs that its files do not say.
-typedef struct pt_worker_result {
+typedef struct pti_train_result {
 	int finished; // this worker finished the job (wrote final.csv)
 	uint64_t steps, spe, n_train, n_val; // global steps, per epoch
 	uint32_t classes;
 	uint32_t lost; // workers the servers counted lost at the end
 	double t0;     // the job's start (seconds since 1970)
-} pt_worker_result;
-int pt_worker_run(const pt_config *c, pt_worker_result *res);
+} pti_train_result;
+int pti_train_run(const pt_config *c, pti_train_result *res);
 
-// pt_worker_evaluate computes the mean loss and accuracy of params on d,
-// in chunks that fit m's scratch (max_batch rows).
-struct pt_model;
-struct pt_dataset;
-int pt_worker_evaluate(struct pt_model *m, const float *params,
-    const struct pt_dataset *d, uint32_t max_batch, float *xbuf,
-    uint8_t *ybuf, uint32_t *idxbuf, double *loss, double *acc);
+// The names cli/procs.c still calls these by, until its calls are renamed
+// (cli/ is being moved meanwhile, issue 31): remove them then.
+#define pt_worker_result pti_train_result
+#define pt_worker_run pti_train_run
+#define pt_worker_evaluate pti_train_evaluate
 
-#endif // PT_WORKER_WORKER_H
+#endif // PT_TRAIN_WORKER_H

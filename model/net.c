@@ -1,16 +1,16 @@
-// worker/net.c - pstrain.h's pt_net: the loss and gradient of a job's
+// model/net.c - pstrain.h's pt_net: the loss and gradient of a job's
 // pstrain model (pt_job_model) for a program of its own, over the model
 // code pstrain's workers run (model.h). Not for jobs whose variables were
 // declared one by one: those models are the program's.
 #include <stdlib.h>
 
-#include "err.h"
-#include "job.h"
-#include "model.h"
+#include "common/err.h"
+#include "common/job.h"
+#include "model/model.h"
 #include "pstrain.h"
 
 struct pt_net {
-	pt_model *m;
+	pti_model *m;
 	uint64_t size; // parameters
 };
 
@@ -24,7 +24,7 @@ int pt_net_alloc(pt_net **out, const pt_job *job, uint32_t max_batch)
 	pt_net *n = calloc(1, sizeof(*n));
 	if (n == NULL)
 		return pti_err_set(PT_ENOMEM, "net");
-	int rv = pt_model_alloc(&n->m, &job->l, max_batch);
+	int rv = pti_model_alloc(&n->m, &job->l, max_batch);
 	if (rv != 0) {
 		free(n);
 		return rv;
@@ -38,7 +38,7 @@ void pt_net_free(pt_net *n)
 {
 	if (n == NULL)
 		return;
-	pt_model_free(n->m);
+	pti_model_free(n->m);
 	free(n);
 }
 
@@ -50,11 +50,11 @@ uint64_t pt_net_size(const pt_net *n)
 int pt_net_grad(pt_net *n, float *grad, double *loss, const float *params,
     const float *x, const uint8_t *y, uint32_t b)
 {
-	return pt_model_grad(n->m, grad, loss, params, x, y, b);
+	return pti_model_grad(n->m, grad, loss, params, x, y, b);
 }
 
 int pt_net_eval(pt_net *n, double *loss_sum, uint32_t *correct,
     const float *params, const float *x, const uint8_t *y, uint32_t b)
 {
-	return pt_model_eval(n->m, loss_sum, correct, params, x, y, b);
+	return pti_model_eval(n->m, loss_sum, correct, params, x, y, b);
 }

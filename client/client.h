@@ -1,4 +1,4 @@
-// worker/client.h - a worker's (or a control tool's) connection to every
+// client/client.h - a worker's (or a control tool's) connection to every
 // parameter server. A call sends one request to each server it concerns
 // at once, each on an nng REQ context of its own, and waits for all the
 // replies: the servers work in parallel, and a request parked by a server
@@ -7,47 +7,47 @@
 // A server that goes away (its connection closes) fails the call under
 // way at once with PT_ECLOSED naming it, instead of leaving it to time
 // out. nng keeps dialing it, with a growing pause between attempts;
-// pt_client_wait waits until every server is connected again, and a new
-// pt_client_hello rejoins them.
-#ifndef PT_WORKER_CLIENT_H
-#define PT_WORKER_CLIENT_H
+// pti_client_wait waits until every server is connected again, and a new
+// pti_client_hello rejoins them.
+#ifndef PT_CLIENT_CLIENT_H
+#define PT_CLIENT_CLIENT_H
 
 #include <stdint.h>
 
-#include "layout.h"
-#include "proto.h"
+#include "common/layout.h"
+#include "common/proto.h"
 
-typedef struct pt_client pt_client;
+typedef struct pti_client pti_client;
 
 // What the servers said about one push or pull.
-typedef struct pt_client_step {
+typedef struct pti_client_step {
 	int64_t ver_min;    // lowest parameter version among the replies
 	int64_t stale_max;  // largest staleness the servers recorded
 	double stale_mean;  // mean over servers
 	double lr;          // learning rate server 0 applied (push replies)
-} pt_client_step;
+} pti_client_step;
 
-// pt_client_open dials every server in urls (comma-separated, in server
+// pti_client_open dials every server in urls (comma-separated, in server
 // rank order) as role/rank, with replies awaited at most timeout_s
 // seconds, proving the job secret (copied) in each hello. Dialing goes on
 // in the background until a server is up. On success *out is the
-// caller's, to pt_client_close.
-int pt_client_open(pt_client **out, const char *urls, uint32_t role,
+// caller's, to pti_client_close.
+int pti_client_open(pti_client **out, const char *urls, uint32_t role,
     uint32_t rank, double timeout_s, const pt_secret *secret);
 
-void pt_client_close(pt_client *c);
+void pti_client_close(pti_client *c);
 
-uint32_t pt_client_servers(const pt_client *c);
+uint32_t pti_client_servers(const pti_client *c);
 
-// pt_client_wait blocks until every server is connected, at most
+// pti_client_wait blocks until every server is connected, at most
 // timeout_s seconds, saying on stderr (as `who`) which servers it waits
 // for when that takes a while; a server never connected yet is said to
 // be not started and waited for at most never_s seconds. PT_ETIMEDOUT
 // naming the missing servers.
-int pt_client_wait(pt_client *c, const char *who, double timeout_s,
+int pti_client_wait(pti_client *c, const char *who, double timeout_s,
     double never_s);
 
-// pt_client_hello joins every server and checks that each holds the shard
+// pti_client_hello joins every server and checks that each holds the shard
 // that l and the server count say, in `mode` with `workers` workers.
 // `step` is the worker's next step (0 at the start); *start receives
 // where it goes on: in sync mode the lowest open step among the servers
@@ -55,19 +55,13 @@ int pt_client_wait(pt_client *c, const char *who, double timeout_s,
 // closed it drops the push), else the furthest any server has seen this
 // worker get. PT_EINVAL with a
 // detail naming the server that disagrees about the job.
-int pt_client_hello(pt_client *c, const pt_layout *l, int mode,
+int pti_client_hello(pti_client *c, const pt_layout *l, int mode,
     uint32_t workers, int64_t step, int64_t *start);
 
-// pt_client_pull writes every server's shard into params (n_params).
+// pti_client_pull writes every server's shard into params (n_params).
 // want_ver >= 0 waits (sync) for that version; -1 takes the latest.
-int pt_client_pull(pt_client *c, float *params, int64_t want_ver,
-    pt_client_step *info);
-
-// pt_client_pushpull sends each server its slice of grad (n_params) for
-// step `step`, computed from the versions last pulled, and writes the
-// values each server answers with into params. grad is only read.
-int pt_client_pushpull(pt_client *c, float *params, const float *grad,
-    int64_t step, pt_client_step *info);
+int pti_client_pull(pti_client *c, float *params, int64_t want_ver,
+    pti_client_step *info);
 
 // Calls: one request to each of some servers, all under way at once (a
 // link carries any number), answered together. pti_call_new makes an
@@ -81,10 +75,10 @@ int pt_client_pushpull(pt_client *c, float *params, const float *grad,
 // reply, after a wait. pti_call_free waits for what is still under way and
 // frees q (NULL is fine). pt_req is pstrain.h's handle.
 typedef struct pt_req pt_req;
-int pti_call_new(pt_client *c, pt_req **out);
+int pti_call_new(pti_client *c, pt_req **out);
 int pti_call_send(pt_req *q, uint32_t i, const pti_hdr *h, const float *pay,
     uint64_t n, float *dst);
-int pti_call_wait(pt_req *q, pt_client_step *info);
+int pti_call_wait(pt_req *q, pti_client_step *info);
 pti_hdr *pti_call_reply(pt_req *q, uint32_t i);
 void pti_call_free(pt_req *q);
 
@@ -98,30 +92,29 @@ void pti_call_free(pt_req *q);
 // pti_client_counts); *out is the caller's, to pti_lent_free. PT_EINVAL
 // when q lends nothing, PT_ENOMEM; the reply stays in q then.
 // pti_lent_free gives the reply back to the part it came on, to carry
-// that part's next request (NULL is fine); pt_client_close frees the
+// that part's next request (NULL is fine); pti_client_close frees the
 // loans still out. The loan list is under the client's lock.
 typedef struct pt_lent pt_lent;
 int pti_call_send_lent(pt_req *q, uint32_t i, const pti_hdr *h,
     const float *pay, uint64_t n);
 int pti_call_lends(const pt_req *q);
 int pti_call_lend(pt_req *q, const float **vals, pt_lent **out);
-void pti_lent_free(pt_client *c, pt_lent *l);
+void pti_lent_free(pti_client *c, pt_lent *l);
 
 // pti_client_counts: requests written into a kept reply instead of a new
 // message (*reused), and loans that had to copy their values (*copied),
 // since the client opened. For tests and statistics.
-void pti_client_counts(pt_client *c, uint64_t *reused, uint64_t *copied);
+void pti_client_counts(pti_client *c, uint64_t *reused, uint64_t *copied);
 
 // pti_client_shard gives server i's shard [*lo, *hi) as its hello said,
 // and returns the server count. pti_client_ver: the version of the values
-// last received from server i. pti_client_role: the role, and *rank.
-uint32_t pti_client_shard(const pt_client *c, uint32_t i, uint64_t *lo,
+// last received from server i.
+uint32_t pti_client_shard(const pti_client *c, uint32_t i, uint64_t *lo,
     uint64_t *hi);
-int64_t pti_client_ver(const pt_client *c, uint32_t i);
-uint32_t pti_client_role(const pt_client *c, uint32_t *rank);
+int64_t pti_client_ver(const pti_client *c, uint32_t i);
 
-// pt_client_simple sends op (done, stats, shutdown) with no payload to
+// pti_client_simple sends op (done, stats, shutdown) with no payload to
 // every server; when replies is not NULL it receives one header a server.
-int pt_client_simple(pt_client *c, uint32_t op, pti_hdr *replies);
+int pti_client_simple(pti_client *c, uint32_t op, pti_hdr *replies);
 
-#endif // PT_WORKER_CLIENT_H
+#endif // PT_CLIENT_CLIENT_H

@@ -1,4 +1,4 @@
-// worker/cnn.c - the "cnn:C1,..." model (common/layout.h): 3x3 same
+// model/cnn.c - the "cnn:C1,..." model (common/layout.h): 3x3 same
 // convolutions with bias, ReLU and 2x2 max-pools, then a dense layer to
 // the logits. Convolutions are matrix products on common/blas.h: im2col
 // turns a chunk of images into rows of 3x3 patches, (positions, 9 C_in),
@@ -13,20 +13,22 @@
 // the chain of pooled gradients first (it reads the weights), then each
 // layer's weight and bias gradient from the bottom up, scattering the
 // pooled gradient to the pre-pool positions again and remaking the
-// patches, so that the hooks' contract of model.h holds.
+// patches, so that the hooks' contract of model.h holds. Its ops table is
+// pti_cnn_kind (model/kind.h).
 //
 // Every sum runs in a fixed order over fixed chunks (the chunk size does
 // not depend on max_batch), so the same inputs give the same bits.
 #include <stdlib.h>
 #include <string.h>
 
-#include "blas.h"
-#include "err.h"
-#include "model_impl.h"
+#include "common/blas.h"
+#include "common/err.h"
+#include "model/kind.h"
+#include "model/xent.h"
 
 #define CNN_CHUNK 16u // images per patch matrix
 
-struct pti_cnn {
+typedef struct cnn {
 	uint32_t n_conv, classes, max_batch;
 	uint32_t side[PT_MAX_LAYERS + 1], chan[PT_MAX_LAYERS + 1];
 	uint32_t feat;                  // the dense layer's fan-in
@@ -40,20 +42,30 @@ struct pti_cnn {
 	float *z;                       // (CNN_CHUNK max positions x C_out)
 	float *mem;
 	uint32_t *imem;
-};
+} cnn;
 
 // Pixels of layer l's input image, and the size of its output per image.
-static uint32_t cnn_hw(const pti_cnn *c, uint32_t l)
+static uint32_t cnn_hw(const cnn *c, uint32_t l)
 {
 	return c->side[l] * c->side[l];
 }
 
-static uint32_t cnn_out_n(const pti_cnn *c, uint32_t l)
+static uint32_t cnn_out_n(const cnn *c, uint32_t l)
 {
 	return c->side[l + 1] * c->side[l + 1] * c->chan[l + 1];
 }
 
-int pti_cnn_alloc(pti_cnn **out, const pt_layout *l, uint32_t max_batch)
+static void cnn_free(void *p)
+{
+	cnn *c = p;
+	if (c == NULL)
+		return;
+	free(c->mem);
+	free(c->imem);
+	free(c);
+}
+
+static int cnn_alloc(void **out, const pt_layout *l, uint32_t max_batch)
 {
 	uint32_t n = l->n_layers - 1;
 	if (l->kind != PT_MODEL_CNN || n < 1 || n > PT_CNN_MAX_CONV)
@@ -70,7 +82,7 @@ int pti_cnn_alloc(pti_cnn **out, const pt_layout *l, uint32_t max_batch)
 			    i);
 		at += rows * cols + cols;
 	}
-	pti_cnn *c = calloc(1, sizeof(*c));
+	cnn *c = calloc(1, sizeof(*c));
 	if (c == NULL)
 		return pti_err_set(PT_ENOMEM, "model %s", l->spec);
 	c->n_conv = n;
@@ -99,7 +111,7 @@ int pti_cnn_alloc(pti_cnn **out, const pt_layout *l, uint32_t max_batch)
 	if (nf > SIZE_MAX / sizeof(float) || ni > SIZE_MAX / sizeof(uint32_t) ||
 	    (c->mem = malloc((size_t)nf * sizeof(float))) == NULL ||
 	    (c->imem = malloc((size_t)ni * sizeof(uint32_t))) == NULL) {
-		pti_cnn_free(c);
+		cnn_free(c);
 		return pti_err_set(PT_ENOMEM, "model %s: scratch for %u images",
 		    l->spec, max_batch);
 	}
@@ -120,15 +132,6 @@ int pti_cnn_alloc(pti_cnn **out, const pt_layout *l, uint32_t max_batch)
 	c->z = p;
 	*out = c;
 	return 0;
-}
-
-void pti_cnn_free(pti_cnn *c)
-{
-	if (c == NULL)
-		return;
-	free(c->mem);
-	free(c->imem);
-	free(c);
 }
 
 // ---------------------------------------------------------------------
@@ -244,7 +247,7 @@ static void unpool(float *dz, const float *dpool, const float *pool,
 // ---------------------------------------------------------------------
 
 // cnn_input is layer l's input for images i0.. : x, or layer l-1's output.
-static const float *cnn_input(const pti_cnn *c, const float *x, uint32_t l,
+static const float *cnn_input(const cnn *c, const float *x, uint32_t l,
     uint32_t i0)
 {
 	size_t per = (size_t)cnn_hw(c, l) * c->chan[l];
@@ -252,7 +255,7 @@ static const float *cnn_input(const pti_cnn *c, const float *x, uint32_t l,
 }
 
 // conv_forward computes conv layer l for images [i0, i0 + g).
-static void conv_forward(pti_cnn *c, const float *params, const float *x,
+static void conv_forward(cnn *c, const float *params, const float *x,
     uint32_t l, uint32_t i0, uint32_t g)
 {
 	uint32_t s = c->side[l], ci = c->chan[l], co = c->chan[l + 1];
@@ -270,7 +273,7 @@ static void conv_forward(pti_cnn *c, const float *params, const float *x,
 
 // cnn_forward fills pool[] and the logits, calling ready (when set)
 // before each layer's parameters are read; returns its nonzero code.
-static int cnn_forward(pti_cnn *c, const float *params, const float *x,
+static int cnn_forward(cnn *c, const float *params, const float *x,
     uint32_t b, int (*ready)(void *arg, uint32_t l), void *arg)
 {
 	int rv;
@@ -294,9 +297,10 @@ static int cnn_forward(pti_cnn *c, const float *params, const float *x,
 	return 0;
 }
 
-const float *pti_cnn_logits(pti_cnn *c, const float *params, const float *x,
-    uint32_t b)
+static const float *cnn_logits(void *p, const float *params,
+    const float *x, uint32_t b)
 {
+	cnn *c = p;
 	cnn_forward(c, params, x, b, NULL, NULL);
 	return c->logits;
 }
@@ -306,7 +310,7 @@ const float *pti_cnn_logits(pti_cnn *c, const float *params, const float *x,
 // ---------------------------------------------------------------------
 
 // dense_chain writes dpool[n-1] = dlogits w_n^T (reads w_n).
-static void dense_chain(pti_cnn *c, const float *params, uint32_t b)
+static void dense_chain(cnn *c, const float *params, uint32_t b)
 {
 	uint32_t n = c->n_conv;
 	pti_blas_sgemm(0, 1, b, c->feat, c->classes, 1.0f, c->logits,
@@ -316,7 +320,7 @@ static void dense_chain(pti_cnn *c, const float *params, uint32_t b)
 
 // conv_chain writes dpool[l-1], the gradient of layer l's input, from
 // dpool[l], l >= 1 (reads w_l).
-static void conv_chain(pti_cnn *c, const float *params, uint32_t l,
+static void conv_chain(cnn *c, const float *params, uint32_t l,
     uint32_t b)
 {
 	uint32_t s = c->side[l], ci = c->chan[l], co = c->chan[l + 1];
@@ -336,7 +340,7 @@ static void conv_chain(pti_cnn *c, const float *params, uint32_t l,
 
 // conv_wgrad writes dw_l and db_l from dpool[l]: the patch matrix of each
 // chunk transposed times its pre-pool gradient, summed chunk by chunk.
-static void conv_wgrad(pti_cnn *c, float *grad, const float *x, uint32_t l,
+static void conv_wgrad(cnn *c, float *grad, const float *x, uint32_t l,
     uint32_t b)
 {
 	uint32_t s = c->side[l], ci = c->chan[l], co = c->chan[l + 1];
@@ -363,7 +367,7 @@ static void conv_wgrad(pti_cnn *c, float *grad, const float *x, uint32_t l,
 
 // dense_wgrad writes dw_n = pool[n-1]^T dlogits and db_n, the column sums
 // of dlogits in row order.
-static void dense_wgrad(pti_cnn *c, float *grad, uint32_t b)
+static void dense_wgrad(cnn *c, float *grad, uint32_t b)
 {
 	uint32_t n = c->n_conv, cl = c->classes;
 	float *gb = grad + c->b_off[n];
@@ -376,22 +380,23 @@ static void dense_wgrad(pti_cnn *c, float *grad, uint32_t b)
 }
 
 // cnn_piece is the length of [w_l, b_l] in the flat vector.
-static uint64_t cnn_piece(const pti_cnn *c, uint32_t l)
+static uint64_t cnn_piece(const cnn *c, uint32_t l)
 {
 	uint64_t cols = l < c->n_conv ? c->chan[l + 1] : c->classes;
 	return c->b_off[l] + cols - c->w_off[l];
 }
 
-int pti_cnn_grad(pti_cnn *c, float *grad, double *loss, const float *params,
-    const float *x, const uint8_t *y, uint32_t b, const pt_model_hooks *hk)
+static int cnn_grad(void *p, float *grad, double *loss, const float *params,
+    const float *x, const uint8_t *y, uint32_t b, const pti_model_hooks *hk)
 {
+	cnn *c = p;
 	int rv;
 	void (*done)(void *, uint64_t, uint64_t, double) =
 	    hk != NULL ? hk->done : NULL;
 	if ((rv = cnn_forward(c, params, x, b, hk ? hk->ready : NULL,
 		 hk ? hk->arg : NULL)) != 0)
 		return rv;
-	double mean = pti_model_xent(c->logits, y, b, c->classes);
+	double mean = pti_xent_mean(c->logits, y, b, c->classes);
 	// The whole chain first: params is not read after it.
 	uint32_t n = c->n_conv;
 	dense_chain(c, params, b);
@@ -409,25 +414,10 @@ int pti_cnn_grad(pti_cnn *c, float *grad, double *loss, const float *params,
 	return 0;
 }
 
-void pti_cnn_grad_layers(pti_cnn *c, float *grad, double *loss,
-    const float *params, const float *x, const uint8_t *y, uint32_t b,
-    void (*done)(void *arg, uint32_t l, double loss), void *arg)
-{
-	cnn_forward(c, params, x, b, NULL, NULL);
-	double mean = pti_model_xent(c->logits, y, b, c->classes);
-	// Last layer first, each one's chain step after its gradient: the
-	// same products as pti_cnn_grad's, in another order.
-	uint32_t n = c->n_conv;
-	dense_wgrad(c, grad, b);
-	if (done != NULL)
-		done(arg, n, mean);
-	dense_chain(c, params, b);
-	for (uint32_t l = n; l-- > 0;) {
-		conv_wgrad(c, grad, x, l, b);
-		if (done != NULL)
-			done(arg, l, mean);
-		if (l > 0)
-			conv_chain(c, params, l, b);
-	}
-	*loss = mean;
-}
+const pti_model_kind pti_cnn_kind = {
+	.alloc = cnn_alloc,
+	.free = cnn_free,
+	.grad = cnn_grad,
+	.logits = cnn_logits,
+	.blocks_exact = NULL, // the CNN does not cut its layers
+};

@@ -1,20 +1,20 @@
-// worker/api.h - what pstrain's own trainer (worker.c) uses of the public
+// client/api.h - what pstrain's own trainer (worker.c) uses of the public
 // worker (pstrain.h) beyond its calls: rejoining, and the end of a job.
-#ifndef PT_WORKER_API_H
-#define PT_WORKER_API_H
+#ifndef PT_CLIENT_API_H
+#define PT_CLIENT_API_H
 
-#include "client.h"
+#include "client/client.h"
 #include "pstrain.h"
 
 // pti_worker_join waits (at most --rpc-timeout) until every server is
 // connected and says hello as a worker at `step`; *start gets the step
-// to go on from (client.h, pt_client_hello). Errors a restarting server
+// to go on from (client.h, pti_client_hello). Errors a restarting server
 // causes are retried after a pause that doubles up to 2 s.
 int pti_worker_join(pt_worker *w, int64_t step, int64_t *start);
 
 // pti_wait_info is pt_wait that also sums up the replies into *info
 // (versions, staleness, learning rate; may be NULL).
-int pti_wait_info(pt_worker *w, pt_req *req, pt_client_step *info);
+int pti_wait_info(pt_worker *w, pt_req *req, pti_client_step *info);
 
 // pti_worker_all_done asks every server whether every worker has said
 // done or been lost: 1 yes, 0 not yet, or a negated error code.
@@ -26,6 +26,6 @@ int pti_worker_all_done(pt_worker *w, uint32_t *first_live);
 int pti_worker_shutdown(pt_worker *w);
 
 // pti_worker_client is the worker's connection to the servers.
-pt_client *pti_worker_client(pt_worker *w);
+pti_client *pti_worker_client(pt_worker *w);
 
-#endif // PT_WORKER_API_H
+#endif // PT_CLIENT_API_H

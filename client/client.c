@@ -1,5 +1,5 @@
-// worker/client.c - parallel requests to every server (see client.h).
-#include "client.h"
+// client/client.c - parallel requests to every server (see client.h).
+#include "client/client.h"
 
 #include <pthread.h>
 #include <stdalign.h>
@@ -10,11 +10,11 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 
-#include "clock.h"
+#include "common/clock.h"
 #include "common/testhook.h"
-#include "config.h"
-#include "err.h"
-#include "transport.h"
+#include "common/config.h"
+#include "common/err.h"
+#include "common/transport.h"
 
 // Pipes one link follows at once: one, or two while a server that came
 // back is connected before the old connection's removal is told.
@@ -50,7 +50,7 @@ typedef struct client_part {
 } client_part;
 
 struct client_link {
-	pt_client *c;
+	pti_client *c;
 	uint32_t rank; // the server's
 	char url[512];
 	nng_socket sock;
@@ -67,7 +67,7 @@ struct client_link {
 // pt_req: one call, a part per server it touches (two for a sync
 // pushpull split into a push and a pull).
 struct pt_req {
-	pt_client *c;
+	pti_client *c;
 	uint32_t n, cap, pending;
 	client_part **parts; // (cap)
 	client_part *lent;   // the part whose reply's values it lends, or NULL
@@ -111,7 +111,7 @@ static int client_skew(void)
 	return e != NULL && atoi(e) > 0;
 }
 
-struct pt_client {
+struct pti_client {
 	uint32_t role, rank, n;
 	pt_secret secret;
 	double timeout_s;
@@ -137,7 +137,7 @@ struct pt_client {
 static void link_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
 	client_link *k = arg;
-	pt_client *c = k->c;
+	pti_client *c = k->c;
 	uint32_t id = (uint32_t)nng_pipe_id(p);
 	int at = -1;
 	if (ev == NNG_PIPE_EV_ADD_POST)
@@ -164,7 +164,7 @@ static void link_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 static void part_cb(void *arg)
 {
 	client_part *p = arg;
-	pt_client *c = p->k->c;
+	pti_client *c = p->k->c;
 	int rv = nng_aio_result(p->aio);
 	if (p->state == PART_SEND && rv == 0) {
 		p->state = PART_RECV;
@@ -234,7 +234,7 @@ static int part_get(client_link *k, client_part **out)
 	return 0;
 }
 
-void pt_client_close(pt_client *c)
+void pti_client_close(pti_client *c)
 {
 	if (c == NULL)
 		return;
@@ -273,10 +273,10 @@ void pt_client_close(pt_client *c)
 	free(c);
 }
 
-int pt_client_open(pt_client **out, const char *urls, uint32_t role,
+int pti_client_open(pti_client **out, const char *urls, uint32_t role,
     uint32_t rank, double timeout_s, const pt_secret *secret)
 {
-	pt_client *c = calloc(1, sizeof(*c));
+	pti_client *c = calloc(1, sizeof(*c));
 	if (c == NULL)
 		return pti_err_set(PT_ENOMEM, "client");
 	pthread_mutex_init(&c->mu, NULL);
@@ -305,7 +305,7 @@ int pt_client_open(pt_client **out, const char *urls, uint32_t role,
 		k->c = c;
 		k->rank = i;
 		if (len == 0 || len >= sizeof(k->url)) {
-			pt_client_close(c);
+			pti_client_close(c);
 			return pti_err_set(PT_EINVAL,
 			    "--connect: server %u's address is empty or too "
 			    "long", i);
@@ -313,7 +313,7 @@ int pt_client_open(pt_client **out, const char *urls, uint32_t role,
 		memcpy(k->url, p, len);
 		p = e ? e + 1 : p + len;
 		if ((rv = nng_req0_open(&k->sock)) != 0) {
-			pt_client_close(c);
+			pti_client_close(c);
 			return pti_err_set(PT_ETRANSPORT, "client: %s",
 			    nng_strerror(rv));
 		}
@@ -325,14 +325,14 @@ int pt_client_open(pt_client **out, const char *urls, uint32_t role,
 			 link_pipe_cb, k)) != 0 ||
 		    (rv = nng_pipe_notify(k->sock, NNG_PIPE_EV_REM_POST,
 			 link_pipe_cb, k)) != 0) {
-			pt_client_close(c);
+			pti_client_close(c);
 			return pti_err_set(PT_ETRANSPORT, "client: %s",
 			    nng_strerror(rv));
 		}
 		k->dialed = pti_clock_s();
 		if ((rv = pti_transport_dial(k->sock, k->url, &k->dialer,
 			 NNG_FLAG_NONBLOCK)) != 0) {
-			pt_client_close(c);
+			pti_client_close(c);
 			return pti_err_set(PT_ETRANSPORT,
 			    "server %u at %s: %s", i, k->url,
 			    nng_strerror(rv));
@@ -342,7 +342,7 @@ int pt_client_open(pt_client **out, const char *urls, uint32_t role,
 	return 0;
 }
 
-uint32_t pt_client_servers(const pt_client *c)
+uint32_t pti_client_servers(const pti_client *c)
 {
 	return c->n;
 }
@@ -350,7 +350,7 @@ uint32_t pt_client_servers(const pt_client *c)
 // client_missing lists the servers not connected into buf; returns how
 // many, and in *never how many of them were never connected. Called with
 // the lock held.
-static uint32_t client_missing(const pt_client *c, char *buf, size_t size,
+static uint32_t client_missing(const pti_client *c, char *buf, size_t size,
     uint32_t *never)
 {
 	uint32_t n = 0;
@@ -373,7 +373,7 @@ static uint32_t client_missing(const pt_client *c, char *buf, size_t size,
 // client_redial gives every server missing for CLIENT_REDIAL_S since its
 // dialer started a new dialer. Called with the lock, which it drops while
 // dialing: closing a dialer can run link_pipe_cb.
-static void client_redial(pt_client *c)
+static void client_redial(pti_client *c)
 {
 	double now = pti_clock_s();
 	for (uint32_t i = 0; i < c->n; i++) {
@@ -396,7 +396,7 @@ static void client_redial(pt_client *c)
 	}
 }
 
-int pt_client_wait(pt_client *c, const char *who, double timeout_s,
+int pti_client_wait(pti_client *c, const char *who, double timeout_s,
     double never_s)
 {
 	char missing[1024];
@@ -439,7 +439,7 @@ int pt_client_wait(pt_client *c, const char *who, double timeout_s,
 
 // ---------------------------------------------------------------- calls
 
-int pti_call_new(pt_client *c, pt_req **out)
+int pti_call_new(pti_client *c, pt_req **out)
 {
 	pt_req *q = calloc(1, sizeof(*q));
 	if (q == NULL || (q->parts = calloc(2 * c->n,
@@ -457,7 +457,7 @@ int pti_call_new(pt_client *c, pt_req **out)
 static int call_send(pt_req *q, uint32_t server, const pti_hdr *h,
     const float *pay, uint64_t n, float *dst, int lend)
 {
-	pt_client *c = q->c;
+	pti_client *c = q->c;
 	client_link *k = &c->links[server];
 	client_part *p = NULL;
 	nng_msg *m;
@@ -600,7 +600,7 @@ static int call_check(client_part *p)
 // certainly answered part p: in sync mode a pushpull once its step has
 // closed and a pull once its version is there, in async mode any request
 // (nothing waits). A parked ssp reply cannot be told apart: never.
-static int client_answered(const pt_client *c, const client_part *p,
+static int client_answered(const pti_client *c, const client_part *p,
     int64_t ver)
 {
 	const pti_hdr *h = &p->hdr;
@@ -617,7 +617,7 @@ static int client_answered(const pt_client *c, const client_part *p,
 
 // client_probe asks server k for its version (a stats request, on a
 // context of its own); not itself probed should it hang.
-static int client_probe(pt_client *c, client_link *k, int64_t *ver)
+static int client_probe(pti_client *c, client_link *k, int64_t *ver)
 {
 	pti_hdr h;
 	pt_req *q = NULL;
@@ -638,7 +638,7 @@ static int client_probe(pt_client *c, client_link *k, int64_t *ver)
 // `start` is when the wait began. Called with the lock held.
 static void call_await(pt_req *q, const client_part *want, double start)
 {
-	pt_client *c = q->c;
+	pti_client *c = q->c;
 	double every = c->note_s, note = start + every;
 	while (note <= pti_clock_s())
 		note += every;
@@ -685,10 +685,10 @@ static void call_await(pt_req *q, const client_part *want, double start)
 	}
 }
 
-int pti_call_wait(pt_req *q, pt_client_step *info)
+int pti_call_wait(pt_req *q, pti_client_step *info)
 {
-	pt_client *c = q->c;
-	pt_client_step st = {INT64_MAX, 0, 0.0, 0.0};
+	pti_client *c = q->c;
+	pti_client_step st = {INT64_MAX, 0, 0.0, 0.0};
 	uint32_t n_vals = 0, have_lr = 0;
 	int rv = 0;
 	double start = pti_clock_s();
@@ -766,7 +766,7 @@ static void lent_skew(nng_msg **m, const void **pay)
 
 int pti_call_lend(pt_req *q, const float **vals, pt_lent **out)
 {
-	pt_client *c = q->c;
+	pti_client *c = q->c;
 	client_part *p = q->lent;
 	if (p == NULL || p->reply == NULL || p->pay == NULL)
 		return pti_err_set(PT_EINVAL, "the request lends no values");
@@ -804,7 +804,7 @@ int pti_call_lend(pt_req *q, const float **vals, pt_lent **out)
 	return 0;
 }
 
-void pti_lent_free(pt_client *c, pt_lent *l)
+void pti_lent_free(pti_client *c, pt_lent *l)
 {
 	if (l == NULL)
 		return;
@@ -830,7 +830,7 @@ void pti_lent_free(pt_client *c, pt_lent *l)
 	free(l);
 }
 
-void pti_client_counts(pt_client *c, uint64_t *reused, uint64_t *copied)
+void pti_client_counts(pti_client *c, uint64_t *reused, uint64_t *copied)
 {
 	pthread_mutex_lock(&c->mu);
 	*reused = c->reused;
@@ -842,7 +842,7 @@ void pti_call_free(pt_req *q)
 {
 	if (q == NULL)
 		return;
-	pt_client *c = q->c;
+	pti_client *c = q->c;
 	pthread_mutex_lock(&c->mu);
 	for (uint32_t i = 0; i < q->n; i++) {
 		client_part *p = q->parts[i];
@@ -871,7 +871,7 @@ void pti_call_free(pt_req *q)
 
 // ---------------------------------------------------------------- collective calls
 
-uint32_t pti_client_shard(const pt_client *c, uint32_t i, uint64_t *lo,
+uint32_t pti_client_shard(const pti_client *c, uint32_t i, uint64_t *lo,
     uint64_t *hi)
 {
 	*lo = c->links[i].lo;
@@ -879,23 +879,17 @@ uint32_t pti_client_shard(const pt_client *c, uint32_t i, uint64_t *lo,
 	return c->n;
 }
 
-int64_t pti_client_ver(const pt_client *c, uint32_t i)
+int64_t pti_client_ver(const pti_client *c, uint32_t i)
 {
 	return c->links[i].ver;
 }
 
-uint32_t pti_client_role(const pt_client *c, uint32_t *rank)
-{
-	*rank = c->rank;
-	return c->role;
-}
-
 // client_all sends h (op and fields; the range set per server when vals
-// is given) to every server: grad's slice of each shard with it when
-// grad is given, the reply's values into vals when that is. On success
-// *out holds the answered call, the caller's to pti_call_free.
-static int client_all(pt_client *c, const pti_hdr *h, const float *grad,
-    float *vals, pt_req **out, pt_client_step *info)
+// is given) to every server, the reply's values into vals when that is
+// given. On success *out holds the answered call, the caller's to
+// pti_call_free.
+static int client_all(pti_client *c, const pti_hdr *h, float *vals,
+    pt_req **out, pti_client_step *info)
 {
 	pt_req *q = NULL;
 	int rv = pti_call_new(c, &q);
@@ -903,16 +897,12 @@ static int client_all(pt_client *c, const pti_hdr *h, const float *grad,
 		client_link *k = &c->links[i];
 		pti_hdr r = *h;
 		uint64_t n = 0;
-		if (grad || vals) {
+		if (vals) {
 			r.has |= PTI_H_RANGE;
 			r.off = k->lo;
 			n = r.n = k->hi - k->lo;
 		}
-		if (r.op == PT_OP_PUSHPULL) {
-			r.has |= PTI_H_VER;
-			r.ver = k->ver;
-		}
-		rv = pti_call_send(q, i, &r, grad ? grad + k->lo : NULL, n,
+		rv = pti_call_send(q, i, &r, NULL, n,
 		    vals ? vals + k->lo : NULL);
 	}
 	if (rv == 0)
@@ -925,12 +915,12 @@ static int client_all(pt_client *c, const pti_hdr *h, const float *grad,
 	return 0;
 }
 
-int pt_client_simple(pt_client *c, uint32_t op, pti_hdr *replies)
+int pti_client_simple(pti_client *c, uint32_t op, pti_hdr *replies)
 {
 	pti_hdr h;
 	pt_req *q;
 	pti_hdr_init(&h, op, c->role, c->rank);
-	int rv = client_all(c, &h, NULL, NULL, &q, NULL);
+	int rv = client_all(c, &h, NULL, &q, NULL);
 	if (rv != 0)
 		return rv;
 	for (uint32_t i = 0; replies != NULL && i < c->n; i++)
@@ -942,12 +932,12 @@ int pt_client_simple(pt_client *c, uint32_t op, pti_hdr *replies)
 // client_prove asks every server for its challenge and fills each hello
 // template's proof of the secret: an HMAC over that server's nonce and
 // who this client says it is.
-static int client_prove(pt_client *c, pti_hdr *hellos)
+static int client_prove(pti_client *c, pti_hdr *hellos)
 {
 	pti_hdr h;
 	pt_req *q;
 	pti_hdr_init(&h, PT_OP_CHALLENGE, c->role, c->rank);
-	int rv = client_all(c, &h, NULL, NULL, &q, NULL);
+	int rv = client_all(c, &h, NULL, &q, NULL);
 	if (rv != 0)
 		return rv;
 	for (uint32_t i = 0; i < c->n && rv == 0; i++) {
@@ -966,7 +956,7 @@ static int client_prove(pt_client *c, pti_hdr *hellos)
 	return rv;
 }
 
-int pt_client_hello(pt_client *c, const pt_layout *l, int mode,
+int pti_client_hello(pti_client *c, const pt_layout *l, int mode,
     uint32_t workers, int64_t step, int64_t *start)
 {
 	int64_t at = -1;
@@ -1029,8 +1019,8 @@ int pt_client_hello(pt_client *c, const pt_layout *l, int mode,
 	return rv;
 }
 
-int pt_client_pull(pt_client *c, float *params, int64_t want_ver,
-    pt_client_step *info)
+int pti_client_pull(pti_client *c, float *params, int64_t want_ver,
+    pti_client_step *info)
 {
 	pti_hdr h;
 	pt_req *q;
@@ -1039,21 +1029,7 @@ int pt_client_pull(pt_client *c, float *params, int64_t want_ver,
 		h.has |= PTI_H_VER;
 		h.ver = want_ver;
 	}
-	int rv = client_all(c, &h, NULL, params, &q, info);
-	if (rv == 0)
-		pti_call_free(q);
-	return rv;
-}
-
-int pt_client_pushpull(pt_client *c, float *params, const float *grad,
-    int64_t step, pt_client_step *info)
-{
-	pti_hdr h;
-	pt_req *q;
-	pti_hdr_init(&h, PT_OP_PUSHPULL, c->role, c->rank);
-	h.has |= PTI_H_STEP;
-	h.step = step;
-	int rv = client_all(c, &h, grad, params, &q, info);
+	int rv = client_all(c, &h, params, &q, info);
 	if (rv == 0)
 		pti_call_free(q);
 	return rv;

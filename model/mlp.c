@@ -1,23 +1,22 @@
-// worker/model.c - forward, softmax cross-entropy and backward of the
-// layer stack, on the matrix products of common/blas.h.
+// model/mlp.c - the layer stack of "softmax" (logits = x w0 + b0) and
+// "mlp:H1,..." (ReLU hidden layers, then a linear output layer): forward,
+// backward and the row-block check, on the matrix products of
+// common/blas.h. Its ops table is pti_mlp_kind (model/kind.h).
 //
 // Scratch per model: the output of each layer (act[1..n_layers], the last
 // one being the logits, which backward turns into dL/dlogits in place)
 // and one buffer of dL/dz per hidden layer (dz[0..n_layers-2]): backward
 // first runs the whole chain of dz, which reads the weights, and only then
 // the weight gradients, which read no parameter. The input x is read
-// where the caller keeps it. A CNN layout is handed to worker/cnn.c
-// after the same argument checks.
-#include "model.h"
-
-#include <math.h>
+// where the caller keeps it.
 #include <stdlib.h>
 #include <string.h>
 
-#include "blas.h"
-#include "err.h"
-#include "model_impl.h"
-#include "rng.h"
+#include "common/blas.h"
+#include "common/err.h"
+#include "common/rng.h"
+#include "model/kind.h"
+#include "model/xent.h"
 
 // Layer 0's weight gradient is cut at multiples of this many rows. The
 // rows of dW_0 are the dimension OpenBLAS's micro-kernels tile, and a row
@@ -25,49 +24,21 @@
 // in another order: Haswell's and Zen's sgemm tile it by 12 (16-row
 // boundaries still differ there, e.g. 784 rows in 3 blocks), and 48 is
 // also a multiple of 16 floats (a 64-byte line). Cooperlake gives the same
-// bits at any boundary; pt_model_blocks_exact checks the kernel at hand.
+// bits at any boundary; pti_model_blocks_exact checks the kernel at hand.
 #define BLOCK_ROWS 48
 
-struct pt_model {
+typedef struct mlp {
 	uint32_t n_layers;
 	uint32_t width[PT_MAX_LAYERS + 1];
 	uint64_t w_off[PT_MAX_LAYERS]; // w_l in the flat vector
 	uint64_t b_off[PT_MAX_LAYERS]; // b_l in the flat vector
-	uint32_t max_batch;
 	float *act[PT_MAX_LAYERS + 1]; // [l] (max_batch, width[l]), l >= 1
 	float *dz[PT_MAX_LAYERS];      // [l] (max_batch, width[l + 1]), hidden
 	float *mem;                    // the one allocation behind them
-	pti_cnn *cnn;                  // a CNN: all of it, the above unused
-};
+} mlp;
 
-// model_alloc_cnn makes the shell of a CNN model: the shapes that the
-// argument checks read, and the CNN itself.
-static int model_alloc_cnn(pt_model **out, const pt_layout *l,
-    uint32_t max_batch)
+static int mlp_alloc(void **out, const pt_layout *l, uint32_t max_batch)
 {
-	pt_model *m = calloc(1, sizeof(*m));
-	if (m == NULL)
-		return pti_err_set(PT_ENOMEM, "model %s", l->spec);
-	m->n_layers = l->n_layers;
-	m->max_batch = max_batch;
-	memcpy(m->width, l->width, sizeof(m->width));
-	int rv = pti_cnn_alloc(&m->cnn, l, max_batch);
-	if (rv != 0) {
-		free(m);
-		return rv;
-	}
-	*out = m;
-	return 0;
-}
-
-int pt_model_alloc(pt_model **out, const pt_layout *l, uint32_t max_batch)
-{
-	if (max_batch == 0 || l->n_layers == 0 || l->n_layers > PT_MAX_LAYERS)
-		return pti_err_set(PT_EINVAL,
-		    "model %s: batch of %u rows, %u layers", l->spec,
-		    max_batch, l->n_layers);
-	if (l->kind == PT_MODEL_CNN)
-		return model_alloc_cnn(out, l, max_batch);
 	// The hooks hand over [w_l, b_l] ranges that must tile the vector.
 	uint64_t at = 0;
 	for (uint32_t i = 0; i < l->n_layers; i++) {
@@ -80,11 +51,10 @@ int pt_model_alloc(pt_model **out, const pt_layout *l, uint32_t max_batch)
 			    i);
 		at += nw + l->width[i + 1];
 	}
-	pt_model *m = calloc(1, sizeof(*m));
+	mlp *m = calloc(1, sizeof(*m));
 	if (m == NULL)
 		return pti_err_set(PT_ENOMEM, "model %s", l->spec);
 	m->n_layers = l->n_layers;
-	m->max_batch = max_batch;
 	uint64_t rows = 0, hidden = 0;
 	for (uint32_t i = 0; i <= l->n_layers; i++) {
 		m->width[i] = l->width[i];
@@ -122,41 +92,24 @@ int pt_model_alloc(pt_model **out, const pt_layout *l, uint32_t max_batch)
 	return 0;
 }
 
-void pt_model_free(pt_model *m)
+static void mlp_free(void *p)
 {
+	mlp *m = p;
 	if (m == NULL)
 		return;
-	pti_cnn_free(m->cnn);
 	free(m->mem);
 	free(m);
 }
 
-// model_check refuses what the shapes cannot take, before anything is
-// written.
-static int model_check(const pt_model *m, const uint8_t *y, uint32_t b)
-{
-	uint32_t classes = m->width[m->n_layers];
-	if (b > m->max_batch)
-		return pti_err_set(PT_EINVAL,
-		    "model: batch of %u rows, scratch holds %u", b,
-		    m->max_batch);
-	for (uint32_t i = 0; i < b; i++)
-		if (y[i] >= classes)
-			return pti_err_set(PT_EINVAL,
-			    "model: label %u of row %u, only %u classes", y[i],
-			    i, classes);
-	return 0;
-}
-
 // ---------------------------------------------------------------------
-// Forward and loss
+// Forward
 // ---------------------------------------------------------------------
 
-// model_forward leaves each layer's output in act[1..n_layers]:
+// mlp_forward leaves each layer's output in act[1..n_layers]:
 // act[l + 1] = relu(act[l] w_l + b_l), without the ReLU on the last.
 // ready, when set, is asked before layer l's parameters are read; its
 // nonzero answer is returned at once.
-static int model_forward(pt_model *m, const float *params, const float *x,
+static int mlp_forward(mlp *m, const float *params, const float *x,
     uint32_t b, int (*ready)(void *arg, uint32_t l), void *arg)
 {
 	int rv;
@@ -181,53 +134,22 @@ static int model_forward(pt_model *m, const float *params, const float *x,
 	return 0;
 }
 
-// row_max returns the largest of z[0..n) and writes its first index.
-static float row_max(const float *z, uint32_t n, uint32_t *at)
+static const float *mlp_logits(void *p, const float *params, const float *x,
+    uint32_t b)
 {
-	float mx = z[0];
-	uint32_t j_max = 0;
-	for (uint32_t j = 1; j < n; j++)
-		if (z[j] > mx) {
-			mx = z[j];
-			j_max = j;
-		}
-	*at = j_max;
-	return mx;
-}
-
-// pti_model_xent: subtracting the row's max keeps expf from overflowing;
-// the sum and the loss are kept in double.
-double pti_model_xent(float *logits, const uint8_t *y, uint32_t b,
-    uint32_t classes)
-{
-	double total = 0;
-	for (uint32_t i = 0; i < b; i++) {
-		float *z = logits + (size_t)i * classes; // (classes)
-		uint32_t at;
-		float mx = row_max(z, classes, &at);
-		double zy = (double)z[y[i]] - mx, sum = 0;
-		for (uint32_t j = 0; j < classes; j++) {
-			z[j] = expf(z[j] - mx);
-			sum += z[j];
-		}
-		total += log(sum) - zy;
-		float scale = (float)(1.0 / (sum * b));
-		for (uint32_t j = 0; j < classes; j++)
-			z[j] *= scale;
-		z[y[i]] -= 1.0f / (float)b;
-	}
-	return total / b;
+	mlp *m = p;
+	mlp_forward(m, params, x, b, NULL, NULL);
+	return m->act[m->n_layers];
 }
 
 // ---------------------------------------------------------------------
 // Backward
 // ---------------------------------------------------------------------
 
-// model_chain writes dz[l - 1] = (dz[l] w_l^T) masked where layer l's
+// mlp_chain writes dz[l - 1] = (dz[l] w_l^T) masked where layer l's
 // input (a ReLU output) was 0, l >= 1. The only backward step that reads
 // the parameters.
-static void model_chain(pt_model *m, const float *params, uint32_t l,
-    uint32_t b)
+static void mlp_chain(mlp *m, const float *params, uint32_t l, uint32_t b)
 {
 	uint32_t n_in = m->width[l], n_out = m->width[l + 1];
 	const float *in = m->act[l];           // (b, n_in)
@@ -241,7 +163,7 @@ static void model_chain(pt_model *m, const float *params, uint32_t l,
 
 // wgrad_rows writes rows [r0, r1) of dw = in^T dz: one product of in's
 // columns r0.. (row stride still n_in) and dz. dw is (n_in, n_out), in
-// (b, n_in), dz (b, n_out). pt_model_blocks_exact runs this very code.
+// (b, n_in), dz (b, n_out). mlp_blocks_exact runs this very code.
 static void wgrad_rows(float *dw, const float *in, const float *dz,
     uint32_t n_in, uint32_t n_out, uint32_t r0, uint32_t r1, uint32_t b)
 {
@@ -249,16 +171,16 @@ static void wgrad_rows(float *dw, const float *in, const float *dz,
 	    0.0f, dw + (size_t)r0 * n_out, n_out);
 }
 
-// model_wgrad writes rows [r0, r1) of dw_l = a_l^T dz_l, where a_0 is x.
-static void model_wgrad(pt_model *m, float *grad, const float *x,
-    uint32_t l, uint32_t r0, uint32_t r1, uint32_t b)
+// mlp_wgrad writes rows [r0, r1) of dw_l = a_l^T dz_l, where a_0 is x.
+static void mlp_wgrad(mlp *m, float *grad, const float *x, uint32_t l,
+    uint32_t r0, uint32_t r1, uint32_t b)
 {
 	wgrad_rows(grad + m->w_off[l], l == 0 ? x : m->act[l], m->dz[l],
 	    m->width[l], m->width[l + 1], r0, r1, b);
 }
 
-// model_bgrad writes db_l, the column sums of dz_l in row order.
-static void model_bgrad(pt_model *m, float *grad, uint32_t l, uint32_t b)
+// mlp_bgrad writes db_l, the column sums of dz_l in row order.
+static void mlp_bgrad(mlp *m, float *grad, uint32_t l, uint32_t b)
 {
 	uint32_t n_out = m->width[l + 1];
 	const float *dz = m->dz[l];     // (b, n_out)
@@ -297,39 +219,23 @@ static uint32_t block_row(uint32_t rows, uint32_t n, uint32_t i)
 	return r < rows ? (uint32_t)r : rows;
 }
 
-// ---------------------------------------------------------------------
-// Gradients
-// ---------------------------------------------------------------------
-
-int pt_model_grad(pt_model *m, float *grad, double *loss,
-    const float *params, const float *x, const uint8_t *y, uint32_t b)
+static int mlp_grad(void *p, float *grad, double *loss, const float *params,
+    const float *x, const uint8_t *y, uint32_t b, const pti_model_hooks *hk)
 {
-	return pt_model_grad_hooked(m, grad, loss, params, x, y, b, NULL);
-}
-
-int pt_model_grad_hooked(pt_model *m, float *grad, double *loss,
-    const float *params, const float *x, const uint8_t *y, uint32_t b,
-    const pt_model_hooks *hk)
-{
+	mlp *m = p;
 	int rv;
-	if (b == 0)
-		return pti_err_set(PT_EINVAL, "model: empty batch");
-	if ((rv = model_check(m, y, b)) != 0)
-		return rv;
-	if (m->cnn != NULL)
-		return pti_cnn_grad(m->cnn, grad, loss, params, x, y, b, hk);
 	void (*done)(void *, uint64_t, uint64_t, double) =
 	    hk != NULL ? hk->done : NULL;
-	if ((rv = model_forward(m, params, x, b, hk ? hk->ready : NULL,
+	if ((rv = mlp_forward(m, params, x, b, hk ? hk->ready : NULL,
 		 hk ? hk->arg : NULL)) != 0)
 		return rv;
 	uint32_t L = m->n_layers;
-	double mean = pti_model_xent(m->act[L], y, b, m->width[L]);
+	double mean = pti_xent_mean(m->act[L], y, b, m->width[L]);
 
 	// The whole chain first: from here on params is not read, so the
 	// caller may overwrite it while the gradients below are handed over.
 	for (uint32_t l = L - 1; l > 0; l--)
-		model_chain(m, params, l, b);
+		mlp_chain(m, params, l, b);
 
 	// Layer 0 first, in row blocks, b_0 (right after w_0) with the last.
 	uint32_t rows = m->width[0], n_out = m->width[1];
@@ -337,10 +243,10 @@ int pt_model_grad_hooked(pt_model *m, float *grad, double *loss,
 	for (uint32_t i = 0; i < nb; i++) {
 		uint32_t r0 = block_row(rows, nb, i);
 		uint32_t r1 = block_row(rows, nb, i + 1);
-		model_wgrad(m, grad, x, 0, r0, r1, b);
+		mlp_wgrad(m, grad, x, 0, r0, r1, b);
 		uint64_t n = (uint64_t)(r1 - r0) * n_out;
 		if (i + 1 == nb) {
-			model_bgrad(m, grad, 0, b);
+			mlp_bgrad(m, grad, 0, b);
 			n += n_out;
 		}
 		if (done != NULL)
@@ -348,44 +254,13 @@ int pt_model_grad_hooked(pt_model *m, float *grad, double *loss,
 			    mean);
 	}
 	for (uint32_t l = 1; l < L; l++) {
-		model_wgrad(m, grad, x, l, 0, m->width[l], b);
-		model_bgrad(m, grad, l, b);
+		mlp_wgrad(m, grad, x, l, 0, m->width[l], b);
+		mlp_bgrad(m, grad, l, b);
 		if (done != NULL)
 			done(hk->arg, m->w_off[l],
 			    (uint64_t)m->width[l] * m->width[l + 1] +
 				m->width[l + 1],
 			    mean);
-	}
-	*loss = mean;
-	return 0;
-}
-
-int pt_model_grad_layers(pt_model *m, float *grad, double *loss,
-    const float *params, const float *x, const uint8_t *y, uint32_t b,
-    void (*done)(void *arg, uint32_t l, double loss), void *arg)
-{
-	int rv;
-	if (b == 0)
-		return pti_err_set(PT_EINVAL, "model: empty batch");
-	if ((rv = model_check(m, y, b)) != 0)
-		return rv;
-	if (m->cnn != NULL) {
-		pti_cnn_grad_layers(m->cnn, grad, loss, params, x, y, b, done,
-		    arg);
-		return 0;
-	}
-	model_forward(m, params, x, b, NULL, NULL);
-	uint32_t L = m->n_layers;
-	double mean = pti_model_xent(m->act[L], y, b, m->width[L]);
-	// Last layer first, each one's chain step after its gradient: the
-	// same products as pt_model_grad_hooked's, in another order.
-	for (uint32_t l = m->n_layers; l-- > 0;) {
-		model_wgrad(m, grad, x, l, 0, m->width[l], b);
-		model_bgrad(m, grad, l, b);
-		if (done != NULL)
-			done(arg, l, mean);
-		if (l > 0)
-			model_chain(m, params, l, b);
 	}
 	*loss = mean;
 	return 0;
@@ -403,14 +278,9 @@ static void fill_normal(float *v, size_t n, pti_rng *r)
 		v[i] = (float)pti_rng_normal(r);
 }
 
-int pt_model_blocks_exact(pt_model *m, uint32_t b, uint32_t blocks)
+static int mlp_blocks_exact(void *p, uint32_t b, uint32_t blocks)
 {
-	if (b == 0 || b > m->max_batch)
-		return -pti_err_set(PT_EINVAL,
-		    "model: block check at %u rows, scratch holds %u", b,
-		    m->max_batch);
-	if (m->cnn != NULL)
-		return 1; // the CNN does not cut its layers
+	mlp *m = p;
 	uint32_t rows = m->width[0], n_out = m->width[1];
 	uint32_t nb = block_count(rows, blocks);
 	if (nb == 1)
@@ -431,7 +301,7 @@ int pt_model_blocks_exact(pt_model *m, uint32_t b, uint32_t blocks)
 	pti_rng_seed(&r, 0x5b10c5, rows ^ ((uint64_t)n_out << 32));
 	fill_normal(x, nx, &r);
 	fill_normal(dz, nz, &r);
-	// The calls pt_model_grad_hooked makes for layer 0, uncut and cut.
+	// The calls mlp_grad makes for layer 0, uncut and cut.
 	wgrad_rows(one, x, dz, rows, n_out, 0, rows, b);
 	for (uint32_t i = 0; i < nb; i++)
 		wgrad_rows(cut, x, dz, rows, n_out, block_row(rows, nb, i),
@@ -441,41 +311,10 @@ int pt_model_blocks_exact(pt_model *m, uint32_t b, uint32_t blocks)
 	return same;
 }
 
-// ---------------------------------------------------------------------
-// Evaluation
-// ---------------------------------------------------------------------
-
-int pt_model_eval(pt_model *m, double *loss_sum, uint32_t *correct,
-    const float *params, const float *x, const uint8_t *y, uint32_t b)
-{
-	int rv;
-	if ((rv = model_check(m, y, b)) != 0)
-		return rv;
-	const float *logits = m->act[m->n_layers];
-	if (b > 0 && m->cnn != NULL)
-		logits = pti_cnn_logits(m->cnn, params, x, b);
-	else if (b > 0)
-		model_forward(m, params, x, b, NULL, NULL);
-	pti_model_xent_sum(loss_sum, correct, logits, y, b,
-	    m->width[m->n_layers]);
-	return 0;
-}
-
-void pti_model_xent_sum(double *loss_sum, uint32_t *correct, const float *z,
-    const uint8_t *y, uint32_t b, uint32_t classes)
-{
-	uint32_t ok = 0;
-	double total = 0;
-	for (uint32_t i = 0; i < b; i++) {
-		const float *row = z + (size_t)i * classes;
-		uint32_t at;
-		float mx = row_max(row, classes, &at);
-		double sum = 0;
-		for (uint32_t j = 0; j < classes; j++)
-			sum += expf(row[j] - mx);
-		total += log(sum) - ((double)row[y[i]] - mx);
-		ok += at == y[i];
-	}
-	*loss_sum = total;
-	*correct = ok;
-}
+const pti_model_kind pti_mlp_kind = {
+	.alloc = mlp_alloc,
+	.free = mlp_free,
+	.grad = mlp_grad,
+	.logits = mlp_logits,
+	.blocks_exact = mlp_blocks_exact,
+};

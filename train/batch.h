@@ -1,12 +1,12 @@
-// worker/batch.h - the minibatch a worker computes on at each step: its
+// train/batch.h - the minibatch a worker computes on at each step: its
 // B / W rows of block t % spe of epoch t / spe's seeded permutation of the
 // training set, the same data whether gathered in place or ahead.
 //
 // With `ahead` (--prefetch), a thread gathers step t + 1's rows into a
 // second buffer while step t computes, as input pipelines do; the rows
 // are the same either way, so results do not change.
-#ifndef PT_WORKER_BATCH_H
-#define PT_WORKER_BATCH_H
+#ifndef PT_TRAIN_BATCH_H
+#define PT_TRAIN_BATCH_H
 
 #include <stdint.h>
 
@@ -28,4 +28,4 @@ void pti_batches_get(pti_batches *bs, uint64_t t, const float **x,
 
 void pti_batches_close(pti_batches *bs);
 
-#endif // PT_WORKER_BATCH_H
+#endif // PT_TRAIN_BATCH_H

@@ -1,5 +1,5 @@
-// worker/ring.c - the ring all-reduce (see ring.h).
-#include "ring.h"
+// train/ring.c - the ring all-reduce (see ring.h).
+#include "train/ring.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -10,10 +10,10 @@
 #include <nng/nng.h>
 #include <nng/protocol/pair1/pair.h>
 
-#include "config.h"
-#include "err.h"
-#include "proto.h"
-#include "transport.h"
+#include "common/config.h"
+#include "common/err.h"
+#include "common/proto.h"
+#include "common/transport.h"
 
 struct pti_ring {
 	uint32_t rank, n, left, right;

@@ -1,12 +1,12 @@
-// worker/batch.c - a worker's minibatch of each step, gathered in place or
+// train/batch.c - a worker's minibatch of each step, gathered in place or
 // ahead in a thread of its own (--prefetch). See batch.h.
-#include "batch.h"
+#include "train/batch.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "data.h"
-#include "err.h"
+#include "common/data.h"
+#include "common/err.h"
 
 struct pti_batches {
 	const pt_dataset *d;

@@ -1,7 +1,7 @@
-// worker/api.c - pstrain.h's worker: ranged push, pull and pushpull on a
+// client/api.c - pstrain.h's worker: ranged push, pull and pushpull on a
 // job's variables, over the client's calls (client.h). A range is cut at
 // the servers' shard edges, one part per server it touches.
-#include "api.h"
+#include "client/api.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -9,14 +9,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "clock.h"
-#include "err.h"
-#include "job.h"
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/job.h"
 
 struct pt_worker {
 	pt_config c;      // the job's options, with rank and servers' URLs
 	pt_layout l;
-	pt_client *client;
+	pti_client *client;
 	int64_t start;    // the step it went on from at its last hello
 	int64_t next_ver; // sync: the version after the last step pushed
 };
@@ -44,13 +44,13 @@ int pt_worker_open(pt_worker **out, const pt_job *job, uint32_t rank,
 		free(w);
 		return rv;
 	}
-	rv = pt_client_open(&w->client, w->c.connect, PT_ROLE_WORKER, rank,
+	rv = pti_client_open(&w->client, w->c.connect, PT_ROLE_WORKER, rank,
 	    w->c.rpc_timeout, &key);
 	memset(&key, 0, sizeof(key));
-	if (rv == 0 && pt_client_servers(w->client) != w->c.servers)
+	if (rv == 0 && pti_client_servers(w->client) != w->c.servers)
 		rv = pti_err_set(PT_EINVAL, "worker %u: %u server addresses "
 		    "given, the job has %u servers", rank,
-		    pt_client_servers(w->client), w->c.servers);
+		    pti_client_servers(w->client), w->c.servers);
 	if (rv == 0)
 		rv = pti_worker_join(w, 0, &start);
 	if (rv != 0) {
@@ -65,11 +65,11 @@ void pt_worker_close(pt_worker *w)
 {
 	if (w == NULL)
 		return;
-	pt_client_close(w->client);
+	pti_client_close(w->client);
 	free(w);
 }
 
-pt_client *pti_worker_client(pt_worker *w)
+pti_client *pti_worker_client(pt_worker *w)
 {
 	return w->client;
 }
@@ -92,10 +92,10 @@ int pti_worker_join(pt_worker *w, int64_t step, int64_t *start)
 	double until = pti_clock_s() + c->rpc_timeout, pause = 0.05;
 	snprintf(who, sizeof(who), "worker %u", c->rank);
 	for (;;) {
-		int rv = pt_client_wait(w->client, who,
+		int rv = pti_client_wait(w->client, who,
 		    until - pti_clock_s(), c->connect_timeout);
 		if (rv == 0)
-			rv = pt_client_hello(w->client, &w->l, c->mode,
+			rv = pti_client_hello(w->client, &w->l, c->mode,
 			    c->workers, step, start);
 		if (rv == 0) {
 			w->start = w->next_ver = *start;
@@ -142,7 +142,7 @@ enum { SEND_PUSH = 1, SEND_PULL = 2 };
 // server's shard, as a range whose values are lent must.
 static int worker_lendable(const pt_worker *w, uint64_t lo, uint64_t n)
 {
-	uint32_t ns = pt_client_servers(w->client), first = ns, last = 0;
+	uint32_t ns = pti_client_servers(w->client), first = ns, last = 0;
 	for (uint32_t i = 0; i < ns; i++) {
 		uint64_t slo, shi;
 		pti_client_shard(w->client, i, &slo, &shi);
@@ -191,7 +191,7 @@ static uint64_t worker_piece(uint64_t n)
 static int worker_send(pt_worker *w, int what, int64_t step, uint64_t lo,
     uint64_t n, const float *grad, float *vals, pt_req **out)
 {
-	pt_client *cl = w->client;
+	pti_client *cl = w->client;
 	pt_req *q = NULL;
 	int rv, lend = (what & SEND_PULL) && vals == NULL;
 	if ((what & SEND_PUSH) && (step < 0 || step > ((int64_t)1 << 50)))
@@ -204,7 +204,7 @@ static int worker_send(pt_worker *w, int what, int64_t step, uint64_t lo,
 		return rv;
 	if ((rv = pti_call_new(cl, &q)) != 0)
 		return rv;
-	uint32_t ns = pt_client_servers(cl);
+	uint32_t ns = pti_client_servers(cl);
 	for (uint32_t i = 0; i < ns && rv == 0; i++) {
 		uint64_t slo, shi;
 		pti_client_shard(cl, i, &slo, &shi);
@@ -301,7 +301,7 @@ int pt_pushpull(pt_worker *w, int64_t step, int var, uint64_t off,
 				 grad, vals, req);
 }
 
-int pti_wait_info(pt_worker *w, pt_req *req, pt_client_step *info)
+int pti_wait_info(pt_worker *w, pt_req *req, pti_client_step *info)
 {
 	(void)w;
 	int rv = pti_call_wait(req, info);
@@ -347,11 +347,11 @@ void pt_lent_free(pt_worker *w, pt_lent *lent)
 static int worker_stats(pt_worker *w, pt_stats *st, int *all,
     uint32_t *first_live)
 {
-	uint32_t n = pt_client_servers(w->client);
+	uint32_t n = pti_client_servers(w->client);
 	pti_hdr *r = calloc(n, sizeof(pti_hdr));
 	if (r == NULL)
 		return pti_err_set(PT_ENOMEM, "stats");
-	int rv = pt_client_simple(w->client, PT_OP_STATS, r);
+	int rv = pti_client_simple(w->client, PT_OP_STATS, r);
 	if (rv == 0) {
 		pt_stats s = {INT64_MAX, 0, 0, 0, 0, 0.0, r[0].n_done,
 		    r[0].n_lost};
@@ -394,7 +394,7 @@ int pti_worker_all_done(pt_worker *w, uint32_t *first_live)
 int pt_worker_done(pt_worker *w)
 {
 	uint32_t first = 0;
-	int rv = pt_client_simple(w->client, PT_OP_DONE, NULL), all;
+	int rv = pti_client_simple(w->client, PT_OP_DONE, NULL), all;
 	if (rv != 0)
 		return rv;
 	// Every worker's done (or loss) on every server; then the lowest
@@ -408,7 +408,7 @@ int pt_worker_done(pt_worker *w)
 
 int pti_worker_shutdown(pt_worker *w)
 {
-	int rv = pt_client_simple(w->client, PT_OP_SHUTDOWN, NULL);
+	int rv = pti_client_simple(w->client, PT_OP_SHUTDOWN, NULL);
 	if (rv == PT_ETRANSPORT || rv == PT_ECLOSED) {
 		// A server that closed its connection while answering has
 		// stopped, which is what was asked.
