@@ -22,7 +22,7 @@ int pti_cmd_eval(int argc, char **argv);
 int pti_cmd_compare(int argc, char **argv);
 int pti_cmd_secret(int argc, char **argv);
 int pti_cmd_node(int argc, char **argv);
-int pti_cmd_dashboard(int argc, char **argv); // cli/dashcmd.c
+int pti_cmd_dashboard(int argc, char **argv); // cli/dash/dashcmd.c
 
 // pti_cli_config parses and checks the flags of cmd into c, printing
 // --help or an error. Returns -1 to go on, else the exit status.

@@ -8,8 +8,8 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "version.h"
+#include "build/version.h"
+#include "cli/cli.h"
 
 static const struct {
 	const char *name;

@@ -1,8 +1,8 @@
-// cli/compare.c - `pstrain compare`: `pstrain run` once per mode and seed
-// (sync, async, ssp:S with modifiers; seeds 1..N or a list) with
+// cli/compare/compare.c - `pstrain compare`: `pstrain run` once per mode
+// and seed (sync, async, ssp:S with modifiers; seeds 1..N or a list) with
 // otherwise identical flags, seed-major so that slow drift of the machine
 // spreads over the modes; then DIR/report.md, mean ± sd, min and max over
-// seeds per mode (common/stats.c), and plots (cli/plot.c). It reads the
+// seeds per mode (common/stats.c), and plots (plot.c). It reads the
 // jobs' files (docs/OUTPUTS.md) and never the jobs' memory, so
 // --report-only can re-make everything from a folder.
 #include <dirent.h>
@@ -17,16 +17,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "afile.h"
-#include "cli.h"
-#include "jsonio.h"
-#include "compare.h"
-#include "config.h"
-#include "dash.h"
-#include "data.h"
-#include "err.h"
-#include "proto.h"
-#include "stats.h"
+#include "cli/cli.h"
+#include "cli/compare/compare.h"
+#include "cli/dash/dash.h"
+#include "cli/jsonio.h"
+#include "common/afile.h"
+#include "common/config.h"
+#include "common/data.h"
+#include "common/err.h"
+#include "common/proto.h"
+#include "common/stats.h"
 
 static const char *outcome_names[PTI_OUT_N] = {"ok", "diverged",
     "collapsed", "damaged", "missing"};

@@ -1,15 +1,16 @@
-// cli/compare.h - what `pstrain compare`'s two halves share: cli/compare.c
-// (modes, seeds, running the jobs, reading their files, the report) and
-// cli/plot.c (the CSV reader, curves across seeds, the gnuplot script).
+// cli/compare/compare.h - what `pstrain compare`'s two halves share:
+// compare.c (modes, seeds, running the jobs, reading their files, the
+// report) and plot.c (the CSV reader, curves across seeds, the gnuplot
+// script).
 // Internal to the pstrain binary; nothing here is thread-safe.
-#ifndef PT_CLI_COMPARE_H
-#define PT_CLI_COMPARE_H
+#ifndef PT_CLI_COMPARE_COMPARE_H
+#define PT_CLI_COMPARE_COMPARE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
-#include "outputs.h"
+#include "common/config.h"
+#include "common/outputs.h"
 
 #define PTI_CMP_MODES_MAX 32
 #define PTI_CMP_SEEDS_MAX 64
@@ -35,7 +36,7 @@ enum {
 	PTI_OUT_N,
 };
 
-// The report's numeric columns, in table order (cli/compare.c names them).
+// The report's numeric columns, in table order (compare.c names them).
 enum {
 	PTI_COL_FINAL_TEST,
 	PTI_COL_BEST_VAL,
@@ -82,4 +83,4 @@ int pti_job_examples_at(const char *dir, double pwb, const double *t,
 int pti_cmp_plot(const char *dir, const pti_cmp_mode *ms, int n_modes,
     const pti_cmp_job *jobs, int n_seeds, int sel_test);
 
-#endif // PT_CLI_COMPARE_H
+#endif // PT_CLI_COMPARE_COMPARE_H

@@ -1,9 +1,9 @@
-// cli/dash.c - the dashboard's HTTP server (dash.h): nng's HTTP server
+// cli/dash/dash.c - the dashboard's HTTP server (dash.h): nng's HTTP server
 // with a handler per path, the jobs' table that the launcher updates
 // (states, counts, events) under a lock, and the responses' buffer.
 // /data.json and /metrics are built by dashjson.c and dashprom.c from a
 // snapshot of that table; the page's files come from build/web.c.
-#include "dash_impl.h"
+#include "cli/dash/dash_impl.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -19,8 +19,8 @@
 #include <nng/nng.h>
 #include <nng/supplemental/http/http.h>
 
-#include "err.h"
-#include "outputs.h"
+#include "common/err.h"
+#include "common/outputs.h"
 
 #define DASH_CHARTJS_MAX (8 << 20) // bytes: far above Chart.js's 200 KB
 

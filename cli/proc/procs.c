@@ -1,4 +1,4 @@
-// cli/procs.c - the server, worker and eval subcommands.
+// cli/proc/procs.c - the server, worker and eval subcommands.
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -11,21 +11,21 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "afile.h"
-#include "auth.h"
-#include "cli.h"
-#include "config.h"
-#include "data.h"
-#include "err.h"
-#include "job.h"
-#include "model.h"
-#include "modelfile.h"
-#include "optim.h"
-#include "proto.h"
-#include "server.h"
-#include "summary.h"
-#include "transport.h"
-#include "worker.h"
+#include "cli/cli.h"
+#include "cli/run/summary.h"
+#include "common/afile.h"
+#include "common/auth.h"
+#include "common/config.h"
+#include "common/data.h"
+#include "common/err.h"
+#include "common/job.h"
+#include "common/modelfile.h"
+#include "common/proto.h"
+#include "common/transport.h"
+#include "ps/optim.h"
+#include "ps/server.h"
+#include "worker/model.h"
+#include "worker/worker.h"
 
 static double procs_now(void)
 {

@@ -1,16 +1,16 @@
-// cli/dash_impl.h - what the dashboard's files share: dash.c runs the
+// cli/dash/dash_impl.h - what the dashboard's files share: dash.c runs the
 // HTTP server and keeps what the launcher tells it (job states, counts,
 // events); dashjson.c builds /data.json and dashprom.c /metrics from the
-// jobs' files; build/web.c (made by scripts/embed.sh from cli/web/) holds
+// jobs' files; build/web.c (made by scripts/embed.sh from cli/dash/web/) holds
 // the page. Requests are served on nng's threads, each from a snapshot of
 // the jobs taken under the lock; everything else there reads files.
-#ifndef PT_CLI_DASH_IMPL_H
-#define PT_CLI_DASH_IMPL_H
+#ifndef PT_CLI_DASH_DASH_IMPL_H
+#define PT_CLI_DASH_DASH_IMPL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dash.h"
+#include "cli/dash/dash.h"
 
 // Debian's Chart.js (libjs-chart.js), served at /chart.js; the Makefile
 // may name another file.
@@ -87,4 +87,4 @@ void pti_dash_prom(pti_dbuf *b, const pti_dash_view *v);
 // else the worker-R.csv files in its folder, R from 0 on, now.
 uint32_t pti_dash_workers(const pti_dash_jobrt *j);
 
-#endif // PT_CLI_DASH_IMPL_H
+#endif // PT_CLI_DASH_DASH_IMPL_H

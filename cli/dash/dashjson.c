@@ -1,4 +1,4 @@
-// cli/dashjson.c - the dashboard's /data.json (dash_impl.h), built from
+// cli/dash/dashjson.c - the dashboard's /data.json (dash_impl.h), built from
 // the jobs' files at each request: per job the rows that each worker-R.csv
 // and eval.csv gained since the byte offsets the page gives in ?from=
 // (at most DASH_ROWS a file and DASH_BUDGET in all, "more" telling the
@@ -6,7 +6,7 @@
 // (the launcher's while it runs the job, else summary.json's), the
 // checkpoints written while it ran, and a few summary.json figures once
 // the job has one. docs/OUTPUTS.md describes the format.
-#include "dash_impl.h"
+#include "cli/dash/dash_impl.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -19,8 +19,8 @@
 
 #include <jansson.h>
 
-#include "err.h"
-#include "outputs.h"
+#include "common/err.h"
+#include "common/outputs.h"
 
 #define DASH_ROWS 2000     // rows of one file in one response, at most
 #define DASH_BUDGET 20000  // rows of every file in one response

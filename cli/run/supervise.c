@@ -1,4 +1,4 @@
-// cli/supervise.c - the launcher's processes: starting servers and
+// cli/run/supervise.c - the launcher's processes: starting servers and
 // workers (this same binary as `pstrain server` and `pstrain worker`),
 // waiting for a server to be ready, reaping children, stopping one or all.
 #include <errno.h>
@@ -14,11 +14,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "config.h"
-#include "err.h"
-#include "proto.h"
-#include "run_impl.h"
+#include "cli/cli.h"
+#include "cli/run/run_impl.h"
+#include "common/config.h"
+#include "common/err.h"
+#include "common/proto.h"
 
 double pti_run_now(void)
 {

@@ -1,16 +1,16 @@
-// cli/run_impl.h - what the launcher's files share: run.c supervises the
+// cli/run/run_impl.h - what the launcher's files share: run.c supervises the
 // job's processes (start, reap, stop) and drives it; recovery.c decides
 // what a failed process costs (restart it, go on without it, roll the
 // job back to a checkpoint); progress.c shows how far the job is.
-#ifndef PT_CLI_RUN_IMPL_H
-#define PT_CLI_RUN_IMPL_H
+#ifndef PT_CLI_RUN_RUN_IMPL_H
+#define PT_CLI_RUN_RUN_IMPL_H
 
 #include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "config.h"
-#include "layout.h"
+#include "common/config.h"
+#include "common/layout.h"
 
 #define RUN_MAX_PROCS 1280
 #define RUN_READY_S 60.0 // seconds a server may take to start listening
@@ -102,4 +102,4 @@ int64_t pti_run_find_resume(const pt_config *c, const char *dir,
 uint32_t pti_run_gone(const run_job *j, char *out);
 void pti_run_tell_checkpoints(const run_job *j);
 
-#endif // PT_CLI_RUN_IMPL_H
+#endif // PT_CLI_RUN_RUN_IMPL_H
