@@ -16,6 +16,7 @@
 
 #include "cli/cli.h"
 #include "cli/dash/dash.h"
+#include "cli/self.h"
 #include "common/err.h"
 
 #define DC_JOBS_MAX 2048 // jobs in all the folders given (compare: 32 x 64)

@@ -22,6 +22,8 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/flags.h"
+#include "cli/proc/procs.h"
 #include "common/afile.h"
 #include "common/clock.h"
 #include "common/config.h"

@@ -1,4 +1,5 @@
-// cli/proc/procs.c - the server, worker and eval subcommands.
+// cli/proc/procs.c - the server, worker, eval and secret subcommands
+// (procs.h has the server and the worker that pstrain node runs too).
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -12,6 +13,9 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/flags.h"
+#include "cli/proc/procs.h"
+#include "cli/run/progress.h"
 #include "cli/run/summary.h"
 #include "common/afile.h"
 #include "common/auth.h"
@@ -21,8 +25,6 @@
 #include "common/job.h"
 #include "common/modelfile.h"
 #include "common/proto.h"
-#include "common/transport.h"
-#include "ps/optim.h"
 #include "ps/server.h"
 #include "worker/model.h"
 #include "worker/worker.h"
@@ -46,45 +48,6 @@ static void procs_steps(const pt_config *c, pti_progress *p)
 	pt_data_fini(&d);
 	if (p->spe == 0)
 		p->steps = 0;
-}
-
-int pti_cli_config(pt_config *c, unsigned cmd, const char *name,
-    const char *usage, int argc, char **argv)
-{
-	int help, rv;
-	pt_config_defaults(c);
-	if ((rv = pt_config_parse(c, cmd, argc, argv, &help)) != 0) {
-		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
-		return PTI_EXIT_USAGE;
-	}
-	if (help) {
-		printf("usage: pstrain %s [flags]\n\n%s\n\nflags:\n", name,
-		    usage);
-		pt_config_help(stdout, cmd);
-		return 0;
-	}
-	return pti_cli_finish(c, cmd, name);
-}
-
-int pti_cli_finish(pt_config *c, unsigned cmd, const char *name)
-{
-	int rv;
-	if (c->cluster[0] != '\0' && (rv = pt_config_cluster(c, cmd)) != 0) {
-		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
-		return PTI_EXIT_USAGE;
-	}
-	if ((rv = pt_config_check(c, cmd)) != 0) {
-		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
-		return PTI_EXIT_USAGE;
-	}
-	if (c->lr == 0)
-		c->lr = pti_optim_default_lr(&c->optim);
-	// Bad TLS files are a bad flag, said before anything starts.
-	if ((rv = pti_transport_tls_load(c)) != 0) {
-		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
-		return PTI_EXIT_USAGE;
-	}
-	return -1;
 }
 
 static void server_on_signal(int sig)

@@ -19,6 +19,7 @@
 
 #include "cli/cli.h"
 #include "cli/dash/dash.h"
+#include "cli/flags.h"
 #include "cli/run/run_impl.h"
 #include "cli/run/sockdir.h"
 #include "cli/run/summary.h"
@@ -344,27 +345,6 @@ static int run_write_summary(const run_job *j, int diverged)
 	    j->resumed_from, j->csv_from, j->eval_from, j->t0,
 	    pti_run_now() - j->t0, diverged};
 	return pti_summary_write(&r);
-}
-
-void pti_cmdline(char *out, size_t n, const char *cmd, int argc,
-    char **argv)
-{
-	size_t used = (size_t)snprintf(out, n, "pstrain %s", cmd);
-	for (int i = 0; i < argc && used < n; i++) {
-		const char *a = argv[i];
-		int plain = a[0] != '\0' &&
-			    strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN"
-				      "OPQRSTUVWXYZ0123456789-_=.,:/+%@") ==
-				strlen(a);
-		used += (size_t)snprintf(out + used, n - used, " %s", plain
-								     ? a
-								     : "'");
-		for (const char *p = a; !plain && *p && used < n; p++)
-			used += (size_t)snprintf(out + used, n - used,
-			    *p == '\'' ? "'\\''" : "%c", *p);
-		if (!plain && used < n)
-			used += (size_t)snprintf(out + used, n - used, "'");
-	}
 }
 
 int pti_cmd_run(int argc, char **argv)

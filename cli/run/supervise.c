@@ -14,8 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
 #include "cli/run/run_impl.h"
+#include "cli/self.h"
 #include "common/config.h"
 #include "common/err.h"
 #include "common/proto.h"
