@@ -33,8 +33,6 @@
 #include "common/proto.h"
 #include "ps/checkpoint.h"
 
-volatile sig_atomic_t pti_run_signalled;
-
 static void run_on_signal(int sig)
 {
 	pti_run_signalled = sig;

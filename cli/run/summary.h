@@ -1,8 +1,10 @@
-// cli/run/summary.h - what `pstrain run` leaves beside a job's own files once
-// every process has stopped: DIR/summary.json (results, outcome, every
-// option's effective value and the run record of the machine) and
-// DIR/staleness.csv, gathered from the processes' files. Not the
-// launcher's process handling, which stays in cli/run/run.c.
+// cli/run/summary.h - what a job leaves beside its processes' own files
+// once every process has stopped: DIR/summary.json (results, outcome,
+// every option's effective value and the run record of the machine) and
+// DIR/staleness.csv, gathered from the processes' files. `pstrain run`
+// writes them (run.c), and so does the finishing worker of a job started
+// by hand (cli/proc/procs.c). Not the launcher's process handling, which
+// is supervise.c's.
 #ifndef PT_CLI_RUN_SUMMARY_H
 #define PT_CLI_RUN_SUMMARY_H
 
