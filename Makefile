@@ -39,9 +39,9 @@ SAN = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover
 # program that trains its own model brings its own loop. Tests link the
 # objects directly, internals and all.
 CORE_SRC = $(wildcard common/*.c ps/*.c client/*.c model/*.c)
-# build/web.c: the dashboard's page (cli/web/), compiled into pstrain.
-CLI_SRC = $(filter-out cli/main.c,$(wildcard cli/*.c)) $(wildcard train/*.c) \
-	build/web.c
+# build/web.c: the dashboard's page (cli/dash/web/), compiled into pstrain.
+CLI_SRC = $(filter-out cli/main.c,$(wildcard cli/*.c cli/*/*.c)) \
+	$(wildcard train/*.c) build/web.c
 LIB_SRC = $(CORE_SRC) $(CLI_SRC)
 UNIT_SRC = $(filter-out tests/proc_%,$(wildcard tests/*_test.c))
 PROC_SRC = $(wildcard tests/proc_*.c)
@@ -135,7 +135,7 @@ install: lib bin/pstrain
 		$(DESTDIR)$(PREFIX)/lib/python3/dist-packages/
 
 # The page's files as C arrays (no xxd needed: od and sed).
-WEB = $(sort $(wildcard cli/web/*))
+WEB = $(sort $(wildcard cli/dash/web/*))
 build/web.c: $(WEB) scripts/embed.sh
 	@mkdir -p $(@D)
 	sh scripts/embed.sh $@ $(WEB)
@@ -172,7 +172,8 @@ build/version.h: FORCE
 	cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
 FORCE:
 
-$(OBJ)/cli/main.o $(OBJ)/cli/summary.o $(AOBJ)/cli/main.o $(AOBJ)/cli/summary.o: \
+$(OBJ)/cli/main.o $(OBJ)/cli/run/summary.o $(AOBJ)/cli/main.o \
+	$(AOBJ)/cli/run/summary.o: \
 	build/version.h
 
 $(OBJ)/%.o: %.c
@@ -283,7 +284,7 @@ fuzz-seeds: build/fuzz/seeds
 	build/fuzz/seeds tests/fuzz/corpus
 
 format:
-	clang-format -i $(wildcard */*.c */*.h)
+	clang-format -i $(wildcard */*.c */*.h cli/*/*.c cli/*/*.h)
 
 clean:
 	rm -rf build bin

@@ -8,9 +8,9 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "pstrain.h"
-#include "version.h"
+#include "build/version.h"
+#include "cli/cli.h"
+#include "include/pstrain.h"
 
 static const struct {
 	const char *name;

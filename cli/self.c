@@ -1,13 +1,13 @@
 // cli/self.c - pstrain as a process: the path by which it starts its own
 // subcommands as child processes (the launcher's servers and workers,
-// compare's jobs), and the signals that ask it to stop.
+// compare's jobs), and the signals that ask it to stop (self.h).
+#include "cli/self.h"
+
 #include <limits.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include "cli.h"
 
 const char *pti_self_exe(void)
 {

@@ -89,10 +89,4 @@ int pti_model_blocks_exact(pti_model *m, uint32_t b, uint32_t blocks);
 int pti_model_eval(pti_model *m, double *loss_sum, uint32_t *correct,
     const float *params, const float *x, const uint8_t *y, uint32_t b);
 
-// The names cli/procs.c still calls these by, until its calls are renamed
-// (cli/ is being moved meanwhile, issue 31): remove them then.
-#define pt_model pti_model
-#define pt_model_alloc pti_model_alloc
-#define pt_model_free pti_model_free
-
 #endif // PT_MODEL_MODEL_H

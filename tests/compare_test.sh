@@ -5,7 +5,8 @@
 # on a damaged job, say when selection was on the test set, and draw
 # every plot as PNG and SVG from a script with relative paths. Real small
 # jobs: a 2-seed comparison, refusal to overwrite without --force,
-# modifiers, determinism of sync, bad --modes and --seeds. Prints
+# modifiers (any run flag, through the flag table), determinism of sync,
+# bad --modes and --seeds. Prints
 # "ok NAME" / "FAIL NAME: why" per case.
 cd "$(dirname "$0")/.." || exit 2
 P=${PSTRAIN:-bin/pstrain}
@@ -306,6 +307,34 @@ test_compare_optimizer_modifier() {
 	fi
 }
 
+# cfg KEY FILE: the value of KEY in summary.json's "config" (four spaces
+# in), quotes left on strings.
+cfg() { sed -n "s/^    \"$1\": \(.*\),*$/\1/p" "$2" | sed 's/,$//'; }
+
+test_compare_modifier_flags() {
+	# A modifier is any flag of pstrain run, set through the flag table
+	# for that mode's jobs alone: each job's summary.json records it,
+	# and the other jobs keep the command line's value.
+	n=test_compare_modifier_flags
+	# shellcheck disable=SC2086
+	$P compare --modes sync,sync:weight-decay=0.5:prefetch,async:max-staleness=3 \
+		$D --out "$T/mf" >"$T/mf.log" 2>&1 ||
+		{ no $n "compare failed" "$T/mf.log"; return; }
+	s=$T/mf/sync/seed-1/summary.json
+	w=$T/mf/sync-weight-decay-0.5-prefetch/seed-1/summary.json
+	a=$T/mf/async-max-staleness-3/seed-1/summary.json
+	got="$(cfg weight-decay "$s") $(cfg prefetch "$s") $(cfg max-staleness "$s")"
+	got="$got | $(cfg weight-decay "$w") $(cfg prefetch "$w")"
+	got="$got | $(cfg weight-decay "$a") $(cfg max-staleness "$a")"
+	want="0.0 false -1 | 0.5 true | 0.0 3"
+	[ "$got" = "$want" ] ||
+		{ no $n "config: '$got', want '$want'" "$T/mf.log"; return; }
+	grep -q '"command_line": ".* --weight-decay 0.5 --prefetch' "$w" ||
+		{ no $n "the job's command line lacks its modifiers" "$w"
+		return; }
+	ok $n
+}
+
 test_compare_bad_flags() {
 	n=test_compare_bad_flags
 	for m in ssp:x bogus sync:matched-lr; do
@@ -317,6 +346,20 @@ test_compare_bad_flags() {
 		has "$T/bad.log" "'$m'" ||
 			{ no $n "message does not name '$m'" "$T/bad.log"
 			return; }
+	done
+	# A modifier the flag table refuses is named with what is wrong in
+	# it, before any job runs (exit status 2).
+	for mw in "sync:no-such-flag=1|--no-such-flag" \
+		"sync:weight-decay=x|--weight-decay: 'x'" \
+		"async:backup=1|--backup-workers" "sync:batch|--batch needs" \
+		"sync:seed=3|--seed"; do
+		m=${mw%%|*}
+		# shellcheck disable=SC2086
+		$P compare --modes "$m" $D --out "$T/bad" >"$T/bad.log" 2>&1
+		rc=$?
+		[ $rc -eq 2 ] && has "$T/bad.log" "'$m'" &&
+			has "$T/bad.log" "${mw#*|}" ||
+			{ no $n "--modes $m: exit $rc" "$T/bad.log"; return; }
 	done
 	for s in 0 x 1,1 2,,3; do
 		# shellcheck disable=SC2086
@@ -373,4 +416,5 @@ test_compare_two_seeds
 test_compare_force
 test_compare_deterministic
 test_compare_optimizer_modifier
+test_compare_modifier_flags
 test_compare_bad_flags

@@ -28,10 +28,4 @@ typedef struct pti_train_result {
 } pti_train_result;
 int pti_train_run(const pt_config *c, pti_train_result *res);
 
-// The names cli/procs.c still calls these by, until its calls are renamed
-// (cli/ is being moved meanwhile, issue 31): remove them then.
-#define pt_worker_result pti_train_result
-#define pt_worker_run pti_train_run
-#define pt_worker_evaluate pti_train_evaluate
-
 #endif // PT_TRAIN_WORKER_H

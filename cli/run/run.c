@@ -1,4 +1,4 @@
-// cli/run.c - `pstrain run`: the local launcher. It prepares the job,
+// cli/run/run.c - `pstrain run`: the local launcher. It prepares the job,
 // has supervise.c start S server and W worker processes, watches them,
 // shows progress (progress.c), hands failed processes to recovery.c,
 // stops every child when the job cannot go on or on Ctrl-C, and writes
@@ -17,22 +17,21 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "afile.h"
-#include "cli.h"
-#include "auth.h"
-#include "config.h"
-#include "dash.h"
-#include "data.h"
-#include "err.h"
-#include "layout.h"
-#include "checkpoint.h"
-#include "proto.h"
-#include "sockdir.h"
-#include "summary.h"
-#include "tboard.h"
-#include "run_impl.h"
-
-volatile sig_atomic_t pti_run_signalled;
+#include "cli/cli.h"
+#include "cli/dash/dash.h"
+#include "cli/flags.h"
+#include "cli/run/run_impl.h"
+#include "cli/run/sockdir.h"
+#include "cli/run/summary.h"
+#include "cli/run/tboard.h"
+#include "common/afile.h"
+#include "common/auth.h"
+#include "common/config.h"
+#include "common/data.h"
+#include "common/err.h"
+#include "common/layout.h"
+#include "common/proto.h"
+#include "common/checkpoint.h"
 
 static void run_on_signal(int sig)
 {
@@ -309,7 +308,7 @@ static int run_prepare(run_job *j)
 		return pti_err_set(PT_EINVAL, "at most %d processes",
 		    RUN_MAX_PROCS);
 	// The sockets' folder, removed by run_cleanup; one that a launcher
-	// killed with kill -9 left is removed by the next (cli/sockdir.c).
+	// killed with kill -9 left is removed by the next (cli/run/sockdir.c).
 	if (c->transport == PT_TRANSPORT_IPC &&
 	    (rv = pti_sockdir_make(j->sockdir, sizeof(j->sockdir))) != 0) {
 		j->sockdir[0] = '\0';
@@ -344,27 +343,6 @@ static int run_write_summary(const run_job *j, int diverged)
 	    j->resumed_from, j->csv_from, j->eval_from, j->t0,
 	    pti_run_now() - j->t0, diverged};
 	return pti_summary_write(&r);
-}
-
-void pti_cmdline(char *out, size_t n, const char *cmd, int argc,
-    char **argv)
-{
-	size_t used = (size_t)snprintf(out, n, "pstrain %s", cmd);
-	for (int i = 0; i < argc && used < n; i++) {
-		const char *a = argv[i];
-		int plain = a[0] != '\0' &&
-			    strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN"
-				      "OPQRSTUVWXYZ0123456789-_=.,:/+%@") ==
-				strlen(a);
-		used += (size_t)snprintf(out + used, n - used, " %s", plain
-								     ? a
-								     : "'");
-		for (const char *p = a; !plain && *p && used < n; p++)
-			used += (size_t)snprintf(out + used, n - used,
-			    *p == '\'' ? "'\\''" : "%c", *p);
-		if (!plain && used < n)
-			used += (size_t)snprintf(out + used, n - used, "'");
-	}
 }
 
 int pti_cmd_run(int argc, char **argv)

@@ -1,4 +1,4 @@
-// cli/supervise.c - the launcher's processes: starting servers and
+// cli/run/supervise.c - the launcher's processes: starting servers and
 // workers (this same binary as `pstrain server` and `pstrain worker`),
 // waiting for a server to be ready, reaping children, stopping one or all.
 #include <errno.h>
@@ -14,11 +14,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "config.h"
-#include "err.h"
-#include "proto.h"
-#include "run_impl.h"
+#include "cli/run/run_impl.h"
+#include "cli/self.h"
+#include "common/config.h"
+#include "common/err.h"
+#include "common/proto.h"
+
+volatile sig_atomic_t pti_run_signalled;
 
 double pti_run_now(void)
 {
@@ -53,20 +55,37 @@ static void run_pin(uint32_t k)
 		}
 }
 
+// run_argv_free frees argv and its first argc strings.
+static void run_argv_free(char **argv, int argc)
+{
+	for (int i = 0; i < argc; i++)
+		free(argv[i]);
+	free(argv);
+}
+
 static int run_spawn(run_job *j, int server, uint32_t rank, char **extra,
     int n_extra)
 {
 	const pt_config *c = &j->c;
-	char *argv[2 * 64 + 16];
+	// "pstrain server", a "--flag value" pair per flag of the table at
+	// most (pt_config_to_argv), "--supervised", the extra words, NULL.
+	size_t cap = 2 + 2 * (size_t)pt_config_count() + 1 + (size_t)n_extra +
+		     1;
+	char **argv = calloc(cap, sizeof(*argv));
 	int argc = 0, rv;
 	run_proc *p = &j->procs[j->n_procs];
 	memset(p, 0, sizeof(*p)); // the slot may hold a process of before
+	if (argv == NULL)
+		return pti_err_set(PT_ENOMEM, "%s %u's command line",
+		    server ? "server" : "worker", rank);
 
 	argv[argc++] = strdup("pstrain");
 	argv[argc++] = strdup(server ? "server" : "worker");
 	if ((rv = pt_config_to_argv(c, PT_CMD_RUN,
-		 server ? PT_CMD_SERVER : PT_CMD_WORKER, argv, &argc)) != 0)
+		 server ? PT_CMD_SERVER : PT_CMD_WORKER, argv, &argc)) != 0) {
+		run_argv_free(argv, argc);
 		return rv;
+	}
 	// This launcher shows progress, writes the summary and stops what
 	// is left at the end: not the processes' own work then.
 	argv[argc++] = strdup("--supervised");
@@ -76,8 +95,10 @@ static int run_spawn(run_job *j, int server, uint32_t rank, char **extra,
 	snprintf(p->log, sizeof(p->log), "%s/%s-%u.log", c->out,
 	    server ? "server" : "worker", rank);
 	int fd = open(p->log, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-	if (fd < 0)
+	if (fd < 0) {
+		run_argv_free(argv, argc);
 		return pti_err_set(PT_EIO, "%s: %s", p->log, strerror(errno));
+	}
 	pid_t pid = fork();
 	if (pid == 0) {
 		// The child dies with the launcher, even on kill -9.
@@ -94,8 +115,7 @@ static int run_spawn(run_job *j, int server, uint32_t rank, char **extra,
 		_exit(127);
 	}
 	close(fd);
-	for (int i = 0; i < argc; i++)
-		free(argv[i]);
+	run_argv_free(argv, argc);
 	if (pid < 0)
 		return pti_err_set(PT_EIO, "fork: %s", strerror(errno));
 	p->pid = pid;

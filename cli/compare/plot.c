@@ -1,6 +1,6 @@
-// cli/plot.c - the plots of `pstrain compare`: per mode, curves averaged
-// over seeds point by point (common/stats.c) with a band of ± one sd,
-// step time per worker and the staleness histogram, written as data
+// cli/compare/plot.c - the plots of `pstrain compare`: per mode, curves
+// averaged over seeds point by point (common/stats.c) with a band of ± one
+// sd, step time per worker and the staleness histogram, written as data
 // files and one gnuplot script in DIR/plots/ with paths relative to DIR,
 // then drawn as PNG and SVG by gnuplot run from DIR. Reads the jobs'
 // CSV files (docs/OUTPUTS.md); knows nothing of how they were run.
@@ -12,8 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "compare.h"
-#include "stats.h"
+#include "cli/compare/compare.h"
+#include "common/stats.h"
 
 #define PLOT_WORKERS_MAX 256
 #define PLOT_STALE_MAX 100000 // staleness buckets kept (beyond: dropped)

@@ -1,15 +1,17 @@
-// cli/summary.h - what `pstrain run` leaves beside a job's own files once
-// every process has stopped: DIR/summary.json (results, outcome, every
-// option's effective value and the run record of the machine) and
-// DIR/staleness.csv, gathered from the processes' files. Not the
-// launcher's process handling, which stays in cli/run.c.
-#ifndef PT_CLI_SUMMARY_H
-#define PT_CLI_SUMMARY_H
+// cli/run/summary.h - what a job leaves beside its processes' own files
+// once every process has stopped: DIR/summary.json (results, outcome,
+// every option's effective value and the run record of the machine) and
+// DIR/staleness.csv, gathered from the processes' files. `pstrain run`
+// writes them (run.c), and so does the finishing worker of a job started
+// by hand (cli/proc/procs.c). Not the launcher's process handling, which
+// is supervise.c's.
+#ifndef PT_CLI_RUN_SUMMARY_H
+#define PT_CLI_RUN_SUMMARY_H
 
 #include <stdint.h>
 #include <stdio.h>
 
-#include "config.h"
+#include "common/config.h"
 
 // The share of chance-level loss ln(classes) below which a job's final
 // training loss must fall for it not to count as collapsed.
@@ -69,4 +71,4 @@ void pti_ckpt_report(const pt_config *c, uint64_t *failures, char *last,
 // missing or could not be written.
 int pti_summary_write(const pti_run_facts *r);
 
-#endif // PT_CLI_SUMMARY_H
+#endif // PT_CLI_RUN_SUMMARY_H

@@ -1,4 +1,4 @@
-// cli/sockdir.c - the launcher's socket folder (see sockdir.h).
+// cli/run/sockdir.c - the launcher's socket folder (see sockdir.h).
 //
 // Why a folder in the temporary folder, named after the launcher, and
 // swept by the next launcher: the sockets need a short path (a socket
@@ -11,7 +11,7 @@
 // launcher from a new process that reuses its pid. Launchers in another
 // pid namespace that share this temporary folder are not told apart:
 // give them each their own TMPDIR.
-#include "sockdir.h"
+#include "cli/run/sockdir.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -24,7 +24,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include "err.h"
+#include "common/err.h"
 
 #define SOCKDIR_PREFIX "pstrain-run-"
 #define SOCKDIR_SUN_PATH 107 // bytes of a socket path, without its NUL

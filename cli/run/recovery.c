@@ -1,4 +1,4 @@
-// cli/recovery.c - what a failed process costs the job: a worker is
+// cli/run/recovery.c - what a failed process costs the job: a worker is
 // restarted or the job goes on without it; a server is restarted from a
 // checkpoint, or the whole sync job rolls back to one (run_impl.h).
 #include <dirent.h>
@@ -9,13 +9,13 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "checkpoint.h"
-#include "cli.h"
-#include "err.h"
-#include "optim.h"
-#include "proto.h"
-#include "run_impl.h"
-#include "summary.h"
+#include "cli/cli.h"
+#include "cli/run/run_impl.h"
+#include "cli/run/summary.h"
+#include "common/err.h"
+#include "common/proto.h"
+#include "common/checkpoint.h"
+#include "common/optim.h"
 
 // run_worker_failed decides what a failed worker costs: restart it while
 // --restart-workers allows, else go on without it (when worker 0 is

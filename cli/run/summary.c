@@ -1,7 +1,7 @@
-// cli/summary.c - a finished job's summary.json and staleness.csv (see
+// cli/run/summary.c - a finished job's summary.json and staleness.csv (see
 // summary.h), built from its processes' files: server-R.json,
 // worker-R.csv, eval.csv and final.csv (docs/OUTPUTS.md).
-#include "summary.h"
+#include "cli/run/summary.h"
 
 #include <errno.h>
 #include <math.h>
@@ -13,11 +13,11 @@
 
 #include <nng/nng.h>
 
-#include "blas.h"
-#include "jsonio.h"
-#include "outputs.h"
-#include "proto.h"
-#include "version.h"
+#include "build/version.h"
+#include "cli/jsonio.h"
+#include "common/blas.h"
+#include "common/outputs.h"
+#include "common/proto.h"
 
 // ---------------------------------------------------------------------
 // Reading the processes' files

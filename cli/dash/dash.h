@@ -1,21 +1,21 @@
-// cli/dash.h - watching jobs over HTTP, served with nng's HTTP server by
-// the process that runs them or reads them: pstrain run --dashboard (one
-// job), pstrain compare --dashboard (every mode and seed as they run) and
-// pstrain dashboard DIR... (folders of runs and comparisons, later). It
-// serves the page (cli/web/, compiled in), Debian's Chart.js at /chart.js,
-// /data.json (the rows the jobs' files gained since the page last asked,
-// docs/OUTPUTS.md) and /metrics in Prometheus's text format. Every request
-// reads the jobs' files (worker-R.csv, eval.csv, summary.json, the
-// checkpoint folder) at that moment, on nng's threads: read-only, off the
-// servers' and workers' path. Not thread-safe between calls of these
-// functions: one thread (the launcher's) calls them.
-#ifndef PT_CLI_DASH_H
-#define PT_CLI_DASH_H
+// cli/dash/dash.h - watching jobs over HTTP, served with nng's HTTP server
+// by the process that runs them or reads them: pstrain run --dashboard
+// (one job), pstrain compare --dashboard (every mode and seed as they run)
+// and pstrain dashboard DIR... (folders of runs and comparisons, later).
+// It serves the page (cli/dash/web/, compiled in), Debian's Chart.js at
+// /chart.js, /data.json (the rows the jobs' files gained since the page
+// last asked, docs/OUTPUTS.md) and /metrics in Prometheus's text format.
+// Every request reads the jobs' files (worker-R.csv, eval.csv,
+// summary.json, the checkpoint folder) at that moment, on nng's threads:
+// read-only, off the servers' and workers' path. Not thread-safe between
+// calls of these functions: one thread (the launcher's) calls them.
+#ifndef PT_CLI_DASH_DASH_H
+#define PT_CLI_DASH_DASH_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "common/config.h"
 
 typedef struct pti_dash pti_dash;
 
@@ -66,4 +66,4 @@ void pti_dash_state(pti_dash *d, uint32_t job, int state, double t0);
 // pti_dash_close stops serving and frees d; NULL is fine.
 void pti_dash_close(pti_dash *d);
 
-#endif // PT_CLI_DASH_H
+#endif // PT_CLI_DASH_DASH_H

@@ -1,16 +1,17 @@
-// cli/run_impl.h - what the launcher's files share: run.c supervises the
-// job's processes (start, reap, stop) and drives it; recovery.c decides
-// what a failed process costs (restart it, go on without it, roll the
-// job back to a checkpoint); progress.c shows how far the job is.
-#ifndef PT_CLI_RUN_IMPL_H
-#define PT_CLI_RUN_IMPL_H
+// cli/run/run_impl.h - what the launcher's files share: run.c drives the
+// job (prepares it, watches it, ends it); supervise.c starts, reaps and
+// stops its processes; recovery.c decides what a failed process costs
+// (restart it, go on without it, roll the job back to a checkpoint);
+// progress.c shows how far the job is. One thread, the launcher's.
+#ifndef PT_CLI_RUN_RUN_IMPL_H
+#define PT_CLI_RUN_RUN_IMPL_H
 
 #include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "config.h"
-#include "layout.h"
+#include "common/config.h"
+#include "common/layout.h"
 
 #define RUN_MAX_PROCS 1280
 #define RUN_READY_S 60.0 // seconds a server may take to start listening
@@ -51,11 +52,12 @@ typedef struct run_job {
 	struct pti_tb *tb;     // --tensorboard's files, or NULL
 } run_job;
 
-// run.c
+// supervise.c
 double pti_run_now(void); // wall clock, seconds since the epoch
-// The signal (SIGINT, SIGTERM) the launcher was given, or 0.
+// The signal (SIGINT, SIGTERM, SIGHUP) the launcher was given, or 0: set
+// by run.c's handler, it ends supervise.c's waits too.
 extern volatile sig_atomic_t pti_run_signalled;
-// supervise.c: pti_run_start starts every server, waits for each to
+// pti_run_start starts every server, waits for each to
 // listen, then starts every worker (-1 once it has said what failed);
 // pti_run_reap collects exited children up to the first that failed
 // (returned), pti_run_tell_failure says how a child ended.
@@ -102,4 +104,4 @@ int64_t pti_run_find_resume(const pt_config *c, const char *dir,
 uint32_t pti_run_gone(const run_job *j, char *out);
 void pti_run_tell_checkpoints(const run_job *j);
 
-#endif // PT_CLI_RUN_IMPL_H
+#endif // PT_CLI_RUN_RUN_IMPL_H

@@ -1,12 +1,13 @@
-// cli/progress.c - the progress line, read from the CSV of the lowest-
+// cli/run/progress.c - the progress line, read from the CSV of the lowest-
 // ranked worker still in the job: the launcher's (run_impl.h), and that
-// of worker 0 of a job started by hand (cli.h).
+// of worker 0 of a job started by hand (progress.h).
+#include "cli/run/progress.h"
+
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
-#include "outputs.h"
-#include "run_impl.h"
+#include "cli/run/run_impl.h"
+#include "common/outputs.h"
 
 int pti_csv_last_row(const char *path, uint64_t *step, double *wall,
     double *loss)

@@ -1,7 +1,7 @@
-// cli/sockdir.h - the folder that holds a local job's ipc:// sockets.
+// cli/run/sockdir.h - the folder that holds a local job's ipc:// sockets.
 // Only `pstrain run` uses it; the servers' own files go to --out.
-#ifndef PT_CLI_SOCKDIR_H
-#define PT_CLI_SOCKDIR_H
+#ifndef PT_CLI_RUN_SOCKDIR_H
+#define PT_CLI_RUN_SOCKDIR_H
 
 #include <stddef.h>
 
@@ -13,4 +13,4 @@
 // long for socket paths. Returns 0, or PT_EIO with a detail.
 int pti_sockdir_make(char *out, size_t size);
 
-#endif // PT_CLI_SOCKDIR_H
+#endif // PT_CLI_RUN_SOCKDIR_H

@@ -1,4 +1,4 @@
-// cli/tboard.c - TensorBoard event files from a job's files (tboard.h).
+// cli/run/tboard.c - TensorBoard event files from a job's files (tboard.h).
 //
 // A record is: its length (uint64, little-endian), the masked CRC-32C of
 // those 8 bytes, the data, the masked CRC-32C of the data; masked is
@@ -8,7 +8,7 @@
 // of Values (1), each a tag (1, string) and a simple_value (2, float).
 // No C library of Debian's offers CRC-32C (Castagnoli) alone, so it is
 // the table-driven loop below.
-#include "tboard.h"
+#include "cli/run/tboard.h"
 
 #include <errno.h>
 #include <math.h>
@@ -17,10 +17,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "afile.h"
-#include "config.h"
-#include "err.h"
-#include "outputs.h"
+#include "common/afile.h"
+#include "common/config.h"
+#include "common/err.h"
+#include "common/outputs.h"
 
 // ---------------------------------------------------------------- CRC-32C
 

@@ -1,4 +1,4 @@
-// cli/dashprom.c - the dashboard's /metrics (dash_impl.h): Prometheus's
+// cli/dash/dashprom.c - the dashboard's /metrics (dashprom.h): Prometheus's
 // text format, read from the jobs' files at each request. Per worker: its
 // steps, the last row's global step, loss, gradient norm, step, compute
 // and communication times, staleness and lr, and the sums of its step,
@@ -6,7 +6,7 @@
 // restarted processes (the launcher's counts, or summary.json's). With
 // several jobs (compare, pstrain dashboard) every sample also has a
 // job="LABEL" label.
-#include "dash_impl.h"
+#include "cli/dash/dashprom.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -15,7 +15,7 @@
 
 #include <jansson.h>
 
-#include "outputs.h"
+#include "common/outputs.h"
 
 // dash_metric writes one sample; a NaN value (no row yet, a column the
 // file lacks) is left out, as Prometheus expects of a missing series.

@@ -1,6 +1,7 @@
-// cli/node.c - pstrain node: one process of a job whose role and rank come
-// from the scheduler that started it (srun, mpirun) or from --node-rank,
-// so that one command line, run on every task, starts the whole job.
+// cli/proc/node.c - pstrain node: one process of a job whose role and
+// rank come from the scheduler that started it (srun, mpirun) or from
+// --node-rank, so that one command line, run on every task, starts the
+// whole job.
 //
 // Ranks 0..S-1 serve, S..S+W-1 work (worker rank = node rank - S). With
 // --cluster the servers' addresses are the file's; without it each server
@@ -20,12 +21,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "afile.h"
-#include "cli.h"
-#include "clock.h"
-#include "config.h"
-#include "err.h"
-#include "proto.h"
+#include "cli/cli.h"
+#include "cli/flags.h"
+#include "cli/proc/procs.h"
+#include "common/afile.h"
+#include "common/clock.h"
+#include "common/config.h"
+#include "common/err.h"
+#include "common/proto.h"
 
 // node_env_u32 reads a whole decimal number from the environment: 0, or
 // -1 when the variable is unset, empty or not such a number.

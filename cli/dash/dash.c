@@ -1,15 +1,15 @@
-// cli/dash.c - the dashboard's HTTP server (dash.h): nng's HTTP server
+// cli/dash/dash.c - the dashboard's HTTP server (dash.h): nng's HTTP server
 // with a handler per path, the jobs' table that the launcher updates
-// (states, counts, events) under a lock, and the responses' buffer.
+// (states, counts, events) under a lock.
 // /data.json and /metrics are built by dashjson.c and dashprom.c from a
-// snapshot of that table; the page's files come from build/web.c.
-#include "dash_impl.h"
+// snapshot of that table (view.h) into a response's buffer (dbuf.h); the
+// page's files come from build/web.c (web.h).
+#include "cli/dash/dash.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +19,13 @@
 #include <nng/nng.h>
 #include <nng/supplemental/http/http.h>
 
-#include "err.h"
-#include "outputs.h"
+#include "cli/dash/dashjson.h"
+#include "cli/dash/dashprom.h"
+#include "cli/dash/dbuf.h"
+#include "cli/dash/view.h"
+#include "cli/dash/web.h"
+#include "common/err.h"
+#include "common/outputs.h"
 
 #define DASH_CHARTJS_MAX (8 << 20) // bytes: far above Chart.js's 200 KB
 
@@ -34,65 +39,6 @@ struct pti_dash {
 	char *chartjs; // the file's bytes, or a script saying it is missing
 	size_t chartjs_len;
 };
-
-// ---------------------------------------------------------------- buffer
-
-void pti_dbuf_printf(pti_dbuf *b, const char *fmt, ...)
-{
-	va_list ap;
-	if (b->failed)
-		return;
-	for (;;) {
-		va_start(ap, fmt);
-		int n = vsnprintf(b->p ? b->p + b->len : NULL,
-		    b->p ? b->cap - b->len : 0, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			b->failed = 1;
-			return;
-		}
-		if (b->p != NULL && b->len + (size_t)n < b->cap) {
-			b->len += (size_t)n;
-			return;
-		}
-		size_t cap = (b->cap ? b->cap * 2 : 4096) + (size_t)n;
-		char *q = realloc(b->p, cap);
-		if (q == NULL) {
-			b->failed = 1;
-			return;
-		}
-		b->p = q;
-		b->cap = cap;
-	}
-}
-
-void pti_dbuf_str(pti_dbuf *b, const char *s)
-{
-	json_t *j = pti_json_str(s);
-	char *t = j != NULL ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
-	if (t == NULL)
-		b->failed = 1;
-	else
-		pti_dbuf_printf(b, "%s", t);
-	free(t);
-	json_decref(j);
-}
-
-void pti_dbuf_num(pti_dbuf *b, double v)
-{
-	if (isfinite(v))
-		pti_dbuf_printf(b, "%.9g", v);
-	else
-		pti_dbuf_printf(b, "null");
-}
-
-void pti_dbuf_secs(pti_dbuf *b, double v)
-{
-	if (isfinite(v))
-		pti_dbuf_printf(b, "%.3f", v);
-	else
-		pti_dbuf_printf(b, "null");
-}
 
 // ---------------------------------------------------------------- handlers
 

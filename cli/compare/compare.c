@@ -1,8 +1,8 @@
-// cli/compare.c - `pstrain compare`: `pstrain run` once per mode and seed
-// (sync, async, ssp:S with modifiers; seeds 1..N or a list) with
+// cli/compare/compare.c - `pstrain compare`: `pstrain run` once per mode
+// and seed (sync, async, ssp:S with modifiers; seeds 1..N or a list) with
 // otherwise identical flags, seed-major so that slow drift of the machine
 // spreads over the modes; then DIR/report.md, mean ± sd, min and max over
-// seeds per mode (common/stats.c), and plots (cli/plot.c). It reads the
+// seeds per mode (common/stats.c), and plots (plot.c). It reads the
 // jobs' files (docs/OUTPUTS.md) and never the jobs' memory, so
 // --report-only can re-make everything from a folder.
 #include <dirent.h>
@@ -17,16 +17,18 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "afile.h"
-#include "cli.h"
-#include "jsonio.h"
-#include "compare.h"
-#include "config.h"
-#include "dash.h"
-#include "data.h"
-#include "err.h"
-#include "proto.h"
-#include "stats.h"
+#include "cli/cli.h"
+#include "cli/compare/compare.h"
+#include "cli/dash/dash.h"
+#include "cli/flags.h"
+#include "cli/jsonio.h"
+#include "cli/self.h"
+#include "common/afile.h"
+#include "common/config.h"
+#include "common/data.h"
+#include "common/err.h"
+#include "common/proto.h"
+#include "common/stats.h"
 
 static const char *outcome_names[PTI_OUT_N] = {"ok", "diverged",
     "collapsed", "damaged", "missing"};
@@ -72,173 +74,7 @@ static void cmp_on_signal(int sig)
 }
 
 // ---------------------------------------------------------------------
-// --modes and --seeds
-
-// whole reads a whole number from all of s.
-static int whole(const char *s, uint32_t *v)
-{
-	char *end;
-	if (*s < '0' || *s > '9')
-		return -1;
-	errno = 0;
-	unsigned long n = strtoul(s, &end, 10);
-	if (*end != '\0' || errno != 0 || n > 1000000)
-		return -1;
-	*v = (uint32_t)n;
-	return 0;
-}
-
-// mode_extra adds one "--flag value" pair (value may be NULL).
-static int mode_extra(pti_cmp_mode *m, const char *flag, const char *value)
-{
-	if (m->n_extra + 2 > 12)
-		return -1;
-	snprintf(m->extra[m->n_extra++], sizeof(m->extra[0]), "%s", flag);
-	if (value != NULL)
-		snprintf(m->extra[m->n_extra++], sizeof(m->extra[0]), "%s",
-		    value);
-	return 0;
-}
-
-// mode_switch handles the modifiers that are a bare run switch valid for
-// async and ssp only (staleness-lr, matched-lr): 1 when part was one.
-static int mode_switch(pti_cmp_mode *m, const char *part, const char *eq,
-    int *bad)
-{
-	static const char *names[] = {"staleness-lr", "matched-lr"};
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		char flag[64];
-		if (strcmp(part, names[i]) != 0)
-			continue;
-		snprintf(flag, sizeof(flag), "--%s", names[i]);
-		*bad = eq != NULL || m->mode == PT_MODE_SYNC ||
-		    m->mode == PT_MODE_ALLREDUCE ||
-		    mode_extra(m, flag, NULL) != 0;
-		return 1;
-	}
-	return 0;
-}
-
-// mode_parse reads MODE[:S][:MODIFIER...]: MODE is sync, async, ssp
-// (whose S comes next) or allreduce; modifiers are backup=B (sync),
-// staleness-lr and matched-lr (async, ssp), batch=B, lr-scaling=linear,
-// warmup=E, lr=LR and optimizer=sgd|momentum|nesterov|adagrad|adam
-// (momentum and nesterov with 0.9), each the run flag of that name for
-// this job alone.
-// An optimizer without lr= (and no --lr given) gets its usual lr.
-static int mode_parse(const char *tok, pti_cmp_mode *m, int lr_given)
-{
-	char buf[64], *part, *save = NULL;
-	int opt = 0, lr = lr_given, bad = 0;
-	memset(m, 0, sizeof(*m));
-	if (strlen(tok) >= sizeof(m->token))
-		return -1;
-	strcpy(m->token, tok);
-	strcpy(buf, tok);
-	part = strtok_r(buf, ":", &save);
-	if (part == NULL)
-		return -1;
-	if (strcmp(part, "sync") == 0)
-		m->mode = PT_MODE_SYNC;
-	else if (strcmp(part, "async") == 0)
-		m->mode = PT_MODE_ASYNC;
-	else if (strcmp(part, "allreduce") == 0)
-		m->mode = PT_MODE_ALLREDUCE;
-	else if (strcmp(part, "ssp") == 0) {
-		m->mode = PT_MODE_SSP;
-		part = strtok_r(NULL, ":", &save);
-		if (part == NULL || whole(part, &m->staleness) != 0)
-			return -1;
-	} else
-		return -1;
-	while ((part = strtok_r(NULL, ":", &save)) != NULL) {
-		char *eq = strchr(part, '=');
-		uint32_t v;
-		if (eq != NULL)
-			*eq++ = '\0';
-		if (strcmp(part, "backup") == 0 && eq && m->mode == PT_MODE_SYNC &&
-		    whole(eq, &m->backup) == 0)
-			continue;
-		if (mode_switch(m, part, eq, &bad)) {
-			if (bad)
-				return -1;
-			continue;
-		}
-		if (strcmp(part, "batch") == 0 && eq && whole(eq, &v) == 0 &&
-		    mode_extra(m, "--batch", eq) == 0)
-			continue;
-		if (strcmp(part, "lr-scaling") == 0 && eq &&
-		    strcmp(eq, "linear") == 0 &&
-		    mode_extra(m, "--lr-scaling", eq) == 0)
-			continue;
-		if (strcmp(part, "warmup") == 0 && eq &&
-		    mode_extra(m, "--warmup-epochs", eq) == 0)
-			continue;
-		if (strcmp(part, "lr") == 0 && eq &&
-		    mode_extra(m, "--lr", eq) == 0) {
-			lr = 1;
-			continue;
-		}
-		if (strcmp(part, "optimizer") == 0 && eq) {
-			const char *spec = strcmp(eq, "momentum") == 0
-					       ? "momentum:0.9"
-					   : strcmp(eq, "nesterov") == 0
-					       ? "nesterov:0.9"
-					       : eq;
-			if (strcmp(spec, "sgd") != 0 &&
-			    strcmp(spec, "adagrad") != 0 &&
-			    strcmp(spec, "adam") != 0 && strchr(spec, ':') == NULL)
-				return -1;
-			if (mode_extra(m, "--optimizer", spec) != 0)
-				return -1;
-			opt = 1;
-			continue;
-		}
-		return -1;
-	}
-	// "--lr 0" stands for the optimizer's usual rate (pstrain run).
-	if (opt && !lr && mode_extra(m, "--lr", "0") != 0)
-		return -1;
-	for (size_t i = 0; tok[i]; i++)
-		m->label[i] = tok[i] == ':' || tok[i] == '=' ? '-' : tok[i];
-	return 0;
-}
-
-// modes_parse splits --modes into ms; 0, or prints why and returns -1.
-static int modes_parse(const char *list, pti_cmp_mode *ms, int *n,
-    int lr_given)
-{
-	char buf[PT_PATH_MAX];
-	snprintf(buf, sizeof(buf), "%s", list);
-	*n = 0;
-	for (char *tok = buf, *next; tok != NULL; tok = next) {
-		next = strchr(tok, ',');
-		if (next)
-			*next++ = '\0';
-		if (*n == PTI_CMP_MODES_MAX) {
-			fprintf(stderr, "pstrain compare: --modes: at most %d "
-			    "modes\n", PTI_CMP_MODES_MAX);
-			return -1;
-		}
-		if (mode_parse(tok, &ms[*n], lr_given) != 0) {
-			fprintf(stderr, "pstrain compare: --modes: bad mode "
-			    "'%s' (expected sync, async or ssp:S, then "
-			    "optional :backup=B, :staleness-lr, :matched-lr, "
-			    ":batch=B, :lr-scaling=linear, :warmup=E, :lr=LR, "
-			    ":optimizer=sgd|momentum|nesterov|adagrad|adam)\n",
-			    tok);
-			return -1;
-		}
-		for (int i = 0; i < *n; i++)
-			if (strcmp(ms[i].label, ms[*n].label) == 0) {
-				fprintf(stderr, "pstrain compare: --modes: "
-				    "'%s' given twice\n", tok);
-				return -1;
-			}
-		(*n)++;
-	}
-	return 0;
-}
+// --seeds (--modes: modes.c)
 
 // seeds_parse reads --seeds: "" gives --seed alone, "N" seeds 1..N,
 // "S,S,..." those (distinct). 0, or prints why and returns -1.
@@ -284,18 +120,24 @@ bad:
 // ---------------------------------------------------------------------
 // Running one job
 
+// The words of job_argv's tail: --mode, --staleness, --backup-workers,
+// --seed, --out and --save-model, each with its value.
+enum { JOB_TAIL = 12 };
+
 // job_argv builds `pstrain run` for job j: every run flag of c, then this
-// job's mode, modifiers, seed and folder, which override the same flags
-// given earlier. NULL when out of memory (printed).
-// job_argv is the command line of job j: compare's flags for run, its
-// mode and seed, and with tb (compare's --tensorboard DIR) its own
-// TensorBoard folder DIR/LABEL/seed-S, the place of its outputs in --out.
+// job's mode, seed and folders, then its mode's modifiers, which override
+// the same flags given earlier, and with tb (compare's --tensorboard DIR)
+// its own TensorBoard folder DIR/LABEL/seed-S, the place of its outputs
+// in --out. NULL when out of memory (printed).
 static char **job_argv(const pt_config *c, const pti_cmp_job *j,
     const char *tb)
 {
 	const pti_cmp_mode *m = j->m;
-	char **argv = calloc(2 * (size_t)pt_config_count() + 40,
-	    sizeof(char *));
+	// "pstrain run", a "--flag value" pair per flag of the table at most
+	// (pt_config_to_argv), the tail, "--layer-push off", the modifiers,
+	// "--tensorboard DIR" and the NULL.
+	char **argv = calloc(2 + 2 * (size_t)pt_config_count() + JOB_TAIL + 2 +
+	    PTI_CMP_EXTRA + 2 + 1, sizeof(char *));
 	char save[PT_PATH_MAX + 112], stale[16], backup[16], seed[24];
 	int argc = 0, rv;
 	if (argv == NULL)
@@ -312,6 +154,8 @@ static char **job_argv(const pt_config *c, const pti_cmp_job *j,
 	const char *tail[] = {"--mode", pt_mode_name(m->mode), "--staleness",
 	    stale, "--backup-workers", backup, "--seed", seed, "--out",
 	    j->dir, "--save-model", save};
+	_Static_assert(sizeof(tail) / sizeof(tail[0]) == JOB_TAIL,
+	    "job_argv's room for the tail");
 	for (size_t i = 0; i < sizeof(tail) / sizeof(tail[0]); i++)
 		argv[argc++] = strdup(tail[i]);
 	// --layer-push auto would be on for some jobs only (sync ones whose
@@ -858,8 +702,7 @@ static int report_write(const cmp_set *s, int argc, char **argv)
 static int set_init(cmp_set *s, const pt_config *c)
 {
 	s->c = c;
-	if (modes_parse(c->modes, s->ms, &s->n_modes,
-	    pt_config_given(c, "lr")) != 0 ||
+	if (pti_cmp_modes_parse(c, !c->report_only, s->ms, &s->n_modes) != 0 ||
 	    seeds_parse(c, s->seeds, &s->n_seeds) != 0)
 		return PTI_EXIT_USAGE;
 	s->jobs = calloc((size_t)s->n_modes * s->n_seeds, sizeof(*s->jobs));
@@ -890,19 +733,16 @@ static void set_fini(cmp_set *s)
 // ---------------------------------------------------------------------
 // --dashboard: one page of every job, served by this process
 
-// cmp_steps is the global steps job j will run (pstrain run's rule:
-// --steps, else epochs x floor(train examples / its batch)); 0 when
+// cmp_steps is the global steps a job of mode m will run (pstrain run's
+// rule: --steps, else epochs x floor(train examples / its batch)); 0 when
 // unknown.
-static uint64_t cmp_steps(const pt_config *c, const pti_cmp_mode *m,
-    uint64_t n_train)
+static uint64_t cmp_steps(const pti_cmp_mode *m, uint64_t n_train)
 {
-	uint64_t batch = c->batch;
-	if (c->steps > 0)
-		return c->steps;
-	for (int i = 0; i + 1 < m->n_extra; i++)
-		if (strcmp(m->extra[i], "--batch") == 0)
-			batch = strtoull(m->extra[i + 1], NULL, 10);
-	return batch > 0 && n_train > 0 ? c->epochs * (n_train / batch) : 0;
+	if (m->steps > 0)
+		return m->steps;
+	return m->batch > 0 && n_train > 0
+		   ? m->epochs * (n_train / m->batch)
+		   : 0;
 }
 
 // cmp_now: seconds since 1970, about when a job starts (its own launcher
@@ -931,7 +771,10 @@ static int cmp_dashboard(cmp_set *s)
 	}
 	// The training set's size, for each job's planned steps (its ETA);
 	// a bad --data is the jobs' to report.
-	if (c->steps == 0 && pt_config_load_data(c, &d) == 0) {
+	int by_epochs = 0;
+	for (int i = 0; i < s->n_modes; i++)
+		by_epochs |= s->ms[i].steps == 0;
+	if (by_epochs && pt_config_load_data(c, &d) == 0) {
 		n_train = d.train.n;
 		pt_data_fini(&d);
 	}
@@ -944,8 +787,8 @@ static int cmp_dashboard(cmp_set *s)
 		    pt_mode_name(j->m->mode));
 		snprintf(jobs[i].ckpt_dir, sizeof(jobs[i].ckpt_dir), "%s",
 		    c->checkpoint_dir);
-		jobs[i].workers = c->workers;
-		jobs[i].steps = cmp_steps(c, j->m, n_train);
+		jobs[i].workers = j->m->workers;
+		jobs[i].steps = cmp_steps(j->m, n_train);
 		jobs[i].state = PTI_DASH_PENDING;
 	}
 	snprintf(title, sizeof(title), "pstrain compare: %s, %s",
@@ -1053,13 +896,20 @@ int pti_cmd_compare(int argc, char **argv)
 	int rv = pti_cli_config(&c, PT_CMD_COMPARE, "compare",
 	    "Run `pstrain run` once per mode of --modes and seed of --seeds, "
 	    "seed by seed,\nwith every other flag the same, then write "
-	    "DIR/report.md (mean ± sd, min\nand max over seeds per mode, "
-	    "and every job) and plots (gnuplot). The job of\nmode M and "
-	    "seed S goes to DIR/LABEL/seed-S, LABEL being M with ':' and "
-	    "'='\nturned into '-'. --validation defaults to 10% and "
-	    "--evals-per-epoch to 10 here.\nA diverged job is a result; a "
-	    "damaged one stops the comparison unless\n--allow-failures. "
-	    "DIR must not hold a comparison already unless --force;\n"
+	    "DIR/report.md (mean ± sd, min\nand max over seeds per mode, and "
+	    "every job) and plots (gnuplot).\n\nA mode is "
+	    "MODE[:S][:key=value...]: sync, async, ssp:S (S the "
+	    "staleness\nbound) or allreduce, then modifiers, each a flag of "
+	    "pstrain run for that\nmode's jobs alone (:key for a switch), "
+	    "such as sync:backup=1,\nasync:matched-lr, "
+	    "sync:weight-decay=0.0001 or "
+	    "sync:optimizer=adam:lr=0.001;\n--mode, --staleness, --seed, "
+	    "--out and the like are compare's to set. The\njob of mode M and "
+	    "seed S goes to DIR/LABEL/seed-S, LABEL being M with ':'\nand '=' "
+	    "turned into '-'. --validation defaults to 10% and "
+	    "--evals-per-epoch\nto 10 here. A diverged job is a result; a "
+	    "damaged one stops the comparison\nunless --allow-failures. DIR "
+	    "must not hold a comparison already unless\n--force; "
 	    "--report-only re-makes report and plots from DIR "
 	    "(docs/COMPARE.md).\n\nexample:\n"
 	    "  pstrain compare --modes sync,async,ssp:4,sync:backup=1 "

@@ -1,29 +1,49 @@
-// cli/compare.h - what `pstrain compare`'s two halves share: cli/compare.c
-// (modes, seeds, running the jobs, reading their files, the report) and
-// cli/plot.c (the CSV reader, curves across seeds, the gnuplot script).
+// cli/compare/compare.h - what `pstrain compare`'s two halves share:
+// compare.c (modes, seeds, running the jobs, reading their files, the
+// report) and plot.c (the CSV reader, curves across seeds, the gnuplot
+// script).
 // Internal to the pstrain binary; nothing here is thread-safe.
-#ifndef PT_CLI_COMPARE_H
-#define PT_CLI_COMPARE_H
+#ifndef PT_CLI_COMPARE_COMPARE_H
+#define PT_CLI_COMPARE_COMPARE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
-#include "outputs.h"
+#include "common/config.h"
+#include "common/outputs.h"
 
 #define PTI_CMP_MODES_MAX 32
+#define PTI_CMP_EXTRA 16 // words of command line a mode's modifiers add
 #define PTI_CMP_SEEDS_MAX 64
 #define PTI_CMP_SMOOTH 20 // steps in the moving average of loss curves
 
-// One token of --modes.
+// One token of --modes (modes.c): a mode and its modifiers.
 typedef struct pti_cmp_mode {
 	char token[64]; // as given: "ssp:4"
 	char label[64]; // a file name: "ssp-4"
 	int mode;       // pt_mode
 	uint32_t staleness, backup;
-	char extra[12][64]; // further "--flag value" words from modifiers
+	char extra[PTI_CMP_EXTRA][64]; // "--flag value" words of modifiers
 	int n_extra;
+	// The jobs' own, after the modifiers (their planned steps).
+	uint32_t workers, batch, epochs;
+	uint64_t steps;
 } pti_cmp_mode;
+
+// pti_cmp_modes_parse reads c->modes into ms[0..*n) (at most
+// PTI_CMP_MODES_MAX): tokens MODE[:S][:key=value...], MODE sync, async,
+// ssp (S its staleness bound) or allreduce, each modifier --key=value
+// (key alone: the switch --key) of pstrain run for that mode's jobs,
+// read by the flag table over c's flags. backup=B and warmup=E stand for
+// backup-workers and warmup-epochs; optimizer=momentum and =nesterov for
+// momentum:0.9 and nesterov:0.9, and an optimizer without --lr given
+// runs at its usual lr. Flags compare sets per job (mode, staleness,
+// seed, out, save-model, tensorboard, dashboard) are refused. check:
+// also check each mode's flags together as pstrain run will (off for
+// --report-only, whose jobs ran with flags of their own). Returns 0, or
+// -1 after naming the token and what in it is wrong on stderr.
+int pti_cmp_modes_parse(const pt_config *c, int check, pti_cmp_mode *ms,
+    int *n);
 
 // What became of one job (summary.json "outcome"; MISSING: no summary).
 enum {
@@ -35,7 +55,7 @@ enum {
 	PTI_OUT_N,
 };
 
-// The report's numeric columns, in table order (cli/compare.c names them).
+// The report's numeric columns, in table order (compare.c names them).
 enum {
 	PTI_COL_FINAL_TEST,
 	PTI_COL_BEST_VAL,
@@ -82,4 +102,4 @@ int pti_job_examples_at(const char *dir, double pwb, const double *t,
 int pti_cmp_plot(const char *dir, const pti_cmp_mode *ms, int n_modes,
     const pti_cmp_job *jobs, int n_seeds, int sel_test);
 
-#endif // PT_CLI_COMPARE_H
+#endif // PT_CLI_COMPARE_COMPARE_H

@@ -1,4 +1,4 @@
-// cli/tboard.h - TensorBoard event files of a job, written by the launcher
+// cli/run/tboard.h - TensorBoard event files of a job, written by the launcher
 // from the job's own files (worker-R.csv, eval.csv) as they grow: DIR has
 // a run per worker (worker-R/) with its loss, gradient norm, step,
 // compute and communication times, staleness and learning rate at each
@@ -6,8 +6,8 @@
 // `tensorboard --logdir DIR` shows them. The format (docs/OUTPUTS.md):
 // TFRecord framing with masked CRC-32C, Event and Summary protobufs with
 // scalar values. Off the servers' and workers' path.
-#ifndef PT_CLI_TBOARD_H
-#define PT_CLI_TBOARD_H
+#ifndef PT_CLI_RUN_TBOARD_H
+#define PT_CLI_RUN_TBOARD_H
 
 #include <stdint.h>
 
@@ -29,4 +29,4 @@ int pti_tb_update(pti_tb *tb);
 // pti_tb_close closes the files and frees tb; NULL is fine.
 void pti_tb_close(pti_tb *tb);
 
-#endif // PT_CLI_TBOARD_H
+#endif // PT_CLI_RUN_TBOARD_H

@@ -1,4 +1,4 @@
-// cli/dashjson.c - the dashboard's /data.json (dash_impl.h), built from
+// cli/dash/dashjson.c - the dashboard's /data.json (dashjson.h), built from
 // the jobs' files at each request: per job the rows that each worker-R.csv
 // and eval.csv gained since the byte offsets the page gives in ?from=
 // (at most DASH_ROWS a file and DASH_BUDGET in all, "more" telling the
@@ -6,7 +6,7 @@
 // (the launcher's while it runs the job, else summary.json's), the
 // checkpoints written while it ran, and a few summary.json figures once
 // the job has one. docs/OUTPUTS.md describes the format.
-#include "dash_impl.h"
+#include "cli/dash/dashjson.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -19,12 +19,12 @@
 
 #include <jansson.h>
 
-#include "err.h"
-#include "outputs.h"
+#include "cli/dash/web.h"
+#include "common/err.h"
+#include "common/outputs.h"
 
 #define DASH_ROWS 2000     // rows of one file in one response, at most
 #define DASH_BUDGET 20000  // rows of every file in one response
-#define DASH_WORKERS 1024  // worker-R.csv files looked for, at most
 #define DASH_CKPTS 200     // checkpoints listed per job (the newest)
 #define DASH_DIGITS 18     // of one offset in ?from=
 
@@ -142,21 +142,6 @@ static void part_json(pti_dbuf *b, const pti_csv_at *at, const pti_csv *t,
 }
 
 // ---------------------------------------------------------------- a job
-
-uint32_t pti_dash_workers(const pti_dash_jobrt *j)
-{
-	if (j->cfg.workers > 0)
-		return j->cfg.workers;
-	char path[PT_PATH_MAX + 160];
-	struct stat sb;
-	uint32_t r = 0;
-	for (; r < DASH_WORKERS; r++) {
-		snprintf(path, sizeof(path), "%s/worker-%u.csv", j->cfg.dir, r);
-		if (stat(path, &sb) != 0)
-			break;
-	}
-	return r;
-}
 
 // What a job's summary.json adds to what the dashboard was told.
 typedef struct dash_info {
@@ -362,7 +347,7 @@ static int job_json(pti_dbuf *b, const pti_dash_view *v, uint32_t i,
 	if (workers == 0 && in.sum != NULL) {
 		const json_t *w = json_object_get(in.sum, "workers");
 		double nw = json_is_number(w) ? json_number_value(w) : 0;
-		workers = nw >= 1 && nw <= DASH_WORKERS ? (uint32_t)nw : 0;
+		workers = nw >= 1 && nw <= PTI_DASH_WORKERS ? (uint32_t)nw : 0;
 	}
 	pti_dbuf_printf(b, "%s{\"label\": ", i ? ",\n" : "");
 	pti_dbuf_str(b, j->cfg.label);

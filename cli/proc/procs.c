@@ -1,4 +1,5 @@
-// cli/procs.c - the server, worker and eval subcommands.
+// cli/proc/procs.c - the server, worker, eval and secret subcommands
+// (procs.h has the server and the worker that pstrain node runs too).
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -11,20 +12,22 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "afile.h"
-#include "auth.h"
-#include "cli.h"
-#include "config.h"
-#include "data.h"
-#include "err.h"
-#include "job.h"
+#include "cli/cli.h"
+#include "cli/flags.h"
+#include "cli/proc/procs.h"
+#include "cli/run/progress.h"
+#include "cli/run/summary.h"
+#include "common/afile.h"
+#include "common/auth.h"
+#include "common/config.h"
+#include "common/data.h"
+#include "common/err.h"
+#include "common/job.h"
+#include "common/modelfile.h"
+#include "common/optim.h"
+#include "common/proto.h"
+#include "ps/server.h"
 #include "model/model.h"
-#include "modelfile.h"
-#include "optim.h"
-#include "proto.h"
-#include "server.h"
-#include "summary.h"
-#include "transport.h"
 #include "train/worker.h"
 
 static double procs_now(void)
@@ -46,45 +49,6 @@ static void procs_steps(const pt_config *c, pti_progress *p)
 	pt_data_fini(&d);
 	if (p->spe == 0)
 		p->steps = 0;
-}
-
-int pti_cli_config(pt_config *c, unsigned cmd, const char *name,
-    const char *usage, int argc, char **argv)
-{
-	int help, rv;
-	pt_config_defaults(c);
-	if ((rv = pt_config_parse(c, cmd, argc, argv, &help)) != 0) {
-		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
-		return PTI_EXIT_USAGE;
-	}
-	if (help) {
-		printf("usage: pstrain %s [flags]\n\n%s\n\nflags:\n", name,
-		    usage);
-		pt_config_help(stdout, cmd);
-		return 0;
-	}
-	return pti_cli_finish(c, cmd, name);
-}
-
-int pti_cli_finish(pt_config *c, unsigned cmd, const char *name)
-{
-	int rv;
-	if (c->cluster[0] != '\0' && (rv = pt_config_cluster(c, cmd)) != 0) {
-		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
-		return PTI_EXIT_USAGE;
-	}
-	if ((rv = pt_config_check(c, cmd)) != 0) {
-		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
-		return PTI_EXIT_USAGE;
-	}
-	if (c->lr == 0)
-		c->lr = pti_optim_default_lr(&c->optim);
-	// Bad TLS files are a bad flag, said before anything starts.
-	if ((rv = pti_transport_tls_load(c)) != 0) {
-		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
-		return PTI_EXIT_USAGE;
-	}
-	return -1;
 }
 
 static void server_on_signal(int sig)
@@ -260,8 +224,8 @@ int pti_work(pt_config *c, const char *cmdline)
 		progress = pthread_create(&th, NULL, procs_progress_main,
 		    &pp) == 0;
 	}
-	pt_worker_result res;
-	int rv = pt_worker_run(c, &res);
+	pti_train_result res;
+	int rv = pti_train_run(c, &res);
 	if (progress) {
 		pthread_mutex_lock(&pp.mu);
 		pp.stop = 1;
@@ -344,7 +308,7 @@ int pti_cmd_eval(int argc, char **argv)
 	pt_layout l;
 	pt_data d;
 	float *params = NULL;
-	struct pt_model *m = NULL;
+	pti_model *m = NULL;
 	memset(&d, 0, sizeof(d));
 	int rv = pti_cli_config(&c, PT_CMD_EVAL, "eval",
 	    "Print the test loss and accuracy of a model saved with "
@@ -373,8 +337,8 @@ int pti_cmd_eval(int argc, char **argv)
 		rv = pti_err_set(PT_ENOMEM, "eval buffers");
 		goto out;
 	}
-	if ((rv = pt_model_alloc(&m, &l, rows)) != 0 ||
-	    (rv = pt_worker_evaluate(m, params, &d.test, rows, x, y, idx,
+	if ((rv = pti_model_alloc(&m, &l, rows)) != 0 ||
+	    (rv = pti_train_evaluate(m, params, &d.test, rows, x, y, idx,
 		 &loss, &acc)) != 0)
 		goto out;
 	printf("model %s (%s, %llu parameters) on %s: %u test examples\n"
@@ -387,7 +351,7 @@ out:
 	free(y);
 	free(idx);
 	free(params);
-	pt_model_free(m);
+	pti_model_free(m);
 	pt_data_fini(&d);
 	return rv != 0 ? 1 : 0;
 }

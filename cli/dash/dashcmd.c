@@ -1,4 +1,4 @@
-// cli/dashcmd.c - `pstrain dashboard [--listen HOST:PORT] DIR...`: the
+// cli/dash/dashcmd.c - `pstrain dashboard [--listen HOST:PORT] DIR...`: the
 // dashboard (dash.h) of folders already written: a run's --out (it has
 // worker-0.csv or summary.json) or a comparison's (LABEL/seed-S/ folders
 // of runs), read at each request, so a job still running elsewhere moves
@@ -14,9 +14,10 @@
 
 #include <jansson.h>
 
-#include "cli.h"
-#include "dash.h"
-#include "err.h"
+#include "cli/cli.h"
+#include "cli/dash/dash.h"
+#include "cli/self.h"
+#include "common/err.h"
 
 #define DC_JOBS_MAX 2048 // jobs in all the folders given (compare: 32 x 64)
 

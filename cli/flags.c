@@ -1,0 +1,70 @@
+// cli/flags.c - a subcommand's flags and its command line (flags.h).
+#include "cli/flags.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "common/config.h"
+#include "common/err.h"
+#include "common/transport.h"
+
+int pti_cli_config(pt_config *c, unsigned cmd, const char *name,
+    const char *usage, int argc, char **argv)
+{
+	int help, rv;
+	pt_config_defaults(c);
+	if ((rv = pt_config_parse(c, cmd, argc, argv, &help)) != 0) {
+		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
+		return PTI_EXIT_USAGE;
+	}
+	if (help) {
+		printf("usage: pstrain %s [flags]\n\n%s\n\nflags:\n", name,
+		    usage);
+		pt_config_help(stdout, cmd);
+		return 0;
+	}
+	return pti_cli_finish(c, cmd, name);
+}
+
+int pti_cli_finish(pt_config *c, unsigned cmd, const char *name)
+{
+	int rv;
+	if (c->cluster[0] != '\0' && (rv = pt_config_cluster(c, cmd)) != 0) {
+		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
+		return PTI_EXIT_USAGE;
+	}
+	if ((rv = pt_config_check(c, cmd)) != 0) {
+		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
+		return PTI_EXIT_USAGE;
+	}
+	if (c->lr == 0)
+		c->lr = pti_optim_default_lr(&c->optim);
+	// Bad TLS files are a bad flag, said before anything starts.
+	if ((rv = pti_transport_tls_load(c)) != 0) {
+		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
+		return PTI_EXIT_USAGE;
+	}
+	return -1;
+}
+
+void pti_cmdline(char *out, size_t n, const char *cmd, int argc,
+    char **argv)
+{
+	size_t used = (size_t)snprintf(out, n, "pstrain %s", cmd);
+	for (int i = 0; i < argc && used < n; i++) {
+		const char *a = argv[i];
+		int plain = a[0] != '\0' &&
+			    strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN"
+				      "OPQRSTUVWXYZ0123456789-_=.,:/+%@") ==
+				strlen(a);
+		used += (size_t)snprintf(out + used, n - used, " %s", plain
+								     ? a
+								     : "'");
+		for (const char *p = a; !plain && *p && used < n; p++)
+			used += (size_t)snprintf(out + used, n - used,
+			    *p == '\'' ? "'\\''" : "%c", *p);
+		if (!plain && used < n)
+			used += (size_t)snprintf(out + used, n - used, "'");
+	}
+}
