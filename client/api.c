@@ -12,9 +12,11 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/job.h"
+#include "common/mode.h"
 
 struct pt_worker {
 	pt_config c;      // the job's options, with rank and servers' URLs
+	const pti_mode *mode; // what the job's mode asks of a worker
 	pt_layout l;
 	pti_client *client;
 	int64_t start;    // the step it went on from at its last hello
@@ -41,6 +43,12 @@ int pt_worker_open(pt_worker **out, const pt_job *job, uint32_t rank,
 	strcpy(w->c.connect, urls);
 	if ((rv = pt_config_check(&w->c, PT_CMD_WORKER)) != 0 ||
 	    (rv = pt_secret_load(&key, w->c.secret_file)) != 0) {
+		free(w);
+		return rv;
+	}
+	if (!(w->mode = pti_mode_of(w->c.mode))->servers) {
+		rv = pti_err_set(PT_EINVAL, "worker %u: mode %s has no "
+		    "servers to talk to", rank, w->mode->name);
 		free(w);
 		return rv;
 	}
@@ -107,7 +115,7 @@ int pti_worker_join(pt_worker *w, int64_t step, int64_t *start)
 		if ((rv != PT_ECLOSED && rv != PT_ESTATE) ||
 		    pti_clock_s() + pause > until)
 			return rv;
-		fprintf(stderr, "worker %u: %s; trying again in %.2fs\n",
+		pti_log(PT_LOG_WARN, "worker %u: %s; trying again in %.2fs",
 		    c->rank, pt_errmsg(rv), pause);
 		worker_sleep(pause);
 		pause = fmin(pause * 2, 2.0);
@@ -214,7 +222,7 @@ static int worker_send(pt_worker *w, int what, int64_t step, uint64_t lo,
 			continue;
 		int whole = a == slo && b == shi;
 		int split = what == (SEND_PUSH | SEND_PULL) &&
-			    w->c.mode == PT_MODE_SYNC && !whole;
+			    w->mode->lockstep && !whole;
 		pti_hdr h;
 		uint32_t op = what == SEND_PUSH ? PT_OP_PUSH
 			      : what == SEND_PULL ? PT_OP_PULL
@@ -229,14 +237,14 @@ static int worker_send(pt_worker *w, int what, int64_t step, uint64_t lo,
 			h.has |= PTI_H_STEP | PTI_H_VER;
 			h.step = step;
 			h.ver = pti_client_ver(cl, i);
-		} else if (w->c.mode == PT_MODE_SYNC) {
+		} else if (w->mode->lockstep) {
 			h.has |= PTI_H_VER;
 			h.ver = w->next_ver;
 		}
 		// A large sync pushpull: in pieces (worker_piece), each its
 		// range of the same request.
 		uint64_t piece = b - a;
-		if (op == PT_OP_PUSHPULL && w->c.mode == PT_MODE_SYNC &&
+		if (op == PT_OP_PUSHPULL && w->mode->lockstep &&
 		    w->c.backup_workers == 0 && !lend)
 			piece = worker_piece(b - a);
 		for (uint64_t pa = a; pa < b && rv == 0 && piece < b - a;
@@ -412,7 +420,7 @@ int pti_worker_shutdown(pt_worker *w)
 	if (rv == PT_ETRANSPORT || rv == PT_ECLOSED) {
 		// A server that closed its connection while answering has
 		// stopped, which is what was asked.
-		fprintf(stderr, "worker %u: %s (taken as stopped)\n",
+		pti_log(PT_LOG_WARN, "worker %u: %s (taken as stopped)",
 		    w->c.rank, pt_errmsg(rv));
 		rv = 0;
 	}

@@ -14,6 +14,7 @@
 #include "common/testhook.h"
 #include "common/config.h"
 #include "common/err.h"
+#include "common/mode.h"
 #include "common/transport.h"
 
 // Pipes one link follows at once: one, or two while a server that came
@@ -391,8 +392,8 @@ static void client_redial(pti_client *c)
 		if (rv == 0)
 			k->dialer = d;
 		else
-			fprintf(stderr, "client: dialing server %u at %s again: "
-			    "%s\n", i, k->url, nng_strerror(rv));
+			pti_log(PT_LOG_WARN, "client: dialing server %u at %s again: "
+			    "%s", i, k->url, nng_strerror(rv));
 	}
 }
 
@@ -422,8 +423,8 @@ int pti_client_wait(pti_client *c, const char *who, double timeout_s,
 		}
 		// Quiet for a normal start-up; then every 5 s.
 		if (waited >= said + 5.0 || (said == 0 && waited >= 1.0)) {
-			fprintf(stderr, "%s: waiting for %s %s (%.0fs so far, "
-			    "at most %.0fs)\n", who, missing, what, waited,
+			pti_log(PT_LOG_WARN, "%s: waiting for %s %s (%.0fs so far, "
+			    "at most %.0fs)", who, missing, what, waited,
 			    limit);
 			said = waited;
 		}
@@ -431,8 +432,8 @@ int pti_client_wait(pti_client *c, const char *who, double timeout_s,
 	}
 	pthread_mutex_unlock(&c->mu);
 	if (said > 0)
-		fprintf(stderr, "%s: every server is connected again after "
-		    "%.1fs\n", who, pti_clock_s() - start);
+		pti_log(PT_LOG_INFO, "%s: every server is connected again after "
+		    "%.1fs", who, pti_clock_s() - start);
 	return 0;
 }
 
@@ -597,16 +598,18 @@ static int call_check(client_part *p)
 }
 
 // client_answered tells whether server k, now at version ver, has
-// certainly answered part p: in sync mode a pushpull once its step has
-// closed and a pull once its version is there, in async mode any request
-// (nothing waits). A parked ssp reply cannot be told apart: never.
+// certainly answered part p: in lockstep (sync) a pushpull once its step
+// has closed and a pull once its version is there; where nothing is ever
+// parked (async) any request. A parked ssp reply cannot be told apart:
+// never (common/mode.h).
 static int client_answered(const pti_client *c, const client_part *p,
     int64_t ver)
 {
 	const pti_hdr *h = &p->hdr;
-	if (c->mode == PT_MODE_ASYNC)
+	const pti_mode *m = pti_mode_of(c->mode);
+	if (m != NULL && m->answered_at_once)
 		return 1;
-	if (c->mode != PT_MODE_SYNC)
+	if (m == NULL || !m->lockstep)
 		return 0;
 	if (h->op == PT_OP_PUSHPULL)
 		return ver > h->step;
@@ -674,9 +677,9 @@ static void call_await(pt_req *q, const client_part *want, double start)
 				p->hdr.ver = ver;
 				nng_aio_cancel(p->aio);
 			}
-			fprintf(stderr, "%s %u: no answer yet to %s (step %lld, "
+			pti_log(PT_LOG_WARN, "%s %u: no answer yet to %s (step %lld, "
 			    "version %lld) from server %u at %s (%.0fs so far, "
-			    "at most %.0fs)%s\n", c->role == PT_ROLE_WORKER ?
+			    "at most %.0fs)%s", c->role == PT_ROLE_WORKER ?
 			    "worker" : "client", c->rank,
 			    pti_op_name(p->hdr.op), (long long)p->hdr.step,
 			    (long long)p->hdr.ver, p->k->rank, p->k->url,
@@ -960,6 +963,8 @@ int pti_client_hello(pti_client *c, const pt_layout *l, int mode,
     uint32_t workers, int64_t step, int64_t *start)
 {
 	int64_t at = -1;
+	const pti_mode *m = pti_mode_of(mode);
+	int lockstep = m != NULL && m->lockstep;
 	pti_hdr *hellos = calloc(c->n, sizeof(pti_hdr));
 	pt_req *q = NULL;
 	int rv = hellos ? 0 : pti_err_set(PT_ENOMEM, "hello");
@@ -1009,7 +1014,7 @@ int pti_client_hello(pti_client *c, const pt_layout *l, int mode,
 		// has not may be waiting for exactly that push, since the
 		// hello made this worker live there again, so waiting for the
 		// servers to agree could wait forever.
-		if (i == 0 || (mode == PT_MODE_SYNC ? go < at : go > at))
+		if (i == 0 || (lockstep ? go < at : go > at))
 			at = go;
 	}
 	pti_call_free(q);

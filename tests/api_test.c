@@ -253,6 +253,14 @@ static void test_api_refusals(void)
 	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "model");
 	PT_TEST_ERR(pt_job_set(j.job, "mode", "fast"), PT_EINVAL);
 	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "fast");
+	// A job of all-reduce has no servers for a worker to talk to.
+	PT_TEST_OK(pt_job_alloc(&other));
+	PT_TEST_TRUE(pt_job_var(other, "a", 4, 0) == 0);
+	PT_TEST_OK(pt_job_set(other, "mode", "allreduce"));
+	PT_TEST_OK(pt_job_set(other, "servers", "0"));
+	PT_TEST_ERR(pt_worker_open(&x, other, 0, j.urls), PT_EINVAL);
+	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "allreduce");
+	pt_job_free(other);
 	PT_TEST_TRUE(pt_job_var(j.job, "a", 2, 0) == -PT_EINVAL);
 	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "declared twice");
 	PT_TEST_OK(pt_worker_open(&w, j.job, 0, j.urls));

@@ -7,6 +7,7 @@
 
 #include "common/err.h"
 #include "common/job.h"
+#include "common/mode.h"
 #include "common/proto.h"
 #include "train/eval.h"
 
@@ -50,7 +51,7 @@ int pti_session_join(pti_trainer *w, uint64_t *t)
 		if (rv == 0)
 			rv = pti_client_pull(w->client, w->params, -1, &info);
 		if (rv == 0) {
-			*t = (uint64_t)(c->mode == PT_MODE_SYNC
+			*t = (uint64_t)(pti_mode_of(c->mode)->lockstep
 					    ? info.ver_min
 					    : pt_worker_start(w->pw));
 			return 0;

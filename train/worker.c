@@ -6,6 +6,7 @@
 // the job, eval.c evaluates, record.c writes the rows.
 #include "train/worker.h"
 
+#include "common/mode.h"
 #include "train/allreduce.h"
 #include "train/loop.h"
 #include "train/sender.h"
@@ -30,8 +31,8 @@ int pti_train_run(const pt_config *c, pti_train_result *res)
 	pti_trainer w;
 	int rv = pti_trainer_init(&w, c);
 	if (rv == 0)
-		rv = c->mode == PT_MODE_ALLREDUCE ? pti_train_allreduce(&w)
-						  : worker_train(&w);
+		rv = pti_mode_of(c->mode)->servers ? worker_train(&w)
+						    : pti_train_allreduce(&w);
 	if (res != NULL) {
 		pti_train_result r = {w.finished, w.steps, w.spe,
 		    w.data.train.n, w.data.val.n,
