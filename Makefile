@@ -19,8 +19,9 @@
 #   make clean
 CC ?= cc
 PKGS = msgpack openblas jansson
-CPPFLAGS = -I. -Iinclude -Icommon -Ips -Iclient -Imodel -Itrain -Icli -Itests \
-	-Ibuild -D_GNU_SOURCE \
+# Includes name their folder ("common/err.h", "ps/policy.h"); only the
+# public header is included by its installed name, "pstrain.h".
+CPPFLAGS = -I. -Iinclude -D_GNU_SOURCE \
 	$(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 CFLAGS ?= -O3 -g
 # Results do not depend on these: no floating-point reassociation (sync
@@ -199,7 +200,7 @@ bench-build: bin/pstrain build/bench/comm build/bench/solo build/bench/split \
 
 build/bench/comm: bench/comm.c bench/bench.h include/pstrain.h build/lib/libpstrain.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -D_GNU_SOURCE -Iinclude -Icommon -o $@ bench/comm.c build/lib/libpstrain.a $(LDLIBS)
+	$(CC) $(CFLAGS) -D_GNU_SOURCE -I. -Iinclude -o $@ bench/comm.c build/lib/libpstrain.a $(LDLIBS)
 
 build/bench/solo: $(OBJ)/bench/solo.o $(LIB_OBJ)
 	@mkdir -p $(@D)
@@ -255,7 +256,7 @@ FUZZ_BIN = $(FUZZ_NAMES:%=build/fuzz/fuzz_%)
 
 $(FOBJ)/%.o: %.c
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(CPPFLAGS) -Itests/fuzz -std=c11 -Wall -Wextra -Werror \
+	$(FUZZ_CC) $(CPPFLAGS) -std=c11 -Wall -Wextra -Werror \
 		-MMD -MP -pthread $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link \
 		-c -o $@ $<
 
@@ -266,7 +267,6 @@ build/fuzz/seeds: $(OBJ)/tests/fuzz/seeds.o $(LIB_OBJ)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(OBJ)/tests/fuzz/%.o: CPPFLAGS += -Itests/fuzz
 
 fuzz-build: $(FUZZ_BIN)
 

@@ -10,9 +10,9 @@
 
 #include <nng/nng.h>
 
-#include "clock.h"
-#include "err.h" // pt_errmsg
-#include "transport.h" // pti_transport_widen
+#include "common/clock.h"
+#include "common/err.h" // pt_errmsg
+#include "common/transport.h" // pti_transport_widen
 
 static inline double now_us(void)
 {

@@ -40,7 +40,7 @@
 #include <pstrain.h>
 
 #define BENCH_PROG "comm"
-#include "bench.h"
+#include "bench/bench.h"
 
 // The raw side: a REP socket that answers every request with a reply of
 // the same size, as a server answers a pushpull with the values. It is

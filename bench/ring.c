@@ -25,11 +25,11 @@
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
 
-#include "auth.h"
-#include "err.h"
+#include "common/auth.h"
+#include "common/err.h"
 #include "train/ring.h"
 #define BENCH_PROG "ring"
-#include "bench.h"
+#include "bench/bench.h"
 
 // raw_open: rank 0 dials (REQ), rank 1 listens (REP) on url, with
 // pstrain's ipc buffers.

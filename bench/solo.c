@@ -13,12 +13,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "config.h"
-#include "data.h"
-#include "err.h"
-#include "layout.h"
+#include "common/config.h"
+#include "common/data.h"
+#include "common/err.h"
+#include "common/layout.h"
+#include "common/optim.h"
 #include "model/model.h"
-#include "optim.h"
 #include "train/batch.h"
 
 static double now_s(void)

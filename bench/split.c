@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "blas.h"
+#include "common/blas.h"
 
 // fill writes n reproducible values in [-0.5, 0.5), a fraction of them
 // zero (as after a ReLU).

@@ -10,7 +10,7 @@
 
 #include "build/version.h"
 #include "cli/cli.h"
-#include "include/pstrain.h"
+#include "pstrain.h"
 
 static const struct {
 	const char *name;

@@ -11,10 +11,10 @@
 #include <nng/protocol/reqrep0/req.h>
 
 #include "common/clock.h"
-#include "common/testhook.h"
 #include "common/config.h"
 #include "common/err.h"
 #include "common/mode.h"
+#include "common/testhook.h"
 #include "common/transport.h"
 
 // Pipes one link follows at once: one, or two while a server that came

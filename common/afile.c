@@ -1,5 +1,5 @@
 // common/afile.c - write a file whole or not at all (see afile.h).
-#include "afile.h"
+#include "common/afile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,7 +11,7 @@
 
 #include <zlib.h>
 
-#include "err.h"
+#include "common/err.h"
 
 static void afile_free(pti_afile *a)
 {

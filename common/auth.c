@@ -1,5 +1,5 @@
 // common/auth.c - the job secret and the hello's HMAC (see auth.h).
-#include "auth.h"
+#include "common/auth.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,7 +12,7 @@
 
 #include <mbedtls/md.h>
 
-#include "err.h"
+#include "common/err.h"
 
 #define AUTH_LABEL "pstrain hello 2"
 

@@ -1,12 +1,12 @@
 // common/blas.c - pti_blas_* on OpenBLAS, and their plain-loop twins.
 // The only file that includes <cblas.h>; keep it that way so the rest of
 // pstrain builds against one small interface.
-#include "blas.h"
+#include "common/blas.h"
 
 #include <cblas.h>
 #include <stdio.h>
 
-#include "err.h"
+#include "common/err.h"
 
 void pti_blas_sgemm(int trans_a, int trans_b, uint32_t m, uint32_t n,
     uint32_t k, float alpha, const float *a, uint32_t lda, const float *b,

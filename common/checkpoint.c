@@ -1,5 +1,5 @@
 // common/checkpoint.c - shard checkpoints (see checkpoint.h).
-#include "checkpoint.h"
+#include "common/checkpoint.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -12,8 +12,8 @@
 
 #include <zlib.h>
 
-#include "afile.h"
-#include "err.h"
+#include "common/afile.h"
+#include "common/err.h"
 #include "common/testhook.h"
 
 #define CKPT_MAGIC "PSTRCKPT"

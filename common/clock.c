@@ -1,5 +1,5 @@
 // common/clock.c - see clock.h.
-#include "clock.h"
+#include "common/clock.h"
 
 #include <time.h>
 

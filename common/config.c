@@ -1,5 +1,5 @@
 // common/config.c - the flag table and its parser (see config.h).
-#include "config.h"
+#include "common/config.h"
 
 #include <errno.h>
 #include <math.h>
@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data.h"
-#include "err.h"
-#include "outputs.h"
-#include "proto.h"
-#include "transport.h"
+#include "common/data.h"
+#include "common/err.h"
+#include "common/outputs.h"
+#include "common/proto.h"
+#include "common/transport.h"
 
 enum { T_U32, T_U64, T_I64, T_F64, T_STR, T_MODE, T_TRANSPORT, T_BOOL,
 	T_LIST, T_LRSCALE, T_LPUSH };

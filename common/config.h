@@ -9,8 +9,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "layout.h"
-#include "optspec.h"
+#include "common/layout.h"
+#include "common/optspec.h"
 
 #define PT_PATH_MAX 1024
 #define PT_URLS_MAX 8192

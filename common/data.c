@@ -1,7 +1,7 @@
 // common/data.c - IDX readers, data specs, the synthetic set, epoch order
 // and minibatch gather. Not a data pipeline: everything is loaded whole
 // into memory once, and batches are copied out of it.
-#include "data.h"
+#include "common/data.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -9,8 +9,8 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "err.h"
-#include "rng.h"
+#include "common/err.h"
+#include "common/rng.h"
 
 #define IDX_MAGIC_IMAGES 0x00000803u
 #define IDX_MAGIC_LABELS 0x00000801u

@@ -1,5 +1,5 @@
 // common/err.c - error strings, the per-thread error detail, the log.
-#include "err.h"
+#include "common/err.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>

@@ -1,11 +1,11 @@
 // common/job.c - pt_job: options and variables (job.h, pstrain.h).
-#include "job.h"
+#include "common/job.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "data.h"
-#include "err.h"
+#include "common/data.h"
+#include "common/err.h"
 #include "common/mode.h"
 
 // The options a program of its own may set: the job's rules and where

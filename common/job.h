@@ -5,9 +5,9 @@
 #ifndef PT_COMMON_JOB_H
 #define PT_COMMON_JOB_H
 
-#include "config.h"
-#include "layout.h"
-#include "optim.h"
+#include "common/config.h"
+#include "common/layout.h"
+#include "common/optim.h"
 #include "pstrain.h"
 
 struct pt_job {

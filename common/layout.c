@@ -1,5 +1,5 @@
 // common/layout.c - model spec parsing, placement and initial values.
-#include "layout.h"
+#include "common/layout.h"
 
 #include <errno.h>
 #include <math.h>
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "err.h"
-#include "rng.h"
+#include "common/err.h"
+#include "common/rng.h"
 
 #define LAYOUT_MAX_WIDTH 65536u
 #define LAYOUT_MAX_CHANNELS 1024u

@@ -5,7 +5,7 @@
 // The reader trusts nothing before it has checked it: lengths are capped,
 // the layout is rebuilt from the spec, and the file size must be exactly
 // what that layout needs before the value vector is allocated.
-#include "modelfile.h"
+#include "common/modelfile.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -16,8 +16,8 @@
 #include <fcntl.h>
 #include <zlib.h>
 
-#include "afile.h"
-#include "err.h"
+#include "common/afile.h"
+#include "common/err.h"
 
 static const char modelfile_magic[8] = "PSTRAIN"; // and its NUL
 

@@ -6,7 +6,7 @@
 #ifndef PT_COMMON_MODELFILE_H
 #define PT_COMMON_MODELFILE_H
 
-#include "layout.h"
+#include "common/layout.h"
 
 #define PT_MODELFILE_VERSION 1u
 

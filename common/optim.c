@@ -1,11 +1,11 @@
 // common/optim.c - server-side optimizers (see optim.h).
-#include "optim.h"
+#include "common/optim.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "err.h"
+#include "common/err.h"
 
 // One loop per optimizer, each free of branches so that it vectorizes;
 // every element is computed as the scalar formula says, in the same

@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "optspec.h"
+#include "common/optspec.h"
 
 // pti_lr_rule: the one learning-rate rule of a job, the servers' and
 // all-reduce's alike (built by pti_job_lr_rule, common/job.h).

@@ -1,10 +1,10 @@
 // common/optspec.c - reading --optimizer (optspec.h).
-#include "optspec.h"
+#include "common/optspec.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "err.h"
+#include "common/err.h"
 
 double pti_optim_default_lr(const pti_optim *o)
 {

@@ -1,5 +1,5 @@
 // common/outputs.c - the job's CSV files, defined once (outputs.h).
-#include "outputs.h"
+#include "common/outputs.h"
 
 #include <math.h>
 #include <stdint.h>

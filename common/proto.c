@@ -1,12 +1,12 @@
 // common/proto.c - encode and decode pstrain messages (see proto.h).
-#include "proto.h"
+#include "common/proto.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include <msgpack.h>
 
-#include "err.h"
+#include "common/err.h"
 
 #define PROTO_MAX_OBJECTS 512 // msgpack objects in one header, at most
 

@@ -19,7 +19,7 @@
 
 #include <nng/nng.h>
 
-#include "auth.h"
+#include "common/auth.h"
 
 #define PT_PROTO_VERSION 2 // 2: challenge, and hello proves the job secret
 #define PT_HDR_MAX 4096     // bytes of msgpack header, at most

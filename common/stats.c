@@ -1,6 +1,6 @@
 // common/stats.c - mean, sample sd, min and max over seeds (pstrain
 // compare's report and curves), NaN meaning "no value".
-#include "stats.h"
+#include "common/stats.h"
 
 #include <math.h>
 

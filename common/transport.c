@@ -2,7 +2,7 @@
 // tls+tcp:// addresses (see transport.h). The three PEM files are read
 // once into memory; every endpoint gets a TLS configuration of its own
 // built from them, since a dialer's must name the host it dials.
-#include "transport.h"
+#include "common/transport.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -18,8 +18,8 @@
 
 #include <nng/supplemental/tls/tls.h>
 
-#include "config.h"
-#include "err.h"
+#include "common/config.h"
+#include "common/err.h"
 
 #define TLS_FILE_MAX (1 << 20) // PEM files are a few kB
 

@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "err.h"
+#include "common/err.h"
 #include "ps/pieces.h"
 #include "ps/policy.h"
 

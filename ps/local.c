@@ -5,10 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "err.h"
-#include "job.h"
-#include "server.h"
-#include "server_impl.h"
+#include "common/err.h"
+#include "common/job.h"
+#include "ps/server.h"
+#include "ps/server_impl.h"
 
 struct pti_local_server {
 	ps_server s;

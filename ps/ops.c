@@ -8,8 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "clock.h"
-#include "err.h"
+#include "common/clock.h"
+#include "common/err.h"
 #include "ps/policy.h"
 
 static nng_msg *reply_ok(ps_server *s, uint32_t op)

@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "clock.h"
-#include "err.h"
-#include "server_impl.h"
+#include "common/clock.h"
+#include "common/err.h"
+#include "ps/server_impl.h"
 
 // pti_peer_close closes a connection by id; never with the lock held
 // (its removal runs pipe_cb, which takes it).

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "err.h"
+#include "common/err.h"
 
 const float *pti_aligned(const void *pay)
 {

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "err.h"
+#include "common/err.h"
 #include "ps/policy.h"
 
 #define SERVER_LOG_ERRORS 20 // rejected requests logged in full, at most

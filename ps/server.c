@@ -11,7 +11,7 @@
 // context on the wait list (a sync pull for the next version): no thread
 // per worker, no polling. When a sync step closes, the replies of every
 // parked context are built under the lock and sent after unlocking.
-#include "server.h"
+#include "ps/server.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -26,13 +26,13 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
 
-#include "clock.h"
-#include "job.h"
-#include "err.h"
-#include "proto.h"
-#include "server_impl.h"
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/job.h"
+#include "common/proto.h"
 #include "common/testhook.h"
-#include "transport.h"
+#include "common/transport.h"
+#include "ps/server_impl.h"
 
 volatile sig_atomic_t pti_server_signal;
 int pti_server_exit_on_hang;

@@ -5,7 +5,7 @@
 
 #include <signal.h>
 
-#include "config.h"
+#include "common/config.h"
 
 // pti_server_signal: a signal handler of the program (pstrain server)
 // sets it to the signal's number; pt_server_serve then returns within

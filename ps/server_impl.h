@@ -13,12 +13,12 @@
 
 #include <nng/nng.h>
 
-#include "auth.h"
-#include "checkpoint.h"
-#include "config.h"
-#include "layout.h"
-#include "optim.h"
-#include "proto.h"
+#include "common/auth.h"
+#include "common/checkpoint.h"
+#include "common/config.h"
+#include "common/layout.h"
+#include "common/optim.h"
+#include "common/proto.h"
 
 #define PS_CONTROL_MAX 8 // authenticated control connections at once
 // The largest step or version a push may carry: far beyond any job (a

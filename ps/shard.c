@@ -10,10 +10,10 @@
 
 #include <jansson.h>
 
-#include "clock.h"
-#include "err.h"
-#include "job.h"
-#include "outputs.h"
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/job.h"
+#include "common/outputs.h"
 #include "ps/policy.h"
 
 // Connections that have not proven the job secret: at most this many

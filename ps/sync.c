@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "err.h"
+#include "common/err.h"
 #include "ps/pieces.h"
 #include "ps/policy.h"
 

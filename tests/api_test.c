@@ -10,9 +10,9 @@
 
 #include "client/api.h"
 #include "client/client.h"
-#include "layout.h"
+#include "common/layout.h"
 #include "pstrain.h"
-#include "test.h"
+#include "tests/test.h"
 
 #define API_MAX 4
 

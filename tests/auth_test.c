@@ -5,9 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "auth.h"
-#include "proto.h"
-#include "test.h"
+#include "common/auth.h"
+#include "common/proto.h"
+#include "tests/test.h"
 
 static void write_file(const char *path, const char *text, mode_t mode)
 {

@@ -4,9 +4,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "blas.h"
-#include "rng.h"
-#include "test.h"
+#include "common/blas.h"
+#include "common/rng.h"
+#include "tests/test.h"
 
 // fill_normal writes n standard normal floats from r.
 static void fill_normal(float *x, size_t n, pti_rng *r)

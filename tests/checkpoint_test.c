@@ -9,10 +9,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "checkpoint.h"
-#include "config.h"
-#include "err.h"
-#include "test.h"
+#include "common/checkpoint.h"
+#include "common/config.h"
+#include "common/err.h"
+#include "tests/test.h"
 
 #define N 37 // floats in the shard
 #define W 3  // workers

@@ -2,9 +2,9 @@
 // name the flag, and the hand-on of flags from launcher to children.
 #include <stdlib.h>
 
-#include "config.h"
-#include "proto.h"
-#include "test.h"
+#include "common/config.h"
+#include "common/proto.h"
+#include "tests/test.h"
 
 static int parse(pt_config *c, uint32_t cmd, int argc, char **argv)
 {

@@ -9,9 +9,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "data.h"
-#include "rng.h"
-#include "test.h"
+#include "common/data.h"
+#include "common/rng.h"
+#include "tests/test.h"
 #include "train/batch.h"
 
 #define FASHION "/usr/share/datasets/fashion-mnist"

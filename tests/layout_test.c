@@ -2,8 +2,8 @@
 // initial values computed piecewise.
 #include <stdlib.h>
 
-#include "layout.h"
-#include "test.h"
+#include "common/layout.h"
+#include "tests/test.h"
 
 static void test_layout_mlp_shapes(void)
 {

@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "blas.h"
-#include "layout.h"
+#include "common/blas.h"
+#include "common/layout.h"
+#include "common/rng.h"
 #include "model/model.h"
-#include "rng.h"
-#include "test.h"
+#include "tests/test.h"
 
 #define GRAD_TOL 1e-2 // largest relative error the gradient check allows
 // The finite-difference step: float rounding of the loss (~1e-7) is then

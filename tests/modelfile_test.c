@@ -10,9 +10,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "layout.h"
-#include "modelfile.h"
-#include "test.h"
+#include "common/layout.h"
+#include "common/modelfile.h"
+#include "tests/test.h"
 
 // ---------------------------------------------------------------------
 // Temporary files

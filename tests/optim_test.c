@@ -4,7 +4,7 @@
 
 #include "common/job.h"
 #include "common/optim.h"
-#include "test.h"
+#include "tests/test.h"
 
 // run applies `steps` updates of gradient sum g (of gdiv gradients) to one
 // parameter starting at 1 and returns it after each step in out.

@@ -6,8 +6,8 @@
 
 #include <jansson.h>
 
-#include "outputs.h"
-#include "test.h"
+#include "common/outputs.h"
+#include "tests/test.h"
 
 static char dir[512], path[600];
 

@@ -9,12 +9,12 @@
 
 #include <nng/nng.h>
 
-#include "auth.h"
-#include "config.h"
-#include "layout.h"
-#include "proto.h"
-#include "server.h"
-#include "test.h"
+#include "common/auth.h"
+#include "common/config.h"
+#include "common/layout.h"
+#include "common/proto.h"
+#include "ps/server.h"
+#include "tests/test.h"
 
 #define SPEC "mlp:4"
 #define DATA "synthetic:100" // 64 features, 10 classes

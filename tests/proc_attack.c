@@ -23,8 +23,8 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 
-#include "auth.h"
-#include "proto.h"
+#include "common/auth.h"
+#include "common/proto.h"
 
 #define FLOOD 40     // connections each flood opens
 #define HELD 120     // connections held open at once (the limit is 64

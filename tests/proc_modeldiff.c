@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "err.h"
-#include "layout.h"
-#include "modelfile.h"
+#include "common/err.h"
+#include "common/layout.h"
+#include "common/modelfile.h"
 
 int main(int argc, char **argv)
 {

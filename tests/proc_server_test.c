@@ -11,9 +11,9 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 
-#include "layout.h"
-#include "proto.h"
-#include "test.h"
+#include "common/layout.h"
+#include "common/proto.h"
+#include "tests/test.h"
 
 #define SPEC "mlp:8"
 #define DATA "synthetic:100" // 64 features, 10 classes

@@ -5,8 +5,8 @@
 
 #include <nng/nng.h>
 
-#include "proto.h"
-#include "test.h"
+#include "common/proto.h"
+#include "tests/test.h"
 
 static nng_msg *raw_msg(const void *bytes, size_t n)
 {

@@ -13,9 +13,9 @@
 #include <nng/nng.h>
 #include <nng/protocol/pair1/pair.h>
 
-#include "auth.h"
-#include "proto.h"
-#include "test.h"
+#include "common/auth.h"
+#include "common/proto.h"
+#include "tests/test.h"
 #include "train/ring.h"
 
 #define RT_MAX 4

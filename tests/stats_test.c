@@ -1,6 +1,6 @@
 // tests/stats_test.c - pti_stats against numbers worked out by hand.
-#include "stats.h"
-#include "test.h"
+#include "common/stats.h"
+#include "tests/test.h"
 
 static void test_stats_three(void)
 {

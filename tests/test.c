@@ -1,5 +1,5 @@
 // tests/test.c - runs the cases of one unit test program.
-#include "test.h"
+#include "tests/test.h"
 
 #include <dirent.h>
 #include <errno.h>

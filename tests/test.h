@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "err.h"
+#include "common/err.h"
 
 typedef struct pt_test_case {
 	const char *name;

@@ -13,9 +13,9 @@
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
 
-#include "config.h"
-#include "test.h"
-#include "transport.h"
+#include "common/config.h"
+#include "common/transport.h"
+#include "tests/test.h"
 
 static int parse(pt_config *c, uint32_t cmd, int argc, char **argv)
 {

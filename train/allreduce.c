@@ -10,10 +10,10 @@
 
 #include "common/auth.h"
 #include "common/blas.h"
+#include "common/checkpoint.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/job.h"
-#include "common/checkpoint.h"
 #include "common/optim.h"
 #include "train/eval.h"
 #include "train/record.h"

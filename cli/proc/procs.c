@@ -26,8 +26,8 @@
 #include "common/modelfile.h"
 #include "common/optim.h"
 #include "common/proto.h"
-#include "ps/server.h"
 #include "model/model.h"
+#include "ps/server.h"
 #include "train/worker.h"
 
 static double procs_now(void)

@@ -12,10 +12,10 @@
 #include "cli/cli.h"
 #include "cli/run/run_impl.h"
 #include "cli/run/summary.h"
-#include "common/err.h"
-#include "common/proto.h"
 #include "common/checkpoint.h"
+#include "common/err.h"
 #include "common/optim.h"
+#include "common/proto.h"
 
 // run_worker_failed decides what a failed worker costs: restart it while
 // --restart-workers allows, else go on without it (when worker 0 is

@@ -26,12 +26,12 @@
 #include "cli/run/tboard.h"
 #include "common/afile.h"
 #include "common/auth.h"
+#include "common/checkpoint.h"
 #include "common/config.h"
 #include "common/data.h"
 #include "common/err.h"
 #include "common/layout.h"
 #include "common/proto.h"
-#include "common/checkpoint.h"
 
 static void run_on_signal(int sig)
 {

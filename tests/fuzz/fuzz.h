@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#include "config.h"
+#include "common/config.h"
 
 #define FUZZ_SECRET "00112233445566778899aabbccddeeff0011223344556677"
 #define FUZZ_SPEC "mlp:8"

@@ -6,7 +6,7 @@
 
 #include <nng/nng.h>
 
-#include "proto.h"
+#include "common/proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -9,11 +9,11 @@
 
 #include <nng/nng.h>
 
-#include "auth.h"
-#include "fuzz.h"
-#include "layout.h"
-#include "proto.h"
-#include "server.h"
+#include "common/auth.h"
+#include "common/layout.h"
+#include "common/proto.h"
+#include "ps/server.h"
+#include "tests/fuzz/fuzz.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {

@@ -8,9 +8,9 @@
 
 #include <nng/nng.h>
 
-#include "fuzz.h"
-#include "layout.h"
-#include "proto.h"
+#include "common/layout.h"
+#include "common/proto.h"
+#include "tests/fuzz/fuzz.h"
 
 static const char *dir;
 static int count;
