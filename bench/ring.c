@@ -74,7 +74,7 @@ static int bench(const char *dir, uint64_t n, int rounds, int iters,
     int rank)
 {
 	char urls[1024], raw[512];
-	pt_secret key;
+	pti_secret key;
 	pti_ring *g;
 	int rv, warm = iters / 5 + 1;
 	memset(&key, 7, sizeof(key));

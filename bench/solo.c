@@ -30,13 +30,13 @@ static double now_s(void)
 
 int main(int argc, char **argv)
 {
-	pt_config c;
-	pt_data d;
-	pt_layout l;
+	pti_config c;
+	pti_data d;
+	pti_layout l;
 	pti_model *m;
 	int help, rv;
-	pt_config_defaults(&c);
-	if ((rv = pt_config_parse(&c, PT_CMD_RUN, argc - 1, argv + 1,
+	pti_config_defaults(&c);
+	if ((rv = pti_config_parse(&c, PT_CMD_RUN, argc - 1, argv + 1,
 		 &help)) != 0 || help || c.steps == 0) {
 		fprintf(stderr, "solo: %s\n", rv ? pt_errmsg(rv)
 						 : "give --steps N and the "
@@ -44,8 +44,8 @@ int main(int argc, char **argv)
 						   "--batch");
 		return 2;
 	}
-	if ((rv = pt_config_load_data(&c, &d)) != 0 ||
-	    (rv = pt_layout_init(&l, c.model, d.train.dim,
+	if ((rv = pti_config_load_data(&c, &d)) != 0 ||
+	    (rv = pti_layout_init(&l, c.model, d.train.dim,
 		 d.train.classes)) != 0 ||
 	    (rv = pti_model_alloc(&m, &l, c.batch)) != 0) {
 		fprintf(stderr, "solo: %s\n", pt_errmsg(rv));
@@ -68,7 +68,7 @@ int main(int argc, char **argv)
 				"(--optimizer sgd)\n");
 		return 2;
 	}
-	pt_layout_init_values(p, &l, c.seed, 0, np);
+	pti_layout_init_values(p, &l, c.seed, 0, np);
 	double loss = 0, t0 = now_s();
 	for (uint64_t t = 0; t < c.steps; t++) {
 		const float *x;
@@ -84,7 +84,7 @@ int main(int argc, char **argv)
 	// The prefetch thread may still be gathering step `steps` from d:
 	// joined first, then d freed.
 	pti_batches_close(bs);
-	pt_data_fini(&d);
+	pti_data_fini(&d);
 	free(p), free(g);
 	return 0;
 }

@@ -9,32 +9,32 @@
 #include "common/err.h"
 #include "common/transport.h"
 
-int pti_cli_config(pt_config *c, unsigned cmd, const char *name,
+int pti_cli_config(pti_config *c, unsigned cmd, const char *name,
     const char *usage, int argc, char **argv)
 {
 	int help, rv;
-	pt_config_defaults(c);
-	if ((rv = pt_config_parse(c, cmd, argc, argv, &help)) != 0) {
+	pti_config_defaults(c);
+	if ((rv = pti_config_parse(c, cmd, argc, argv, &help)) != 0) {
 		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
 		return PTI_EXIT_USAGE;
 	}
 	if (help) {
 		printf("usage: pstrain %s [flags]\n\n%s\n\nflags:\n", name,
 		    usage);
-		pt_config_help(stdout, cmd);
+		pti_config_help(stdout, cmd);
 		return 0;
 	}
 	return pti_cli_finish(c, cmd, name);
 }
 
-int pti_cli_finish(pt_config *c, unsigned cmd, const char *name)
+int pti_cli_finish(pti_config *c, unsigned cmd, const char *name)
 {
 	int rv;
-	if (c->cluster[0] != '\0' && (rv = pt_config_cluster(c, cmd)) != 0) {
+	if (c->cluster[0] != '\0' && (rv = pti_config_cluster(c, cmd)) != 0) {
 		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
 		return PTI_EXIT_USAGE;
 	}
-	if ((rv = pt_config_check(c, cmd)) != 0) {
+	if ((rv = pti_config_check(c, cmd)) != 0) {
 		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
 		return PTI_EXIT_USAGE;
 	}

@@ -7,17 +7,17 @@
 
 #include <stddef.h>
 
-struct pt_config;
+struct pti_config;
 
 // pti_cli_config parses and checks the flags of cmd into c, printing
 // --help or an error. Returns -1 to go on, else the exit status.
-int pti_cli_config(struct pt_config *c, unsigned cmd, const char *name,
+int pti_cli_config(struct pti_config *c, unsigned cmd, const char *name,
     const char *usage, int argc, char **argv);
 
 // pti_cli_finish is the part after parsing: the cluster file, the checks
 // of cmd's flags, defaults that depend on others, the TLS files. Returns
 // -1 to go on, else the exit status (after saying why as `name`).
-int pti_cli_finish(struct pt_config *c, unsigned cmd, const char *name);
+int pti_cli_finish(struct pti_config *c, unsigned cmd, const char *name);
 
 // pti_cmdline writes "pstrain CMD ARGS" into out (size n), quoting each
 // argument that a shell would split or expand: the run record's.

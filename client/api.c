@@ -15,9 +15,9 @@
 #include "common/mode.h"
 
 struct pt_worker {
-	pt_config c;      // the job's options, with rank and servers' URLs
+	pti_config c;      // the job's options, with rank and servers' URLs
 	const pti_mode *mode; // what the job's mode asks of a worker
-	pt_layout l;
+	pti_layout l;
 	pti_client *client;
 	int64_t start;    // the step it went on from at its last hello
 	int64_t next_ver; // sync: the version after the last step pushed
@@ -27,7 +27,7 @@ int pt_worker_open(pt_worker **out, const pt_job *job, uint32_t rank,
     const char *urls)
 {
 	pt_worker *w = calloc(1, sizeof(*w));
-	pt_secret key;
+	pti_secret key;
 	int64_t start;
 	int rv;
 	if (w == NULL)
@@ -41,8 +41,8 @@ int pt_worker_open(pt_worker **out, const pt_job *job, uint32_t rank,
 		    "or too long a list", rank);
 	}
 	strcpy(w->c.connect, urls);
-	if ((rv = pt_config_check(&w->c, PT_CMD_WORKER)) != 0 ||
-	    (rv = pt_secret_load(&key, w->c.secret_file)) != 0) {
+	if ((rv = pti_config_check(&w->c, PT_CMD_WORKER)) != 0 ||
+	    (rv = pti_secret_load(&key, w->c.secret_file)) != 0) {
 		free(w);
 		return rv;
 	}
@@ -95,7 +95,7 @@ static void worker_sleep(double s)
 
 int pti_worker_join(pt_worker *w, int64_t step, int64_t *start)
 {
-	const pt_config *c = &w->c;
+	const pti_config *c = &w->c;
 	char who[32];
 	double until = pti_clock_s() + c->rpc_timeout, pause = 0.05;
 	snprintf(who, sizeof(who), "worker %u", c->rank);

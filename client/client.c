@@ -114,7 +114,7 @@ static int client_skew(void)
 
 struct pti_client {
 	uint32_t role, rank, n;
-	pt_secret secret;
+	pti_secret secret;
 	double timeout_s;
 	client_link *links; // (n)
 	pthread_mutex_t mu;
@@ -275,7 +275,7 @@ void pti_client_close(pti_client *c)
 }
 
 int pti_client_open(pti_client **out, const char *urls, uint32_t role,
-    uint32_t rank, double timeout_s, const pt_secret *secret)
+    uint32_t rank, double timeout_s, const pti_secret *secret)
 {
 	pti_client *c = calloc(1, sizeof(*c));
 	if (c == NULL)
@@ -959,7 +959,7 @@ static int client_prove(pti_client *c, pti_hdr *hellos)
 	return rv;
 }
 
-int pti_client_hello(pti_client *c, const pt_layout *l, int mode,
+int pti_client_hello(pti_client *c, const pti_layout *l, int mode,
     uint32_t workers, int64_t step, int64_t *start)
 {
 	int64_t at = -1;
@@ -972,7 +972,7 @@ int pti_client_hello(pti_client *c, const pt_layout *l, int mode,
 		pti_hdr_init(&hellos[i], PT_OP_HELLO, c->role, c->rank);
 		hellos[i].has |= PTI_H_LAYOUT | PTI_H_STEP;
 		hellos[i].step = step;
-		hellos[i].layout_hash = pt_layout_hash(l);
+		hellos[i].layout_hash = pti_layout_hash(l);
 		hellos[i].n_params = l->n_params;
 	}
 	if (rv == 0)
@@ -987,7 +987,7 @@ int pti_client_hello(pti_client *c, const pt_layout *l, int mode,
 	}
 	for (uint32_t i = 0; i < c->n && rv == 0; i++) {
 		const pti_hdr *h = pti_call_reply(q, i);
-		pt_range r = pt_layout_shard(l, i, c->n);
+		pti_range r = pti_layout_shard(l, i, c->n);
 		if (!(h->has & PTI_H_SHARD) || h->server_rank != i ||
 		    h->n_servers != c->n || h->lo != r.lo || h->hi != r.hi)
 			rv = pti_err_set(PT_EINVAL,
@@ -1002,8 +1002,8 @@ int pti_client_hello(pti_client *c, const pt_layout *l, int mode,
 			rv = pti_err_set(PT_EINVAL,
 			    "server %u runs %s with %u workers; this worker "
 			    "was told %s with %u", i,
-			    pt_mode_name((int)h->mode), h->n_workers,
-			    pt_mode_name(mode), workers);
+			    pti_mode_name((int)h->mode), h->n_workers,
+			    pti_mode_name(mode), workers);
 		c->mode = (int)h->mode;
 		c->links[i].lo = h->lo;
 		c->links[i].hi = h->hi;

@@ -33,7 +33,7 @@ typedef struct pti_client_step {
 // in the background until a server is up. On success *out is the
 // caller's, to pti_client_close.
 int pti_client_open(pti_client **out, const char *urls, uint32_t role,
-    uint32_t rank, double timeout_s, const pt_secret *secret);
+    uint32_t rank, double timeout_s, const pti_secret *secret);
 
 void pti_client_close(pti_client *c);
 
@@ -55,7 +55,7 @@ int pti_client_wait(pti_client *c, const char *who, double timeout_s,
 // closed it drops the push), else the furthest any server has seen this
 // worker get. PT_EINVAL with a
 // detail naming the server that disagrees about the job.
-int pti_client_hello(pti_client *c, const pt_layout *l, int mode,
+int pti_client_hello(pti_client *c, const pti_layout *l, int mode,
     uint32_t workers, int64_t step, int64_t *start);
 
 // pti_client_pull writes every server's shard into params (n_params).

@@ -32,13 +32,13 @@ int pti_random(void *buf, size_t n)
 	return 0;
 }
 
-int pt_secret_make(pt_secret *s)
+int pti_secret_make(pti_secret *s)
 {
 	s->len = 32;
 	return pti_random(s->key, s->len);
 }
 
-void pt_secret_hex(const pt_secret *s, char *buf, size_t size)
+void pti_secret_hex(const pti_secret *s, char *buf, size_t size)
 {
 	size_t i;
 	for (i = 0; i < s->len && 2 * i + 2 < size; i++)
@@ -58,7 +58,7 @@ static int hex_val(int ch)
 }
 
 // secret_parse reads hex text with whitespace around it into s.
-static int secret_parse(pt_secret *s, const char *text, size_t len,
+static int secret_parse(pti_secret *s, const char *text, size_t len,
     const char *from)
 {
 	while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == ' ' ||
@@ -84,7 +84,7 @@ static int secret_parse(pt_secret *s, const char *text, size_t len,
 	return 0;
 }
 
-int pt_secret_load(pt_secret *s, const char *file)
+int pti_secret_load(pti_secret *s, const char *file)
 {
 	char buf[2 * PT_SECRET_MAX + 64];
 	memset(s, 0, sizeof(*s));
@@ -124,10 +124,10 @@ int pt_secret_load(pt_secret *s, const char *file)
 	return secret_parse(s, buf, (size_t)n, from);
 }
 
-int pt_secret_save(const pt_secret *s, const char *path)
+int pti_secret_save(const pti_secret *s, const char *path)
 {
 	char hex[2 * PT_SECRET_MAX + 2];
-	pt_secret_hex(s, hex, sizeof(hex));
+	pti_secret_hex(s, hex, sizeof(hex));
 	size_t len = strlen(hex);
 	hex[len++] = '\n';
 	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -147,7 +147,7 @@ static void put_le(uint8_t *p, uint64_t v, int bytes)
 		p[i] = (uint8_t)(v >> (8 * i));
 }
 
-void pti_auth_mac(const pt_secret *s, const uint8_t nonce[PT_NONCE_LEN],
+void pti_auth_mac(const pti_secret *s, const uint8_t nonce[PT_NONCE_LEN],
     uint32_t role, uint32_t rank, uint32_t server_rank, uint64_t layout_hash,
     uint8_t mac[PT_MAC_LEN])
 {

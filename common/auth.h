@@ -19,33 +19,33 @@
 #define PT_MAC_LEN 32      // HMAC-SHA256
 #define PT_SECRET_ENV "PSTRAIN_SECRET"
 
-typedef struct pt_secret {
+typedef struct pti_secret {
 	uint8_t key[PT_SECRET_MAX];
 	size_t len;
-} pt_secret;
+} pti_secret;
 
-// pt_secret_make fills s with 32 random bytes (getrandom). PT_EIO if the
+// pti_secret_make fills s with 32 random bytes (getrandom). PT_EIO if the
 // kernel has none to give.
-int pt_secret_make(pt_secret *s);
+int pti_secret_make(pti_secret *s);
 
-// pt_secret_hex writes s as lowercase hex into buf (2 * len + 1 bytes).
-void pt_secret_hex(const pt_secret *s, char *buf, size_t size);
+// pti_secret_hex writes s as lowercase hex into buf (2 * len + 1 bytes).
+void pti_secret_hex(const pti_secret *s, char *buf, size_t size);
 
-// pt_secret_load reads the job secret: from file when it is not empty
+// pti_secret_load reads the job secret: from file when it is not empty
 // (hex text, whitespace around it ignored; the file must not be readable
 // by group or others), else from the PSTRAIN_SECRET environment variable.
 // PT_EINVAL naming the file or variable when it is missing, malformed,
 // shorter than PT_SECRET_MIN bytes or open to others.
-int pt_secret_load(pt_secret *s, const char *file);
+int pti_secret_load(pti_secret *s, const char *file);
 
-// pt_secret_save writes s as hex to path, created 0600 (refusing to
+// pti_secret_save writes s as hex to path, created 0600 (refusing to
 // overwrite a file that exists). PT_EIO naming the file.
-int pt_secret_save(const pt_secret *s, const char *path);
+int pti_secret_save(const pti_secret *s, const char *path);
 
 // pti_auth_mac computes the hello's proof: HMAC-SHA256 under the secret
 // over a fixed label, the server's nonce, and the role, rank, server rank
 // and layout hash the hello claims.
-void pti_auth_mac(const pt_secret *s, const uint8_t nonce[PT_NONCE_LEN],
+void pti_auth_mac(const pti_secret *s, const uint8_t nonce[PT_NONCE_LEN],
     uint32_t role, uint32_t rank, uint32_t server_rank, uint64_t layout_hash,
     uint8_t mac[PT_MAC_LEN]);
 

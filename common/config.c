@@ -36,7 +36,7 @@ typedef struct config_entry {
 #define CMP PT_CMD_COMPARE
 #define NOD PT_CMD_NODE
 #define E(n, t, f, def, lo, hi, cmds, mv, help)                               \
-	{n, t, offsetof(pt_config, f), sizeof(((pt_config *)0)->f), def, lo,  \
+	{n, t, offsetof(pti_config, f), sizeof(((pti_config *)0)->f), def, lo,  \
 	    hi, cmds, mv, help}
 
 // The names a flag of a few choices takes (T_MODE, T_TRANSPORT,
@@ -325,16 +325,16 @@ static const config_entry config_table[] = {
 #undef E
 
 #define N_ENTRIES ((int)(sizeof(config_table) / sizeof(config_table[0])))
-// pt_config.given has a bit per entry.
+// pti_config.given has a bit per entry.
 _Static_assert(sizeof(config_table) / sizeof(config_table[0]) <= 128,
-    "pt_config.given has room for 128 flags");
+    "pti_config.given has room for 128 flags");
 
-int pt_config_count(void)
+int pti_config_count(void)
 {
 	return N_ENTRIES;
 }
 
-const char *pt_mode_name(int mode)
+const char *pti_mode_name(int mode)
 {
 	return choice_name(choice_mode, mode);
 }
@@ -351,7 +351,7 @@ static int cmd_takes(const config_entry *e, uint32_t cmd)
 	return (e->cmds & want) != 0;
 }
 
-static int entry_set(pt_config *c, const config_entry *e, const char *v)
+static int entry_set(pti_config *c, const config_entry *e, const char *v)
 {
 	char *p = (char *)c + e->off, *end;
 	const config_choice *ch = config_choices(e->type);
@@ -368,12 +368,12 @@ static int entry_set(pt_config *c, const config_entry *e, const char *v)
 		strcpy(p, v);
 		// A spec with fields of its own is read once, here, into
 		// typed fields that its users take.
-		if (e->off == offsetof(pt_config, optimizer))
+		if (e->off == offsetof(pti_config, optimizer))
 			return pti_optim_parse(&c->optim, v);
-		if (e->off == offsetof(pt_config, delay))
-			return pt_config_delay(c, &c->delay_spec);
-		if (e->off == offsetof(pt_config, checkpoint_every))
-			return pt_config_ckpt_every(c, &c->ckpt_every,
+		if (e->off == offsetof(pti_config, delay))
+			return pti_config_delay(c, &c->delay_spec);
+		if (e->off == offsetof(pti_config, checkpoint_every))
+			return pti_config_ckpt_every(c, &c->ckpt_every,
 			    &c->ckpt_seconds);
 		return 0;
 	case T_LIST:
@@ -422,7 +422,7 @@ static int entry_set(pt_config *c, const config_entry *e, const char *v)
 	return 0;
 }
 
-void pt_config_defaults(pt_config *c)
+void pti_config_defaults(pti_config *c)
 {
 	memset(c, 0, sizeof(*c));
 	for (int i = 0; i < N_ENTRIES; i++) {
@@ -431,7 +431,7 @@ void pt_config_defaults(pt_config *c)
 	}
 }
 
-int pt_config_set(pt_config *c, const char *name, const char *value)
+int pti_config_set(pti_config *c, const char *name, const char *value)
 {
 	for (int k = 0; k < N_ENTRIES; k++)
 		if (strcmp(config_table[k].name, name) == 0) {
@@ -443,7 +443,7 @@ int pt_config_set(pt_config *c, const char *name, const char *value)
 	return pti_err_set(PT_EINVAL, "unknown flag --%s", name);
 }
 
-int pt_config_parse(pt_config *c, uint32_t cmd, int argc, char **argv,
+int pti_config_parse(pti_config *c, uint32_t cmd, int argc, char **argv,
     int *help)
 {
 	*help = 0;
@@ -490,7 +490,7 @@ int pt_config_parse(pt_config *c, uint32_t cmd, int argc, char **argv,
 	return 0;
 }
 
-int pt_config_given(const pt_config *c, const char *name)
+int pti_config_given(const pti_config *c, const char *name)
 {
 	for (int k = 0; k < N_ENTRIES; k++)
 		if (strcmp(config_table[k].name, name) == 0)
@@ -498,7 +498,7 @@ int pt_config_given(const pt_config *c, const char *name)
 	return 0;
 }
 
-void pt_config_help(FILE *f, uint32_t cmd)
+void pti_config_help(FILE *f, uint32_t cmd)
 {
 	// server and worker list their own flags; run's are one line.
 	int own = cmd == PT_CMD_SERVER || cmd == PT_CMD_WORKER;
@@ -519,7 +519,7 @@ void pt_config_help(FILE *f, uint32_t cmd)
 			   "each uses the flags that concern it\n");
 }
 
-static int entry_format(const pt_config *c, const config_entry *e,
+static int entry_format(const pti_config *c, const config_entry *e,
     char *buf, size_t n)
 {
 	const char *p = (const char *)c + e->off;
@@ -552,7 +552,7 @@ static int entry_format(const pt_config *c, const config_entry *e,
 	}
 }
 
-int pt_config_to_argv(const pt_config *c, uint32_t from, uint32_t to,
+int pti_config_to_argv(const pti_config *c, uint32_t from, uint32_t to,
     char **argv, int *argc)
 {
 	static char val[PT_URLS_MAX];
@@ -582,7 +582,7 @@ int pt_config_to_argv(const pt_config *c, uint32_t from, uint32_t to,
 	return 0;
 }
 
-int pt_config_cluster(pt_config *c, uint32_t cmd)
+int pti_config_cluster(pti_config *c, uint32_t cmd)
 {
 	FILE *f = fopen(c->cluster, "r");
 	char line[PT_PATH_MAX], word[32], arg[PT_PATH_MAX];
@@ -633,7 +633,7 @@ int pt_config_cluster(pt_config *c, uint32_t cmd)
 	return 0;
 }
 
-int pt_config_straggler(const pt_config *c, uint32_t rank, double *ms)
+int pti_config_straggler(const pti_config *c, uint32_t rank, double *ms)
 {
 	*ms = 0;
 	for (const char *p = c->straggler; *p;) {
@@ -651,7 +651,7 @@ int pt_config_straggler(const pt_config *c, uint32_t rank, double *ms)
 	return 0;
 }
 
-int pt_config_delay(const pt_config *c, pt_delay *d)
+int pti_config_delay(const pti_config *c, pti_delay *d)
 {
 	char tail;
 	memset(d, 0, sizeof(*d));
@@ -669,7 +669,7 @@ int pt_config_delay(const pt_config *c, pt_delay *d)
 	return 0;
 }
 
-int pt_config_ckpt_every(const pt_config *c, uint64_t *every, int *seconds)
+int pti_config_ckpt_every(const pti_config *c, uint64_t *every, int *seconds)
 {
 	unsigned long long n = 0;
 	char unit[4] = "";
@@ -690,7 +690,7 @@ int pt_config_ckpt_every(const pt_config *c, uint64_t *every, int *seconds)
 
 // config_allreduce refuses what --mode allreduce does not do (yet): it
 // has no servers, and its ring runs over ipc on one machine only.
-static int config_allreduce(const pt_config *c, uint32_t cmd)
+static int config_allreduce(const pti_config *c, uint32_t cmd)
 {
 	const char *no = c->restart_servers ? "restart-servers" : NULL;
 	if (cmd == PT_CMD_SERVER)
@@ -706,7 +706,7 @@ static int config_allreduce(const pt_config *c, uint32_t cmd)
 	return 0;
 }
 
-int pt_config_check(const pt_config *c, uint32_t cmd)
+int pti_config_check(const pti_config *c, uint32_t cmd)
 {
 	if (cmd == PT_CMD_EVAL) {
 		if (c->model_file[0] == '\0')
@@ -716,7 +716,7 @@ int pt_config_check(const pt_config *c, uint32_t cmd)
 	}
 	if (c->servers == 0 && c->mode != PT_MODE_ALLREDUCE)
 		return pti_err_set(PT_EINVAL, "--servers 0: --mode %s needs "
-		    "at least one server", pt_mode_name(c->mode));
+		    "at least one server", pti_mode_name(c->mode));
 	if (c->batch % c->workers != 0)
 		return pti_err_set(PT_EINVAL,
 		    "--batch %u is not divisible by --workers %u: each worker "
@@ -746,14 +746,14 @@ int pt_config_check(const pt_config *c, uint32_t cmd)
 	if (c->mode == PT_MODE_ALLREDUCE && (rv = config_allreduce(c, cmd)))
 		return rv;
 	uint32_t n_val;
-	if (pt_config_validation(c, 1000000, &n_val) != 0)
+	if (pti_config_validation(c, 1000000, &n_val) != 0)
 		return pti_err_set(PT_EINVAL,
 		    "--validation %s: expected a number of examples N or a "
 		    "percentage P%% below 100", c->validation);
 	// --delay and --checkpoint-every were read with their flags; the
 	// ranks of --straggler need --workers, known only now.
 	double straggle;
-	if ((rv = pt_config_straggler(c, 0, &straggle)) != 0)
+	if ((rv = pti_config_straggler(c, 0, &straggle)) != 0)
 		return rv;
 	if (c->checkpoint_every[0] != '\0' && c->checkpoint_dir[0] == '\0' &&
 	    c->resume[0] == '\0')
@@ -779,7 +779,7 @@ int pt_config_check(const pt_config *c, uint32_t cmd)
 	return pti_transport_check(c, cmd);
 }
 
-int pt_config_validation(const pt_config *c, uint32_t n_train,
+int pti_config_validation(const pti_config *c, uint32_t n_train,
     uint32_t *n_val)
 {
 	char *end;
@@ -814,7 +814,7 @@ int pt_config_validation(const pt_config *c, uint32_t n_train,
 	return 0;
 }
 
-json_t *pt_config_json(const pt_config *c, uint32_t cmd)
+json_t *pti_config_json(const pti_config *c, uint32_t cmd)
 {
 	static char val[PT_URLS_MAX];
 	json_t *o = json_object();
@@ -844,16 +844,16 @@ json_t *pt_config_json(const pt_config *c, uint32_t cmd)
 	return o;
 }
 
-int pt_config_load_data(const pt_config *c, pt_data *d)
+int pti_config_load_data(const pti_config *c, pti_data *d)
 {
-	pt_data got;
+	pti_data got;
 	uint32_t n_val;
-	int rv = pt_data_load(&got, c->data, c->seed);
+	int rv = pti_data_load(&got, c->data, c->seed);
 	if (rv != 0)
 		return rv;
-	if ((rv = pt_config_validation(c, got.train.n, &n_val)) != 0 ||
-	    (rv = pt_data_holdout(&got, n_val)) != 0) {
-		pt_data_fini(&got);
+	if ((rv = pti_config_validation(c, got.train.n, &n_val)) != 0 ||
+	    (rv = pti_data_holdout(&got, n_val)) != 0) {
+		pti_data_fini(&got);
 		return rv;
 	}
 	*d = got;

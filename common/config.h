@@ -29,18 +29,18 @@ enum {
 
 enum { PT_TRANSPORT_IPC = 1, PT_TRANSPORT_TCP = 2, PT_TRANSPORT_TLS = 3 };
 enum { PT_LR_NONE = 1, PT_LR_LINEAR = 2 };
-// --layer-push: off, on, or auto (pt_config_layer_push_resolve).
+// --layer-push: off, on, or auto (pti_config_layer_push_resolve).
 enum { PT_LP_OFF = 0, PT_LP_ON = 1, PT_LP_AUTO = 2 };
 
 // --delay, read: none, exponential with mean a ms, or uniform in [a, b].
 enum { PT_DELAY_NONE = 0, PT_DELAY_EXP, PT_DELAY_UNIFORM };
-typedef struct pt_delay {
+typedef struct pti_delay {
 	int kind;
 	double a, b;
-} pt_delay;
+} pti_delay;
 
-typedef struct pt_config {
-	int mode; // pt_mode
+typedef struct pti_config {
+	int mode; // PT_MODE_* (common/proto.h), traits in common/mode.h
 	uint32_t servers, workers;
 	char model[PT_SPEC_MAX];
 	char data[PT_PATH_MAX];
@@ -92,7 +92,7 @@ typedef struct pt_config {
 	// injected delays (workers)
 	char straggler[PT_PATH_MAX]; // "R:MS,R:MS,..."
 	char delay[128];             // "", "exp:MEAN_MS", "uniform:LO:HI"
-	pt_delay delay_spec;         // --delay, read
+	pti_delay delay_spec;         // --delay, read
 	// evaluation and learning-rate matching
 	char validation[32];      // "N" examples or "P%" of the training set
 	uint32_t evals_per_epoch; // with eval_every 0
@@ -119,84 +119,84 @@ typedef struct pt_config {
 	uint32_t allow_failures;  // go on past a damaged job
 	uint32_t report_only;     // re-make report and plots, run nothing
 	uint64_t given[2]; // bit i: flag i of the table was on the command line
-} pt_config;
+} pti_config;
 
-// pt_config_defaults fills every field with its table default.
-void pt_config_defaults(pt_config *c);
+// pti_config_defaults fills every field with its table default.
+void pti_config_defaults(pti_config *c);
 
-// pt_config_parse reads argv[0..argc) (flags only, no command name) for
+// pti_config_parse reads argv[0..argc) (flags only, no command name) for
 // command cmd (one PT_CMD_* bit). Returns 0, or PT_EINVAL with a detail
 // naming the flag and what was wrong. "--help" sets *help and returns 0.
-int pt_config_parse(pt_config *c, uint32_t cmd, int argc, char **argv,
+int pti_config_parse(pti_config *c, uint32_t cmd, int argc, char **argv,
     int *help);
 
-// pt_config_set sets flag `name` (without dashes, any command's) to
+// pti_config_set sets flag `name` (without dashes, any command's) to
 // value, checked as on the command line; a switch takes "1" or "0".
 // PT_EINVAL naming the flag.
-int pt_config_set(pt_config *c, const char *name, const char *value);
+int pti_config_set(pti_config *c, const char *name, const char *value);
 
-// pt_config_straggler reads --straggler: *ms is the fixed delay per step
+// pti_config_straggler reads --straggler: *ms is the fixed delay per step
 // its R:MS entries give worker rank (0 when none). PT_EINVAL naming the
 // flag when it does not parse or names a rank beyond --workers.
-int pt_config_straggler(const pt_config *c, uint32_t rank, double *ms);
+int pti_config_straggler(const pti_config *c, uint32_t rank, double *ms);
 
-// pt_config_delay reads --delay into *d. PT_EINVAL naming the flag.
-int pt_config_delay(const pt_config *c, pt_delay *d);
+// pti_config_delay reads --delay into *d. PT_EINVAL naming the flag.
+int pti_config_delay(const pti_config *c, pti_delay *d);
 
-// pt_config_ckpt_every reads --checkpoint-every: *every versions (or
+// pti_config_ckpt_every reads --checkpoint-every: *every versions (or
 // seconds, *seconds = 1), 0 for never. PT_EINVAL naming the flag.
-int pt_config_ckpt_every(const pt_config *c, uint64_t *every, int *seconds);
+int pti_config_ckpt_every(const pti_config *c, uint64_t *every, int *seconds);
 
-// pt_config_given tells whether flag `name` was on the command line.
-int pt_config_given(const pt_config *c, const char *name);
+// pti_config_given tells whether flag `name` was on the command line.
+int pti_config_given(const pti_config *c, const char *name);
 
-// pt_config_help prints the flags of cmd, with defaults, to f.
-void pt_config_help(FILE *f, uint32_t cmd);
+// pti_config_help prints the flags of cmd, with defaults, to f.
+void pti_config_help(FILE *f, uint32_t cmd);
 
-// pt_config_to_argv appends "--flag value" for every flag that both `from`
+// pti_config_to_argv appends "--flag value" for every flag that both `from`
 // and `to` commands take, to argv starting at *argc (argv must have room
-// for 2 * pt_config_count() more entries; strings are strdup'd, the caller
+// for 2 * pti_config_count() more entries; strings are strdup'd, the caller
 // frees them). Returns PT_ENOMEM.
-int pt_config_to_argv(const pt_config *c, uint32_t from, uint32_t to,
+int pti_config_to_argv(const pti_config *c, uint32_t from, uint32_t to,
     char **argv, int *argc);
 
-// pt_config_count is the number of flags in the table.
-int pt_config_count(void);
+// pti_config_count is the number of flags in the table.
+int pti_config_count(void);
 
-// pt_config_cluster reads a cluster file: lines "server URL" (in rank
+// pti_config_cluster reads a cluster file: lines "server URL" (in rank
 // order) and "worker HOST" (one per worker), '#' comments. It sets
 // c->connect, c->servers and c->workers, and for a server c->listen from
 // its rank. Returns PT_EINVAL or PT_EIO with a detail naming the file and
 // line.
-int pt_config_cluster(pt_config *c, uint32_t cmd);
+int pti_config_cluster(pti_config *c, uint32_t cmd);
 
-// pt_config_check validates the combination of flags for cmd (W divides
+// pti_config_check validates the combination of flags for cmd (W divides
 // B, epochs or steps, ...). PT_EINVAL with a detail naming the flags.
-int pt_config_check(const pt_config *c, uint32_t cmd);
+int pti_config_check(const pti_config *c, uint32_t cmd);
 
-// pt_config_validation computes how many of n_train training examples
+// pti_config_validation computes how many of n_train training examples
 // --validation holds out ("N", or "P%" rounded down) into *n_val.
 // PT_EINVAL with a detail when the value is malformed or leaves nothing
 // to train on.
-int pt_config_validation(const pt_config *c, uint32_t n_train,
+int pti_config_validation(const pti_config *c, uint32_t n_train,
     uint32_t *n_val);
 
-// pt_config_load_data loads --data with --seed and holds --validation
-// examples out of its training set (pt_data_holdout): what every process
-// of a job trains and evaluates on. Returns pt_data_load's codes or
+// pti_config_load_data loads --data with --seed and holds --validation
+// examples out of its training set (pti_data_holdout): what every process
+// of a job trains and evaluates on. Returns pti_data_load's codes or
 // PT_EINVAL for a --validation that does not fit; on success the caller
-// frees *d with pt_data_fini, on failure *d is untouched.
-struct pt_data;
-int pt_config_load_data(const pt_config *c, struct pt_data *d);
+// frees *d with pti_data_fini, on failure *d is untouched.
+struct pti_data;
+int pti_config_load_data(const pti_config *c, struct pti_data *d);
 
-// pt_config_json is every flag that cmd takes, with its effective value
+// pti_config_json is every flag that cmd takes, with its effective value
 // in c, as one JSON object keyed by flag name (numbers as numbers,
 // switches as true/false, the rest as strings), the caller's. The table
 // drives it, so no flag is left out.
 struct json_t;
-struct json_t *pt_config_json(const pt_config *c, uint32_t cmd);
+struct json_t *pti_config_json(const pti_config *c, uint32_t cmd);
 
-// pt_mode_name returns "sync", "async" or "ssp".
-const char *pt_mode_name(int mode);
+// pti_mode_name returns "sync", "async" or "ssp".
+const char *pti_mode_name(int mode);
 
 #endif // PT_COMMON_CONFIG_H

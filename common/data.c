@@ -346,7 +346,7 @@ static void spec_path(char *out, const char *dir, int file)
 // Fashion-MNIST
 // ---------------------------------------------------------------------
 
-static int fashion_split(pt_dataset *d, uint32_t *rows, uint32_t *cols,
+static int fashion_split(pti_dataset *d, uint32_t *rows, uint32_t *cols,
     const char *dir, int images_file)
 {
 	char ipath[DATA_PATH_MAX], lpath[DATA_PATH_MAX];
@@ -385,7 +385,7 @@ static int fashion_dims_differ(const char *dir, uint32_t r0, uint32_t c0,
 	    c1);
 }
 
-static int fashion_load(pt_data *d, const char *dir)
+static int fashion_load(pti_data *d, const char *dir)
 {
 	uint32_t r0, c0, r1, c1;
 	int rv;
@@ -420,7 +420,7 @@ static int fashion_dims(const char *dir, uint32_t *dim)
 // ---------------------------------------------------------------------
 
 // synth_split draws n examples around centers (classes, dim) from stream.
-static int synth_split(pt_dataset *d, const double *centers, uint32_t n,
+static int synth_split(pti_dataset *d, const double *centers, uint32_t n,
     uint64_t seed, uint64_t stream)
 {
 	const uint32_t dim = PT_DATA_SYNTH_DIM;
@@ -449,7 +449,7 @@ static int synth_split(pt_dataset *d, const double *centers, uint32_t n,
 	return 0;
 }
 
-static int synth_load(pt_data *d, uint32_t n, uint64_t seed)
+static int synth_load(pti_data *d, uint32_t n, uint64_t seed)
 {
 	double centers[PT_DATA_CLASSES * PT_DATA_SYNTH_DIM];
 	pti_rng r;
@@ -470,9 +470,9 @@ static int synth_load(pt_data *d, uint32_t n, uint64_t seed)
 // Public calls
 // ---------------------------------------------------------------------
 
-int pt_data_load(pt_data *out, const char *spec, uint64_t seed)
+int pti_data_load(pti_data *out, const char *spec, uint64_t seed)
 {
-	pt_data d;
+	pti_data d;
 	data_spec s = {0};
 	int rv;
 	memset(&d, 0, sizeof(d));
@@ -483,14 +483,14 @@ int pt_data_load(pt_data *out, const char *spec, uint64_t seed)
 	else
 		rv = synth_load(&d, s.n, seed);
 	if (rv != 0) {
-		pt_data_fini(&d);
+		pti_data_fini(&d);
 		return rv;
 	}
 	*out = d;
 	return 0;
 }
 
-int pt_data_dims(const char *spec, uint32_t *dim, uint32_t *classes)
+int pti_data_dims(const char *spec, uint32_t *dim, uint32_t *classes)
 {
 	data_spec s = {0};
 	uint32_t dm = PT_DATA_SYNTH_DIM;
@@ -504,7 +504,7 @@ int pt_data_dims(const char *spec, uint32_t *dim, uint32_t *classes)
 	return 0;
 }
 
-void pt_data_fini(pt_data *d)
+void pti_data_fini(pti_data *d)
 {
 	free(d->train.x);
 	free(d->train.y);
@@ -515,9 +515,9 @@ void pt_data_fini(pt_data *d)
 	memset(d, 0, sizeof(*d));
 }
 
-int pt_data_holdout(pt_data *d, uint32_t n_val)
+int pti_data_holdout(pti_data *d, uint32_t n_val)
 {
-	pt_dataset *tr = &d->train;
+	pti_dataset *tr = &d->train;
 	if (n_val == 0)
 		return 0;
 	if (n_val >= tr->n || d->val.n != 0)
@@ -525,9 +525,9 @@ int pt_data_holdout(pt_data *d, uint32_t n_val)
 		    "training examples", n_val, tr->n);
 	uint32_t n_tr = tr->n - n_val, *perm = malloc(tr->n * sizeof(*perm));
 	uint8_t *is_val = calloc(tr->n, 1);
-	pt_dataset v = {n_val, tr->dim, tr->classes,
+	pti_dataset v = {n_val, tr->dim, tr->classes,
 	    malloc((size_t)n_val * tr->dim), malloc(n_val)};
-	pt_dataset t = {n_tr, tr->dim, tr->classes,
+	pti_dataset t = {n_tr, tr->dim, tr->classes,
 	    malloc((size_t)n_tr * tr->dim), malloc(n_tr)};
 	if (!perm || !is_val || !v.x || !v.y || !t.x || !t.y) {
 		free(perm), free(is_val);
@@ -542,7 +542,7 @@ int pt_data_holdout(pt_data *d, uint32_t n_val)
 	// Both parts keep the original order of the examples.
 	uint32_t iv = 0, it = 0;
 	for (uint32_t i = 0; i < tr->n; i++) {
-		pt_dataset *to = is_val[i] ? &v : &t;
+		pti_dataset *to = is_val[i] ? &v : &t;
 		uint32_t at = is_val[i] ? iv++ : it++;
 		memcpy(to->x + (size_t)at * tr->dim, tr->x + (size_t)i * tr->dim,
 		    tr->dim);
@@ -582,7 +582,7 @@ static void gather_row(float *restrict o, const uint8_t *restrict x,
 		o[j] = (float)x[j] / 255.0f;
 }
 
-void pti_data_gather(float *xout, uint8_t *yout, const pt_dataset *d,
+void pti_data_gather(float *xout, uint8_t *yout, const pti_dataset *d,
     const uint32_t *idx, uint32_t b)
 {
 	const size_t dim = d->dim;

@@ -1,7 +1,7 @@
 // common/data.h - the training and test examples: Fashion-MNIST from its
 // IDX files, or a seeded synthetic set, plus the epoch order and the
 // gather of a minibatch into floats. Workers load the data; servers need
-// only its dimensions (pt_data_dims), which come from the file headers.
+// only its dimensions (pti_data_dims), which come from the file headers.
 //
 // Everything random derives from the job seed through common/rng.h, so
 // every process that loads the same spec with the same seed holds the
@@ -18,23 +18,23 @@
 #define PT_DATA_SYNTH_DIM 64u       // features of synthetic:N
 #define PT_DATA_CLASSES 10u         // classes of every data set here
 
-typedef struct pt_dataset {
+typedef struct pti_dataset {
 	uint32_t n;       // examples
 	uint32_t dim;     // features per example (784 for Fashion-MNIST)
 	uint32_t classes; // 10
 	uint8_t *x;       // (n, dim) raw values 0..255; features = x / 255
 	uint8_t *y;       // (n) labels < classes
-} pt_dataset;
+} pti_dataset;
 
-typedef struct pt_data {
-	pt_dataset train, test;
-	pt_dataset val; // held out of the training set; n = 0 when none
-} pt_data;
+typedef struct pti_data {
+	pti_dataset train, test;
+	pti_dataset val; // held out of the training set; n = 0 when none
+} pti_data;
 
 // The stream that picks validation examples: fixed, not the job seed.
 #define PT_DATA_HOLDOUT_SEED 0x76616c69646174ULL
 
-// pt_data_load fills *out with the data that spec names:
+// pti_data_load fills *out with the data that spec names:
 //   "fashion-mnist"      the files of the Debian package
 //                        dataset-fashion-mnist in
 //                        /usr/share/datasets/fashion-mnist;
@@ -52,31 +52,31 @@ typedef struct pt_data {
 // PT_ENOENT for a missing file, PT_EIO when reading fails, PT_ECORRUPT for
 // contents that break the format, PT_ENOMEM; each failure leaves a detail
 // naming the spec or the file. On success the caller owns the arrays and
-// frees them with pt_data_fini; on failure *out is untouched.
-int pt_data_load(pt_data *out, const char *spec, uint64_t seed);
+// frees them with pti_data_fini; on failure *out is untouched.
+int pti_data_load(pti_data *out, const char *spec, uint64_t seed);
 
-// pt_data_dims writes the features per example and the classes of the
+// pti_data_dims writes the features per example and the classes of the
 // data spec names, reading only the headers of the two image files, so a
 // server can lay out the model without loading images. Returns the codes
-// of pt_data_load; *dim and *classes are written only on success.
-int pt_data_dims(const char *spec, uint32_t *dim, uint32_t *classes);
+// of pti_data_load; *dim and *classes are written only on success.
+int pti_data_dims(const char *spec, uint32_t *dim, uint32_t *classes);
 
-// pt_data_fini frees what pt_data_load gave and zeroes *d. It copes with a
+// pti_data_fini frees what pti_data_load gave and zeroes *d. It copes with a
 // zeroed or half-built struct and may be called twice.
-void pt_data_fini(pt_data *d);
+void pti_data_fini(pti_data *d);
 
-// pt_data_holdout moves n_val examples of d->train, picked by a fixed
+// pti_data_holdout moves n_val examples of d->train, picked by a fixed
 // seeded permutation (the same for every job seed), into d->val; both
 // keep the examples' original order. n_val 0 does nothing. Returns 0,
 // PT_EINVAL when n_val is not below the training set's size or d already
 // has a validation set, PT_ENOMEM (d is then unchanged).
-int pt_data_holdout(pt_data *d, uint32_t n_val);
+int pti_data_holdout(pti_data *d, uint32_t n_val);
 
 // pti_idx_read_images reads an IDX image file (magic 0x00000803, then
 // big-endian u32 n, rows, cols, then n*rows*cols bytes), gzipped or plain.
 // Bytes after the announced pixels are refused as PT_ECORRUPT, since they
 // mean the header and the data disagree. Returns the codes of
-// pt_data_load. On success *x is a malloc'd (n, rows*cols) array the
+// pti_data_load. On success *x is a malloc'd (n, rows*cols) array the
 // caller frees; on failure nothing is written.
 int pti_idx_read_images(const char *path, uint8_t **x, uint32_t *n,
     uint32_t *rows, uint32_t *cols);
@@ -96,7 +96,7 @@ void pti_data_perm(uint32_t *out, uint32_t n, uint64_t seed,
 // pti_data_gather writes examples idx[0..b) of d as floats x / 255 into
 // xout (b, d->dim) and their labels into yout (b). Every idx[i] must be
 // below d->n. No allocation.
-void pti_data_gather(float *xout, uint8_t *yout, const pt_dataset *d,
+void pti_data_gather(float *xout, uint8_t *yout, const pti_dataset *d,
     const uint32_t *idx, uint32_t b);
 
 #endif // PT_COMMON_DATA_H

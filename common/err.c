@@ -25,7 +25,7 @@ static const char *const err_names[PT_NERR] = {
 	[PT_EAUTH] = "not authenticated",
 };
 
-const char *pt_strerror(int code)
+const char *pti_strerror(int code)
 {
 	if (code < 0 || code >= PT_NERR || err_names[code] == NULL)
 		return "unknown error";
@@ -47,7 +47,7 @@ int pti_err_set(int code, const char *fmt, ...)
 
 const char *pt_errmsg(int code)
 {
-	return err_detail[0] != '\0' ? err_detail : pt_strerror(code);
+	return err_detail[0] != '\0' ? err_detail : pti_strerror(code);
 }
 
 void pti_err_clear(void)

@@ -8,8 +8,8 @@
 
 #include "pstrain.h" // the PT_E* codes, and pt_errmsg
 
-// pt_strerror returns a static description of code.
-const char *pt_strerror(int code);
+// pti_strerror returns a static description of code.
+const char *pti_strerror(int code);
 
 // pti_err_set formats a detail for the calling thread and returns code,
 // so that callers can write `return pti_err_set(PT_EIO, "%s: ...", path);`.

@@ -24,8 +24,8 @@ int pt_job_alloc(pt_job **out)
 	pt_job *j = calloc(1, sizeof(*j));
 	if (j == NULL)
 		return pti_err_set(PT_ENOMEM, "job");
-	pt_config_defaults(&j->c);
-	pt_layout_vars(&j->l);
+	pti_config_defaults(&j->c);
+	pti_layout_vars(&j->l);
 	*out = j;
 	return 0;
 }
@@ -48,14 +48,14 @@ int pt_job_var(pt_job *j, const char *name, uint64_t n, double bound)
 int pt_job_model(pt_job *j, const char *spec, uint32_t dim,
     uint32_t classes)
 {
-	pt_layout l;
+	pti_layout l;
 	int rv;
 	if (j->l.kind != PT_MODEL_VARS || j->l.n_vars > 0)
 		return pti_err_set(PT_EINVAL, "model %s: the job has variables "
 		    "already", spec ? spec : "");
 	if (spec == NULL || strlen(spec) >= sizeof(j->c.model))
 		return pti_err_set(PT_EINVAL, "model: no spec, or too long");
-	if ((rv = pt_layout_init(&l, spec, dim, classes)) != 0)
+	if ((rv = pti_layout_init(&l, spec, dim, classes)) != 0)
 		return rv;
 	j->l = l;
 	strcpy(j->c.model, spec);
@@ -82,19 +82,19 @@ int pt_job_set(pt_job *j, const char *name, const char *value)
 			const char *v = strcmp(value, "true") == 0    ? "1"
 					: strcmp(value, "false") == 0 ? "0"
 								      : value;
-			return pt_config_set(&j->c, name, v);
+			return pti_config_set(&j->c, name, v);
 		}
 	return pti_err_set(PT_EINVAL, "option %s: not an option of a job "
 	    "(see pstrain.h: pt_job_set)", name);
 }
 
-double pti_job_lr(const pt_config *c)
+double pti_job_lr(const pti_config *c)
 {
 	double lr = c->lr > 0 ? c->lr : pti_optim_default_lr(&c->optim);
 	return c->lr_scaling == PT_LR_LINEAR ? lr * (c->batch / 256.0) : lr;
 }
 
-pti_lr_rule pti_job_lr_rule(const pt_config *c, double warmup)
+pti_lr_rule pti_job_lr_rule(const pti_config *c, double warmup)
 {
 	const pti_mode *m = pti_mode_of(c->mode);
 	int clocked = m != NULL && m->clocked;
@@ -104,12 +104,12 @@ pti_lr_rule pti_job_lr_rule(const pt_config *c, double warmup)
 	return r;
 }
 
-double pti_job_warmup(const pt_config *c, uint32_t n_train)
+double pti_job_warmup(const pti_config *c, uint32_t n_train)
 {
 	return c->warmup_epochs * (double)(n_train / c->batch);
 }
 
-int pti_job_from_config(pt_job **out, const pt_config *c)
+int pti_job_from_config(pt_job **out, const pti_config *c)
 {
 	uint32_t dim, classes;
 	pt_job *j = NULL;
@@ -117,20 +117,20 @@ int pti_job_from_config(pt_job **out, const pt_config *c)
 	if (rv != 0)
 		return rv;
 	j->c = *c;
-	if ((rv = pt_data_dims(c->data, &dim, &classes)) != 0 ||
-	    (rv = pt_layout_init(&j->l, c->model, dim, classes)) != 0) {
+	if ((rv = pti_data_dims(c->data, &dim, &classes)) != 0 ||
+	    (rv = pti_layout_init(&j->l, c->model, dim, classes)) != 0) {
 		pt_job_free(j);
 		return rv;
 	}
 	if (c->warmup_epochs > 0) {
 		// The warm-up is given in epochs: count the training set once.
-		pt_data d;
-		if ((rv = pt_config_load_data(c, &d)) != 0) {
+		pti_data d;
+		if ((rv = pti_config_load_data(c, &d)) != 0) {
 			pt_job_free(j);
 			return rv;
 		}
 		j->warmup = pti_job_warmup(c, d.train.n);
-		pt_data_fini(&d);
+		pti_data_fini(&d);
 	}
 	*out = j;
 	return 0;

@@ -16,12 +16,12 @@
 
 // layout_add_layer appends w_layer (rows, cols) and b_layer (cols), their
 // initial bound 1/sqrt(rows), the layer's fan-in.
-static void layout_add_layer(pt_layout *l, uint32_t layer, uint32_t rows,
+static void layout_add_layer(pti_layout *l, uint32_t layer, uint32_t rows,
     uint32_t cols)
 {
 	uint64_t off = l->n_params;
-	pt_var *w = &l->vars[l->n_vars++];
-	pt_var *b = &l->vars[l->n_vars++];
+	pti_var *w = &l->vars[l->n_vars++];
+	pti_var *b = &l->vars[l->n_vars++];
 
 	snprintf(w->name, sizeof(w->name), "w%u", layer);
 	w->rows = rows;
@@ -74,7 +74,7 @@ static int layout_sizes(const char *spec, const char *p, uint32_t *out,
 
 // layout_cnn lays out conv layers of chan[1..n] channels over the square
 // image of l->width[0] pixels, then the dense layer to classes.
-static int layout_cnn(pt_layout *l, uint32_t n, uint32_t classes)
+static int layout_cnn(pti_layout *l, uint32_t n, uint32_t classes)
 {
 	uint32_t dim = l->width[0], s = 0;
 	while ((uint64_t)(s + 1) * (s + 1) <= dim)
@@ -115,7 +115,7 @@ static int layout_cnn(pt_layout *l, uint32_t n, uint32_t classes)
 	return 0;
 }
 
-int pt_layout_init(pt_layout *l, const char *spec, uint32_t in_dim,
+int pti_layout_init(pti_layout *l, const char *spec, uint32_t in_dim,
     uint32_t classes)
 {
 	memset(l, 0, sizeof(*l));
@@ -159,14 +159,14 @@ int pt_layout_init(pt_layout *l, const char *spec, uint32_t in_dim,
 	return 0;
 }
 
-void pt_layout_vars(pt_layout *l)
+void pti_layout_vars(pti_layout *l)
 {
 	memset(l, 0, sizeof(*l));
 	strcpy(l->spec, "vars");
 	l->kind = PT_MODEL_VARS;
 }
 
-int pt_layout_find(const pt_layout *l, const char *name)
+int pti_layout_find(const pti_layout *l, const char *name)
 {
 	for (uint32_t i = 0; i < l->n_vars; i++)
 		if (strcmp(l->vars[i].name, name) == 0)
@@ -176,12 +176,12 @@ int pt_layout_find(const pt_layout *l, const char *name)
 
 #define LAYOUT_MAX_PARAMS ((uint64_t)1 << 40)
 
-int pti_layout_add(pt_layout *l, const char *name, uint64_t n, double bound)
+int pti_layout_add(pti_layout *l, const char *name, uint64_t n, double bound)
 {
 	if (name == NULL || name[0] == '\0' || strlen(name) >= PT_VAR_NAME)
 		return pti_err_set(PT_EINVAL, "variable name \"%s\": must be "
 		    "1 to %d bytes", name ? name : "", PT_VAR_NAME - 1);
-	if (pt_layout_find(l, name) >= 0)
+	if (pti_layout_find(l, name) >= 0)
 		return pti_err_set(PT_EINVAL, "variable %s: declared twice",
 		    name);
 	if (l->n_vars >= PT_MAX_VARS)
@@ -194,7 +194,7 @@ int pti_layout_add(pt_layout *l, const char *name, uint64_t n, double bound)
 	if (!(bound >= 0 && bound < 1e30))
 		return pti_err_set(PT_EINVAL, "variable %s: initial bound %g "
 		    "(must be finite and >= 0)", name, bound);
-	pt_var *v = &l->vars[l->n_vars++];
+	pti_var *v = &l->vars[l->n_vars++];
 	snprintf(v->name, sizeof(v->name), "%s", name);
 	v->rows = 1;
 	v->cols = 1;
@@ -205,13 +205,13 @@ int pti_layout_add(pt_layout *l, const char *name, uint64_t n, double bound)
 	return 0;
 }
 
-uint64_t pt_layout_hash(const pt_layout *l)
+uint64_t pti_layout_hash(const pti_layout *l)
 {
 	uint64_t h = pti_mix64(0x1a7007ULL);
 	for (const char *p = l->spec; *p; p++)
 		h = pti_mix64(h ^ (uint8_t)*p);
 	for (uint32_t i = 0; i < l->n_vars; i++) {
-		const pt_var *v = &l->vars[i];
+		const pti_var *v = &l->vars[i];
 		h = pti_hash3(h, v->rows, v->cols);
 		if (l->kind != PT_MODEL_VARS)
 			continue; // the spec has said every shape already
@@ -225,21 +225,21 @@ uint64_t pt_layout_hash(const pt_layout *l)
 	return h;
 }
 
-pt_range pt_layout_shard(const pt_layout *l, uint32_t s, uint32_t n_servers)
+pti_range pti_layout_shard(const pti_layout *l, uint32_t s, uint32_t n_servers)
 {
 	// 128-bit-safe: n_params * S stays far below 2^64 for any real model.
-	pt_range r = {
+	pti_range r = {
 	    l->n_params * s / n_servers,
 	    l->n_params * (s + 1) / n_servers,
 	};
 	return r;
 }
 
-void pt_layout_init_values(float *out, const pt_layout *l, uint64_t seed,
+void pti_layout_init_values(float *out, const pti_layout *l, uint64_t seed,
     uint64_t lo, uint64_t hi)
 {
 	for (uint32_t v = 0; v < l->n_vars; v++) {
-		const pt_var *var = &l->vars[v];
+		const pti_var *var = &l->vars[v];
 		uint64_t a = var->off > lo ? var->off : lo;
 		uint64_t b = var->off + var->n < hi ? var->off + var->n : hi;
 		float bound = var->bound;

@@ -1,7 +1,7 @@
 // common/layout.h - the job's variables, where they live, and how they
 // start. pstrain's own models build the layout from the model spec and the
-// data's dimensions (pt_layout_init); a program of its own declares named
-// variables one by one (pt_layout_vars, pti_layout_add). Every process of
+// data's dimensions (pti_layout_init); a program of its own declares named
+// variables one by one (pti_layout_vars, pti_layout_add). Every process of
 // a job builds the same layout, so they agree without telling each other;
 // the hello compares its hash.
 //
@@ -30,7 +30,7 @@ enum {
 
 #define PT_CNN_MAX_CONV 4 // conv layers of a "cnn:C1,..." spec
 
-typedef struct pt_var {
+typedef struct pti_var {
 	char name[PT_VAR_NAME]; // "w0", "b0", "w1", ...
 	uint32_t rows;  // fan-in for weights, 1 for biases (vars: 1)
 	uint32_t cols;  // fan-out (vars: 1)
@@ -38,7 +38,7 @@ typedef struct pt_var {
 	float bound;    // initial values are uniform in [-bound, bound]
 	uint64_t off;   // first element in the flat vector
 	uint64_t n;     // rows * cols
-} pt_var;
+} pti_var;
 
 // The CNN ("cnn:C1,...,Cn", kind PT_MODEL_CNN) has n_layers = n + 1: conv
 // layers 0 .. n-1, then the dense output layer n. Conv layer l takes
@@ -52,7 +52,7 @@ typedef struct pt_var {
 // Images are stored row-major, channels innermost: feature (y side + x)
 // chan + c; conv weight row (ky 3 + kx) chan[l] + c (ky, kx in 0..2)
 // multiplies input pixel (y + ky - 1, x + kx - 1) of channel c.
-typedef struct pt_layout {
+typedef struct pti_layout {
 	char spec[PT_SPEC_MAX]; // "softmax", "mlp:256,128", "cnn:32,64", "vars"
 	int kind;
 	uint32_t n_layers;               // weight layers, output included
@@ -61,50 +61,50 @@ typedef struct pt_layout {
 	uint32_t side[PT_MAX_LAYERS + 1];  // CNN only: image side, see above
 	uint32_t n_vars;
 	// w0, b0, w1, b1, ... (MLP: w_l is width[l] x width[l+1]; CNN: above)
-	pt_var vars[PT_MAX_VARS];
+	pti_var vars[PT_MAX_VARS];
 	uint64_t n_params;
-} pt_layout;
+} pti_layout;
 
-typedef struct pt_range {
+typedef struct pti_range {
 	uint64_t lo, hi; // [lo, hi) in the flat vector
-} pt_range;
+} pti_range;
 
-// pt_layout_init parses spec ("softmax", "mlp:H1,H2,..." or
+// pti_layout_init parses spec ("softmax", "mlp:H1,H2,..." or
 // "cnn:C1,...", 1 to PT_CNN_MAX_CONV conv layers) for inputs of in_dim
 // features and `classes` outputs. Returns PT_EINVAL, with a detail naming
 // the spec, when it does not parse or a size is 0 or too large; for a
 // CNN also when in_dim is not a square (one-channel image) or the image
 // is too small for its poolings (the detail names the dim).
-int pt_layout_init(pt_layout *l, const char *spec, uint32_t in_dim,
+int pti_layout_init(pti_layout *l, const char *spec, uint32_t in_dim,
     uint32_t classes);
 
-// pt_layout_vars starts an empty layout of named variables (spec "vars")
+// pti_layout_vars starts an empty layout of named variables (spec "vars")
 // for pti_layout_add.
-void pt_layout_vars(pt_layout *l);
+void pti_layout_vars(pti_layout *l);
 
 // pti_layout_add appends variable `name` of n floats, its initial values
 // uniform in [-bound, bound] (0: zeros). PT_EINVAL naming the variable
 // when the name is empty, too long or taken, n is 0 or the total passes
 // 2^40 floats, bound is negative or not finite; PT_ERANGE beyond
 // PT_MAX_VARS variables.
-int pti_layout_add(pt_layout *l, const char *name, uint64_t n, double bound);
+int pti_layout_add(pti_layout *l, const char *name, uint64_t n, double bound);
 
-// pt_layout_find returns the index of variable name, or -1.
-int pt_layout_find(const pt_layout *l, const char *name);
+// pti_layout_find returns the index of variable name, or -1.
+int pti_layout_find(const pti_layout *l, const char *name);
 
-// pt_layout_hash is a 64-bit digest of the spec and every variable's shape;
+// pti_layout_hash is a 64-bit digest of the spec and every variable's shape;
 // processes compare it to check that they run the same model.
-uint64_t pt_layout_hash(const pt_layout *l);
+uint64_t pti_layout_hash(const pti_layout *l);
 
-// pt_layout_shard returns server s's flat range out of n_servers (s <
+// pti_layout_shard returns server s's flat range out of n_servers (s <
 // n_servers, n_servers > 0).
-pt_range pt_layout_shard(const pt_layout *l, uint32_t s, uint32_t n_servers);
+pti_range pti_layout_shard(const pti_layout *l, uint32_t s, uint32_t n_servers);
 
-// pt_layout_init_values writes the initial values of flat elements
+// pti_layout_init_values writes the initial values of flat elements
 // [lo, hi) to out (hi - lo floats): each variable's uniform in
 // [-bound, bound] (a layer of fan-in f: 1/sqrt(f)), a pure function of
 // (seed, variable index, element).
-void pt_layout_init_values(float *out, const pt_layout *l, uint64_t seed,
+void pti_layout_init_values(float *out, const pti_layout *l, uint64_t seed,
     uint64_t lo, uint64_t hi);
 
 #endif // PT_COMMON_LAYOUT_H

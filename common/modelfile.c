@@ -39,10 +39,10 @@ static uint32_t modelfile_get32(const uint8_t *p)
 
 // modelfile_dims gives ndim and dims of variable i of l as the file
 // stores them: vars alternate w_l (rows, cols) and b_l (cols).
-static uint32_t modelfile_dims(const pt_layout *l, uint32_t i,
+static uint32_t modelfile_dims(const pti_layout *l, uint32_t i,
     uint32_t dims[2])
 {
-	const pt_var *v = &l->vars[i];
+	const pti_var *v = &l->vars[i];
 	if (i % 2 == 1) {
 		dims[0] = v->cols;
 		return 1;
@@ -86,7 +86,7 @@ static void out_floats(modelfile_out *o, const float *x, uint64_t n)
 	}
 }
 
-int pt_modelfile_save(const char *path, const pt_layout *l,
+int pti_modelfile_save(const char *path, const pti_layout *l,
     const float *params)
 {
 	modelfile_out o;
@@ -102,7 +102,7 @@ int pt_modelfile_save(const char *path, const pt_layout *l,
 	out_u32(&o, l->width[l->n_layers]);
 	out_u32(&o, l->n_vars);
 	for (uint32_t i = 0; i < l->n_vars; i++) {
-		const pt_var *v = &l->vars[i];
+		const pti_var *v = &l->vars[i];
 		uint32_t dims[2], name_len = (uint32_t)strlen(v->name);
 		uint32_t ndim = modelfile_dims(l, i, dims);
 		out_u32(&o, name_len);
@@ -182,7 +182,7 @@ static void modelfile_printable(char *out, const char *s, size_t n)
 
 // modelfile_header reads everything before the first tensor and rebuilds
 // the layout it describes into *l.
-static int modelfile_header(modelfile_in *in, pt_layout *l)
+static int modelfile_header(modelfile_in *in, pti_layout *l)
 {
 	const char *path = in->path;
 	char magic[8], spec[PT_SPEC_MAX], shown[PT_SPEC_MAX];
@@ -215,7 +215,7 @@ static int modelfile_header(modelfile_in *in, pt_layout *l)
 	if ((rv = in_u32(in, &dim, "the input dim")) != 0 ||
 	    (rv = in_u32(in, &classes, "the class count")) != 0)
 		return rv;
-	if ((rv = pt_layout_init(l, spec, dim, classes)) != 0) {
+	if ((rv = pti_layout_init(l, spec, dim, classes)) != 0) {
 		// The detail is about a --model flag; keep it, under our name.
 		char why[256];
 		const char *msg = pt_errmsg(rv);
@@ -229,7 +229,7 @@ static int modelfile_header(modelfile_in *in, pt_layout *l)
 }
 
 // modelfile_size is the exact byte count of a file holding layout l.
-static uint64_t modelfile_size(const pt_layout *l)
+static uint64_t modelfile_size(const pti_layout *l)
 {
 	uint64_t n = 8 + 4 + 4 + strlen(l->spec) + 4 + 4 + 4 + 4;
 	for (uint32_t i = 0; i < l->n_vars; i++) {
@@ -243,10 +243,10 @@ static uint64_t modelfile_size(const pt_layout *l)
 
 // modelfile_tensor reads tensor i of l into params, refusing a name or a
 // shape that is not the layout's.
-static int modelfile_tensor(modelfile_in *in, const pt_layout *l,
+static int modelfile_tensor(modelfile_in *in, const pti_layout *l,
     uint32_t i, float *params)
 {
-	const pt_var *v = &l->vars[i];
+	const pti_var *v = &l->vars[i];
 	uint32_t want[2] = {0, 0}, got[2] = {0, 0}, name_len, ndim;
 	uint32_t want_ndim = modelfile_dims(l, i, want);
 	char name[sizeof(v->name)], shown[sizeof(v->name)];
@@ -286,7 +286,7 @@ static int modelfile_tensor(modelfile_in *in, const pt_layout *l,
 }
 
 // modelfile_body checks the size, then reads the tensors and the CRC.
-static int modelfile_body(modelfile_in *in, const pt_layout *l,
+static int modelfile_body(modelfile_in *in, const pti_layout *l,
     uint64_t file_size, float **out)
 {
 	uint32_t n_tensors, stored;
@@ -327,11 +327,11 @@ static int modelfile_body(modelfile_in *in, const pt_layout *l,
 	return 0;
 }
 
-int pt_modelfile_load(const char *path, pt_layout *l, float **params)
+int pti_modelfile_load(const char *path, pti_layout *l, float **params)
 {
 	modelfile_in in = {fopen(path, "rb"), path, crc32(0, Z_NULL, 0), 0};
 	struct stat st;
-	pt_layout nl;
+	pti_layout nl;
 	float *p = NULL;
 	int rv;
 	if (in.f == NULL) {

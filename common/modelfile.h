@@ -10,16 +10,16 @@
 
 #define PT_MODELFILE_VERSION 1u
 
-// pt_modelfile_save writes params (l->n_params floats, borrowed for the
+// pti_modelfile_save writes params (l->n_params floats, borrowed for the
 // call) of layout l to path, atomically: it writes path.tmp, flushes and
 // fsyncs it, then renames it over path, so readers see the old file or
 // the whole new one. The file is created readable by its owner only
 // (0600). Returns 0, PT_EIO (path.tmp removed) or PT_ENOMEM, with a
 // detail naming the file.
-int pt_modelfile_save(const char *path, const pt_layout *l,
+int pti_modelfile_save(const char *path, const pti_layout *l,
     const float *params);
 
-// pt_modelfile_load reads path, rebuilds *l with pt_layout_init from the
+// pti_modelfile_load reads path, rebuilds *l with pti_layout_init from the
 // spec and dimensions in the file, and returns the values in *params, a
 // malloc'd (l->n_params) vector the caller frees. Returns 0; PT_ENOENT
 // when path does not exist; PT_EIO when it cannot be read; PT_ECORRUPT
@@ -29,6 +29,6 @@ int pt_modelfile_save(const char *path, const pt_layout *l,
 // detail naming the file and the reason. Lengths in the file are checked
 // against the layout and the file size before anything is allocated.
 // *l and *params are written only on success.
-int pt_modelfile_load(const char *path, pt_layout *l, float **params);
+int pti_modelfile_load(const char *path, pti_layout *l, float **params);
 
 #endif // PT_COMMON_MODELFILE_H

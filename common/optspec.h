@@ -1,5 +1,5 @@
 // common/optspec.h - the servers' optimizer as --optimizer names it, read
-// once (by the flag table, into pt_config.optim) into typed fields. The
+// once (by the flag table, into pti_config.optim) into typed fields. The
 // update itself is common/optim.c's.
 #ifndef PT_COMMON_OPTSPEC_H
 #define PT_COMMON_OPTSPEC_H

@@ -30,7 +30,7 @@
 #define PT_MSG_MAX 200      // bytes of an error text
 #define PT_STALE_BUCKETS 64 // staleness histogram: 0..62, and 63 = ">= 63"
 
-enum pt_op {
+enum pti_op {
 	PT_OP_HELLO = 1,    // a worker joins; reply: layout, shard, version
 	PT_OP_PUSH = 2,     // gradient for a range; reply: ack
 	PT_OP_PULL = 3,     // values of a range; reply: payload
@@ -43,14 +43,14 @@ enum pt_op {
 	PT_OP_MAX
 };
 
-enum pt_role {
+enum pti_role {
 	PT_ROLE_WORKER = 1,
 	PT_ROLE_SERVER = 2,
 	PT_ROLE_CONTROL = 3,
 	PT_ROLE_PEER = 4, // allreduce: a worker to its ring neighbour
 };
 
-enum pt_mode {
+enum pti_mode_id {
 	PT_MODE_SYNC = 1,
 	PT_MODE_ASYNC = 2,
 	PT_MODE_SSP = 3,
@@ -76,7 +76,7 @@ enum {
 typedef struct pti_hdr {
 	uint32_t has; // PTI_H_* bits
 	uint32_t pv;  // protocol version
-	uint32_t op;  // pt_op
+	uint32_t op;  // pti_op
 	uint32_t role;
 	uint32_t rank;
 	int64_t step; // worker's step

@@ -53,7 +53,7 @@ static int check_urls(const char *urls)
 	return 0;
 }
 
-int pti_transport_check(const pt_config *c, uint32_t cmd)
+int pti_transport_check(const pti_config *c, uint32_t cmd)
 {
 	const char *what;
 	int tls;
@@ -138,7 +138,7 @@ static void tls_forget(void)
 
 // tls_try parses the files into a throw-away configuration, one at a
 // time, so that an error names the file nng's TLS could not read.
-static int tls_try(const pt_config *c)
+static int tls_try(const pti_config *c)
 {
 	nng_tls_config *cfg;
 	int rv = nng_tls_config_alloc(&cfg, NNG_TLS_MODE_CLIENT);
@@ -165,7 +165,7 @@ static int tls_try(const pt_config *c)
 	return rv;
 }
 
-int pti_transport_tls_load(const pt_config *c)
+int pti_transport_tls_load(const pti_config *c)
 {
 	int rv;
 	tls_forget();

@@ -11,7 +11,7 @@
 
 #include <nng/nng.h>
 
-struct pt_config;
+struct pti_config;
 
 // pti_transport_is_tls tells whether url is a TLS address (tls+tcp://,
 // tls+tcp4:// or tls+tcp6://).
@@ -22,7 +22,7 @@ int pti_transport_is_tls(const char *url);
 // worker's --connect, run's --transport tls) needs all three flags, and
 // the flags need a TLS address. PT_EINVAL with a detail naming the
 // missing or needless flag.
-int pti_transport_check(const struct pt_config *c, uint32_t cmd);
+int pti_transport_check(const struct pti_config *c, uint32_t cmd);
 
 // pti_transport_tls_load reads c's three TLS files and checks that nng's
 // TLS reads them (a certificate, a key that goes with it, a CA), for
@@ -32,7 +32,7 @@ int pti_transport_check(const struct pt_config *c, uint32_t cmd);
 // without a lock. Returns PT_EIO or PT_EINVAL with a detail naming the
 // flag and the file, PT_ETRANSPORT when nng was built without TLS, or
 // PT_ENOMEM.
-int pti_transport_tls_load(const struct pt_config *c);
+int pti_transport_tls_load(const struct pti_config *c);
 
 // pti_transport_listen creates a listener for url on s and starts it, as
 // nng_listener_create and nng_listener_start do, with the loaded TLS

@@ -65,7 +65,7 @@ static void cnn_free(void *p)
 	free(c);
 }
 
-static int cnn_alloc(void **out, const pt_layout *l, uint32_t max_batch)
+static int cnn_alloc(void **out, const pti_layout *l, uint32_t max_batch)
 {
 	uint32_t n = l->n_layers - 1;
 	if (l->kind != PT_MODEL_CNN || n < 1 || n > PT_CNN_MAX_CONV)

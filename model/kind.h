@@ -56,7 +56,7 @@ typedef struct pti_model_kind {
 	// alloc checks that l's variables are this kind's w_0, b_0, w_1, ...
 	// end to end and makes its state, with scratch for max_batch rows.
 	// 0, PT_EINVAL naming the layer, or PT_ENOMEM.
-	int (*alloc)(void **out, const pt_layout *l, uint32_t max_batch);
+	int (*alloc)(void **out, const pti_layout *l, uint32_t max_batch);
 	void (*free)(void *p); // NULL is fine
 	// grad is pti_model_grad_hooked (hk may be NULL).
 	int (*grad)(void *p, float *grad, double *loss, const float *params,

@@ -37,7 +37,7 @@ typedef struct mlp {
 	float *mem;                    // the one allocation behind them
 } mlp;
 
-static int mlp_alloc(void **out, const pt_layout *l, uint32_t max_batch)
+static int mlp_alloc(void **out, const pti_layout *l, uint32_t max_batch)
 {
 	// The hooks hand over [w_l, b_l] ranges that must tile the vector.
 	uint64_t at = 0;

@@ -16,7 +16,7 @@ struct pti_model {
 	uint32_t classes, max_batch;
 };
 
-int pti_model_alloc(pti_model **out, const pt_layout *l, uint32_t max_batch)
+int pti_model_alloc(pti_model **out, const pti_layout *l, uint32_t max_batch)
 {
 	if (max_batch == 0 || l->n_layers == 0 || l->n_layers > PT_MAX_LAYERS)
 		return pti_err_set(PT_EINVAL,

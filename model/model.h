@@ -27,7 +27,7 @@ typedef struct pti_model pti_model;
 // in *out, which the caller frees with pti_model_free; PT_EINVAL when
 // max_batch is 0, l has no layers or its variables are not w_0, b_0,
 // w_1, ... end to end; PT_ENOMEM.
-int pti_model_alloc(pti_model **out, const pt_layout *l, uint32_t max_batch);
+int pti_model_alloc(pti_model **out, const pti_layout *l, uint32_t max_batch);
 
 // pti_model_free releases m; NULL is fine.
 void pti_model_free(pti_model *m);

@@ -43,7 +43,7 @@ static void clock_sealed(ps_server *s, uint32_t r)
 static int clock_take(ps_server *s, const pti_hdr *h, const void *pay,
     uint64_t off, uint64_t n, ps_take *t)
 {
-	const pt_config *c = s->cfg;
+	const pti_config *c = s->cfg;
 	ps_clocked *k = state(s);
 	if (!(h->has & PTI_H_VER) || h->ver < 0 || h->ver > s->version)
 		return pti_err_set(PT_ESTATE,

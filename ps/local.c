@@ -14,7 +14,7 @@ struct pti_local_server {
 	ps_server s;
 };
 
-int pti_local_open(pti_local_server **out, const pt_config *c)
+int pti_local_open(pti_local_server **out, const pti_config *c)
 {
 	pti_local_server *ls = calloc(1, sizeof(*ls));
 	int rv;

@@ -41,7 +41,7 @@ static int shard_range(ps_server *s, const pti_hdr *h, uint64_t *off,
 			return pti_err_set(PT_ERANGE,
 			    "variable %d does not exist (the model has %u)",
 			    h->var, s->layout.n_vars);
-		const pt_var *v = &s->layout.vars[h->var];
+		const pti_var *v = &s->layout.vars[h->var];
 		if (h->off > v->n || cnt > v->n - h->off)
 			return pti_err_set(PT_ERANGE,
 			    "range [%llu, +%llu) is outside variable %s of %llu "
@@ -103,7 +103,7 @@ static nng_msg *op_hello(ps_server *s, ps_ctx *x, const pti_hdr *h,
 		return (no = pti_hello_bind(s, p, h, wake)) ? no
 							: reply_ok(s, h->op);
 	if (!(h->has & PTI_H_LAYOUT) ||
-	    h->layout_hash != pt_layout_hash(&s->layout) ||
+	    h->layout_hash != pti_layout_hash(&s->layout) ||
 	    h->n_params != s->layout.n_params) {
 		snprintf(why, sizeof(why),
 		    "worker %u runs another model: this server holds %s with "
@@ -152,7 +152,7 @@ static nng_msg *op_hello(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	// the steps it has pushed here (async, ssp; from a checkpoint after
 	// a resume).
 	r.step = s->policy->start(s, h->rank);
-	r.layout_hash = pt_layout_hash(&s->layout);
+	r.layout_hash = pti_layout_hash(&s->layout);
 	r.n_params = s->layout.n_params;
 	r.lo = s->lo;
 	r.hi = s->hi;

@@ -41,7 +41,7 @@ int pti_server_exit_on_hang;
 // job's options.
 struct pt_server {
 	ps_server s;
-	pt_config cfg;
+	pti_config cfg;
 	nng_listener l;
 	int open;      // the socket is open
 	char url[PT_PATH_MAX];
@@ -201,7 +201,7 @@ static void send_woken(ps_ctx *wake)
 // ":0"), says it, and writes it to --ready-file when one is set.
 static int server_ready(pt_server *ps)
 {
-	const pt_config *c = &ps->cfg;
+	const pti_config *c = &ps->cfg;
 	ps_server *s = &ps->s;
 	char tmp[PT_PATH_MAX + 8];
 	nng_sockaddr sa;
@@ -218,7 +218,7 @@ static int server_ready(pt_server *ps)
 	pti_log(PT_LOG_INFO, "server %u: listening on %s, shard [%llu, %llu) of "
 	    "%llu parameters, %s, %u workers", c->rank, ps->url,
 	    (unsigned long long)s->lo, (unsigned long long)s->hi,
-	    (unsigned long long)s->layout.n_params, pt_mode_name(c->mode),
+	    (unsigned long long)s->layout.n_params, pti_mode_name(c->mode),
 	    c->workers);
 	if (c->ready_file[0] == '\0')
 		return 0;
@@ -291,7 +291,7 @@ static void server_close(ps_server *s, int rv)
 static int server_listen(pt_server *ps)
 {
 	ps_server *s = &ps->s;
-	const pt_config *c = &ps->cfg;
+	const pti_config *c = &ps->cfg;
 	int rv;
 	if ((rv = nng_rep0_open(&s->sock)) != 0)
 		return pti_err_set(PT_ETRANSPORT, "server %u: %s", c->rank,
@@ -347,7 +347,7 @@ int pt_server_open(pt_server **out, const pt_job *job, uint32_t rank,
 		    "too long, to listen on", rank);
 	}
 	strcpy(ps->cfg.listen, url);
-	if ((rv = pt_config_check(&ps->cfg, PT_CMD_SERVER)) != 0 ||
+	if ((rv = pti_config_check(&ps->cfg, PT_CMD_SERVER)) != 0 ||
 	    (rv = pti_server_init(&ps->s, &ps->cfg, &job->l,
 		 job->warmup)) != 0 ||
 	    (rv = server_listen(ps)) != 0) {
@@ -408,7 +408,7 @@ void pt_server_close(pt_server *ps)
 	if (ps == NULL)
 		return;
 	ps_server *s = &ps->s;
-	const pt_config *c = &ps->cfg;
+	const pti_config *c = &ps->cfg;
 	// nng reports a send done once the reply is queued, not written:
 	// give a shutdown's reply a moment on the wire before closing.
 	if (s->shutting)

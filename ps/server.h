@@ -26,7 +26,7 @@ extern int pti_server_exit_on_hang;
 // it was parked or every context is.
 typedef struct pti_local_server pti_local_server;
 struct nng_msg;
-int pti_local_open(pti_local_server **out, const pt_config *c);
+int pti_local_open(pti_local_server **out, const pti_config *c);
 int pti_local_connect(pti_local_server *s, uint32_t pipe);
 void pti_local_disconnect(pti_local_server *s, uint32_t pipe);
 struct nng_msg *pti_local_request(pti_local_server *s, uint32_t pipe,

@@ -102,10 +102,10 @@ typedef struct ps_member {
 } ps_member;
 
 struct ps_server {
-	const pt_config *cfg;
+	const pti_config *cfg;
 	const ps_policy *policy; // the consistency rules of cfg->mode
 	void *pol;               // (policy->size) the policy's state
-	pt_layout layout;
+	pti_layout layout;
 	uint64_t lo, hi, n; // shard [lo, hi) of the flat vector, n = hi - lo
 	float *params;      // (n)
 	nng_msg *cur;        // the request being handled; a handler that
@@ -150,7 +150,7 @@ struct ps_server {
 	uint64_t auth_failed; // hellos whose proof of the secret was wrong
 	uint64_t conn_closed; // connections closed unauthenticated: too many,
 			      // idle, or a message over the size limit
-	pt_secret secret;
+	pti_secret secret;
 	ps_peer *peers;
 	uint32_t n_peers;     // slots
 	size_t recv_max;      // bytes: the largest legal message of this job
@@ -199,7 +199,7 @@ void pti_server_wake_ahead(ps_server *s, ps_ctx **wake);
 // and returns its reply, or NULL when parked (m is its to free, or to
 // keep: a sync gradient stays in its request until the step closes); pti_server_pipe_removed:
 // connection id closed (a worker's is then lost).
-int pti_server_init(ps_server *s, const pt_config *c, const pt_layout *l,
+int pti_server_init(ps_server *s, const pti_config *c, const pti_layout *l,
     double warmup);
 void pti_server_fini(ps_server *s);
 nng_msg *pti_server_handle(ps_server *s, ps_ctx *x, nng_msg *m,

@@ -29,7 +29,7 @@
 static pti_ckpt_meta server_ckpt_meta(const ps_server *s)
 {
 	pti_ckpt_meta m = {s->cfg->rank, s->cfg->servers,
-	    pt_layout_hash(&s->layout), s->lo, s->hi, s->version, s->updates,
+	    pti_layout_hash(&s->layout), s->lo, s->hi, s->version, s->updates,
 	    (uint32_t)s->opt.kind, (uint32_t)s->opt.n_state, s->cfg->workers};
 	return m;
 }
@@ -159,7 +159,7 @@ void pti_server_pipe_removed(ps_server *s, uint32_t id, ps_ctx **wake)
 // sync step (or the ssp clock) waits for it is lost. Called with the lock.
 void pti_server_timeouts(ps_server *s, ps_ctx **wake)
 {
-	const pt_config *c = s->cfg;
+	const pti_config *c = s->cfg;
 	double now = pti_clock_s();
 	for (uint32_t r = 0; r < c->workers; r++) {
 		int waited_for = s->policy->waits_for(s, r);
@@ -174,7 +174,7 @@ void pti_server_timeouts(ps_server *s, ps_ctx **wake)
 
 void pti_server_alone(ps_server *s, ps_ctx **wake)
 {
-	const pt_config *c = s->cfg;
+	const pti_config *c = s->cfg;
 	if (c->supervised || c->alone_timeout <= 0 || s->stop || s->shutting)
 		return;
 	double now = pti_clock_s();
@@ -219,7 +219,7 @@ static double cpu_s(const struct rusage *ru)
 
 void pti_server_write_stats(const ps_server *s)
 {
-	const pt_config *c = s->cfg;
+	const pti_config *c = s->cfg;
 	char path[PT_PATH_MAX + 32];
 	const struct {
 		const char *key;
@@ -242,7 +242,7 @@ void pti_server_write_stats(const ps_server *s)
 	};
 	json_t *o = json_object(), *hist = json_array();
 	json_object_set_new(o, "rank", json_integer(c->rank));
-	json_object_set_new(o, "mode", pti_json_str(pt_mode_name(c->mode)));
+	json_object_set_new(o, "mode", pti_json_str(pti_mode_name(c->mode)));
 	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
 		json_object_set_new(o, counts[i].key, json_integer(counts[i].v));
 	for (int i = 0; i < PT_STALE_BUCKETS; i++)
@@ -305,7 +305,7 @@ void pti_server_fini(ps_server *s)
 // waits for them. One that comes back says hello and rejoins.
 static int server_gone(ps_server *s)
 {
-	const pt_config *c = s->cfg;
+	const pti_config *c = s->cfg;
 	for (const char *p = c->gone_workers; *p;) {
 		unsigned r;
 		int used = 0;
@@ -324,7 +324,7 @@ static int server_gone(ps_server *s)
 	return 0;
 }
 
-int pti_server_init(ps_server *s, const pt_config *c, const pt_layout *l,
+int pti_server_init(ps_server *s, const pti_config *c, const pti_layout *l,
     double warmup)
 {
 	int rv;
@@ -334,7 +334,7 @@ int pti_server_init(ps_server *s, const pt_config *c, const pt_layout *l,
 	s->t_start = pti_clock_s();
 	if ((s->policy = pti_policy_of(c->mode)) == NULL)
 		return pti_err_set(PT_EINVAL, "mode %d has no policy", c->mode);
-	if ((rv = pt_secret_load(&s->secret, c->secret_file)) != 0)
+	if ((rv = pti_secret_load(&s->secret, c->secret_file)) != 0)
 		return rv;
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
@@ -342,7 +342,7 @@ int pti_server_init(ps_server *s, const pt_config *c, const pt_layout *l,
 		return pti_err_set(PT_EINVAL, "server %u: the job declares no "
 		    "variables", c->rank);
 	s->layout = *l;
-	pt_range r = pt_layout_shard(&s->layout, c->rank, c->servers);
+	pti_range r = pti_layout_shard(&s->layout, c->rank, c->servers);
 	s->lo = r.lo;
 	s->hi = r.hi;
 	s->n = r.hi - r.lo;
@@ -366,7 +366,7 @@ int pti_server_init(ps_server *s, const pt_config *c, const pt_layout *l,
 		    s->policy->name);
 	if ((rv = s->policy->init(s)) != 0)
 		return rv;
-	pt_layout_init_values(s->params, &s->layout, c->seed, s->lo, s->hi);
+	pti_layout_init_values(s->params, &s->layout, c->seed, s->lo, s->hi);
 	s->opt = c->optim;
 	s->opt.weight_decay = c->weight_decay;
 	if (s->opt.n_state >= 1 &&

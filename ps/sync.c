@@ -292,7 +292,7 @@ static void sync_close(ps_server *s, ps_take *t)
 static int eager_ready(ps_server *s, uint32_t cur, uint64_t off, uint64_t n)
 {
 	ps_sync *y = state(s);
-	const pt_config *c = s->cfg;
+	const pti_config *c = s->cfg;
 	if (c->backup_workers > 0 || pti_bits_any(y->eager_bits, off, off + n))
 		return 0;
 	for (uint32_t r = 0; r < c->workers; r++) {
@@ -341,7 +341,7 @@ static int sync_ahead(const ps_server *s, uint64_t off, uint64_t n)
 // worker but the backups are in: workers that died no longer count.
 static void maybe_close(ps_server *s, ps_take *t)
 {
-	const pt_config *c = s->cfg;
+	const pti_config *c = s->cfg;
 	uint32_t need = c->workers - c->backup_workers;
 	need = need > s->n_lost ? need - s->n_lost : 1;
 	if (state(s)->n_have > 0 && state(s)->n_have >= need)

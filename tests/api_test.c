@@ -668,7 +668,7 @@ static void test_api_net_trains_model(void)
 	pt_worker *w;
 	pt_net *net;
 	pt_req *q;
-	pt_layout l;
+	pti_layout l;
 	float x[B * DIM];
 	uint8_t y[B] = {0, 1, 2, 1};
 	double loss, first = 0;
@@ -688,13 +688,13 @@ static void test_api_net_trains_model(void)
 		j.n++;
 	}
 	PT_TEST_OK(pt_net_alloc(&net, j.job, B));
-	PT_TEST_OK(pt_layout_init(&l, "cnn:2,4", DIM, CLASSES));
+	PT_TEST_OK(pti_layout_init(&l, "cnn:2,4", DIM, CLASSES));
 	uint64_t n = pt_net_size(net);
 	PT_TEST_TRUE(n == l.n_params && n > 100);
 	float *p = malloc(n * sizeof(float)), *p0 = malloc(n * sizeof(float));
 	float *g = malloc(n * sizeof(float));
 	PT_TEST_TRUE(p != NULL && p0 != NULL && g != NULL);
-	pt_layout_init_values(p0, &l, 1, 0, n); // pstrain run's, seed 1
+	pti_layout_init_values(p0, &l, 1, 0, n); // pstrain run's, seed 1
 	for (int i = 0; i < B * DIM; i++)
 		x[i] = (float)((i * 37) % 11) / 11.0f;
 	PT_TEST_OK(pt_worker_open(&w, j.job, 0, j.urls));
@@ -762,7 +762,7 @@ static void test_api_net_refusals(void)
 	pt_job_free(b);
 }
 
-static const pt_test_case cases[] = {
+static const pti_test_case cases[] = {
     {"test_api_net_trains_model", test_api_net_trains_model},
     {"test_api_net_refusals", test_api_net_refusals},
     {"test_api_ranges_across_servers", test_api_ranges_across_servers},
@@ -782,5 +782,5 @@ static const pt_test_case cases[] = {
 int main(int argc, char **argv)
 {
 	setenv("PSTRAIN_SECRET", "0123456789abcdef0123456789abcdef", 1);
-	return pt_test_main(argc, argv, cases);
+	return pti_test_main(argc, argv, cases);
 }

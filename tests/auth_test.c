@@ -24,31 +24,31 @@ static void write_file(const char *path, const char *text, mode_t mode)
 static void test_auth_secret_files(void)
 {
 	char dir[] = "/tmp/pt-auth-XXXXXX", path[64], bad[64];
-	pt_secret a, b;
+	pti_secret a, b;
 	PT_TEST_TRUE(mkdtemp(dir) != NULL);
 	snprintf(path, sizeof(path), "%s/s", dir);
-	PT_TEST_OK(pt_secret_make(&a));
-	PT_TEST_OK(pt_secret_save(&a, path));
+	PT_TEST_OK(pti_secret_make(&a));
+	PT_TEST_OK(pti_secret_save(&a, path));
 	struct stat st;
 	PT_TEST_TRUE(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
-	PT_TEST_OK(pt_secret_load(&b, path));
+	PT_TEST_OK(pti_secret_load(&b, path));
 	PT_TEST_TRUE(b.len == 32 && memcmp(a.key, b.key, 32) == 0);
-	PT_TEST_ERR(pt_secret_save(&a, path), PT_EIO);
+	PT_TEST_ERR(pti_secret_save(&a, path), PT_EIO);
 	chmod(path, 0640);
-	PT_TEST_ERR(pt_secret_load(&b, path), PT_EINVAL);
+	PT_TEST_ERR(pti_secret_load(&b, path), PT_EINVAL);
 	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "readable by others");
 	snprintf(bad, sizeof(bad), "%s/short", dir);
 	write_file(bad, "00112233\n", 0600);
-	PT_TEST_ERR(pt_secret_load(&b, bad), PT_EINVAL);
+	PT_TEST_ERR(pti_secret_load(&b, bad), PT_EINVAL);
 	write_file(bad, "zz112233445566778899aabbccddeeff\n", 0600);
-	PT_TEST_ERR(pt_secret_load(&b, bad), PT_EINVAL);
+	PT_TEST_ERR(pti_secret_load(&b, bad), PT_EINVAL);
 	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "not hex");
-	PT_TEST_ERR(pt_secret_load(&b, "/nonexistent/secret"), PT_EINVAL);
+	PT_TEST_ERR(pti_secret_load(&b, "/nonexistent/secret"), PT_EINVAL);
 	setenv(PT_SECRET_ENV, "00112233445566778899aabbccddeeff", 1);
-	PT_TEST_OK(pt_secret_load(&b, NULL));
+	PT_TEST_OK(pti_secret_load(&b, NULL));
 	PT_TEST_TRUE(b.len == 16 && b.key[15] == 0xff);
 	unsetenv(PT_SECRET_ENV);
-	PT_TEST_ERR(pt_secret_load(&b, ""), PT_EINVAL);
+	PT_TEST_ERR(pti_secret_load(&b, ""), PT_EINVAL);
 	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "no job secret");
 	unlink(path);
 	unlink(bad);
@@ -60,7 +60,7 @@ static void test_auth_secret_files(void)
 // (Python's hmac); any change of nonce, role, rank or hash changes it.
 static void test_auth_mac_vector(void)
 {
-	pt_secret k;
+	pti_secret k;
 	uint8_t nonce[PT_NONCE_LEN], mac[PT_MAC_LEN], other[PT_MAC_LEN];
 	static const char want[] = "3247c29d1a7123688ae2f3a2346023211cab29a7"
 				   "32905e5fa8aafc89715c9d7c";
@@ -111,7 +111,7 @@ static void test_auth_fields_roundtrip(void)
 	nng_msg_free(m);
 }
 
-static const pt_test_case cases[] = {
+static const pti_test_case cases[] = {
     {"test_auth_secret_files", test_auth_secret_files},
     {"test_auth_mac_vector", test_auth_mac_vector},
     {"test_auth_fields_roundtrip", test_auth_fields_roundtrip},
@@ -120,5 +120,5 @@ static const pt_test_case cases[] = {
 
 int main(int argc, char **argv)
 {
-	return pt_test_main(argc, argv, cases);
+	return pti_test_main(argc, argv, cases);
 }

@@ -156,7 +156,7 @@ static void test_blas_threads(void)
 	PT_TEST_ERR(pti_blas_threads(-3), PT_EINVAL);
 }
 
-static const pt_test_case cases[] = {
+static const pti_test_case cases[] = {
     {"test_blas_sgemm_matches_ref", test_blas_sgemm_matches_ref},
     {"test_blas_sgemm_model_shapes", test_blas_sgemm_model_shapes},
     {"test_blas_sgemm_beta_zero_ignores_c",
@@ -168,5 +168,5 @@ static const pt_test_case cases[] = {
 
 int main(int argc, char **argv)
 {
-	return pt_test_main(argc, argv, cases);
+	return pti_test_main(argc, argv, cases);
 }

@@ -35,7 +35,7 @@ static void test_checkpoint_round_trip(void)
 	char dir[256], path[512];
 	float a[N], b[N], c[N], ra[N], rb[N], rc[N];
 	int64_t clocks[W] = {12, 9, 14}, got_clocks[W] = {0};
-	PT_TEST_OK(pt_test_tmpdir(dir, sizeof(dir), "pt-ckpt"));
+	PT_TEST_OK(pti_test_tmpdir(dir, sizeof(dir), "pt-ckpt"));
 	fill(a, 1), fill(b, 2), fill(c, 3);
 	pti_ckpt_meta m = ckpt_meta(30), got;
 	const float *vecs[3] = {a, b, c};
@@ -64,7 +64,7 @@ static void test_checkpoint_refusals(void)
 	char dir[256], path[512];
 	float a[N], b[N], c[N];
 	int64_t clocks[W] = {1, 2, 3};
-	PT_TEST_OK(pt_test_tmpdir(dir, sizeof(dir), "pt-ckpt"));
+	PT_TEST_OK(pti_test_tmpdir(dir, sizeof(dir), "pt-ckpt"));
 	fill(a, 1), fill(b, 2), fill(c, 3);
 	pti_ckpt_meta m = ckpt_meta(10);
 	const float *vecs[3] = {a, b, c};
@@ -109,7 +109,7 @@ static void test_checkpoint_keeps_two_and_clears_leftovers(void)
 	char dir[256], path[512], tmp[600];
 	float a[N], b[N], c[N];
 	int64_t clocks[W] = {0};
-	PT_TEST_OK(pt_test_tmpdir(dir, sizeof(dir), "pt-ckpt"));
+	PT_TEST_OK(pti_test_tmpdir(dir, sizeof(dir), "pt-ckpt"));
 	fill(a, 1), fill(b, 2), fill(c, 3);
 	const float *vecs[3] = {a, b, c};
 	pti_ckpt_path(path, sizeof(path), dir, 1, 25);
@@ -139,7 +139,7 @@ static void test_checkpoint_owner_only(void)
 	float a[N], b[N], c[N];
 	int64_t clocks[W] = {0};
 	struct stat sb;
-	PT_TEST_OK(pt_test_tmpdir(dir, sizeof(dir), "pt-ckpt"));
+	PT_TEST_OK(pti_test_tmpdir(dir, sizeof(dir), "pt-ckpt"));
 	fill(a, 1), fill(b, 2), fill(c, 3);
 	const float *vecs[3] = {a, b, c};
 	pti_ckpt_meta m = ckpt_meta(10);
@@ -167,7 +167,7 @@ static void test_checkpoint_failed_write_keeps_older(void)
 	char dir[256], path[512], tmp[600];
 	float a[N], b[N], c[N];
 	int64_t clocks[W] = {0};
-	PT_TEST_OK(pt_test_tmpdir(dir, sizeof(dir), "pt-ckpt"));
+	PT_TEST_OK(pti_test_tmpdir(dir, sizeof(dir), "pt-ckpt"));
 	fill(a, 1), fill(b, 2), fill(c, 3);
 	const float *vecs[3] = {a, b, c};
 	for (int64_t v = 10; v <= 20; v += 10) {
@@ -223,28 +223,28 @@ static void test_checkpoint_schedule(void)
 	PT_TEST_TRUE(!pti_ckpt_due(&t, 1, 104.9) && pti_ckpt_due(&t, 2, 105));
 	PT_TEST_TRUE(!pti_ckpt_due(&t, 3, 109) && pti_ckpt_due(&t, 4, 110.5));
 	PT_TEST_TRUE(!pti_ckpt_due(&off, 20, 1e9));
-	pt_config c;
+	pti_config c;
 	uint64_t every;
 	int secs;
-	pt_config_defaults(&c);
-	PT_TEST_OK(pt_config_ckpt_every(&c, &every, &secs));
+	pti_config_defaults(&c);
+	PT_TEST_OK(pti_config_ckpt_every(&c, &every, &secs));
 	PT_TEST_TRUE(every == 0);
 	snprintf(c.checkpoint_every, sizeof(c.checkpoint_every), "30s");
-	PT_TEST_OK(pt_config_ckpt_every(&c, &every, &secs));
+	PT_TEST_OK(pti_config_ckpt_every(&c, &every, &secs));
 	PT_TEST_TRUE(every == 30 && secs == 1);
 	snprintf(c.checkpoint_every, sizeof(c.checkpoint_every), "25");
-	PT_TEST_OK(pt_config_ckpt_every(&c, &every, &secs));
+	PT_TEST_OK(pti_config_ckpt_every(&c, &every, &secs));
 	PT_TEST_TRUE(every == 25 && secs == 0);
 	const char *bad[] = {"0", "5m", "-3", "x"};
 	for (int i = 0; i < 4; i++) {
 		snprintf(c.checkpoint_every, sizeof(c.checkpoint_every), "%s",
 		    bad[i]);
-		PT_TEST_ERR(pt_config_ckpt_every(&c, &every, &secs), PT_EINVAL);
+		PT_TEST_ERR(pti_config_ckpt_every(&c, &every, &secs), PT_EINVAL);
 		PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "--checkpoint-every");
 	}
 }
 
-static const pt_test_case cases[] = {
+static const pti_test_case cases[] = {
     {"test_checkpoint_round_trip", test_checkpoint_round_trip},
     {"test_checkpoint_schedule", test_checkpoint_schedule},
     {"test_checkpoint_refusals", test_checkpoint_refusals},
@@ -258,5 +258,5 @@ static const pt_test_case cases[] = {
 
 int main(int argc, char **argv)
 {
-	return pt_test_main(argc, argv, cases);
+	return pti_test_main(argc, argv, cases);
 }

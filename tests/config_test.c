@@ -6,17 +6,17 @@
 #include "common/proto.h"
 #include "tests/test.h"
 
-static int parse(pt_config *c, uint32_t cmd, int argc, char **argv)
+static int parse(pti_config *c, uint32_t cmd, int argc, char **argv)
 {
 	int help;
-	pt_config_defaults(c);
-	return pt_config_parse(c, cmd, argc, argv, &help);
+	pti_config_defaults(c);
+	return pti_config_parse(c, cmd, argc, argv, &help);
 }
 
 static void test_config_defaults(void)
 {
-	pt_config c;
-	pt_config_defaults(&c);
+	pti_config c;
+	pti_config_defaults(&c);
 	PT_TEST_TRUE(c.mode == PT_MODE_SYNC && c.servers == 1);
 	PT_TEST_TRUE(c.batch == 256 && c.lr == 0 && c.seed == 1);
 	PT_TEST_TRUE(strcmp(c.data, "fashion-mnist") == 0);
@@ -24,19 +24,19 @@ static void test_config_defaults(void)
 
 static void test_config_parse(void)
 {
-	pt_config c;
+	pti_config c;
 	char *argv[] = {"--mode", "async", "--workers=4", "--lr", "0.05",
 	    "--model", "mlp:8", "--steps", "12"};
 	PT_TEST_OK(parse(&c, PT_CMD_RUN, 9, argv));
 	PT_TEST_TRUE(c.mode == PT_MODE_ASYNC && c.workers == 4);
 	PT_TEST_TRUE(c.lr == 0.05 && c.steps == 12);
-	PT_TEST_TRUE(pt_config_given(&c, "steps"));
-	PT_TEST_TRUE(!pt_config_given(&c, "epochs"));
+	PT_TEST_TRUE(pti_config_given(&c, "steps"));
+	PT_TEST_TRUE(!pti_config_given(&c, "epochs"));
 }
 
 static void test_config_errors_name_the_flag(void)
 {
-	pt_config c;
+	pti_config c;
 	char *a1[] = {"--batch", "abc"};
 	PT_TEST_ERR(parse(&c, PT_CMD_RUN, 2, a1), PT_EINVAL);
 	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "--batch");
@@ -59,22 +59,22 @@ static void test_config_errors_name_the_flag(void)
 
 static void test_config_check_batch(void)
 {
-	pt_config c;
+	pti_config c;
 	char *argv[] = {"--workers", "3", "--batch", "100", "--out", "x"};
 	PT_TEST_OK(parse(&c, PT_CMD_RUN, 6, argv));
-	PT_TEST_ERR(pt_config_check(&c, PT_CMD_RUN), PT_EINVAL);
+	PT_TEST_ERR(pti_config_check(&c, PT_CMD_RUN), PT_EINVAL);
 	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "not divisible");
 }
 
 static void test_config_to_argv_roundtrip(void)
 {
-	pt_config c, d;
+	pti_config c, d;
 	char *argv[] = {"--mode", "async", "--workers", "4", "--lr",
 	    "0.1234567890123", "--seed", "18446744073709551615", "--out", "o"};
 	PT_TEST_OK(parse(&c, PT_CMD_RUN, 10, argv));
 	char *out[128];
 	int n = 0;
-	PT_TEST_OK(pt_config_to_argv(&c, PT_CMD_RUN, PT_CMD_WORKER, out, &n));
+	PT_TEST_OK(pti_config_to_argv(&c, PT_CMD_RUN, PT_CMD_WORKER, out, &n));
 	PT_TEST_OK(parse(&d, PT_CMD_WORKER, n, out));
 	PT_TEST_TRUE(d.mode == c.mode && d.workers == 4);
 	PT_TEST_TRUE(d.seed == 18446744073709551615ULL);
@@ -84,7 +84,7 @@ static void test_config_to_argv_roundtrip(void)
 	for (int i = 0; i < n; i++)
 		free(out[i]);
 	n = 0;
-	PT_TEST_OK(pt_config_to_argv(&c, PT_CMD_RUN, PT_CMD_SERVER, out, &n));
+	PT_TEST_OK(pti_config_to_argv(&c, PT_CMD_RUN, PT_CMD_SERVER, out, &n));
 	PT_TEST_OK(parse(&d, PT_CMD_SERVER, n, out));
 	PT_TEST_TRUE(d.lr == c.lr); // exact: %.17g
 	for (int i = 0; i < n; i++)
@@ -96,31 +96,31 @@ static void test_config_to_argv_roundtrip(void)
 // refused naming the flag.
 static void test_config_straggler_delay(void)
 {
-	pt_config c;
+	pti_config c;
 	double ms;
-	pt_delay d;
-	pt_config_defaults(&c);
+	pti_delay d;
+	pti_config_defaults(&c);
 	c.workers = 3;
 	snprintf(c.straggler, sizeof(c.straggler), "0:20,1:5,0:10");
-	PT_TEST_OK(pt_config_straggler(&c, 0, &ms));
+	PT_TEST_OK(pti_config_straggler(&c, 0, &ms));
 	PT_TEST_TRUE(ms == 30);
-	PT_TEST_OK(pt_config_straggler(&c, 1, &ms));
+	PT_TEST_OK(pti_config_straggler(&c, 1, &ms));
 	PT_TEST_TRUE(ms == 5);
-	PT_TEST_OK(pt_config_straggler(&c, 2, &ms));
+	PT_TEST_OK(pti_config_straggler(&c, 2, &ms));
 	PT_TEST_TRUE(ms == 0);
 	snprintf(c.straggler, sizeof(c.straggler), "3:20");
-	PT_TEST_ERR(pt_config_straggler(&c, 0, &ms), PT_EINVAL);
+	PT_TEST_ERR(pti_config_straggler(&c, 0, &ms), PT_EINVAL);
 	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "--straggler 3:20");
-	PT_TEST_OK(pt_config_delay(&c, &d));
+	PT_TEST_OK(pti_config_delay(&c, &d));
 	PT_TEST_TRUE(d.kind == PT_DELAY_NONE);
 	snprintf(c.delay, sizeof(c.delay), "uniform:2:7");
-	PT_TEST_OK(pt_config_delay(&c, &d));
+	PT_TEST_OK(pti_config_delay(&c, &d));
 	PT_TEST_TRUE(d.kind == PT_DELAY_UNIFORM && d.a == 2 && d.b == 7);
 	snprintf(c.delay, sizeof(c.delay), "exp:4");
-	PT_TEST_OK(pt_config_delay(&c, &d));
+	PT_TEST_OK(pti_config_delay(&c, &d));
 	PT_TEST_TRUE(d.kind == PT_DELAY_EXP && d.a == 4);
 	snprintf(c.delay, sizeof(c.delay), "uniform:7:2");
-	PT_TEST_ERR(pt_config_delay(&c, &d), PT_EINVAL);
+	PT_TEST_ERR(pti_config_delay(&c, &d), PT_EINVAL);
 	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "--delay");
 }
 
@@ -128,24 +128,24 @@ static void test_config_straggler_delay(void)
 // is refused there, naming the flag.
 static void test_config_specs_read_once(void)
 {
-	pt_config c;
+	pti_config c;
 	int help;
 	char *ok[] = {"--delay", "uniform:1:3", "--checkpoint-every", "5s",
 	    "--optimizer", "momentum:0.5"};
-	pt_config_defaults(&c);
+	pti_config_defaults(&c);
 	PT_TEST_TRUE(c.delay_spec.kind == PT_DELAY_NONE && c.ckpt_every == 0);
 	PT_TEST_TRUE(c.optim.kind == PT_OPT_SGD);
-	PT_TEST_OK(pt_config_parse(&c, PT_CMD_RUN, 6, ok, &help));
+	PT_TEST_OK(pti_config_parse(&c, PT_CMD_RUN, 6, ok, &help));
 	PT_TEST_TRUE(c.delay_spec.kind == PT_DELAY_UNIFORM &&
 		     c.delay_spec.a == 1 && c.delay_spec.b == 3);
 	PT_TEST_TRUE(c.ckpt_every == 5 && c.ckpt_seconds == 1);
 	PT_TEST_TRUE(c.optim.kind == PT_OPT_MOMENTUM && c.optim.momentum == 0.5);
 	char *bad[] = {"--checkpoint-every", "5m"};
-	PT_TEST_ERR(pt_config_parse(&c, PT_CMD_RUN, 2, bad, &help), PT_EINVAL);
+	PT_TEST_ERR(pti_config_parse(&c, PT_CMD_RUN, 2, bad, &help), PT_EINVAL);
 	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "--checkpoint-every 5m");
 }
 
-static const pt_test_case cases[] = {
+static const pti_test_case cases[] = {
     {"test_config_specs_read_once", test_config_specs_read_once},
     {"test_config_defaults", test_config_defaults},
     {"test_config_straggler_delay", test_config_straggler_delay},
@@ -158,5 +158,5 @@ static const pt_test_case cases[] = {
 
 int main(int argc, char **argv)
 {
-	return pt_test_main(argc, argv, cases);
+	return pti_test_main(argc, argv, cases);
 }

@@ -152,21 +152,21 @@ static void expect_labels_err(const char *path, int code, const char *has)
 // the output was left alone.
 static void expect_load_err(const char *spec, int code, const char *has)
 {
-	pt_data d;
+	pti_data d;
 	memset(&d, 0xab, sizeof(d));
-	int rv = pt_data_load(&d, spec, 1);
+	int rv = pti_data_load(&d, spec, 1);
 	PT_TEST_ERR(rv, code);
 	PT_TEST_STR_HAS(pt_errmsg(rv), has);
 	PT_TEST_TRUE(d.train.n == 0xabababab && d.test.n == 0xabababab);
 	if (rv == 0)
-		pt_data_fini(&d);
+		pti_data_fini(&d);
 }
 
 // ---------------------------------------------------------------------
 // Real data
 // ---------------------------------------------------------------------
 
-static void check_split(const pt_dataset *s, uint32_t n, uint32_t per_class)
+static void check_split(const pti_dataset *s, uint32_t n, uint32_t per_class)
 {
 	uint32_t count[10] = {0};
 	PT_TEST_TRUE(s->n == n);
@@ -194,42 +194,42 @@ static void check_split(const pt_dataset *s, uint32_t n, uint32_t per_class)
 
 static void test_data_fashion_loads(void)
 {
-	pt_data d;
-	PT_TEST_OK(pt_data_load(&d, "fashion-mnist", 1));
+	pti_data d;
+	PT_TEST_OK(pti_data_load(&d, "fashion-mnist", 1));
 	check_split(&d.train, 60000, 6000);
 	check_split(&d.test, 10000, 1000);
 	// The first example of each split is an ankle boot (class 9).
 	PT_TEST_TRUE(d.train.y[0] == 9 && d.test.y[0] == 9);
-	pt_data_fini(&d);
+	pti_data_fini(&d);
 	PT_TEST_TRUE(d.train.x == NULL && d.test.y == NULL);
 }
 
 static void test_data_dims(void)
 {
 	uint32_t dim = 0, classes = 0;
-	PT_TEST_OK(pt_data_dims("fashion-mnist", &dim, &classes));
+	PT_TEST_OK(pti_data_dims("fashion-mnist", &dim, &classes));
 	PT_TEST_TRUE(dim == 784 && classes == 10);
 	dim = classes = 0;
-	PT_TEST_OK(pt_data_dims("fashion-mnist:" FASHION "/", &dim, &classes));
+	PT_TEST_OK(pti_data_dims("fashion-mnist:" FASHION "/", &dim, &classes));
 	PT_TEST_TRUE(dim == 784 && classes == 10);
 	dim = classes = 0;
-	PT_TEST_OK(pt_data_dims("synthetic:100", &dim, &classes));
+	PT_TEST_OK(pti_data_dims("synthetic:100", &dim, &classes));
 	PT_TEST_TRUE(dim == 64 && classes == 10);
 
 	char dir[4096];
-	PT_TEST_TRUE(pt_test_tmpdir(dir, sizeof(dir), "pt_data_test") == 0);
+	PT_TEST_TRUE(pti_test_tmpdir(dir, sizeof(dir), "pti_data_test") == 0);
 	write_fashion(dir, 3, 3, 2, 5, 7);
 	char spec[4200];
 	snprintf(spec, sizeof(spec), "fashion-mnist:%s", dir);
 	// dims reads only the image headers of both splits, which disagree.
 	dim = classes = 1;
-	int rv = pt_data_dims(spec, &dim, &classes);
+	int rv = pti_data_dims(spec, &dim, &classes);
 	PT_TEST_ERR(rv, PT_ECORRUPT);
 	PT_TEST_STR_HAS(pt_errmsg(rv), "5 x 7");
 	PT_TEST_STR_HAS(pt_errmsg(rv), "t10k-images-idx3-ubyte.gz");
 	PT_TEST_TRUE(dim == 1 && classes == 1);
-	pt_test_rmdir(dir);
-	rv = pt_data_dims(spec, &dim, &classes);
+	pti_test_rmdir(dir);
+	rv = pti_data_dims(spec, &dim, &classes);
 	PT_TEST_ERR(rv, PT_ENOENT);
 	PT_TEST_STR_HAS(pt_errmsg(rv), "train-images-idx3-ubyte.gz");
 }
@@ -237,16 +237,16 @@ static void test_data_dims(void)
 static void test_data_fashion_dir_small(void)
 {
 	char dir[4096], spec[4200];
-	PT_TEST_TRUE(pt_test_tmpdir(dir, sizeof(dir), "pt_data_test") == 0);
+	PT_TEST_TRUE(pti_test_tmpdir(dir, sizeof(dir), "pti_data_test") == 0);
 	write_fashion(dir, 30, 30, 20, 28, 28);
 	snprintf(spec, sizeof(spec), "fashion-mnist:%s", dir);
-	pt_data d;
-	PT_TEST_OK(pt_data_load(&d, spec, 1));
+	pti_data d;
+	PT_TEST_OK(pti_data_load(&d, spec, 1));
 	PT_TEST_TRUE(d.train.n == 30 && d.test.n == 20 && d.train.dim == 784);
 	PT_TEST_TRUE(d.train.x[784 + 1] == (784 + 1) % 256);
 	PT_TEST_TRUE(d.train.y[13] == 3);
-	pt_data_fini(&d);
-	pt_test_rmdir(dir);
+	pti_data_fini(&d);
+	pti_test_rmdir(dir);
 }
 
 // A worker's batches, gathered in place and ahead (--prefetch): the same
@@ -254,8 +254,8 @@ static void test_data_fashion_dir_small(void)
 // worker that rejoined at an earlier step), and each worker its slice.
 static void test_data_batches_ahead_same(void)
 {
-	pt_data d;
-	PT_TEST_OK(pt_data_load(&d, "synthetic:500", 1));
+	pti_data d;
+	PT_TEST_OK(pti_data_load(&d, "synthetic:500", 1));
 	pti_batches *now, *ahead;
 	PT_TEST_OK(pti_batches_open(&now, &d.train, 9, 60, 3, 1, 0));
 	PT_TEST_OK(pti_batches_open(&ahead, &d.train, 9, 60, 3, 1, 1));
@@ -280,7 +280,7 @@ static void test_data_batches_ahead_same(void)
 	pti_batches_close(now);
 	pti_batches_close(ahead);
 	free(perm);
-	pt_data_fini(&d);
+	pti_data_fini(&d);
 }
 
 // ---------------------------------------------------------------------
@@ -295,7 +295,7 @@ static void test_data_missing_file(void)
 	    "No such file or directory");
 
 	char dir[4096], spec[4200], want[4200];
-	PT_TEST_TRUE(pt_test_tmpdir(dir, sizeof(dir), "pt_data_test") == 0);
+	PT_TEST_TRUE(pti_test_tmpdir(dir, sizeof(dir), "pti_data_test") == 0);
 	snprintf(spec, sizeof(spec), "fashion-mnist:%s", dir);
 	snprintf(want, sizeof(want), "%s/train-images-idx3-ubyte.gz: No such",
 	    dir);
@@ -305,13 +305,13 @@ static void test_data_missing_file(void)
 	snprintf(want, sizeof(want), "%s/t10k-images-idx3-ubyte.gz", dir);
 	unlink(want);
 	expect_load_err(spec, PT_ENOENT, want);
-	pt_test_rmdir(dir);
+	pti_test_rmdir(dir);
 }
 
 static void test_data_truncated(void)
 {
 	char dir[4096], path[4200];
-	PT_TEST_TRUE(pt_test_tmpdir(dir, sizeof(dir), "pt_data_test") == 0);
+	PT_TEST_TRUE(pti_test_tmpdir(dir, sizeof(dir), "pti_data_test") == 0);
 	write_images(path, dir, "short.gz", 100, 28, 28, 1000);
 	expect_images_err(path, PT_ECORRUPT,
 	    "truncated: expected 78400 bytes of pixels, got 1000");
@@ -325,14 +325,14 @@ static void test_data_truncated(void)
 	    "truncated: expected 16 bytes of header, got 8");
 	write_idx(path, dir, "empty.gz", 1, 0x803, w, -1, 0, 1);
 	expect_images_err(path, PT_ECORRUPT, "got 0");
-	pt_test_rmdir(dir);
+	pti_test_rmdir(dir);
 }
 
 static void test_data_gzip_corrupt(void)
 {
 	char dir[4096], path[4200];
 	long len;
-	PT_TEST_TRUE(pt_test_tmpdir(dir, sizeof(dir), "pt_data_test") == 0);
+	PT_TEST_TRUE(pti_test_tmpdir(dir, sizeof(dir), "pti_data_test") == 0);
 	// Pseudo-random pixels, so the deflate stream is long enough to cut.
 	uint32_t w[3] = {200, 28, 28};
 	write_idx(path, dir, "a.gz", 1, 0x803, w, 3, 200 * 784, 251);
@@ -357,13 +357,13 @@ static void test_data_gzip_corrupt(void)
 	write_whole(path, buf, len);
 	expect_images_err(path, PT_ECORRUPT, "");
 	free(buf);
-	pt_test_rmdir(dir);
+	pti_test_rmdir(dir);
 }
 
 static void test_data_bad_magic(void)
 {
 	char dir[4096], path[4200];
-	PT_TEST_TRUE(pt_test_tmpdir(dir, sizeof(dir), "pt_data_test") == 0);
+	PT_TEST_TRUE(pti_test_tmpdir(dir, sizeof(dir), "pti_data_test") == 0);
 	uint32_t w[3] = {2, 28, 28};
 	write_idx(path, dir, "lab-as-img.gz", 1, 0x801, w, 3, 2 * 784, 256);
 	expect_images_err(path, PT_ECORRUPT, "0x00000801");
@@ -374,13 +374,13 @@ static void test_data_bad_magic(void)
 	// Text that is not gzip is read as is and fails on its magic.
 	write_whole(path, "hello, world\n", 13);
 	expect_images_err(path, PT_ECORRUPT, "0x68656c6c");
-	pt_test_rmdir(dir);
+	pti_test_rmdir(dir);
 }
 
 static void test_data_wrong_dims(void)
 {
 	char dir[4096], path[4200];
-	PT_TEST_TRUE(pt_test_tmpdir(dir, sizeof(dir), "pt_data_test") == 0);
+	PT_TEST_TRUE(pti_test_tmpdir(dir, sizeof(dir), "pti_data_test") == 0);
 	write_images(path, dir, "zero-rows.gz", 2, 0, 28, 0);
 	expect_images_err(path, PT_ECORRUPT, "0 x 28");
 	write_images(path, dir, "huge.gz", 2, 1001, 1000, 0);
@@ -394,13 +394,13 @@ static void test_data_wrong_dims(void)
 	write_fashion(dir, 3, 3, 2, 14, 14);
 	snprintf(spec, sizeof(spec), "fashion-mnist:%s", dir);
 	expect_load_err(spec, PT_ECORRUPT, "14 x 14");
-	pt_test_rmdir(dir);
+	pti_test_rmdir(dir);
 }
 
 static void test_data_hostile_header(void)
 {
 	char dir[4096], path[4200];
-	PT_TEST_TRUE(pt_test_tmpdir(dir, sizeof(dir), "pt_data_test") == 0);
+	PT_TEST_TRUE(pti_test_tmpdir(dir, sizeof(dir), "pti_data_test") == 0);
 	// Four billion images: refused from the header alone.
 	write_images(path, dir, "4g.gz", 4000000000u, 28, 28, 100);
 	expect_images_err(path, PT_ECORRUPT, "4000000000 images");
@@ -412,18 +412,18 @@ static void test_data_hostile_header(void)
 	expect_images_err(path, PT_ECORRUPT, "got 100");
 	write_images(path, dir, "square.gz", 10000000u, 1000, 1000, 100);
 	expect_images_err(path, PT_ECORRUPT, "exceed");
-	pt_test_rmdir(dir);
+	pti_test_rmdir(dir);
 }
 
 static void test_data_trailing_bytes(void)
 {
 	char dir[4096], path[4200];
-	PT_TEST_TRUE(pt_test_tmpdir(dir, sizeof(dir), "pt_data_test") == 0);
+	PT_TEST_TRUE(pti_test_tmpdir(dir, sizeof(dir), "pti_data_test") == 0);
 	write_images(path, dir, "long.gz", 2, 28, 28, 2 * 784 + 1);
 	expect_images_err(path, PT_ECORRUPT, "trailing bytes");
 	write_labels(path, dir, "long-labels.gz", 5, 6);
 	expect_labels_err(path, PT_ECORRUPT, "trailing bytes");
-	pt_test_rmdir(dir);
+	pti_test_rmdir(dir);
 }
 
 static void test_data_uncompressed(void)
@@ -431,7 +431,7 @@ static void test_data_uncompressed(void)
 	char dir[4096], path[4200];
 	uint8_t *x = NULL, *y = NULL;
 	uint32_t n = 0, rows = 0, cols = 0;
-	PT_TEST_TRUE(pt_test_tmpdir(dir, sizeof(dir), "pt_data_test") == 0);
+	PT_TEST_TRUE(pti_test_tmpdir(dir, sizeof(dir), "pti_data_test") == 0);
 	uint32_t w[3] = {3, 4, 5};
 	write_idx(path, dir, "plain", 0, 0x803, w, 3, 60, 256);
 	PT_TEST_OK(pti_idx_read_images(path, &x, &n, &rows, &cols));
@@ -442,26 +442,26 @@ static void test_data_uncompressed(void)
 	PT_TEST_TRUE(n == 3 && y != NULL && y[2] == 2);
 	free(x);
 	free(y);
-	pt_test_rmdir(dir);
+	pti_test_rmdir(dir);
 }
 
 static void test_data_count_mismatch(void)
 {
 	char dir[4096], spec[4200];
-	PT_TEST_TRUE(pt_test_tmpdir(dir, sizeof(dir), "pt_data_test") == 0);
+	PT_TEST_TRUE(pti_test_tmpdir(dir, sizeof(dir), "pti_data_test") == 0);
 	write_fashion(dir, 10, 9, 4, 28, 28);
 	snprintf(spec, sizeof(spec), "fashion-mnist:%s", dir);
 	expect_load_err(spec, PT_ECORRUPT,
 	    "train-images-idx3-ubyte.gz has 10 images");
 	expect_load_err(spec, PT_ECORRUPT,
 	    "train-labels-idx1-ubyte.gz has 9 labels");
-	pt_test_rmdir(dir);
+	pti_test_rmdir(dir);
 }
 
 static void test_data_label_range(void)
 {
 	char dir[4096], spec[4200], path[4200];
-	PT_TEST_TRUE(pt_test_tmpdir(dir, sizeof(dir), "pt_data_test") == 0);
+	PT_TEST_TRUE(pti_test_tmpdir(dir, sizeof(dir), "pti_data_test") == 0);
 	write_fashion(dir, 12, 12, 4, 28, 28);
 	// Labels 0..11: the 11th label is 10.
 	write_idx(path, dir, "train-labels-idx1-ubyte.gz", 1, 0x801,
@@ -469,7 +469,7 @@ static void test_data_label_range(void)
 	snprintf(spec, sizeof(spec), "fashion-mnist:%s", dir);
 	expect_load_err(spec, PT_ECORRUPT, path);
 	expect_load_err(spec, PT_ECORRUPT, "label 10 of example 10");
-	pt_test_rmdir(dir);
+	pti_test_rmdir(dir);
 }
 
 // ---------------------------------------------------------------------
@@ -489,7 +489,7 @@ static void test_data_bad_specs(void)
 		expect_load_err(bad[i], PT_EINVAL, "--data");
 		if (*bad[i] != '\0')
 			expect_load_err(bad[i], PT_EINVAL, bad[i]);
-		int rv = pt_data_dims(bad[i], &dim, &classes);
+		int rv = pti_data_dims(bad[i], &dim, &classes);
 		PT_TEST_ERR(rv, PT_EINVAL);
 		PT_TEST_STR_HAS(pt_errmsg(rv), "--data");
 		PT_TEST_TRUE(dim == 3 && classes == 3);
@@ -503,7 +503,7 @@ static void test_data_bad_specs(void)
 // Synthetic
 // ---------------------------------------------------------------------
 
-static int same_split(const pt_dataset *a, const pt_dataset *b)
+static int same_split(const pti_dataset *a, const pti_dataset *b)
 {
 	return a->n == b->n && a->dim == b->dim &&
 	    memcmp(a->x, b->x, (size_t)a->n * a->dim) == 0 &&
@@ -512,8 +512,8 @@ static int same_split(const pt_dataset *a, const pt_dataset *b)
 
 static void test_data_synthetic_shapes(void)
 {
-	pt_data d;
-	PT_TEST_OK(pt_data_load(&d, "synthetic:1000", 5));
+	pti_data d;
+	PT_TEST_OK(pti_data_load(&d, "synthetic:1000", 5));
 	PT_TEST_TRUE(d.train.n == 1000 && d.test.n == 200);
 	PT_TEST_TRUE(d.train.dim == 64 && d.test.dim == 64);
 	PT_TEST_TRUE(d.train.classes == 10 && d.test.classes == 10);
@@ -528,31 +528,31 @@ static void test_data_synthetic_shapes(void)
 	PT_TEST_TRUE(!bad);
 	for (int c = 0; c < 10; c++)
 		PT_TEST_TRUE(count[c] > 50); // about 100 each
-	pt_data_fini(&d);
-	PT_TEST_OK(pt_data_load(&d, "synthetic:1", 5));
+	pti_data_fini(&d);
+	PT_TEST_OK(pti_data_load(&d, "synthetic:1", 5));
 	PT_TEST_TRUE(d.train.n == 1 && d.test.n == 1);
 	PT_TEST_TRUE(d.test.y[0] < 10);
-	pt_data_fini(&d);
-	PT_TEST_OK(pt_data_load(&d, "synthetic:9", 5));
+	pti_data_fini(&d);
+	PT_TEST_OK(pti_data_load(&d, "synthetic:9", 5));
 	PT_TEST_TRUE(d.train.n == 9 && d.test.n == 1);
-	pt_data_fini(&d);
+	pti_data_fini(&d);
 }
 
 static void test_data_synthetic_deterministic(void)
 {
-	pt_data a, b, c;
-	PT_TEST_OK(pt_data_load(&a, "synthetic:500", 42));
-	PT_TEST_OK(pt_data_load(&b, "synthetic:500", 42));
-	PT_TEST_OK(pt_data_load(&c, "synthetic:500", 43));
+	pti_data a, b, c;
+	PT_TEST_OK(pti_data_load(&a, "synthetic:500", 42));
+	PT_TEST_OK(pti_data_load(&b, "synthetic:500", 42));
+	PT_TEST_OK(pti_data_load(&c, "synthetic:500", 43));
 	PT_TEST_TRUE(same_split(&a.train, &b.train));
 	PT_TEST_TRUE(same_split(&a.test, &b.test));
 	PT_TEST_TRUE(!same_split(&a.train, &c.train));
 	PT_TEST_TRUE(!same_split(&a.test, &c.test));
 	// Test examples come from their own stream, not a copy of the train.
 	PT_TEST_TRUE(memcmp(a.train.x, a.test.x, 100 * 64) != 0);
-	pt_data_fini(&a);
-	pt_data_fini(&b);
-	pt_data_fini(&c);
+	pti_data_fini(&a);
+	pti_data_fini(&b);
+	pti_data_fini(&c);
 }
 
 // test_data_synthetic_learnable fits a softmax classifier with plain SGD
@@ -561,10 +561,10 @@ static void test_data_synthetic_learnable(void)
 {
 	enum { D = 64, K = 10 };
 	static float w[K][D + 1];
-	pt_data d;
+	pti_data d;
 	float x[D];
 	uint8_t y;
-	PT_TEST_OK(pt_data_load(&d, "synthetic:2000", 7));
+	PT_TEST_OK(pti_data_load(&d, "synthetic:2000", 7));
 	memset(w, 0, sizeof(w));
 	for (int epoch = 0; epoch < 5; epoch++) {
 		for (uint32_t i = 0; i < d.train.n; i++) {
@@ -603,7 +603,7 @@ static void test_data_synthetic_learnable(void)
 		right += best == y;
 	}
 	PT_TEST_TRUE(right > d.test.n * 8 / 10);
-	pt_data_fini(&d);
+	pti_data_fini(&d);
 }
 
 // ---------------------------------------------------------------------
@@ -659,7 +659,7 @@ static void test_data_gather(void)
 {
 	uint8_t x[3 * 4] = {0, 255, 51, 1, 2, 3, 4, 5, 128, 0, 0, 255};
 	uint8_t y[3] = {4, 7, 9};
-	pt_dataset d = {.n = 3, .dim = 4, .classes = 10, .x = x, .y = y};
+	pti_dataset d = {.n = 3, .dim = 4, .classes = 10, .x = x, .y = y};
 	uint32_t idx[4] = {2, 0, 0, 1};
 	float xo[4 * 4];
 	uint8_t yo[4];
@@ -687,7 +687,7 @@ static void test_data_gather_every_byte(void)
 	volatile float den = 255.0f; // keeps the reference a scalar divide
 	for (int j = 0; j < DIM; j++)
 		x[j] = (uint8_t)(j * 7 + 1);
-	pt_dataset d = {.n = 1, .dim = DIM, .classes = 10, .x = x, .y = &y};
+	pti_dataset d = {.n = 1, .dim = DIM, .classes = 10, .x = x, .y = &y};
 	pti_data_gather(xo, &yo, &d, &idx, 1);
 	int same = 1;
 	for (int j = 0; j < DIM; j++)
@@ -699,13 +699,13 @@ static void test_data_gather_every_byte(void)
 
 static void test_data_fini_zeroed(void)
 {
-	pt_data d;
+	pti_data d;
 	memset(&d, 0, sizeof(d));
-	pt_data_fini(&d);
+	pti_data_fini(&d);
 	d.train.x = malloc(10); // half-built: only some arrays present
-	pt_data_fini(&d);
+	pti_data_fini(&d);
 	PT_TEST_TRUE(d.train.x == NULL);
-	pt_data_fini(&d);
+	pti_data_fini(&d);
 }
 
 // test_data_holdout: the split keeps every example exactly once, in its
@@ -714,25 +714,25 @@ static void test_data_fini_zeroed(void)
 // which original indices went where through a tagged copy).
 static void test_data_holdout(void)
 {
-	pt_data d, e;
-	PT_TEST_OK(pt_data_load(&d, "synthetic:500", 3));
+	pti_data d, e;
+	PT_TEST_OK(pti_data_load(&d, "synthetic:500", 3));
 	// Tag each example by its index in the first feature byte pair.
 	for (uint32_t i = 0; i < d.train.n; i++) {
 		d.train.x[(size_t)i * d.train.dim] = (uint8_t)(i & 0xff);
 		d.train.x[(size_t)i * d.train.dim + 1] = (uint8_t)(i >> 8);
 	}
-	PT_TEST_OK(pt_data_load(&e, "synthetic:500", 99));
+	PT_TEST_OK(pti_data_load(&e, "synthetic:500", 99));
 	for (uint32_t i = 0; i < e.train.n; i++) {
 		e.train.x[(size_t)i * e.train.dim] = (uint8_t)(i & 0xff);
 		e.train.x[(size_t)i * e.train.dim + 1] = (uint8_t)(i >> 8);
 	}
-	PT_TEST_OK(pt_data_holdout(&d, 50));
-	PT_TEST_OK(pt_data_holdout(&e, 50));
+	PT_TEST_OK(pti_data_holdout(&d, 50));
+	PT_TEST_OK(pti_data_holdout(&e, 50));
 	PT_TEST_TRUE(d.train.n == 450 && d.val.n == 50);
 	PT_TEST_TRUE(d.val.dim == d.train.dim && d.val.classes == 10);
 	uint8_t seen[500] = {0};
 	int ordered = 1;
-	const pt_dataset *parts[2] = {&d.train, &d.val};
+	const pti_dataset *parts[2] = {&d.train, &d.val};
 	for (int k = 0; k < 2; k++) {
 		int prev = -1;
 		for (uint32_t i = 0; i < parts[k]->n; i++) {
@@ -755,18 +755,18 @@ static void test_data_holdout(void)
 			e.val.x[(size_t)i * e.val.dim] &&
 		    d.val.x[(size_t)i * d.val.dim + 1] ==
 			e.val.x[(size_t)i * e.val.dim + 1]);
-	PT_TEST_ERR(pt_data_holdout(&d, 5), PT_EINVAL); // already split
-	pt_data_fini(&d);
-	pt_data_fini(&e);
-	PT_TEST_OK(pt_data_load(&d, "synthetic:20", 3));
-	PT_TEST_ERR(pt_data_holdout(&d, 20), PT_EINVAL);
+	PT_TEST_ERR(pti_data_holdout(&d, 5), PT_EINVAL); // already split
+	pti_data_fini(&d);
+	pti_data_fini(&e);
+	PT_TEST_OK(pti_data_load(&d, "synthetic:20", 3));
+	PT_TEST_ERR(pti_data_holdout(&d, 20), PT_EINVAL);
 	PT_TEST_TRUE(d.train.n == 20 && d.val.n == 0);
-	PT_TEST_OK(pt_data_holdout(&d, 0));
+	PT_TEST_OK(pti_data_holdout(&d, 0));
 	PT_TEST_TRUE(d.train.n == 20 && d.val.n == 0);
-	pt_data_fini(&d);
+	pti_data_fini(&d);
 }
 
-static const pt_test_case cases[] = {
+static const pti_test_case cases[] = {
 	{"test_data_fashion_loads", test_data_fashion_loads},
 	{"test_data_dims", test_data_dims},
 	{"test_data_fashion_dir_small", test_data_fashion_dir_small},
@@ -796,5 +796,5 @@ static const pt_test_case cases[] = {
 
 int main(int argc, char **argv)
 {
-	return pt_test_main(argc, argv, cases);
+	return pti_test_main(argc, argv, cases);
 }

@@ -27,7 +27,7 @@
 // ---------------------------------------------------------------------
 
 typedef struct fixture {
-	pt_layout l;
+	pti_layout l;
 	pti_model *m;
 	uint32_t b;
 	float *params, *grad; // (n_params)
@@ -36,12 +36,12 @@ typedef struct fixture {
 } fixture;
 
 // fixture_init builds spec on dim inputs and classes outputs with params
-// from pt_layout_init_values and b random normal examples.
+// from pti_layout_init_values and b random normal examples.
 static int fixture_init(fixture *f, const char *spec, uint32_t dim,
     uint32_t classes, uint32_t b, uint64_t seed)
 {
 	memset(f, 0, sizeof(*f));
-	int rv = pt_layout_init(&f->l, spec, dim, classes);
+	int rv = pti_layout_init(&f->l, spec, dim, classes);
 	if (rv != 0 || (rv = pti_model_alloc(&f->m, &f->l, b)) != 0)
 		return rv;
 	f->b = b;
@@ -51,7 +51,7 @@ static int fixture_init(fixture *f, const char *spec, uint32_t dim,
 	f->y = malloc(b);
 	if (!f->params || !f->grad || !f->x || !f->y)
 		return PT_ENOMEM;
-	pt_layout_init_values(f->params, &f->l, seed, 0, f->l.n_params);
+	pti_layout_init_values(f->params, &f->l, seed, 0, f->l.n_params);
 	pti_rng r;
 	pti_rng_seed(&r, seed, 99);
 	for (size_t i = 0; i < (size_t)b * dim; i++)
@@ -135,7 +135,7 @@ static double grad_check(const float *grad, const double *fd, uint64_t n,
 // differences can take steps far below float's rounding.
 static double cnn_ref_loss(const fixture *f, const double *delta)
 {
-	const pt_layout *l = &f->l;
+	const pti_layout *l = &f->l;
 	uint32_t n = l->n_layers - 1, classes = l->width[n + 1];
 	size_t big = 0;
 	for (uint32_t k = 0; k <= n; k++)
@@ -314,7 +314,7 @@ static void catches_errors(const char *spec, uint32_t dim, uint32_t b,
 	PT_TEST_TRUE(grad_check(f.grad, fd, f.l.n_params, &at) < tol);
 	// A 5% slip in any one entry of any variable must show.
 	for (uint32_t v = 0; v < f.l.n_vars; v++) {
-		const pt_var *var = &f.l.vars[v];
+		const pti_var *var = &f.l.vars[v];
 		for (uint64_t i = var->off; i < var->off + var->n; i++) {
 			float keep = f.grad[i];
 			f.grad[i] += 0.05f * fabsf(keep) + 1e-3f;
@@ -351,7 +351,7 @@ static void test_model_grad_check_catches_errors(void)
 // loops, straight from the definitions.
 static double ref_loss(const fixture *f)
 {
-	const pt_layout *l = &f->l;
+	const pti_layout *l = &f->l;
 	double a[64], z[64], total = 0;
 	for (uint32_t i = 0; i < f->b; i++) {
 		uint32_t n = l->width[0];
@@ -412,7 +412,7 @@ static void test_model_uniform_loss_is_log_classes(void)
 		    f.y, 4));
 		PT_TEST_NEAR(loss, log(10.0), 1e-6);
 		// Output bias gradient: mean over rows of 1/C - onehot.
-		const pt_var *bo = &f.l.vars[f.l.n_vars - 1];
+		const pti_var *bo = &f.l.vars[f.l.n_vars - 1];
 		for (uint32_t j = 0; j < 10; j++) {
 			double want = 0.1;
 			for (uint32_t i = 0; i < 4; i++)
@@ -435,9 +435,9 @@ static void test_model_uniform_loss_is_log_classes(void)
 
 static void test_model_eval_hand_case(void)
 {
-	pt_layout l;
+	pti_layout l;
 	pti_model *m;
-	PT_TEST_OK(pt_layout_init(&l, "softmax", 2, 3));
+	PT_TEST_OK(pti_layout_init(&l, "softmax", 2, 3));
 	PT_TEST_OK(pti_model_alloc(&m, &l, 8));
 	// w0 (2, 3) picks logit 0 from x0 and 1 from x1; b0 favours 2.
 	const float params[9] = {1, 0, 0, 0, 1, 0, 0, 0, 0.5f};
@@ -545,7 +545,7 @@ static void test_model_bad_args(void)
 // layer first, with two ping-pong buffers. The same pti_blas_sgemm calls.
 static double legacy_grad(float *grad, const fixture *f)
 {
-	const pt_layout *l = &f->l;
+	const pti_layout *l = &f->l;
 	uint32_t L = l->n_layers, b = f->b, wide = 0;
 	float *act[PT_MAX_LAYERS + 1] = {0};
 	for (uint32_t i = 1; i <= L; i++) {
@@ -783,7 +783,7 @@ static void log_done(void *arg, uint64_t off, uint64_t n, double loss)
 // calls: ready 0..L-1 first, then the pieces in order, tiling the vector.
 static void order_check(fixture *f, uint32_t blocks)
 {
-	const pt_layout *l = &f->l;
+	const pti_layout *l = &f->l;
 	uint64_t np = l->n_params;
 	float *want = malloc(np * sizeof(float));
 	float *g = malloc(np * sizeof(float));
@@ -881,7 +881,7 @@ static void test_model_hooked_order(void)
 // on. The gradient comes out right only if forward reads each layer
 // after its ready and nothing reads params after the chain.
 typedef struct param_gate {
-	const pt_layout *l;
+	const pti_layout *l;
 	float *params;       // what the model reads
 	const float *values; // the true parameters
 	int poisoned;
@@ -1184,7 +1184,7 @@ static void test_model_cnn_grad_check_catches_errors(void)
 }
 
 // A layer's range in the flat vector, [w_k, b_k].
-static void layer_range(const pt_layout *l, uint32_t k, uint64_t *off,
+static void layer_range(const pti_layout *l, uint32_t k, uint64_t *off,
     uint64_t *n)
 {
 	*off = l->vars[2 * k].off;
@@ -1256,13 +1256,13 @@ static void test_model_cnn_predicts_loss(void)
 
 static void test_model_cnn_eval_hand_case(void)
 {
-	pt_layout l;
+	pti_layout l;
 	pti_model *m;
 	// cnn:1 on 4x4 images into 4 classes: the conv passes the centre
 	// tap through, the pool keeps each 2x2 quadrant's largest (ReLU'd)
 	// pixel, and the dense layer is the identity: logit k is quadrant
 	// k's maximum, quadrants in row-major order.
-	PT_TEST_OK(pt_layout_init(&l, "cnn:1", 16, 4));
+	PT_TEST_OK(pti_layout_init(&l, "cnn:1", 16, 4));
 	PT_TEST_TRUE(l.n_params == 10 + 20);
 	PT_TEST_OK(pti_model_alloc(&m, &l, 8));
 	float params[30] = {0};
@@ -1355,7 +1355,7 @@ static void test_model_cnn_hooked_order(void)
 		fixture f;
 		double want_loss, loss;
 		PT_TEST_OK(fixture_init(&f, c->spec, c->dim, 3, c->b, 120 + s));
-		const pt_layout *l = &f.l;
+		const pti_layout *l = &f.l;
 		uint64_t np = l->n_params;
 		float *g = malloc(np * sizeof(float));
 		float *got = malloc(np * sizeof(float));
@@ -1458,7 +1458,7 @@ static void test_model_cnn_bad_args(void)
 	for (uint64_t i = 0; i < f.l.n_params; i++)
 		PT_TEST_TRUE(f.grad[i] == 42.0f);
 	// A layout whose variables are not the spec's is refused.
-	pt_layout bad = f.l;
+	pti_layout bad = f.l;
 	pti_model *m = NULL;
 	bad.vars[1].off += 1;
 	PT_TEST_ERR(pti_model_alloc(&m, &bad, 4), PT_EINVAL);
@@ -1504,7 +1504,7 @@ static void test_model_cnn_sgd_lowers_loss(void)
 	fixture_fini(&f);
 }
 
-static const pt_test_case cases[] = {
+static const pti_test_case cases[] = {
     {"test_model_grad_check_softmax", test_model_grad_check_softmax},
     {"test_model_grad_check_mlp", test_model_grad_check_mlp},
     {"test_model_grad_check_catches_errors",
@@ -1543,5 +1543,5 @@ static const pt_test_case cases[] = {
 
 int main(int argc, char **argv)
 {
-	return pt_test_main(argc, argv, cases);
+	return pti_test_main(argc, argv, cases);
 }

@@ -69,7 +69,7 @@ static void fix_crc(uint8_t *p, size_t n)
 // A saved model in a fresh directory: dir/model.bin, and its bytes.
 typedef struct saved {
 	char dir[4096], path[4200], bad[4200];
-	pt_layout l;
+	pti_layout l;
 	float *params;
 	uint8_t *bytes;
 	size_t n;
@@ -80,17 +80,17 @@ static int saved_init(saved *s, const char *spec, uint32_t dim,
 {
 	int rv;
 	memset(s, 0, sizeof(*s));
-	if (pt_test_tmpdir(s->dir, sizeof(s->dir), "pt_modelfile_test") != 0)
+	if (pti_test_tmpdir(s->dir, sizeof(s->dir), "pti_modelfile_test") != 0)
 		return PT_EIO;
 	snprintf(s->path, sizeof(s->path), "%s/model.bin", s->dir);
 	snprintf(s->bad, sizeof(s->bad), "%s/bad.bin", s->dir);
-	if ((rv = pt_layout_init(&s->l, spec, dim, classes)) != 0)
+	if ((rv = pti_layout_init(&s->l, spec, dim, classes)) != 0)
 		return rv;
 	s->params = malloc(s->l.n_params * sizeof(float));
 	if (s->params == NULL)
 		return PT_ENOMEM;
-	pt_layout_init_values(s->params, &s->l, 77, 0, s->l.n_params);
-	if ((rv = pt_modelfile_save(s->path, &s->l, s->params)) != 0)
+	pti_layout_init_values(s->params, &s->l, 77, 0, s->l.n_params);
+	if ((rv = pti_modelfile_save(s->path, &s->l, s->params)) != 0)
 		return rv;
 	s->bytes = read_all(s->path, &s->n);
 	return s->bytes != NULL ? 0 : PT_EIO;
@@ -100,7 +100,7 @@ static void saved_fini(saved *s)
 {
 	free(s->params);
 	free(s->bytes);
-	pt_test_rmdir(s->dir);
+	pti_test_rmdir(s->dir);
 }
 
 // load_bad writes n bytes p as s->bad and expects the load to fail with
@@ -108,12 +108,12 @@ static void saved_fini(saved *s)
 static void load_bad(saved *s, const uint8_t *p, size_t n, int code,
     const char *why)
 {
-	pt_layout l;
+	pti_layout l;
 	float *params = NULL;
 	memset(&l, 0xab, sizeof(l));
 	PT_TEST_TRUE(write_all(s->bad, p, n) == 0);
 	pti_err_clear();
-	int rv = pt_modelfile_load(s->bad, &l, &params);
+	int rv = pti_modelfile_load(s->bad, &l, &params);
 	if (rv != code)
 		PT_TEST_FAIL_AT("%zu bytes: returned %d (%s), expected %d", n,
 		    rv, pt_errmsg(rv), code);
@@ -136,18 +136,18 @@ static void test_modelfile_round_trip(void)
 	const uint32_t dims[] = {7, 7, 784, 64, 784};
 	for (int i = 0; i < 5; i++) {
 		saved s;
-		pt_layout l;
+		pti_layout l;
 		float *params;
 		size_t n2;
 		PT_TEST_OK(saved_init(&s, specs[i], dims[i], 10));
-		PT_TEST_OK(pt_modelfile_load(s.path, &l, &params));
+		PT_TEST_OK(pti_modelfile_load(s.path, &l, &params));
 		PT_TEST_TRUE(strcmp(l.spec, specs[i]) == 0);
 		PT_TEST_TRUE(l.n_params == s.l.n_params);
-		PT_TEST_TRUE(pt_layout_hash(&l) == pt_layout_hash(&s.l));
+		PT_TEST_TRUE(pti_layout_hash(&l) == pti_layout_hash(&s.l));
 		PT_TEST_TRUE(memcmp(params, s.params,
 				 l.n_params * sizeof(float)) == 0);
 		// Saving what was read gives the same bytes.
-		PT_TEST_OK(pt_modelfile_save(s.bad, &l, params));
+		PT_TEST_OK(pti_modelfile_save(s.bad, &l, params));
 		uint8_t *again = read_all(s.bad, &n2);
 		PT_TEST_TRUE(again != NULL && n2 == s.n &&
 			     memcmp(again, s.bytes, s.n) == 0);
@@ -226,13 +226,13 @@ static void test_modelfile_cnn(void)
 static void test_modelfile_save_replaces(void)
 {
 	saved s;
-	pt_layout l;
+	pti_layout l;
 	float *params;
 	PT_TEST_OK(saved_init(&s, "softmax", 3, 2));
 	for (uint64_t i = 0; i < s.l.n_params; i++)
 		s.params[i] = -(float)i;
-	PT_TEST_OK(pt_modelfile_save(s.path, &s.l, s.params));
-	PT_TEST_OK(pt_modelfile_load(s.path, &l, &params));
+	PT_TEST_OK(pti_modelfile_save(s.path, &s.l, s.params));
+	PT_TEST_OK(pti_modelfile_load(s.path, &l, &params));
 	PT_TEST_TRUE(params[5] == -5.0f);
 	free(params);
 	saved_fini(&s);
@@ -248,7 +248,7 @@ static void test_modelfile_truncated(void)
 	PT_TEST_OK(saved_init(&s, "mlp:3", 5, 3));
 	for (size_t n = 0; n < s.n; n++) {
 		load_bad(&s, s.bytes, n, PT_ECORRUPT, "truncated");
-		if (pt_test_failed) {
+		if (pti_test_failed) {
 			fprintf(stderr, "  at length %zu of %zu\n", n, s.n);
 			break;
 		}
@@ -272,12 +272,12 @@ static void test_modelfile_flipped_byte(void)
 	p[s.n - 9] ^= 0x10;
 	load_bad(&s, p, s.n, PT_ECORRUPT, "CRC-32 mismatch");
 	// Anywhere at all, by any bit: refused, one way or another.
-	for (size_t i = 0; i < s.n && !pt_test_failed; i++)
-		for (int bit = 0; bit < 8 && !pt_test_failed; bit++) {
+	for (size_t i = 0; i < s.n && !pti_test_failed; i++)
+		for (int bit = 0; bit < 8 && !pti_test_failed; bit++) {
 			memcpy(p, s.bytes, s.n);
 			p[i] ^= (uint8_t)(1u << bit);
 			load_bad(&s, p, s.n, PT_ECORRUPT, NULL);
-			if (pt_test_failed)
+			if (pti_test_failed)
 				fprintf(stderr, "  byte %zu bit %d\n", i, bit);
 		}
 	free(p);
@@ -367,25 +367,25 @@ static void test_modelfile_shape_mismatch(void)
 static void test_modelfile_missing(void)
 {
 	saved s;
-	pt_layout l;
+	pti_layout l;
 	float *params = NULL;
 	PT_TEST_OK(saved_init(&s, "softmax", 3, 2));
 	char path[4300];
 	snprintf(path, sizeof(path), "%s/nope.bin", s.dir);
-	PT_TEST_ERR(pt_modelfile_load(path, &l, &params), PT_ENOENT);
+	PT_TEST_ERR(pti_modelfile_load(path, &l, &params), PT_ENOENT);
 	PT_TEST_STR_HAS(pt_errmsg(PT_ENOENT), path);
 	PT_TEST_TRUE(params == NULL);
 	// A directory is not a model file.
-	PT_TEST_ERR(pt_modelfile_load(s.dir, &l, &params), PT_EIO);
+	PT_TEST_ERR(pti_modelfile_load(s.dir, &l, &params), PT_EIO);
 	PT_TEST_STR_HAS(pt_errmsg(PT_EIO), s.dir);
 	// Saving into a directory that does not exist names the file.
 	snprintf(path, sizeof(path), "%s/no/such/model.bin", s.dir);
-	PT_TEST_ERR(pt_modelfile_save(path, &s.l, s.params), PT_EIO);
+	PT_TEST_ERR(pti_modelfile_save(path, &s.l, s.params), PT_EIO);
 	PT_TEST_STR_HAS(pt_errmsg(PT_EIO), path);
 	saved_fini(&s);
 }
 
-static const pt_test_case cases[] = {
+static const pti_test_case cases[] = {
     {"test_modelfile_round_trip", test_modelfile_round_trip},
     {"test_modelfile_layout_of_bytes", test_modelfile_layout_of_bytes},
     {"test_modelfile_cnn", test_modelfile_cnn},
@@ -400,5 +400,5 @@ static const pt_test_case cases[] = {
 
 int main(int argc, char **argv)
 {
-	return pt_test_main(argc, argv, cases);
+	return pti_test_main(argc, argv, cases);
 }

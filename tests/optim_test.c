@@ -119,29 +119,29 @@ static void test_optim_lr_warmup(void)
 // with --staleness-lr.
 static void test_optim_lr_rule(void)
 {
-	pt_config c;
-	pt_config_defaults(&c);
+	pti_config c;
+	pti_config_defaults(&c);
 	pti_lr_rule r = pti_job_lr_rule(&c, 0);
 	PT_TEST_TRUE(pti_lr(&r, 0, 0) == 0.1); // sgd's usual rate
-	PT_TEST_OK(pt_config_set(&c, "optimizer", "adam"));
+	PT_TEST_OK(pti_config_set(&c, "optimizer", "adam"));
 	r = pti_job_lr_rule(&c, 0);
 	PT_TEST_TRUE(pti_lr(&r, 5, 0) == 0.001);
-	PT_TEST_OK(pt_config_set(&c, "lr", "0.4"));
-	PT_TEST_OK(pt_config_set(&c, "batch", "512"));
-	PT_TEST_OK(pt_config_set(&c, "lr-scaling", "linear"));
-	PT_TEST_OK(pt_config_set(&c, "workers", "4"));
-	PT_TEST_OK(pt_config_set(&c, "matched-lr", "1"));
-	PT_TEST_OK(pt_config_set(&c, "staleness-lr", "1"));
+	PT_TEST_OK(pti_config_set(&c, "lr", "0.4"));
+	PT_TEST_OK(pti_config_set(&c, "batch", "512"));
+	PT_TEST_OK(pti_config_set(&c, "lr-scaling", "linear"));
+	PT_TEST_OK(pti_config_set(&c, "workers", "4"));
+	PT_TEST_OK(pti_config_set(&c, "matched-lr", "1"));
+	PT_TEST_OK(pti_config_set(&c, "staleness-lr", "1"));
 	r = pti_job_lr_rule(&c, 4); // sync: neither division applies
 	PT_TEST_NEAR(pti_lr(&r, 0, 3), 0.2, 1e-15);
 	PT_TEST_TRUE(pti_lr(&r, 9, 3) == 0.8);
-	PT_TEST_OK(pt_config_set(&c, "mode", "async"));
+	PT_TEST_OK(pti_config_set(&c, "mode", "async"));
 	r = pti_job_lr_rule(&c, 0);
 	PT_TEST_NEAR(pti_lr(&r, 9, 1), 0.2, 1e-15);
 	PT_TEST_NEAR(pti_lr(&r, 9, 4), 0.05, 1e-15);
 }
 
-static const pt_test_case cases[] = {
+static const pti_test_case cases[] = {
     {"test_optim_sgd", test_optim_sgd},
     {"test_optim_weight_decay", test_optim_weight_decay},
     {"test_optim_momentum", test_optim_momentum},
@@ -156,5 +156,5 @@ static const pt_test_case cases[] = {
 
 int main(int argc, char **argv)
 {
-	return pt_test_main(argc, argv, cases);
+	return pti_test_main(argc, argv, cases);
 }

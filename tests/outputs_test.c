@@ -13,7 +13,7 @@ static char dir[512], path[600];
 
 static void setup(const char *name)
 {
-	PT_TEST_TRUE(pt_test_tmpdir(dir, sizeof(dir), "pt-out") == 0);
+	PT_TEST_TRUE(pti_test_tmpdir(dir, sizeof(dir), "pt-out") == 0);
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 }
 
@@ -44,7 +44,7 @@ static void test_outputs_roundtrip_by_name(void)
 	PT_TEST_TRUE(all.n_cols == PTI_WK_N && all.n_rows == 1);
 	PT_TEST_NEAR(all.v[PTI_WK_LR], v[PTI_WK_LR], 1e-6);
 	free(all.v);
-	pt_test_rmdir(dir);
+	pti_test_rmdir(dir);
 }
 
 // A final.csv of an older version, without the validation columns and in
@@ -66,7 +66,7 @@ static void test_outputs_older_file(void)
 	PT_TEST_TRUE(!t.have[PTI_FN_VAL_ACC]);
 	PT_TEST_TRUE(t.v[PTI_FN_VAL_ACC] != t.v[PTI_FN_VAL_ACC]);
 	free(t.v);
-	pt_test_rmdir(dir);
+	pti_test_rmdir(dir);
 }
 
 // From a byte offset: only the rows after it (a resumed job's own), the
@@ -91,7 +91,7 @@ static void test_outputs_from_offset(void)
 	PT_TEST_OK(pti_csv_read(path, 100000, want, 1, &t));
 	PT_TEST_TRUE(t.n_rows == 2);
 	free(t.v);
-	pt_test_rmdir(dir);
+	pti_test_rmdir(dir);
 }
 
 // Strings that are not UTF-8 still make valid JSON.
@@ -106,7 +106,7 @@ static void test_outputs_json_str_not_utf8(void)
 	json_decref(j);
 }
 
-static const pt_test_case cases[] = {
+static const pti_test_case cases[] = {
     {"test_outputs_roundtrip_by_name", test_outputs_roundtrip_by_name},
     {"test_outputs_older_file", test_outputs_older_file},
     {"test_outputs_from_offset", test_outputs_from_offset},
@@ -116,5 +116,5 @@ static const pt_test_case cases[] = {
 
 int main(int argc, char **argv)
 {
-	return pt_test_main(argc, argv, cases);
+	return pti_test_main(argc, argv, cases);
 }

@@ -22,8 +22,8 @@
 #define MAXW 4
 
 typedef struct job {
-	pt_config c;
-	pt_layout l;
+	pti_config c;
+	pti_layout l;
 	pti_local_server *s;
 	uint64_t n;
 	float *g; // a gradient of ones
@@ -50,9 +50,9 @@ static int ask(job *j, uint32_t pipe, const pti_hdr *h, const float *pay,
 static void prove(job *j, uint32_t pipe, uint32_t role, uint32_t rank)
 {
 	pti_hdr h, r;
-	pt_secret key;
-	uint64_t lh = role == PT_ROLE_WORKER ? pt_layout_hash(&j->l) : 0;
-	PT_TEST_OK(pt_secret_load(&key, NULL));
+	pti_secret key;
+	uint64_t lh = role == PT_ROLE_WORKER ? pti_layout_hash(&j->l) : 0;
+	PT_TEST_OK(pti_secret_load(&key, NULL));
 	pti_hdr_init(&h, PT_OP_CHALLENGE, role, rank);
 	PT_TEST_TRUE(ask(j, pipe, &h, NULL, 0, &r) == 0);
 	pti_hdr_init(&h, PT_OP_HELLO, role, rank);
@@ -82,9 +82,9 @@ static void job_open_spec(job *j, const char *mode, uint32_t workers,
 	    (char *)flag, NULL};
 	int argc = flag ? 15 : 14;
 	memset(j, 0, sizeof(*j));
-	pt_config_defaults(&j->c);
-	PT_TEST_OK(pt_config_parse(&j->c, PT_CMD_SERVER, argc, argv, &help));
-	PT_TEST_OK(pt_layout_init(&j->l, spec, 64, 10));
+	pti_config_defaults(&j->c);
+	PT_TEST_OK(pti_config_parse(&j->c, PT_CMD_SERVER, argc, argv, &help));
+	PT_TEST_OK(pti_layout_init(&j->l, spec, 64, 10));
 	PT_TEST_OK(pti_local_open(&j->s, &j->c));
 	j->n = j->l.n_params;
 	j->g = malloc(j->n * sizeof(float));
@@ -524,7 +524,7 @@ static void test_policy_sync_kept_pieces(void)
 	free(out), free(pa), free(pb);
 }
 
-static const pt_test_case cases[] = {
+static const pti_test_case cases[] = {
     {"test_policy_sync_waits_for_all", test_policy_sync_waits_for_all},
     {"test_policy_sync_backup_workers", test_policy_sync_backup_workers},
     {"test_policy_sync_lost_worker", test_policy_sync_lost_worker},
@@ -542,5 +542,5 @@ int main(int argc, char **argv)
 {
 	// The job secret the cases' servers and connections share.
 	setenv(PT_SECRET_ENV, "0123456789abcdef0123456789abcdef", 1);
-	return pt_test_main(argc, argv, cases);
+	return pti_test_main(argc, argv, cases);
 }

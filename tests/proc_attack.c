@@ -120,8 +120,8 @@ static void attack_requests(const char *url)
 	}
 	// a hello with a wrong secret, and a hello replayed from another
 	// connection's challenge
-	pt_secret bad;
-	pt_secret_make(&bad);
+	pti_secret bad;
+	pti_secret_make(&bad);
 	pti_hdr_init(&h, PT_OP_CHALLENGE, PT_ROLE_WORKER, 0);
 	if (ask(k, &h, NULL, 0, &r) == 0) {
 		pti_hdr_init(&h, PT_OP_HELLO, PT_ROLE_WORKER, 0);

@@ -14,20 +14,20 @@
 
 int main(int argc, char **argv)
 {
-	pt_layout la, lb;
+	pti_layout la, lb;
 	float *a, *b;
 	int rv;
 	if (argc != 4) {
 		fprintf(stderr, "usage: %s A B TOL\n", argv[0]);
 		return 2;
 	}
-	if ((rv = pt_modelfile_load(argv[1], &la, &a)) != 0 ||
-	    (rv = pt_modelfile_load(argv[2], &lb, &b)) != 0) {
+	if ((rv = pti_modelfile_load(argv[1], &la, &a)) != 0 ||
+	    (rv = pti_modelfile_load(argv[2], &lb, &b)) != 0) {
 		fprintf(stderr, "modeldiff: %s\n", pt_errmsg(rv));
 		return 2;
 	}
-	if (la.n_params != lb.n_params || pt_layout_hash(&la) !=
-	    pt_layout_hash(&lb)) {
+	if (la.n_params != lb.n_params || pti_layout_hash(&la) !=
+	    pti_layout_hash(&lb)) {
 		fprintf(stderr, "modeldiff: different models\n");
 		return 1;
 	}

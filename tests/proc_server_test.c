@@ -33,8 +33,8 @@ typedef struct srv {
 	nng_socket sock, ctl;
 	nng_socket w[SRV_CONNS];
 	int w_open[SRV_CONNS];
-	pt_layout l;
-	pt_range shard;
+	pti_layout l;
+	pti_range shard;
 	uint32_t rank;
 	int64_t step; // push_from's next step (each async push a new one)
 } srv;
@@ -77,8 +77,8 @@ static int prove_as(srv *s, nng_socket k, uint32_t role, uint32_t rank,
 {
 	pti_hdr h, rr;
 	nng_msg *m;
-	pt_secret key;
-	PT_TEST_OK(pt_secret_load(&key, NULL));
+	pti_secret key;
+	PT_TEST_OK(pti_secret_load(&key, NULL));
 	key.key[0] ^= (uint8_t)wrong;
 	pti_hdr_init(&h, PT_OP_CHALLENGE, role, rank);
 	pti_msg_encode(&m, &h, NULL, 0);
@@ -147,8 +147,8 @@ static void srv_start(srv *s, const char *mode, int workers, int servers,
 	// A server that died must fail the case, not hang it.
 	nng_socket_set_ms(s->sock, NNG_OPT_SENDTIMEO, 5000);
 	PT_TEST_OK(nng_dial(s->sock, s->url, NULL, 0));
-	PT_TEST_OK(pt_layout_init(&s->l, SPEC, 64, 10));
-	s->shard = pt_layout_shard(&s->l, (uint32_t)rank, (uint32_t)servers);
+	PT_TEST_OK(pti_layout_init(&s->l, SPEC, 64, 10));
+	s->shard = pti_layout_shard(&s->l, (uint32_t)rank, (uint32_t)servers);
 	s->rank = (uint32_t)rank;
 	s->ctl = srv_dial(s);
 	PT_TEST_TRUE(prove(s, s->ctl, PT_ROLE_CONTROL, 0, 0, 0, NULL) == 0);
@@ -249,7 +249,7 @@ static int hello_step(srv *s, uint32_t rank, int64_t step, int64_t *at)
 	pti_hdr r;
 	memset(&r, 0, sizeof(r));
 	int rv = prove(s, worker_conn(s, rank), PT_ROLE_WORKER, rank,
-	    pt_layout_hash(&s->l), step, &r);
+	    pti_layout_hash(&s->l), step, &r);
 	*at = (r.has & PTI_H_STEP) ? r.step : -1;
 	return rv;
 }
@@ -306,7 +306,7 @@ static void test_server_initial_values(void)
 	uint64_t n = s.shard.hi - s.shard.lo;
 	float *got = calloc(n, sizeof(float)), *want = calloc(n, 4);
 	PT_TEST_TRUE(pull(&s, got) == 0);
-	pt_layout_init_values(want, &s.l, SEED, s.shard.lo, s.shard.hi);
+	pti_layout_init_values(want, &s.l, SEED, s.shard.lo, s.shard.hi);
 	PT_TEST_TRUE(memcmp(got, want, n * sizeof(float)) == 0);
 	free(got);
 	free(want);
@@ -804,11 +804,11 @@ static int park_main(const char *url, uint32_t rank)
 	srv s;
 	memset(&s, 0, sizeof(s));
 	snprintf(s.url, sizeof(s.url), "%s", url);
-	PT_TEST_OK(pt_layout_init(&s.l, SPEC, 64, 10));
+	PT_TEST_OK(pti_layout_init(&s.l, SPEC, 64, 10));
 	nng_socket k = srv_dial(&s);
 	nng_msg *m;
 	pti_hdr h;
-	if (prove(&s, k, PT_ROLE_WORKER, rank, pt_layout_hash(&s.l), 0,
+	if (prove(&s, k, PT_ROLE_WORKER, rank, pti_layout_hash(&s.l), 0,
 		NULL) != 0)
 		return 1;
 	pti_hdr_init(&h, PT_OP_PULL, PT_ROLE_WORKER, rank);
@@ -821,7 +821,7 @@ static int park_main(const char *url, uint32_t rank)
 	_exit(0);          // the kernel closes the connection
 }
 
-static const pt_test_case cases[] = {
+static const pti_test_case cases[] = {
     {"test_server_parked_released", test_server_parked_released},
     {"test_server_roles", test_server_roles},
     {"test_server_initial_values", test_server_initial_values},
@@ -846,5 +846,5 @@ int main(int argc, char **argv)
 	self_exe = argv[0];
 	if (argc == 4 && strcmp(argv[1], "--park") == 0)
 		return park_main(argv[2], (uint32_t)atoi(argv[3]));
-	return pt_test_main(argc, argv, cases);
+	return pti_test_main(argc, argv, cases);
 }

@@ -373,7 +373,7 @@ static void test_proto_values_already_in_place(void)
 	free(g), free(want);
 }
 
-static const pt_test_case cases[] = {
+static const pti_test_case cases[] = {
     {"test_proto_roundtrip", test_proto_roundtrip},
     {"test_proto_minimal", test_proto_minimal},
     {"test_proto_short", test_proto_short},
@@ -396,5 +396,5 @@ static const pt_test_case cases[] = {
 
 int main(int argc, char **argv)
 {
-	return pt_test_main(argc, argv, cases);
+	return pti_test_main(argc, argv, cases);
 }

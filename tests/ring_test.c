@@ -23,7 +23,7 @@
 typedef struct rt_member {
 	const char *urls;
 	uint32_t rank, n;
-	const pt_secret *secret;
+	const pti_secret *secret;
 	float *buf; // (len)
 	uint64_t len;
 	int64_t step; // this member's step tag
@@ -70,7 +70,7 @@ static float rt_value(uint32_t r, uint64_t i)
 // rt_ring runs n members on vectors of len elements (steps as given);
 // they are left in m[].
 static void rt_ring(rt_member *m, uint32_t n, uint64_t len,
-    const int64_t *steps, const pt_secret *secret, char *dir)
+    const int64_t *steps, const pti_secret *secret, char *dir)
 {
 	static char urls[4096];
 	static pthread_barrier_t all;
@@ -116,13 +116,13 @@ static void test_ring_sums_every_size(void)
 	// other in 2; 2100001 gives 3 to 5 a segment.
 	static const uint64_t lens[] = {1, 2, 5, 1000, 65537, 524289,
 	    2100001};
-	pt_secret sec;
+	pti_secret sec;
 	char dir[256];
-	PT_TEST_OK(pt_secret_make(&sec));
+	PT_TEST_OK(pti_secret_make(&sec));
 	for (uint32_t n = 2; n <= RT_MAX; n++)
 		for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
 			rt_member m[RT_MAX];
-			PT_TEST_TRUE(pt_test_tmpdir(dir, sizeof(dir), "ring") ==
+			PT_TEST_TRUE(pti_test_tmpdir(dir, sizeof(dir), "ring") ==
 				     0);
 			rt_ring(m, n, lens[k], NULL, &sec, dir);
 			uint64_t bad = 0;
@@ -140,16 +140,16 @@ static void test_ring_sums_every_size(void)
 			}
 			PT_TEST_TRUE(bad == 0);
 			rt_free(m, n);
-			pt_test_rmdir(dir);
+			pti_test_rmdir(dir);
 		}
 }
 
 static void test_ring_one_worker_is_identity(void)
 {
-	pt_secret sec;
+	pti_secret sec;
 	pti_ring *r;
 	float v[3] = {1, 2, 3};
-	PT_TEST_OK(pt_secret_make(&sec));
+	PT_TEST_OK(pti_secret_make(&sec));
 	PT_TEST_OK(pti_ring_open(&r, "", 0, 1, &sec, 42, 1.0));
 	PT_TEST_OK(pti_ring_sum(r, v, 3, 0));
 	PT_TEST_TRUE(v[0] == 1 && v[1] == 2 && v[2] == 3);
@@ -161,26 +161,26 @@ static void test_ring_other_step_refused(void)
 {
 	// Worker 1 is a step ahead: its neighbours refuse its segments,
 	// naming what they expected.
-	pt_secret sec;
+	pti_secret sec;
 	char dir[256];
 	rt_member m[3];
 	int64_t steps[3] = {7, 8, 7};
-	PT_TEST_OK(pt_secret_make(&sec));
-	PT_TEST_TRUE(pt_test_tmpdir(dir, sizeof(dir), "ring") == 0);
+	PT_TEST_OK(pti_secret_make(&sec));
+	PT_TEST_TRUE(pti_test_tmpdir(dir, sizeof(dir), "ring") == 0);
 	rt_ring(m, 3, 30, steps, &sec, dir);
 	PT_TEST_TRUE(m[0].rv_open == 0 && m[1].rv_open == 0 &&
 		     m[2].rv_open == 0);
 	PT_TEST_ERR(m[2].rv_sum, PT_EPROTO); // worker 1 is its left
 	PT_TEST_STR_HAS(m[2].err, "expected step 7");
 	rt_free(m, 3);
-	pt_test_rmdir(dir);
+	pti_test_rmdir(dir);
 }
 
 static void test_ring_bad_urls(void)
 {
-	pt_secret sec;
+	pti_secret sec;
 	pti_ring *r = NULL;
-	PT_TEST_OK(pt_secret_make(&sec));
+	PT_TEST_OK(pti_secret_make(&sec));
 	PT_TEST_ERR(pti_ring_open(&r, "ipc:///nowhere/w0", 0, 2, &sec, 42,
 			1.0),
 	    PT_EINVAL);
@@ -279,14 +279,14 @@ static void test_ring_stranger_shut_out(void)
 	// The stranger connects first, and has sent its proof when worker 1
 	// starts: worker 0 closes the stranger's connection, worker 1 joins
 	// then, and the sum is right.
-	pt_secret sec;
+	pti_secret sec;
 	char dir[256], url[300], said[64] = "", end[64] = "";
 	static char urls[1024];
 	rt_member m[2];
 	float b0[3], b1[3];
 	int fds[2];
-	PT_TEST_OK(pt_secret_make(&sec));
-	PT_TEST_TRUE(pt_test_tmpdir(dir, sizeof(dir), "ring") == 0);
+	PT_TEST_OK(pti_secret_make(&sec));
+	PT_TEST_TRUE(pti_test_tmpdir(dir, sizeof(dir), "ring") == 0);
 	rt_urls(urls, sizeof(urls), dir, 2);
 	snprintf(url, sizeof(url), "ipc://%s/w0", dir);
 	for (int i = 0; i < 3; i++) {
@@ -328,10 +328,10 @@ static void test_ring_stranger_shut_out(void)
 		float e = rt_value(0, i) + rt_value(1, i);
 		PT_TEST_TRUE(b0[i] == e && b1[i] == e);
 	}
-	pt_test_rmdir(dir);
+	pti_test_rmdir(dir);
 }
 
-static const pt_test_case cases[] = {
+static const pti_test_case cases[] = {
     {"test_ring_sums_every_size", test_ring_sums_every_size},
     {"test_ring_one_worker_is_identity", test_ring_one_worker_is_identity},
     {"test_ring_other_step_refused", test_ring_other_step_refused},
@@ -344,5 +344,5 @@ int main(int argc, char **argv)
 {
 	if (argc == 3 && strcmp(argv[1], "--stranger") == 0)
 		return rt_stranger_main(argv[2]);
-	return pt_test_main_isolated(argc, argv, cases);
+	return pti_test_main_isolated(argc, argv, cases);
 }

@@ -102,7 +102,7 @@ static void test_stats_smooth(void)
 	PT_TEST_TRUE(isnan(out[0]) && isnan(out[1]));
 }
 
-static const pt_test_case cases[] = {
+static const pti_test_case cases[] = {
     {"test_stats_three", test_stats_three},
     {"test_stats_one", test_stats_one},
     {"test_stats_nan_skipped", test_stats_nan_skipped},
@@ -115,5 +115,5 @@ static const pt_test_case cases[] = {
 
 int main(int argc, char **argv)
 {
-	return pt_test_main(argc, argv, cases);
+	return pti_test_main(argc, argv, cases);
 }

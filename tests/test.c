@@ -12,25 +12,25 @@
 #include <sanitizer/lsan_interface.h>
 #endif
 
-int pt_test_failed;
+int pti_test_failed;
 
-int pt_test_main(int argc, char **argv, const pt_test_case *cases)
+int pti_test_main(int argc, char **argv, const pti_test_case *cases)
 {
 	int failed = 0, ran = 0;
-	for (const pt_test_case *c = cases; c->name != NULL; c++) {
+	for (const pti_test_case *c = cases; c->name != NULL; c++) {
 		int want = argc < 2;
 		for (int i = 1; i < argc; i++)
 			if (strcmp(argv[i], c->name) == 0)
 				want = 1;
 		if (!want)
 			continue;
-		pt_test_failed = 0;
+		pti_test_failed = 0;
 		pti_err_clear();
 		c->fn();
 		ran++;
-		printf("%s %s\n", pt_test_failed ? "FAIL" : "ok", c->name);
+		printf("%s %s\n", pti_test_failed ? "FAIL" : "ok", c->name);
 		fflush(stdout);
-		failed += pt_test_failed;
+		failed += pti_test_failed;
 	}
 	if (ran == 0) {
 		fprintf(stderr, "%s: no test case matched\n", argv[0]);
@@ -41,7 +41,7 @@ int pt_test_main(int argc, char **argv, const pt_test_case *cases)
 
 // case_proc runs case c as `self NAME` and waits for it; 1 when it
 // failed (its own FAIL line, or one said here for it), else 0.
-static int case_proc(const char *self, const pt_test_case *c, double limit)
+static int case_proc(const char *self, const pti_test_case *c, double limit)
 {
 	fflush(NULL);
 	pid_t pid = fork();
@@ -75,10 +75,10 @@ static int case_proc(const char *self, const pt_test_case *c, double limit)
 	return 1;
 }
 
-int pt_test_main_isolated(int argc, char **argv, const pt_test_case *cases)
+int pti_test_main_isolated(int argc, char **argv, const pti_test_case *cases)
 {
 	if (argc > 1) {
-		int rv = pt_test_main(argc, argv, cases);
+		int rv = pti_test_main(argc, argv, cases);
 		fflush(NULL);
 #ifdef __SANITIZE_ADDRESS__
 		// _exit skips LeakSanitizer's own check at exit: done here.
@@ -89,12 +89,12 @@ int pt_test_main_isolated(int argc, char **argv, const pt_test_case *cases)
 	const char *e = getenv("PT_TEST_CASE_S");
 	double limit = e != NULL && atof(e) > 0 ? atof(e) : 300;
 	int failed = 0;
-	for (const pt_test_case *c = cases; c->name != NULL; c++)
+	for (const pti_test_case *c = cases; c->name != NULL; c++)
 		failed += case_proc(argv[0], c, limit);
 	return failed ? 1 : 0;
 }
 
-int pt_test_tmpdir(char *out, size_t size, const char *prefix)
+int pti_test_tmpdir(char *out, size_t size, const char *prefix)
 {
 	const char *base = getenv("TMPDIR");
 	if (base == NULL || *base == '\0')
@@ -103,7 +103,7 @@ int pt_test_tmpdir(char *out, size_t size, const char *prefix)
 	return mkdtemp(out) != NULL ? 0 : -1;
 }
 
-void pt_test_rmdir(const char *dir)
+void pti_test_rmdir(const char *dir)
 {
 	char path[4096];
 	DIR *d = opendir(dir);

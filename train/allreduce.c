@@ -35,7 +35,7 @@ typedef struct allreduce_state {
 static pti_ckpt_meta ar_ckpt_meta(const pti_trainer *w, const pti_optim *o,
     int64_t v)
 {
-	pti_ckpt_meta m = {0, 1, pt_layout_hash(&w->layout), 0,
+	pti_ckpt_meta m = {0, 1, pti_layout_hash(&w->layout), 0,
 	    w->layout.n_params, v, (uint64_t)v, (uint32_t)o->kind,
 	    (uint32_t)o->n_state, w->c->workers};
 	return m;
@@ -46,7 +46,7 @@ static pti_ckpt_meta ar_ckpt_meta(const pti_trainer *w, const pti_optim *o,
 static int ar_resume(pti_trainer *w, const pti_optim *o, float *s1, float *s2,
     uint64_t *t)
 {
-	const pt_config *c = w->c;
+	const pti_config *c = w->c;
 	char path[PT_PATH_MAX + 64];
 	pti_ckpt_meta want = ar_ckpt_meta(w, o, c->resume_version), got;
 	float *vecs[3] = {w->params, s1, s2};
@@ -67,7 +67,7 @@ static void ar_checkpoint(pti_trainer *w, pti_ckpt_sched *sc,
     const pti_optim *o, const float *s1, const float *s2, int64_t v,
     int64_t *clocks)
 {
-	const pt_config *c = w->c;
+	const pti_config *c = w->c;
 	if (c->rank != 0 || !pti_ckpt_due(sc, v, pti_clock_s()))
 		return;
 	pti_ckpt_meta m = ar_ckpt_meta(w, o, v);
@@ -85,7 +85,7 @@ static void ar_checkpoint(pti_trainer *w, pti_ckpt_sched *sc,
 static int allreduce_step(pti_trainer *w, pti_ring *ring, pti_step *st,
     uint64_t t, const allreduce_state *a)
 {
-	const pt_config *c = w->c;
+	const pti_config *c = w->c;
 	uint64_t n = w->layout.n_params;
 	const float *x;
 	const uint8_t *y;
@@ -118,7 +118,7 @@ static int allreduce_step(pti_trainer *w, pti_ring *ring, pti_step *st,
 
 int pti_train_allreduce(pti_trainer *w)
 {
-	const pt_config *c = w->c;
+	const pti_config *c = w->c;
 	uint64_t n = w->layout.n_params;
 	pti_ckpt_sched sc = {c->ckpt_every, c->ckpt_seconds, pti_clock_s()};
 	allreduce_state a = {c->optim,
@@ -126,13 +126,13 @@ int pti_train_allreduce(pti_trainer *w)
 	    NULL, NULL, &sc};
 	uint64_t t0 = 0;
 	pti_ring *ring = NULL;
-	pt_secret secret;
+	pti_secret secret;
 	int rv;
 
 	a.opt.weight_decay = c->weight_decay;
 	w->t_log = pti_train_now();
 	double t_start = w->t_log;
-	pt_layout_init_values(w->params, &w->layout, c->seed, 0, n);
+	pti_layout_init_values(w->params, &w->layout, c->seed, 0, n);
 	if ((a.opt.n_state >= 1 &&
 		(a.s1 = calloc(n, sizeof(float))) == NULL) ||
 	    (a.opt.n_state >= 2 &&
@@ -152,9 +152,9 @@ int pti_train_allreduce(pti_trainer *w)
 	// the rows so far (the data order follows from the step).
 	if ((c->resume_version >= 0 &&
 		(rv = ar_resume(w, &a.opt, a.s1, a.s2, &t0)) != 0) ||
-	    (rv = pt_secret_load(&secret, c->secret_file)) != 0 ||
+	    (rv = pti_secret_load(&secret, c->secret_file)) != 0 ||
 	    (rv = pti_ring_open(&ring, c->connect, c->rank, c->workers,
-		 &secret, pt_layout_hash(&w->layout), c->rpc_timeout)) != 0 ||
+		 &secret, pti_layout_hash(&w->layout), c->rpc_timeout)) != 0 ||
 	    (rv = pti_record_open(w, t0 > 0)) != 0)
 		goto done;
 	for (uint64_t t = t0; t < w->steps; t++) {

@@ -7,7 +7,7 @@
 
 // pti_train_allreduce trains w for the configured steps: every worker
 // holds the whole model and its optimizer state, starting from the
-// values servers would (pt_layout_init_values), sums its gradient with
+// values servers would (pti_layout_init_values), sums its gradient with
 // the others' in the ring and applies the mean as a sync server does
 // (the same update, learning rate and warm-up, common/optim.h): so every
 // worker keeps the same parameters, and worker 0 evaluates, writes the

@@ -9,7 +9,7 @@
 #include "common/err.h"
 
 struct pti_batches {
-	const pt_dataset *d;
+	const pti_dataset *d;
 	uint64_t seed;
 	uint32_t spe, batch, rank, b; // steps per epoch, B, rank, B / W
 	uint32_t *perm;               // the permutation of epoch `epoch`
@@ -63,7 +63,7 @@ static void *ahead_main(void *arg)
 	return NULL;
 }
 
-int pti_batches_open(pti_batches **out, const pt_dataset *d, uint64_t seed,
+int pti_batches_open(pti_batches **out, const pti_dataset *d, uint64_t seed,
     uint32_t batch, uint32_t workers, uint32_t rank, int ahead)
 {
 	pti_batches *bs = calloc(1, sizeof(*bs));

@@ -10,13 +10,13 @@
 
 #include <stdint.h>
 
-struct pt_dataset;
+struct pti_dataset;
 typedef struct pti_batches pti_batches;
 
 // pti_batches_open borrows d: with `ahead`, its thread may read d until
 // pti_batches_close has returned, so d must outlive the batches (close
 // them first). Returns 0, or PT_ENOMEM.
-int pti_batches_open(pti_batches **out, const struct pt_dataset *d,
+int pti_batches_open(pti_batches **out, const struct pti_dataset *d,
     uint64_t seed, uint32_t batch, uint32_t workers, uint32_t rank,
     int ahead);
 

@@ -12,7 +12,7 @@
 #include "train/record.h"
 
 int pti_train_evaluate(pti_model *m, const float *params,
-    const pt_dataset *d, uint32_t max_batch, float *xbuf, uint8_t *ybuf,
+    const pti_dataset *d, uint32_t max_batch, float *xbuf, uint8_t *ybuf,
     uint32_t *idxbuf, double *loss, double *acc)
 {
 	double sum = 0;
@@ -35,7 +35,7 @@ int pti_train_evaluate(pti_model *m, const float *params,
 	return 0;
 }
 
-static int eval_on(pti_trainer *w, const float *params, const pt_dataset *d,
+static int eval_on(pti_trainer *w, const float *params, const pti_dataset *d,
     double *loss, double *acc)
 {
 	return pti_train_evaluate(w->model, params, d,
@@ -45,7 +45,7 @@ static int eval_on(pti_trainer *w, const float *params, const pt_dataset *d,
 
 int pti_eval_due(const pti_trainer *w, uint64_t t)
 {
-	const pt_config *c = w->c;
+	const pti_config *c = w->c;
 	uint64_t k = w->spe / c->evals_per_epoch;
 	uint64_t every = c->eval_every ? c->eval_every : k > 0 ? k : 1;
 	return c->rank == 0 && (t + 1) % every == 0 && t + 1 < w->steps;
@@ -54,7 +54,7 @@ int pti_eval_due(const pti_trainer *w, uint64_t t)
 int pti_eval_row(pti_trainer *w, int64_t ver, uint64_t wstep,
     double *loss_out, double *acc_out)
 {
-	const pt_dataset *d = w->data.val.n > 0 ? &w->data.val : &w->data.test;
+	const pti_dataset *d = w->data.val.n > 0 ? &w->data.val : &w->data.test;
 	double loss, acc, t = pti_train_now();
 	int rv = eval_on(w, w->params, d, &loss, &acc);
 	if (rv != 0)
@@ -81,7 +81,7 @@ int pti_eval_row(pti_trainer *w, int64_t ver, uint64_t wstep,
 
 int pti_eval_final(pti_trainer *w, int64_t ver, double train_s)
 {
-	const pt_config *c = w->c;
+	const pti_config *c = w->c;
 	int rv;
 	// The last eval.csv row: the final parameters on the validation set
 	// (they may be the best; the test set when there is none), then the
@@ -115,7 +115,7 @@ int pti_eval_final(pti_trainer *w, int64_t ver, double train_s)
 		return rv;
 	w->finished = 1;
 	if (c->save_model[0] != '\0' &&
-	    (rv = pt_modelfile_save(c->save_model, &w->layout, w->params)) != 0)
+	    (rv = pti_modelfile_save(c->save_model, &w->layout, w->params)) != 0)
 		return rv;
 	return 0;
 }

@@ -16,7 +16,7 @@
 // in chunks that fit m's scratch (max_batch rows), in the buffers given
 // (xbuf (max_batch, dim), ybuf and idxbuf (max_batch)).
 int pti_train_evaluate(pti_model *m, const float *params,
-    const pt_dataset *d, uint32_t max_batch, float *xbuf, uint8_t *ybuf,
+    const pti_dataset *d, uint32_t max_batch, float *xbuf, uint8_t *ybuf,
     uint32_t *idxbuf, double *loss, double *acc);
 
 // pti_eval_due says whether worker 0 evaluates after step t: every

@@ -160,7 +160,7 @@ static int lp_wait(layer_push *lp, lp_step *st, uint64_t end)
 static int lp_ready(void *arg, uint32_t l)
 {
 	layer_push *lp = arg;
-	const pt_var *b = &lp->w->layout.vars[2 * l + 1]; // b_l ends layer l
+	const pti_var *b = &lp->w->layout.vars[2 * l + 1]; // b_l ends layer l
 	double t0 = pti_train_now();
 	int rv = lp_wait(lp, lp->prev, b->off + b->n);
 	lp->ready_s += pti_train_now() - t0;

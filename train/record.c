@@ -12,7 +12,7 @@
 
 // record_csv starts DIR/name with the header of table t, or with append
 // set (a resumed or restarted worker) adds to what is there.
-static FILE *record_csv(const pt_config *c, const char *name,
+static FILE *record_csv(const pti_config *c, const char *name,
     const pti_table *t, int append)
 {
 	char path[PT_PATH_MAX + 64];
@@ -36,7 +36,7 @@ static const pti_table *record_eval_table(const pti_trainer *w)
 
 int pti_record_open(pti_trainer *w, int append)
 {
-	const pt_config *c = w->c;
+	const pti_config *c = w->c;
 	char name[64];
 	snprintf(name, sizeof(name), "worker-%u.csv", c->rank);
 	w->csv = record_csv(c, name, &pti_csv_worker, append);

@@ -21,7 +21,7 @@ struct pti_ring {
 	int in_open, out_open;
 	nng_pipe admitted; // the left neighbour's proven connection
 	nng_dialer dialer; // to the right neighbour
-	pt_secret secret;
+	pti_secret secret;
 	uint64_t hash, sent;
 	double timeout_s;
 	int joined, broken; // the ring formed; a sum failed on it since
@@ -314,7 +314,7 @@ static int ring_join_short(pti_ring *g)
 }
 
 int pti_ring_open(pti_ring **out, const char *urls, uint32_t rank,
-    uint32_t n, const pt_secret *secret, uint64_t hash, double timeout_s)
+    uint32_t n, const pti_secret *secret, uint64_t hash, double timeout_s)
 {
 	pti_ring *g = calloc(1, sizeof(*g));
 	int rv;

@@ -34,7 +34,7 @@ typedef struct pti_ring pti_ring;
 // address nng refused; PT_ETIMEDOUT naming the neighbour that did not
 // come; PT_ENOMEM. With n = 1 there is no socket at all.
 int pti_ring_open(pti_ring **out, const char *urls, uint32_t rank,
-    uint32_t n, const pt_secret *secret, uint64_t hash, double timeout_s);
+    uint32_t n, const pti_secret *secret, uint64_t hash, double timeout_s);
 
 // pti_ring_close closes the sockets and frees r; NULL is fine. It
 // returns within 2 s: should nng take longer to close them (nng 1.5.2

@@ -40,7 +40,7 @@ static int session_recoverable(int rv)
 
 int pti_session_join(pti_trainer *w, uint64_t *t)
 {
-	const pt_config *c = w->c;
+	const pti_config *c = w->c;
 	double until = pti_train_now() + c->rpc_timeout;
 	pti_client_step info;
 	for (;;) {
@@ -73,7 +73,7 @@ int pti_session_recover(pti_trainer *w, int rv, int *rejoins, uint64_t *t)
 
 int pti_session_finish(pti_trainer *w, double train_s, uint64_t *t)
 {
-	const pt_config *c = w->c;
+	const pti_config *c = w->c;
 	pti_client_step info;
 	uint32_t first = 0;
 	int rv, tries = 0;

@@ -34,7 +34,7 @@ void pti_train_sleep_ms(double ms)
 		;
 }
 
-int pti_trainer_init(pti_trainer *w, const pt_config *c)
+int pti_trainer_init(pti_trainer *w, const pti_config *c)
 {
 	int rv;
 	memset(w, 0, sizeof(*w));
@@ -43,9 +43,9 @@ int pti_trainer_init(pti_trainer *w, const pt_config *c)
 	w->best_acc = -1;
 	w->first_loss = -1;
 	w->delay = c->delay_spec;
-	if ((rv = pt_config_straggler(c, c->rank, &w->straggle_ms)) != 0 ||
-	    (rv = pt_config_load_data(c, &w->data)) != 0 ||
-	    (rv = pt_layout_init(&w->layout, c->model, w->data.train.dim,
+	if ((rv = pti_config_straggler(c, c->rank, &w->straggle_ms)) != 0 ||
+	    (rv = pti_config_load_data(c, &w->data)) != 0 ||
+	    (rv = pti_layout_init(&w->layout, c->model, w->data.train.dim,
 		 w->data.train.classes)) != 0)
 		return rv;
 	w->b = c->batch / c->workers;
@@ -81,7 +81,7 @@ void pti_trainer_fini(pti_trainer *w)
 	// The prefetch thread may still be gathering the step after the
 	// last from w->data: joined before the data is freed.
 	pti_batches_close(w->batches);
-	pt_data_fini(&w->data);
+	pti_data_fini(&w->data);
 	free(w->params);
 	free(w->grad);
 	free(w->x);
@@ -95,7 +95,7 @@ void pti_trainer_fini(pti_trainer *w)
 // (seed, rank, step), so the same seed gives the same delays.
 static double trainer_delay(const pti_trainer *w, uint64_t t)
 {
-	const pt_config *c = w->c;
+	const pti_config *c = w->c;
 	double ms = w->straggle_ms;
 	double u = pti_u64_to_unit(pti_hash3(c->seed ^ 0xde1a7ULL, c->rank, t));
 	if (w->delay.kind == PT_DELAY_EXP)

@@ -19,9 +19,9 @@
 #define PTI_EVAL_CHUNK 500u // examples per forward pass when evaluating
 
 typedef struct pti_trainer {
-	const pt_config *c;
-	pt_data data;
-	pt_layout layout;
+	const pti_config *c;
+	pti_data data;
+	pti_layout layout;
 	pti_model *model;
 	pt_worker *pw;         // the library's worker, once it has joined
 	pti_client *client;    // its connection to the servers
@@ -38,7 +38,7 @@ typedef struct pti_trainer {
 	uint32_t b, spe;       // per-worker batch, steps per epoch
 	uint64_t steps;
 	double straggle_ms;    // --straggler's delay for this worker, per step
-	pt_delay delay;        // --delay
+	pti_delay delay;        // --delay
 	double t0;             // the job's start (seconds since 1970)
 	double t_log;          // when the last progress line was said
 	double first_loss;     // the first step's loss; -1 before it
@@ -64,7 +64,7 @@ typedef struct pti_step {
 
 // pti_trainer_init loads the data and sizes every buffer once; on failure
 // too, pti_trainer_fini undoes what was done. Errors with a detail.
-int pti_trainer_init(pti_trainer *w, const pt_config *c);
+int pti_trainer_init(pti_trainer *w, const pti_config *c);
 void pti_trainer_fini(pti_trainer *w);
 
 // pti_trainer_batch starts step t in *st: its examples to *x and *y (see

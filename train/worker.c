@@ -26,7 +26,7 @@ static int worker_train(pti_trainer *w)
 	return rv;
 }
 
-int pti_train_run(const pt_config *c, pti_train_result *res)
+int pti_train_run(const pti_config *c, pti_train_result *res)
 {
 	pti_trainer w;
 	int rv = pti_trainer_init(&w, c);

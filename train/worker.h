@@ -26,6 +26,6 @@ typedef struct pti_train_result {
 	uint32_t lost; // workers the servers counted lost at the end
 	double t0;     // the job's start (seconds since 1970)
 } pti_train_result;
-int pti_train_run(const pt_config *c, pti_train_result *res);
+int pti_train_run(const pti_config *c, pti_train_result *res);
 
 #endif // PT_TRAIN_WORKER_H

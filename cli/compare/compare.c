@@ -78,7 +78,7 @@ static void cmp_on_signal(int sig)
 
 // seeds_parse reads --seeds: "" gives --seed alone, "N" seeds 1..N,
 // "S,S,..." those (distinct). 0, or prints why and returns -1.
-static int seeds_parse(const pt_config *c, uint64_t *seeds, int *n)
+static int seeds_parse(const pti_config *c, uint64_t *seeds, int *n)
 {
 	char buf[PT_PATH_MAX], *p = buf;
 	*n = 0;
@@ -129,14 +129,14 @@ enum { JOB_TAIL = 12 };
 // the same flags given earlier, and with tb (compare's --tensorboard DIR)
 // its own TensorBoard folder DIR/LABEL/seed-S, the place of its outputs
 // in --out. NULL when out of memory (printed).
-static char **job_argv(const pt_config *c, const pti_cmp_job *j,
+static char **job_argv(const pti_config *c, const pti_cmp_job *j,
     const char *tb)
 {
 	const pti_cmp_mode *m = j->m;
 	// "pstrain run", a "--flag value" pair per flag of the table at most
-	// (pt_config_to_argv), the tail, "--layer-push off", the modifiers,
+	// (pti_config_to_argv), the tail, "--layer-push off", the modifiers,
 	// "--tensorboard DIR" and the NULL.
-	char **argv = calloc(2 + 2 * (size_t)pt_config_count() + JOB_TAIL + 2 +
+	char **argv = calloc(2 + 2 * (size_t)pti_config_count() + JOB_TAIL + 2 +
 	    PTI_CMP_EXTRA + 2 + 1, sizeof(char *));
 	char save[PT_PATH_MAX + 112], stale[16], backup[16], seed[24];
 	int argc = 0, rv;
@@ -144,14 +144,14 @@ static char **job_argv(const pt_config *c, const pti_cmp_job *j,
 		goto oom;
 	argv[argc++] = strdup("pstrain");
 	argv[argc++] = strdup("run");
-	if ((rv = pt_config_to_argv(c, PT_CMD_RUN, PT_CMD_RUN, argv, &argc)) !=
+	if ((rv = pti_config_to_argv(c, PT_CMD_RUN, PT_CMD_RUN, argv, &argc)) !=
 	    0)
 		goto oom;
 	snprintf(save, sizeof(save), "%s/model.bin", j->dir);
 	snprintf(stale, sizeof(stale), "%u", m->staleness);
 	snprintf(backup, sizeof(backup), "%u", m->backup);
 	snprintf(seed, sizeof(seed), "%llu", (unsigned long long)j->seed);
-	const char *tail[] = {"--mode", pt_mode_name(m->mode), "--staleness",
+	const char *tail[] = {"--mode", pti_mode_name(m->mode), "--staleness",
 	    stale, "--backup-workers", backup, "--seed", seed, "--out",
 	    j->dir, "--save-model", save};
 	_Static_assert(sizeof(tail) / sizeof(tail[0]) == JOB_TAIL,
@@ -188,7 +188,7 @@ oom:
 
 // job_run runs job j; returns its exit status, 128+N when it died of
 // signal N, or -1 when it could not start.
-static int job_run(const pt_config *c, const pti_cmp_job *j,
+static int job_run(const pti_config *c, const pti_cmp_job *j,
     const char *tb)
 {
 	char **argv = job_argv(c, j, tb);
@@ -364,7 +364,7 @@ static int previous(const char *dir)
 
 // The whole comparison: modes, seeds and their jobs.
 typedef struct cmp_set {
-	const pt_config *c;
+	const pti_config *c;
 	pti_cmp_mode ms[PTI_CMP_MODES_MAX];
 	int n_modes;
 	uint64_t seeds[PTI_CMP_SEEDS_MAX];
@@ -637,7 +637,7 @@ static const char *report_defs =
 
 static int report_write(const cmp_set *s, int argc, char **argv)
 {
-	const pt_config *c = s->c;
+	const pti_config *c = s->c;
 	char path[PT_PATH_MAX + 32];
 	snprintf(path, sizeof(path), "%s/report.md", c->out);
 	FILE *f = fopen(path, "w");
@@ -699,7 +699,7 @@ static int report_write(const cmp_set *s, int argc, char **argv)
 
 // set_init fills s from c: modes, seeds, a job per (mode, seed). The
 // exit status on failure (2: a bad flag), else -1.
-static int set_init(cmp_set *s, const pt_config *c)
+static int set_init(cmp_set *s, const pti_config *c)
 {
 	s->c = c;
 	if (pti_cmp_modes_parse(c, !c->report_only, s->ms, &s->n_modes) != 0 ||
@@ -758,11 +758,11 @@ static double cmp_now(void)
 // exit status after saying why.
 static int cmp_dashboard(cmp_set *s)
 {
-	const pt_config *c = s->c;
+	const pti_config *c = s->c;
 	uint32_t n = (uint32_t)(s->n_modes * s->n_seeds);
 	pti_dash_job *jobs = calloc(n, sizeof(*jobs));
 	char url[128], title[2 * PT_PATH_MAX + 64];
-	pt_data d;
+	pti_data d;
 	uint64_t n_train = 0;
 	int rv;
 	if (jobs == NULL) {
@@ -774,9 +774,9 @@ static int cmp_dashboard(cmp_set *s)
 	int by_epochs = 0;
 	for (int i = 0; i < s->n_modes; i++)
 		by_epochs |= s->ms[i].steps == 0;
-	if (by_epochs && pt_config_load_data(c, &d) == 0) {
+	if (by_epochs && pti_config_load_data(c, &d) == 0) {
 		n_train = d.train.n;
-		pt_data_fini(&d);
+		pti_data_fini(&d);
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		const pti_cmp_job *j = &s->jobs[i];
@@ -784,7 +784,7 @@ static int cmp_dashboard(cmp_set *s)
 		    j->m->label, (unsigned long long)j->seed);
 		snprintf(jobs[i].dir, sizeof(jobs[i].dir), "%s", j->dir);
 		snprintf(jobs[i].mode, sizeof(jobs[i].mode), "%s",
-		    pt_mode_name(j->m->mode));
+		    pti_mode_name(j->m->mode));
 		snprintf(jobs[i].ckpt_dir, sizeof(jobs[i].ckpt_dir), "%s",
 		    c->checkpoint_dir);
 		jobs[i].workers = j->m->workers;
@@ -808,7 +808,7 @@ static int cmp_dashboard(cmp_set *s)
 // set_run runs every job, seed-major. 0, or the exit status.
 static int set_run(cmp_set *s)
 {
-	const pt_config *c = s->c;
+	const pti_config *c = s->c;
 	int total = s->n_modes * s->n_seeds, done = 0;
 	pti_on_stop_signals(cmp_on_signal);
 	for (int r = 0; r < s->n_seeds; r++)
@@ -890,7 +890,7 @@ static int set_read(cmp_set *s)
 
 int pti_cmd_compare(int argc, char **argv)
 {
-	static pt_config c;
+	static pti_config c;
 	static cmp_set s;
 	char plots[PT_PATH_MAX + 16];
 	int rv = pti_cli_config(&c, PT_CMD_COMPARE, "compare",
@@ -938,10 +938,10 @@ int pti_cmd_compare(int argc, char **argv)
 	c.tensorboard[0] = '\0';
 	// Selection on a validation split, evaluated often enough to time
 	// the target, unless the command line says otherwise.
-	if (!pt_config_given(&c, "validation"))
+	if (!pti_config_given(&c, "validation"))
 		snprintf(c.validation, sizeof(c.validation), "10%%");
-	if (!pt_config_given(&c, "evals-per-epoch") &&
-	    !pt_config_given(&c, "eval-every"))
+	if (!pti_config_given(&c, "evals-per-epoch") &&
+	    !pti_config_given(&c, "eval-every"))
 		c.evals_per_epoch = 10;
 	s.tb = tb;
 	if ((rv = set_init(&s, &c)) >= 0)

@@ -21,7 +21,7 @@
 typedef struct pti_cmp_mode {
 	char token[64]; // as given: "ssp:4"
 	char label[64]; // a file name: "ssp-4"
-	int mode;       // pt_mode
+	int mode;       // PT_MODE_*
 	uint32_t staleness, backup;
 	char extra[PTI_CMP_EXTRA][64]; // "--flag value" words of modifiers
 	int n_extra;
@@ -42,7 +42,7 @@ typedef struct pti_cmp_mode {
 // also check each mode's flags together as pstrain run will (off for
 // --report-only, whose jobs ran with flags of their own). Returns 0, or
 // -1 after naming the token and what in it is wrong on stderr.
-int pti_cmp_modes_parse(const pt_config *c, int check, pti_cmp_mode *ms,
+int pti_cmp_modes_parse(const pti_config *c, int check, pti_cmp_mode *ms,
     int *n);
 
 // What became of one job (summary.json "outcome"; MISSING: no summary).

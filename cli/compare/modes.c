@@ -84,7 +84,7 @@ static int mode_bad(const char *tok, const char *fmt, ...)
 // switch) to job, the flags of this mode's jobs, as run's command line
 // would, and keeps it as words for their command line in m. *opt is set
 // when it sets the optimizer.
-static int mode_set(const char *tok, char *part, pt_config *job,
+static int mode_set(const char *tok, char *part, pti_config *job,
     pti_cmp_mode *m, int *opt)
 {
 	char *eq = strchr(part, '=');
@@ -115,7 +115,7 @@ static int mode_set(const char *tok, char *part, pt_config *job,
 	snprintf(arg, sizeof(arg), "%s%s%s", name, value ? "=" : "",
 	    value ? value : "");
 	char *argv[] = {arg};
-	if ((rv = pt_config_parse(job, PT_CMD_RUN, 1, argv, &help)) != 0)
+	if ((rv = pti_config_parse(job, PT_CMD_RUN, 1, argv, &help)) != 0)
 		return mode_bad(tok, "%s", pt_errmsg(rv));
 	if (help)
 		return mode_bad(tok, "'%s' is not a flag of pstrain run", flag);
@@ -132,8 +132,8 @@ static int mode_set(const char *tok, char *part, pt_config *job,
 // mode_parse reads token tok into m, with c's flags for all that the
 // token does not set; check: check each job's flags together, as pstrain
 // run will. 0, or -1 after saying why. job is scratch space.
-static int mode_parse(const pt_config *c, int check, const char *tok,
-    pti_cmp_mode *m, pt_config *job)
+static int mode_parse(const pti_config *c, int check, const char *tok,
+    pti_cmp_mode *m, pti_config *job)
 {
 	char buf[sizeof(m->token)], *part, *save = NULL;
 	int opt = 0, rv;
@@ -177,11 +177,11 @@ static int mode_parse(const pt_config *c, int check, const char *tok,
 	m->backup = job->backup_workers;
 	// "--lr 0" stands for the optimizer's usual rate (pstrain run),
 	// unless the command line or the mode gives --lr.
-	if (opt && !pt_config_given(job, "lr") &&
+	if (opt && !pti_config_given(job, "lr") &&
 	    mode_extra(m, "--lr", "0") != 0)
 		return mode_bad(tok, "too many modifiers (at most %d words of "
 		    "command line)", PTI_CMP_EXTRA);
-	if (check && (rv = pt_config_check(job, PT_CMD_RUN)) != 0)
+	if (check && (rv = pti_config_check(job, PT_CMD_RUN)) != 0)
 		return mode_bad(tok, "%s", pt_errmsg(rv));
 	m->workers = job->workers;
 	m->batch = job->batch;
@@ -201,11 +201,11 @@ static int mode_twice(const pti_cmp_mode *ms, int n)
 	return 0;
 }
 
-int pti_cmp_modes_parse(const pt_config *c, int check, pti_cmp_mode *ms,
+int pti_cmp_modes_parse(const pti_config *c, int check, pti_cmp_mode *ms,
     int *n)
 {
 	char buf[PT_PATH_MAX];
-	pt_config *job = malloc(sizeof(*job)); // large: off the stack
+	pti_config *job = malloc(sizeof(*job)); // large: off the stack
 	int rv = 0;
 	if (job == NULL) {
 		fprintf(stderr, "pstrain compare: out of memory\n");

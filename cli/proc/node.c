@@ -57,7 +57,7 @@ static const struct {
 // node_rank finds this process's rank and the job's process count: from
 // --node-rank (count S+W), else from the launcher's variables. *from says
 // which, for messages.
-static int node_rank(const pt_config *c, uint32_t *rank, uint32_t *size,
+static int node_rank(const pti_config *c, uint32_t *rank, uint32_t *size,
     const char **from)
 {
 	if (c->node_rank >= 0) {
@@ -86,7 +86,7 @@ static int node_rank(const pt_config *c, uint32_t *rank, uint32_t *size,
 }
 
 // node_job_id names the job for its rendezvous folder.
-static int node_job_id(const pt_config *c, char *out, size_t n)
+static int node_job_id(const pti_config *c, char *out, size_t n)
 {
 	const char *job = getenv("SLURM_JOB_ID");
 	const char *step = getenv("SLURM_STEP_ID");
@@ -110,7 +110,7 @@ static int node_job_id(const pt_config *c, char *out, size_t n)
 
 // node_advertise is the address this host is reached at: --advertise,
 // else its first non-loopback IPv4 address that is up, else 127.0.0.1.
-static void node_advertise(const pt_config *c, char *out, size_t n)
+static void node_advertise(const pti_config *c, char *out, size_t n)
 {
 	struct ifaddrs *ifs, *i;
 	snprintf(out, n, "%s", c->advertise[0] ? c->advertise : "127.0.0.1");
@@ -128,7 +128,7 @@ static void node_advertise(const pt_config *c, char *out, size_t n)
 }
 
 // node_url_path is DIR/nodes/ID/server-R.url.
-static void node_url_path(char *out, size_t n, const pt_config *c,
+static void node_url_path(char *out, size_t n, const pti_config *c,
     const char *id, uint32_t r)
 {
 	snprintf(out, n, "%s/nodes/%s/server-%u.url", c->out, id, r);
@@ -136,7 +136,7 @@ static void node_url_path(char *out, size_t n, const pt_config *c,
 
 // node_gather waits (at most --connect-timeout seconds) for every server's
 // published address and lists them in c->connect.
-static int node_gather(pt_config *c, const char *id)
+static int node_gather(pti_config *c, const char *id)
 {
 	char path[PT_PATH_MAX + 256], url[512];
 	double start = pti_clock_s(), said = 0;
@@ -180,15 +180,15 @@ static int node_gather(pt_config *c, const char *id)
 
 // node_roles sets --servers and --workers from the cluster file or the
 // process count, and the role of this rank; *server is 1 to serve.
-static int node_roles(pt_config *c, uint32_t rank, uint32_t size,
+static int node_roles(pti_config *c, uint32_t rank, uint32_t size,
     const char *from, int *server)
 {
 	int rv;
 	if (c->cluster[0] != '\0' &&
-	    (rv = pt_config_cluster(c, PT_CMD_NODE)) != 0)
+	    (rv = pti_config_cluster(c, PT_CMD_NODE)) != 0)
 		return rv;
 	if (c->cluster[0] == '\0' && size > 0 &&
-	    !pt_config_given(c, "workers")) {
+	    !pti_config_given(c, "workers")) {
 		if (size <= c->servers)
 			return pti_err_set(PT_EINVAL, "%u processes leave no "
 			    "worker beside --servers %u", size, c->servers);
@@ -210,14 +210,14 @@ static int node_roles(pt_config *c, uint32_t rank, uint32_t size,
 
 int pti_cmd_node(int argc, char **argv)
 {
-	pt_config c;
+	pti_config c;
 	int help, rv, server = 0;
 	uint32_t rank = 0, size = 0;
 	const char *from = "";
 	char id[256] = "", where[300], path[PT_PATH_MAX + 256];
 
-	pt_config_defaults(&c);
-	if ((rv = pt_config_parse(&c, PT_CMD_NODE, argc, argv, &help)) != 0) {
+	pti_config_defaults(&c);
+	if ((rv = pti_config_parse(&c, PT_CMD_NODE, argc, argv, &help)) != 0) {
 		fprintf(stderr, "pstrain node: %s\n", pt_errmsg(rv));
 		return PTI_EXIT_USAGE;
 	}
@@ -236,7 +236,7 @@ int pti_cmd_node(int argc, char **argv)
 		       "every host shares. With --cluster FILE the addresses "
 		       "are the file's.\nThe job then runs as one started by "
 		       "hand (pstrain worker --help).\n\nflags:\n");
-		pt_config_help(stdout, PT_CMD_NODE);
+		pti_config_help(stdout, PT_CMD_NODE);
 		return 0;
 	}
 	if (c.mode == PT_MODE_ALLREDUCE) {

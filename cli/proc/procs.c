@@ -39,14 +39,14 @@ static double procs_now(void)
 
 // procs_steps fills the progress line's steps from the data set's size,
 // the way the worker counts them (0, and no line, when it cannot load).
-static void procs_steps(const pt_config *c, pti_progress *p)
+static void procs_steps(const pti_config *c, pti_progress *p)
 {
-	pt_data d;
-	if (pt_config_load_data(c, &d) != 0)
+	pti_data d;
+	if (pti_config_load_data(c, &d) != 0)
 		return;
 	p->spe = d.train.n / c->batch;
 	p->steps = c->steps ? c->steps : (uint64_t)c->epochs * p->spe;
-	pt_data_fini(&d);
+	pti_data_fini(&d);
 	if (p->spe == 0)
 		p->steps = 0;
 }
@@ -58,7 +58,7 @@ static void server_on_signal(int sig)
 
 // procs_out creates --out for a process started by hand (pstrain run
 // makes it for its own). PTI_EXIT_USAGE after saying why not.
-static int procs_out(const pt_config *c, const char *who)
+static int procs_out(const pti_config *c, const char *who)
 {
 	if (c->supervised || c->out[0] == '\0' || pti_mkdir_p(c->out) == 0)
 		return 0;
@@ -89,7 +89,7 @@ static int procs_publish(const char *path, const char *url)
 	return pti_afile_commit(&a);
 }
 
-int pti_serve(pt_config *c, const char *publish)
+int pti_serve(pti_config *c, const char *publish)
 {
 	if (procs_out(c, "server") != 0)
 		return PTI_EXIT_USAGE;
@@ -128,7 +128,7 @@ int pti_serve(pt_config *c, const char *publish)
 
 int pti_cmd_server(int argc, char **argv)
 {
-	pt_config c;
+	pti_config c;
 	int rv = pti_cli_config(&c, PT_CMD_SERVER, "server",
 	    "Serve one shard of the model's parameters. Every server and "
 	    "worker of a job\ncan be given the same flags (the job's, as for "
@@ -177,7 +177,7 @@ static void *procs_progress_main(void *arg)
 // procs_wait_servers gives the servers a moment, once stopped, to write
 // their server-R.json (into --out, when the hosts share it): the
 // summary gathers them. Files older than the job are not theirs.
-static void procs_wait_servers(const pt_config *c, double t0)
+static void procs_wait_servers(const pti_config *c, double t0)
 {
 	char path[PT_PATH_MAX + 32];
 	for (int tries = 0; tries < 50; tries++) {
@@ -198,7 +198,7 @@ static void procs_wait_servers(const pt_config *c, double t0)
 	    "summary leaves their counts out\n", c->rank, c->out);
 }
 
-int pti_work(pt_config *c, const char *cmdline)
+int pti_work(pti_config *c, const char *cmdline)
 {
 	if (c->out[0] == '\0') {
 		fprintf(stderr, "pstrain worker: needs --out DIR\n");
@@ -257,7 +257,7 @@ int pti_work(pt_config *c, const char *cmdline)
 
 int pti_cmd_worker(int argc, char **argv)
 {
-	pt_config c;
+	pti_config c;
 	int rv = pti_cli_config(&c, PT_CMD_WORKER, "worker",
 	    "Train on this worker's slice of every global batch, pushing "
 	    "gradients to the\nservers listed by --connect (or --cluster) "
@@ -282,7 +282,7 @@ int pti_cmd_worker(int argc, char **argv)
 
 int pti_cmd_secret(int argc, char **argv)
 {
-	pt_secret k;
+	pti_secret k;
 	int rv;
 	if (argc != 1 || argv[0][0] == '-') {
 		FILE *f = argc == 1 && strcmp(argv[0], "--help") == 0 ? stdout
@@ -294,8 +294,8 @@ int pti_cmd_secret(int argc, char **argv)
 			   "'pstrain run' makes its own.\n");
 		return f == stdout ? 0 : 2;
 	}
-	if ((rv = pt_secret_make(&k)) != 0 ||
-	    (rv = pt_secret_save(&k, argv[0])) != 0) {
+	if ((rv = pti_secret_make(&k)) != 0 ||
+	    (rv = pti_secret_save(&k, argv[0])) != 0) {
 		fprintf(stderr, "pstrain secret: %s\n", pt_errmsg(rv));
 		return 1;
 	}
@@ -304,9 +304,9 @@ int pti_cmd_secret(int argc, char **argv)
 
 int pti_cmd_eval(int argc, char **argv)
 {
-	pt_config c;
-	pt_layout l;
-	pt_data d;
+	pti_config c;
+	pti_layout l;
+	pti_data d;
 	float *params = NULL;
 	pti_model *m = NULL;
 	memset(&d, 0, sizeof(d));
@@ -320,8 +320,8 @@ int pti_cmd_eval(int argc, char **argv)
 	uint8_t *y = NULL;
 	uint32_t *idx = NULL;
 	double loss, acc;
-	if ((rv = pt_modelfile_load(c.model_file, &l, &params)) != 0 ||
-	    (rv = pt_data_load(&d, c.data, c.seed)) != 0)
+	if ((rv = pti_modelfile_load(c.model_file, &l, &params)) != 0 ||
+	    (rv = pti_data_load(&d, c.data, c.seed)) != 0)
 		goto out;
 	if (d.test.dim != l.width[0] || d.test.classes != l.width[l.n_layers]) {
 		rv = pti_err_set(PT_EINVAL,
@@ -352,6 +352,6 @@ out:
 	free(idx);
 	free(params);
 	pti_model_free(m);
-	pt_data_fini(&d);
+	pti_data_fini(&d);
 	return rv != 0 ? 1 : 0;
 }

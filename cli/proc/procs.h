@@ -3,7 +3,7 @@
 #ifndef PT_CLI_PROC_PROCS_H
 #define PT_CLI_PROC_PROCS_H
 
-struct pt_config;
+struct pti_config;
 
 // pti_serve and pti_work run this process as one server or one worker
 // of the job that c (parsed and checked) describes; each returns the
@@ -12,7 +12,7 @@ struct pt_config;
 // summary.json (docs/OUTPUTS.md).
 // publish (may be NULL) is a file to write the server's address to once
 // it listens (pstrain node's rendezvous).
-int pti_serve(struct pt_config *c, const char *publish);
-int pti_work(struct pt_config *c, const char *cmdline);
+int pti_serve(struct pti_config *c, const char *publish);
+int pti_work(struct pti_config *c, const char *cmdline);
 
 #endif // PT_CLI_PROC_PROCS_H

@@ -91,7 +91,7 @@ uint32_t pti_run_gone(const run_job *j, char *out)
 // worker has already finished), -1 when the job ends.
 int pti_run_server_failed(run_job *j, run_proc *p)
 {
-	pt_config *c = &j->c;
+	pti_config *c = &j->c;
 	char gone[PT_PATH_MAX], url[PT_PATH_MAX], got[PT_PATH_MAX];
 	uint64_t step = 0;
 	double wall = 0, loss, t_fail = pti_run_now();
@@ -140,13 +140,13 @@ int pti_run_server_failed(run_job *j, run_proc *p)
 // run_find_resume picks the newest checkpoint version in dir that every
 // server of ranks [lo, hi) completed and that checks out whole; refused
 // files are named with their reason. Returns the version, or -1.
-uint32_t pti_run_ckpt_ranks(const pt_config *c)
+uint32_t pti_run_ckpt_ranks(const pti_config *c)
 {
 	return c->mode == PT_MODE_ALLREDUCE ? 1 : c->servers;
 }
 
-int64_t pti_run_find_resume(const pt_config *c, const char *dir,
-    const pt_layout *l, uint32_t lo, uint32_t hi)
+int64_t pti_run_find_resume(const pti_config *c, const char *dir,
+    const pti_layout *l, uint32_t lo, uint32_t hi)
 {
 	uint32_t ns = pti_run_ckpt_ranks(c);
 	DIR *d = opendir(dir);
@@ -178,8 +178,8 @@ int64_t pti_run_find_resume(const pt_config *c, const char *dir,
 			break;
 		int ok = 1;
 		for (uint32_t r = lo; r < hi && ok; r++) {
-			pt_range sh = pt_layout_shard(l, r, ns);
-			pti_ckpt_meta want = {r, ns, pt_layout_hash(l),
+			pti_range sh = pti_layout_shard(l, r, ns);
+			pti_ckpt_meta want = {r, ns, pti_layout_hash(l),
 			    sh.lo, sh.hi, v, 0, (uint32_t)c->optim.kind,
 			    (uint32_t)c->optim.n_state, c->workers}, got;
 			size_t bytes = (sh.hi - sh.lo) * sizeof(float);
@@ -226,7 +226,7 @@ int pti_run_rollback(run_job *j)
 	pti_run_kill_all(j);
 	j->n_procs = 0;
 	memset(j->lost, 0, sizeof(j->lost));
-	pt_config *c = &j->c;
+	pti_config *c = &j->c;
 	int ar = c->mode == PT_MODE_ALLREDUCE;
 	int64_t v = c->checkpoint_dir[0] == '\0'
 			? -1
@@ -253,7 +253,7 @@ int pti_run_rollback(run_job *j)
 // one), and which checkpoint a --resume would now start from.
 void pti_run_tell_checkpoints(const run_job *j)
 {
-	const pt_config *c = &j->c;
+	const pti_config *c = &j->c;
 	uint64_t failed;
 	char last[PT_PATH_MAX + 160];
 	if (c->checkpoint_dir[0] == '\0')

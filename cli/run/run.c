@@ -58,7 +58,7 @@ static int run_dashboard(run_job *j)
 	char url[128], title[PT_PATH_MAX + PT_SPEC_MAX + 128];
 	int rv;
 	snprintf(job.dir, sizeof(job.dir), "%s", j->c.out);
-	snprintf(job.mode, sizeof(job.mode), "%s", pt_mode_name(j->c.mode));
+	snprintf(job.mode, sizeof(job.mode), "%s", pti_mode_name(j->c.mode));
 	snprintf(job.ckpt_dir, sizeof(job.ckpt_dir), "%s",
 	    j->c.checkpoint_dir);
 	job.workers = j->c.workers;
@@ -66,7 +66,7 @@ static int run_dashboard(run_job *j)
 	job.t0 = j->t0;
 	job.state = PTI_DASH_RUNNING;
 	snprintf(title, sizeof(title), "pstrain run: %s, %u x %u, %s, %s",
-	    pt_mode_name(j->c.mode), j->c.servers, j->c.workers, j->c.model,
+	    pti_mode_name(j->c.mode), j->c.servers, j->c.workers, j->c.model,
 	    j->c.out);
 	if ((rv = pti_dash_open(&j->dash, "--dashboard-listen",
 	    j->c.dashboard_listen, title, &job, 1, url, sizeof(url))) != 0) {
@@ -203,7 +203,7 @@ static int run_old_output(const char *name)
 // run_check_out refuses an --out folder that holds a previous job's
 // files, unless --force (which removes them, and only them, first) or
 // --resume (which goes on with them).
-static int run_check_out(const pt_config *c)
+static int run_check_out(const pti_config *c)
 {
 	DIR *d = opendir(c->out);
 	struct dirent *e;
@@ -236,7 +236,7 @@ static int run_check_out(const pt_config *c)
 // worker, which slowed a 2 x 4 job on 2 cores (docs/PERFORMANCE.md).
 // compare passes off: async and ssp cannot push by layer, and a
 // comparison of modes changes one thing.
-static void run_layer_push(pt_config *c)
+static void run_layer_push(pti_config *c)
 {
 	cpu_set_t cpus;
 	if (c->layer_push != PT_LP_AUTO)
@@ -249,26 +249,26 @@ static void run_layer_push(pt_config *c)
 
 static int run_prepare(run_job *j)
 {
-	pt_config *c = &j->c;
-	pt_data d;
-	pt_layout *l = &j->layout;
+	pti_config *c = &j->c;
+	pti_data d;
+	pti_layout *l = &j->layout;
 	int rv;
 	run_layer_push(c);
 	// --optimizer was checked with every other flag (pti_cli_config).
 	// Load the data once here so that a bad file is reported before any
 	// process starts.
-	if ((rv = pt_config_load_data(c, &d)) != 0)
+	if ((rv = pti_config_load_data(c, &d)) != 0)
 		return rv;
 	if (c->mode == PT_MODE_ALLREDUCE && c->servers > 0) {
-		if (pt_config_given(c, "servers"))
+		if (pti_config_given(c, "servers"))
 			fprintf(stderr, "pstrain run: --mode allreduce runs no "
 			    "servers; --servers %u is ignored\n", c->servers);
 		c->servers = 0;
 	}
 	j->n_train = d.train.n;
 	j->n_val = d.val.n;
-	rv = pt_layout_init(l, c->model, d.train.dim, d.train.classes);
-	pt_data_fini(&d);
+	rv = pti_layout_init(l, c->model, d.train.dim, d.train.classes);
+	pti_data_fini(&d);
 	if (rv != 0)
 		return rv;
 	j->classes = l->width[l->n_layers];
@@ -366,13 +366,13 @@ int pti_cmd_run(int argc, char **argv)
 	// A new secret for every job, handed to its processes in the
 	// environment (not on a command line, where ps shows it): only they
 	// can act on this job's servers.
-	pt_secret key;
+	pti_secret key;
 	char hex[2 * PT_SECRET_MAX + 1];
-	if ((rv = pt_secret_make(&key)) != 0) {
+	if ((rv = pti_secret_make(&key)) != 0) {
 		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(rv));
 		return 1;
 	}
-	pt_secret_hex(&key, hex, sizeof(hex));
+	pti_secret_hex(&key, hex, sizeof(hex));
 	setenv(PT_SECRET_ENV, hex, 1);
 	pti_cmdline(j.cmdline, sizeof(j.cmdline), "run", argc, argv);
 	j.tty = isatty(2);
@@ -397,7 +397,7 @@ int pti_cmd_run(int argc, char **argv)
 	signal(SIGHUP, run_on_signal);
 	fprintf(stderr, "pstrain run: %s, %u servers, %u workers, %s, batch "
 	    "%u (%u per worker), %llu steps, output in %s\n",
-	    pt_mode_name(j.c.mode), j.c.servers, j.c.workers, j.c.model,
+	    pti_mode_name(j.c.mode), j.c.servers, j.c.workers, j.c.model,
 	    j.c.batch, j.c.batch / j.c.workers, (unsigned long long)j.steps,
 	    j.c.out);
 	if (j.c.tensorboard[0] != '\0' &&

@@ -30,14 +30,14 @@ typedef struct run_proc {
 } run_proc;
 
 typedef struct run_job {
-	pt_config c;
+	pti_config c;
 	run_proc procs[RUN_MAX_PROCS];
 	uint32_t n_procs;
 	char sockdir[PT_PATH_MAX];
 	char urls[PT_URLS_MAX];
 	uint64_t steps, spe, n_train, n_val;
 	uint32_t classes;
-	pt_layout layout; // the model's, from run_prepare
+	pti_layout layout; // the model's, from run_prepare
 	uint32_t worker_restarts, workers_lost, server_restarts;
 	uint8_t lost[RUN_MAX_WORKERS]; // workers the job went on without
 	uint64_t steps_redone;
@@ -98,9 +98,9 @@ int pti_run_server_failed(run_job *j, run_proc *p);
 int pti_run_rollback(run_job *j);
 // pti_run_ckpt_ranks: how many servers' checkpoints make one of the
 //   job's (allreduce: 1, worker 0's of the whole model, as one server's).
-uint32_t pti_run_ckpt_ranks(const pt_config *c);
-int64_t pti_run_find_resume(const pt_config *c, const char *dir,
-    const pt_layout *l, uint32_t lo, uint32_t hi);
+uint32_t pti_run_ckpt_ranks(const pti_config *c);
+int64_t pti_run_find_resume(const pti_config *c, const char *dir,
+    const pti_layout *l, uint32_t lo, uint32_t hi);
 uint32_t pti_run_gone(const run_job *j, char *out);
 void pti_run_tell_checkpoints(const run_job *j);
 

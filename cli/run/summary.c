@@ -73,7 +73,7 @@ typedef struct sum_stats {
 // server_json reads server s's server-R.json; NULL when it is not there
 // (a server that did not stop normally writes none) or is damaged (said
 // on stderr). The caller frees it with json_decref.
-static json_t *server_json(const pt_config *c, uint32_t s)
+static json_t *server_json(const pti_config *c, uint32_t s)
 {
 	char path[PT_PATH_MAX + 32];
 	snprintf(path, sizeof(path), "%s/server-%u.json", c->out, s);
@@ -87,7 +87,7 @@ static uint64_t server_count(const json_t *j, const char *key)
 	return x >= 0 ? (uint64_t)x : 0;
 }
 
-void pti_ckpt_report(const pt_config *c, uint64_t *failures, char *last,
+void pti_ckpt_report(const pti_config *c, uint64_t *failures, char *last,
     size_t n)
 {
 	char err[PT_PATH_MAX + 128];
@@ -106,7 +106,7 @@ void pti_ckpt_report(const pt_config *c, uint64_t *failures, char *last,
 	}
 }
 
-static void gather_servers(const pt_config *c, sum_stats *st)
+static void gather_servers(const pti_config *c, sum_stats *st)
 {
 	for (uint32_t s = 0; s < c->servers; s++) {
 		json_t *j = server_json(c, s);
@@ -140,7 +140,7 @@ static void gather_servers(const pt_config *c, sum_stats *st)
 
 static void gather_workers(const pti_run_facts *r, sum_stats *st)
 {
-	const pt_config *c = r->c;
+	const pti_config *c = r->c;
 	char path[PT_PATH_MAX + 64];
 	const char *want[] = {PTI_COL(pti_csv_worker, PTI_WK_WALL),
 	    PTI_COL(pti_csv_worker, PTI_WK_STEP_MS),
@@ -316,7 +316,7 @@ static void str(json_t *o, const char *key, const char *v)
 
 int pti_summary_write(const pti_run_facts *r)
 {
-	const pt_config *c = r->c;
+	const pti_config *c = r->c;
 	char path[PT_PATH_MAX + 32];
 	pti_final fin;
 	sum_stats st;
@@ -356,7 +356,7 @@ int pti_summary_write(const pti_run_facts *r)
 	int val = r->n_val > 0;
 	str(f, "outcome", outcome);
 	json_object_set_new(f, "diverged", json_boolean(r->diverged));
-	str(f, "mode", pt_mode_name(c->mode));
+	str(f, "mode", pti_mode_name(c->mode));
 	num(f, "servers", c->servers, 10);
 	num(f, "workers", c->workers, 10);
 	str(f, "model", c->model);
@@ -414,7 +414,7 @@ int pti_summary_write(const pti_run_facts *r)
 	num(f, "best_val_version", val ? fin.best_val_version : NAN, 20);
 	num(f, "best_val_test_loss", val ? fin.best_val_test_loss : NAN, 6);
 	num(f, "best_val_test_acc", val ? fin.best_val_test_acc : NAN, 4);
-	json_object_set_new(f, "config", pt_config_json(c, PT_CMD_RUN));
+	json_object_set_new(f, "config", pti_config_json(c, PT_CMD_RUN));
 	json_object_set_new(f, "record", pti_record_json(r->cmdline, r->t0));
 	// Each number was rounded above to its digits: 15 significant
 	// digits print it as rounded.
@@ -426,7 +426,7 @@ int pti_summary_write(const pti_run_facts *r)
 	}
 	if (!have) {
 		printf("%s: %s job DIVERGED (see worker logs); summary: %s\n",
-		    c->out, pt_mode_name(c->mode), path);
+		    c->out, pti_mode_name(c->mode), path);
 		return 0;
 	}
 	char from[64] = "";
@@ -437,7 +437,7 @@ int pti_summary_write(const pti_run_facts *r)
 	       "  %llu steps (%.2f epochs%s) in %.1fs, %.0f samples/s "
 	       "(%.1fs training, %.1fs evaluating)\n"
 	       "  final train loss %.4f, test loss %.4f, test accuracy %.4f\n",
-	    c->out, pt_mode_name(c->mode), c->servers, c->workers, c->model,
+	    c->out, pti_mode_name(c->mode), c->servers, c->workers, c->model,
 	    c->data, outcome, (unsigned long long)r->steps,
 	    (double)r->steps / r->spe, from, r->wall, rate, train_s, st.eval_s,
 	    fin.train_loss, fin.test_loss, fin.test_acc);

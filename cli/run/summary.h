@@ -19,7 +19,7 @@
 
 // What the launcher knows of a job that its processes' files do not say.
 typedef struct pti_run_facts {
-	const pt_config *c;
+	const pti_config *c;
 	const char *cmdline; // as typed, shell-quoted
 	uint64_t steps, spe; // global steps, steps per epoch
 	uint64_t n_train, n_val;
@@ -62,7 +62,7 @@ struct json_t *pti_record_json(const char *cmdline, double t0);
 // server-R.json files in c->out into *failures, and copies the error of
 // the highest-ranked server that reported one, as "server R: ERROR", into
 // last (size n; "" when none).
-void pti_ckpt_report(const pt_config *c, uint64_t *failures, char *last,
+void pti_ckpt_report(const pti_config *c, uint64_t *failures, char *last,
     size_t n);
 
 // pti_summary_write gathers the servers' and workers' files of the job

@@ -66,10 +66,10 @@ static void run_argv_free(char **argv, int argc)
 static int run_spawn(run_job *j, int server, uint32_t rank, char **extra,
     int n_extra)
 {
-	const pt_config *c = &j->c;
+	const pti_config *c = &j->c;
 	// "pstrain server", a "--flag value" pair per flag of the table at
-	// most (pt_config_to_argv), "--supervised", the extra words, NULL.
-	size_t cap = 2 + 2 * (size_t)pt_config_count() + 1 + (size_t)n_extra +
+	// most (pti_config_to_argv), "--supervised", the extra words, NULL.
+	size_t cap = 2 + 2 * (size_t)pti_config_count() + 1 + (size_t)n_extra +
 		     1;
 	char **argv = calloc(cap, sizeof(*argv));
 	int argc = 0, rv;
@@ -81,7 +81,7 @@ static int run_spawn(run_job *j, int server, uint32_t rank, char **extra,
 
 	argv[argc++] = strdup("pstrain");
 	argv[argc++] = strdup(server ? "server" : "worker");
-	if ((rv = pt_config_to_argv(c, PT_CMD_RUN,
+	if ((rv = pti_config_to_argv(c, PT_CMD_RUN,
 		 server ? PT_CMD_SERVER : PT_CMD_WORKER, argv, &argc)) != 0) {
 		run_argv_free(argv, argc);
 		return rv;
@@ -260,7 +260,7 @@ int pti_run_spawn_server(run_job *j, uint32_t s, const char *listen,
 
 int pti_run_start(run_job *j)
 {
-	const pt_config *c = &j->c;
+	const pti_config *c = &j->c;
 	char listen[PT_PATH_MAX + 32], url[PT_PATH_MAX];
 	size_t used = 0;
 	for (uint32_t s = 0; s < c->servers; s++) {

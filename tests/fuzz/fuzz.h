@@ -19,9 +19,9 @@
 #define FUZZ_DATA "synthetic:100" // 64 features, 10 classes
 
 // fuzz_config fills c for the server of mode 1..3.
-static inline void fuzz_config(pt_config *c, int mode)
+static inline void fuzz_config(pti_config *c, int mode)
 {
-	pt_config_defaults(c);
+	pti_config_defaults(c);
 	c->mode = mode;
 	c->workers = 2;
 	c->servers = 1;

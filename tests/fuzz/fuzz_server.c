@@ -44,8 +44,8 @@ static void prove(pti_local_server *s, uint32_t pipe, uint32_t role,
     uint32_t rank, uint64_t lhash, uint64_t n_params)
 {
 	pti_hdr h, r;
-	pt_secret key;
-	if (pt_secret_load(&key, NULL) != 0)
+	pti_secret key;
+	if (pti_secret_load(&key, NULL) != 0)
 		abort();
 	pti_hdr_init(&h, PT_OP_CHALLENGE, role, rank);
 	nng_msg_free(ask(s, pipe, &h, NULL, 0, &r));
@@ -65,18 +65,18 @@ static void prove(pti_local_server *s, uint32_t pipe, uint32_t role,
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	pt_config c;
-	pt_layout l;
+	pti_config c;
+	pti_layout l;
 	pti_local_server *s;
 	if (size < 1)
 		return 0;
 	fuzz_config(&c, 1 + data[0] % 3);
-	if (pt_layout_init(&l, FUZZ_SPEC, 64, 10) != 0 ||
+	if (pti_layout_init(&l, FUZZ_SPEC, 64, 10) != 0 ||
 	    pti_local_open(&s, &c) != 0)
 		abort();
 	for (uint32_t p = 1; p <= 4; p++)
 		pti_local_connect(s, p);
-	uint64_t lh = pt_layout_hash(&l);
+	uint64_t lh = pti_layout_hash(&l);
 	prove(s, 1, PT_ROLE_WORKER, 0, lh, l.n_params);
 	prove(s, 2, PT_ROLE_WORKER, 1, lh, l.n_params);
 	prove(s, 3, PT_ROLE_CONTROL, 0, 0, 0);

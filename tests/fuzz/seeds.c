@@ -65,8 +65,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	dir = argv[1];
-	pt_layout l;
-	if (pt_layout_init(&l, FUZZ_SPEC, 64, 10) != 0)
+	pti_layout l;
+	if (pti_layout_init(&l, FUZZ_SPEC, 64, 10) != 0)
 		return 1;
 	uint64_t n = l.n_params;
 	float *g = calloc(n, sizeof(float));
