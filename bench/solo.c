@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/config.h"
 #include "common/data.h"
 #include "common/err.h"
@@ -20,13 +21,6 @@
 #include "common/optim.h"
 #include "model/model.h"
 #include "train/batch.h"
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 int main(int argc, char **argv)
 {
@@ -69,7 +63,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	pti_layout_init_values(p, &l, c.seed, 0, np);
-	double loss = 0, t0 = now_s();
+	double loss = 0, t0 = pti_clock_s();
 	for (uint64_t t = 0; t < c.steps; t++) {
 		const float *x;
 		const uint8_t *y;
@@ -77,7 +71,7 @@ int main(int argc, char **argv)
 		pti_model_grad(m, g, &loss, p, x, y, c.batch);
 		pti_optim_apply(&opt, p, NULL, NULL, g, np, 1, c.lr, t + 1);
 	}
-	double secs = now_s() - t0;
+	double secs = pti_clock_s() - t0;
 	printf("samples_per_s %.1f train_s %.3f final_loss %.4f\n",
 	    (double)c.steps * c.batch / secs, secs, loss);
 	pti_model_free(m);

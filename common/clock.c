@@ -10,6 +10,13 @@ double pti_clock_s(void)
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+double pti_wall_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 void pti_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, long ms)
 {
 	struct timespec ts;

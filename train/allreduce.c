@@ -97,10 +97,10 @@ static int allreduce_step(pti_trainer *w, pti_ring *ring, pti_step *st,
 	st->sumsq = pti_blas_sumsq(w->grad, n);
 	if (pti_trainer_check(w, st))
 		return pti_trainer_diverged(w, st->loss, st->sumsq, t);
-	double t_c = pti_train_now();
+	double t_c = pti_wall_s();
 	if ((rv = pti_ring_sum(ring, w->grad, n, (int64_t)t)) != 0)
 		return rv;
-	double t_d = pti_train_now();
+	double t_d = pti_wall_s();
 	pti_client_step info = {(int64_t)t + 1, 0, 0,
 	    pti_lr(&a->lr, (int64_t)t, 0)};
 	st->info = info;
@@ -108,7 +108,7 @@ static int allreduce_step(pti_trainer *w, pti_ring *ring, pti_step *st,
 	    c->workers, info.lr, t + 1);
 	ar_checkpoint(w, a->sc, &a->opt, a->s1, a->s2, (int64_t)t + 1,
 	    a->clocks);
-	st->t_end = pti_train_now();
+	st->t_end = pti_wall_s();
 	st->step_s = st->t_end - st->t_a;
 	st->compute_s = t_c - st->t_b;
 	st->comm_s = t_d - t_c;
@@ -130,7 +130,7 @@ int pti_train_allreduce(pti_trainer *w)
 	int rv;
 
 	a.opt.weight_decay = c->weight_decay;
-	w->t_log = pti_train_now();
+	w->t_log = pti_wall_s();
 	double t_start = w->t_log;
 	pti_layout_init_values(w->params, &w->layout, c->seed, 0, n);
 	if ((a.opt.n_state >= 1 &&
@@ -167,7 +167,7 @@ int pti_train_allreduce(pti_trainer *w)
 	}
 	if (c->rank == 0)
 		rv = pti_eval_final(w, (int64_t)w->steps,
-		    pti_train_now() - t_start);
+		    pti_wall_s() - t_start);
 done:
 	pti_ring_close(ring);
 	memset(&secret, 0, sizeof(secret));

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/modelfile.h"
 #include "common/outputs.h"
@@ -55,12 +56,12 @@ int pti_eval_row(pti_trainer *w, int64_t ver, uint64_t wstep,
     double *loss_out, double *acc_out)
 {
 	const pti_dataset *d = w->data.val.n > 0 ? &w->data.val : &w->data.test;
-	double loss, acc, t = pti_train_now();
+	double loss, acc, t = pti_wall_s();
 	int rv = eval_on(w, w->params, d, &loss, &acc);
 	if (rv != 0)
 		return rv;
 	double row[PTI_EV_N] = {(double)ver, t - w->t0, loss, acc,
-	    (double)wstep, pti_train_now() - t};
+	    (double)wstep, pti_wall_s() - t};
 	if ((rv = pti_record_eval(w, row)) != 0)
 		return rv;
 	if (w->data.val.n > 0 && acc > w->best_acc) {

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "common/blas.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "train/sender.h"
 
@@ -120,7 +121,7 @@ static void *lp_send_main(void *arg)
 // then in w->params. Returns st's first error.
 static int lp_wait(layer_push *lp, lp_step *st, uint64_t end)
 {
-	double t0 = pti_train_now();
+	double t0 = pti_wall_s();
 	pthread_mutex_lock(&lp->mu);
 	for (;;) {
 		if (st->waited < st->n && st->off[st->waited] < end) {
@@ -152,7 +153,7 @@ static int lp_wait(layer_push *lp, lp_step *st, uint64_t end)
 	}
 	int rv = st->rv;
 	pthread_mutex_unlock(&lp->mu);
-	st->t_d = pti_train_now();
+	st->t_d = pti_wall_s();
 	st->wait_s += st->t_d - t0;
 	return rv;
 }
@@ -161,9 +162,9 @@ static int lp_ready(void *arg, uint32_t l)
 {
 	layer_push *lp = arg;
 	const pti_var *b = &lp->w->layout.vars[2 * l + 1]; // b_l ends layer l
-	double t0 = pti_train_now();
+	double t0 = pti_wall_s();
 	int rv = lp_wait(lp, lp->prev, b->off + b->n);
-	lp->ready_s += pti_train_now() - t0;
+	lp->ready_s += pti_wall_s() - t0;
 	return rv;
 }
 
@@ -223,7 +224,7 @@ static int lp_grad(void *s, pti_step *st, const float *x, const uint8_t *y)
 	lp->ready_s = 0;
 	int rv = pti_model_grad_hooked(w->model, w->grad, &loss, w->params, x,
 	    y, w->b, &lp->hk);
-	p->t_c = pti_train_now();
+	p->t_c = pti_wall_s();
 	p->s.loss = st->loss = loss;
 	p->compute_s = p->t_c - st->t_b - lp->ready_s;
 	st->sumsq = 0; // summed by the sender, checked by lp_flush

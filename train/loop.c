@@ -4,6 +4,7 @@
 #include "train/loop.h"
 
 #include "common/blas.h"
+#include "common/clock.h"
 #include "train/eval.h"
 #include "train/record.h"
 #include "train/session.h"
@@ -47,7 +48,7 @@ static int step(pti_trainer *w, pti_sender *s, pti_step *st, uint64_t t)
 
 int pti_train_loop(pti_trainer *w, pti_sender *s)
 {
-	double t_start = pti_train_now();
+	double t_start = pti_wall_s();
 	uint64_t t = 0;
 	int rv, rejoins = 0;
 
@@ -66,7 +67,7 @@ int pti_train_loop(pti_trainer *w, pti_sender *s)
 			// restart from a checkpoint): then go on from there.
 			if ((rv = replies(w, s, s->ops->flush)) == 0 &&
 			    ((rv = pti_session_finish(w,
-				  pti_train_now() - t_start, &t)) != 0 ||
+				  pti_wall_s() - t_start, &t)) != 0 ||
 				t >= w->steps))
 				return rv;
 		} else if ((rv = step(w, s, &st, t)) == 0) {

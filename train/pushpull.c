@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "common/blas.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/mode.h"
 #include "train/sender.h"
@@ -37,7 +38,7 @@ static int pushpull_send(void *s, pti_step *st)
 	pushpull *p = s;
 	pti_trainer *w = p->w;
 	p->st = st;
-	p->t_c = pti_train_now();
+	p->t_c = pti_wall_s();
 	return pt_pushpull(w->pw, (int64_t)st->t, PT_ALL, 0,
 	    w->layout.n_params, w->grad, w->params, &p->req);
 }
@@ -54,7 +55,7 @@ static int pushpull_wait(void *s, pti_step **done)
 	p->req = NULL;
 	if (rv != 0)
 		return rv;
-	st->t_end = pti_train_now();
+	st->t_end = pti_wall_s();
 	st->step_s = st->t_end - st->t_a;
 	st->compute_s = p->t_c - st->t_b;
 	st->comm_s = st->t_end - p->t_c;

@@ -10,6 +10,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/pair1/pair.h>
 
+#include "common/clock.h"
 #include "common/config.h"
 #include "common/err.h"
 #include "common/proto.h"
@@ -27,13 +28,6 @@ struct pti_ring {
 	int joined, broken; // the ring formed; a sum failed on it since
 	char url_in[PT_URLS_MAX], url_out[PT_URLS_MAX];
 };
-
-static double ring_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void ring_widen_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
@@ -186,7 +180,7 @@ static int ring_answer(pti_ring *g, nng_msg *m, const pti_hdr *h,
 static int ring_listen(pti_ring *g, double until, int proof,
     uint8_t nonce[PT_NONCE_LEN], pti_hdr *again)
 {
-	while (ring_now() < until) {
+	while (pti_clock_s() < until) {
 		nng_msg *m;
 		pti_hdr h;
 		const void *pay;
@@ -248,7 +242,7 @@ static int ring_challenge(pti_ring *g, pti_hdr *h, double until,
 		rv = ring_recv(g, g->out, g->right, m, a, &pay);
 		if (rv != PT_ETIMEDOUT)
 			break;
-		if (ring_now() >= until) {
+		if (pti_clock_s() >= until) {
 			rv = pti_err_set(PT_ETIMEDOUT, "ring: worker %u: no "
 			    "answer from worker %u at %s in %.0f s", g->rank,
 			    g->right, g->url_out, g->timeout_s);
@@ -278,7 +272,7 @@ static int ring_join(pti_ring *g)
 // ring_join_short is ring_join with RING_RETRY_MS receive timeouts.
 static int ring_join_short(pti_ring *g)
 {
-	double until = ring_now() + g->timeout_s;
+	double until = pti_clock_s() + g->timeout_s;
 	uint8_t mine[PT_NONCE_LEN], theirs[PT_NONCE_LEN];
 	pti_hdr h, a;
 	nng_msg *m;
@@ -505,13 +499,10 @@ void pti_ring_close(pti_ring *g)
 		return ring_shut(g);
 	}
 	pthread_detach(th);
-	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += RING_CLOSE_S;
+	double until = pti_clock_s() + RING_CLOSE_S;
 	pthread_mutex_lock(&k->mu);
-	while (!k->done &&
-	       pthread_cond_timedwait(&k->cv, &k->mu, &until) == 0)
-		;
+	for (double now; !k->done && (now = pti_clock_s()) < until;)
+		pti_cond_wait_ms(&k->cv, &k->mu, (long)((until - now) * 1e3) + 1);
 	int done = k->done;
 	pthread_mutex_unlock(&k->mu);
 	if (!done)

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/job.h"
 #include "common/mode.h"
@@ -41,7 +42,7 @@ static int session_recoverable(int rv)
 int pti_session_join(pti_trainer *w, uint64_t *t)
 {
 	const pti_config *c = w->c;
-	double until = pti_train_now() + c->rpc_timeout;
+	double until = pti_wall_s() + c->rpc_timeout;
 	pti_client_step info;
 	for (;;) {
 		int64_t start;
@@ -56,7 +57,7 @@ int pti_session_join(pti_trainer *w, uint64_t *t)
 					    : pt_worker_start(w->pw));
 			return 0;
 		}
-		if (!session_recoverable(rv) || pti_train_now() > until)
+		if (!session_recoverable(rv) || pti_wall_s() > until)
 			return rv;
 		pti_train_sleep_ms(50);
 	}

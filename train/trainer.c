@@ -14,15 +14,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/rng.h"
-
-double pti_train_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 void pti_train_sleep_ms(double ms)
 {
@@ -39,7 +33,7 @@ int pti_trainer_init(pti_trainer *w, const pti_config *c)
 	int rv;
 	memset(w, 0, sizeof(*w));
 	w->c = c;
-	w->t0 = c->t0 > 0 ? c->t0 : pti_train_now();
+	w->t0 = c->t0 > 0 ? c->t0 : pti_wall_s();
 	w->best_acc = -1;
 	w->first_loss = -1;
 	w->delay = c->delay_spec;
@@ -110,12 +104,12 @@ void pti_trainer_batch(pti_trainer *w, pti_step *st, uint64_t t,
 {
 	memset(st, 0, sizeof(*st));
 	st->t = t;
-	st->t_a = pti_train_now();
+	st->t_a = pti_wall_s();
 	st->epoch = (uint32_t)(t / w->spe);
 	pti_batches_get(w->batches, t, x, y);
 	st->delay = trainer_delay(w, t);
 	pti_train_sleep_ms(st->delay);
-	st->t_b = pti_train_now();
+	st->t_b = pti_wall_s();
 }
 
 double pti_trainer_limit(const pti_trainer *w)

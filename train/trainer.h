@@ -87,9 +87,8 @@ int pti_trainer_check(pti_trainer *w, const pti_step *st);
 int pti_trainer_diverged(const pti_trainer *w, double loss, double sumsq,
     uint64_t t);
 
-// pti_train_now is the wall clock in seconds since 1970 (the rows' time
-// column); pti_train_sleep_ms sleeps ms milliseconds (<= 0: not at all).
-double pti_train_now(void);
+// pti_train_sleep_ms sleeps ms milliseconds (<= 0: not at all). The
+// rows' times are common/clock.h's pti_wall_s.
 void pti_train_sleep_ms(double ms);
 
 #endif // PT_TRAIN_TRAINER_H

@@ -24,6 +24,7 @@
 #include "cli/jsonio.h"
 #include "cli/self.h"
 #include "common/afile.h"
+#include "common/clock.h"
 #include "common/config.h"
 #include "common/data.h"
 #include "common/err.h"
@@ -745,15 +746,6 @@ static uint64_t cmp_steps(const pti_cmp_mode *m, uint64_t n_train)
 		   : 0;
 }
 
-// cmp_now: seconds since 1970, about when a job starts (its own launcher
-// counts wall_s from a moment later).
-static double cmp_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 // cmp_dashboard serves every job of s, each waiting to run. 0, or the
 // exit status after saying why.
 static int cmp_dashboard(cmp_set *s)
@@ -819,7 +811,7 @@ static int set_run(cmp_set *s)
 			    (unsigned long long)j->seed, j->dir);
 			uint32_t k = (uint32_t)(i * s->n_seeds + r);
 			pti_dash_state(s->dash, k, PTI_DASH_RUNNING,
-			    cmp_now());
+			    pti_wall_s());
 			int rv = job_run(c, j, s->tb);
 			pti_dash_state(s->dash, k, rv == 0 || rv ==
 			    PTI_EXIT_DIVERGED ? PTI_DASH_DONE : PTI_DASH_FAILED,

@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 
 #include <jansson.h>
 #include <nng/nng.h>
@@ -24,6 +23,7 @@
 #include "cli/dash/dbuf.h"
 #include "cli/dash/view.h"
 #include "cli/dash/web.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/outputs.h"
 
@@ -41,13 +41,6 @@ struct pti_dash {
 };
 
 // ---------------------------------------------------------------- handlers
-
-static double dash_now(void)
-{
-	struct timeval tv;
-	gettimeofday(&tv, NULL);
-	return (double)tv.tv_sec + tv.tv_usec / 1e6;
-}
 
 static void dash_reply(nng_aio *aio, const char *type, const char *body,
     size_t len, uint16_t status)
@@ -83,7 +76,7 @@ static int dash_view_take(pti_dash *d, pti_dash_view *v)
 	v->title = d->title;
 	v->jobs = jobs;
 	v->n_jobs = d->n_jobs;
-	v->now = dash_now();
+	v->now = pti_wall_s();
 	return 0;
 }
 
@@ -288,7 +281,7 @@ int pti_dash_open(pti_dash **out, const char *flag, const char *listen,
 static void dash_event(pti_dash_jobrt *j, int kind, uint32_t total)
 {
 	pti_dash_event *e = &j->ev[j->n_ev++ % PTI_DASH_EVENTS];
-	e->t = j->cfg.t0 > 0 ? dash_now() - j->cfg.t0 : NAN;
+	e->t = j->cfg.t0 > 0 ? pti_wall_s() - j->cfg.t0 : NAN;
 	e->kind = kind;
 	e->total = total;
 }

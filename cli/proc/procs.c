@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,6 +18,7 @@
 #include "cli/run/summary.h"
 #include "common/afile.h"
 #include "common/auth.h"
+#include "common/clock.h"
 #include "common/config.h"
 #include "common/data.h"
 #include "common/err.h"
@@ -29,13 +29,6 @@
 #include "model/model.h"
 #include "ps/server.h"
 #include "train/worker.h"
-
-static double procs_now(void)
-{
-	struct timeval tv;
-	gettimeofday(&tv, NULL);
-	return (double)tv.tv_sec + tv.tv_usec * 1e-6;
-}
 
 // procs_steps fills the progress line's steps from the data set's size,
 // the way the worker counts them (0, and no line, when it cannot load).
@@ -159,16 +152,8 @@ static void *procs_progress_main(void *arg)
 	double every = pp->p.tty ? 0.5 : 10.0;
 	pthread_mutex_lock(&pp->mu);
 	while (!pp->stop) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += (time_t)every;
-		ts.tv_nsec += (long)((every - (time_t)every) * 1e9);
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&pp->cv, &pp->mu, &ts);
-		pti_progress_print(&pp->p, procs_now(), pp->stop);
+		pti_cond_wait_ms(&pp->cv, &pp->mu, (long)(every * 1e3));
+		pti_progress_print(&pp->p, pti_wall_s(), pp->stop);
 	}
 	pthread_mutex_unlock(&pp->mu);
 	return NULL;
@@ -206,7 +191,7 @@ int pti_work(pti_config *c, const char *cmdline)
 	}
 	if (procs_out(c, "worker") != 0)
 		return PTI_EXIT_USAGE;
-	double t0 = c->t0 > 0 ? c->t0 : procs_now();
+	double t0 = c->t0 > 0 ? c->t0 : pti_wall_s();
 	c->t0 = t0; // the wall_s columns and the summary count from here
 	procs_progress pp;
 	pthread_t th;
@@ -244,7 +229,7 @@ int pti_work(pti_config *c, const char *cmdline)
 			procs_wait_servers(c, t0);
 		pti_run_facts r = {c, cmdline, res.steps, res.spe, res.n_train,
 		    res.n_val, res.classes, 0, res.lost, 0, 0, 0, -1, from, 0,
-		    t0, procs_now() - t0, diverged};
+		    t0, pti_wall_s() - t0, diverged};
 		if (c->resume_version >= 0)
 			r.resumed_from = c->resume_version;
 		if (pti_summary_write(&r) != 0 && rv == 0)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/run/run_impl.h"
+#include "common/clock.h"
 #include "common/outputs.h"
 
 int pti_csv_last_row(const char *path, uint64_t *step, double *wall,
@@ -82,5 +83,5 @@ void pti_run_progress(run_job *j, int final)
 {
 	pti_progress p = {"", j->steps, j->spe, j->c.batch, j->t0, j->tty};
 	run_csv(j, p.csv, sizeof(p.csv));
-	pti_progress_print(&p, pti_run_now(), final);
+	pti_progress_print(&p, pti_wall_s(), final);
 }

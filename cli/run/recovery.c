@@ -13,6 +13,7 @@
 #include "cli/run/run_impl.h"
 #include "cli/run/summary.h"
 #include "common/checkpoint.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/optim.h"
 #include "common/proto.h"
@@ -94,7 +95,7 @@ int pti_run_server_failed(run_job *j, run_proc *p)
 	pti_config *c = &j->c;
 	char gone[PT_PATH_MAX], url[PT_PATH_MAX], got[PT_PATH_MAX];
 	uint64_t step = 0;
-	double wall = 0, loss, t_fail = pti_run_now();
+	double wall = 0, loss, t_fail = pti_wall_s();
 	if (j->server_restarts >= c->restart_servers)
 		return -1;
 	j->server_restarts++;
@@ -133,7 +134,7 @@ int pti_run_server_failed(run_job *j, run_proc *p)
 		if (step > 0)
 			j->time_lost += wall * (double)redo / step;
 	}
-	j->time_lost += pti_run_now() - t_fail; // the servers were down
+	j->time_lost += pti_wall_s() - t_fail; // the servers were down
 	return 0;
 }
 

@@ -27,6 +27,7 @@
 #include "common/afile.h"
 #include "common/auth.h"
 #include "common/checkpoint.h"
+#include "common/clock.h"
 #include "common/config.h"
 #include "common/data.h"
 #include "common/err.h"
@@ -121,7 +122,7 @@ static int run_watch(run_job *j)
 				    WIFEXITED(j->procs[i].status) &&
 				    WEXITSTATUS(j->procs[i].status) == 0;
 		}
-		double t = pti_run_now();
+		double t = pti_wall_s();
 		// Servers exit cleanly only when the finishing worker stops
 		// them, so the job is over; a worker still running then is
 		// one the servers counted as lost (stopped, or hung past
@@ -341,7 +342,7 @@ static int run_write_summary(const run_job *j, int diverged)
 	    j->n_val, j->classes, j->worker_restarts, j->workers_lost,
 	    j->server_restarts, j->steps_redone, j->time_lost,
 	    j->resumed_from, j->csv_from, j->eval_from, j->t0,
-	    pti_run_now() - j->t0, diverged};
+	    pti_wall_s() - j->t0, diverged};
 	return pti_summary_write(&r);
 }
 
@@ -376,7 +377,7 @@ int pti_cmd_run(int argc, char **argv)
 	setenv(PT_SECRET_ENV, hex, 1);
 	pti_cmdline(j.cmdline, sizeof(j.cmdline), "run", argc, argv);
 	j.tty = isatty(2);
-	j.t0 = pti_run_now();
+	j.t0 = pti_wall_s();
 	j.resumed_from = j.c.resume[0] != '\0' ? j.c.resume_version : -1;
 	for (uint32_t r = 0; r < j.c.workers; r++) {
 		char path[PT_PATH_MAX + 32];

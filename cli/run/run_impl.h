@@ -53,7 +53,6 @@ typedef struct run_job {
 } run_job;
 
 // supervise.c
-double pti_run_now(void); // wall clock, seconds since the epoch
 // The signal (SIGINT, SIGTERM, SIGHUP) the launcher was given, or 0: set
 // by run.c's handler, it ends supervise.c's waits too.
 extern volatile sig_atomic_t pti_run_signalled;

@@ -16,18 +16,12 @@
 
 #include "cli/run/run_impl.h"
 #include "cli/self.h"
+#include "common/clock.h"
 #include "common/config.h"
 #include "common/err.h"
 #include "common/proto.h"
 
 volatile sig_atomic_t pti_run_signalled;
-
-double pti_run_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 // run_pin binds the calling process (a child about to exec, whose threads
 // inherit it) to the k-th CPU, counted round the CPUs the launcher may
@@ -148,7 +142,7 @@ void pti_run_kill_all(run_job *j)
 	for (uint32_t i = 0; i < j->n_procs; i++)
 		if (!j->procs[i].exited)
 			kill(j->procs[i].pid, SIGTERM);
-	double until = pti_run_now() + 3.0;
+	double until = pti_wall_s() + 3.0;
 	for (;;) {
 		pti_run_reap(j);
 		uint32_t live = 0;
@@ -156,7 +150,7 @@ void pti_run_kill_all(run_job *j)
 			live += !j->procs[i].exited;
 		if (live == 0)
 			return;
-		if (pti_run_now() > until)
+		if (pti_wall_s() > until)
 			break;
 		usleep(20 * 1000);
 	}
@@ -196,7 +190,7 @@ int pti_run_wait_server(run_job *j, uint32_t s, char *url)
 {
 	char path[PT_PATH_MAX + 32];
 	snprintf(path, sizeof(path), "%s/.server-%u.ready", j->c.out, s);
-	double until = pti_run_now() + RUN_READY_S;
+	double until = pti_wall_s() + RUN_READY_S;
 	for (;;) {
 		FILE *f = fopen(path, "r");
 		if (f != NULL) {
@@ -212,7 +206,7 @@ int pti_run_wait_server(run_job *j, uint32_t s, char *url)
 		}
 		if (pti_run_signalled)
 			return -1;
-		if (pti_run_now() > until) {
+		if (pti_wall_s() > until) {
 			fprintf(stderr, "pstrain run: server %u did not start "
 			    "listening within %.0fs\n", s, RUN_READY_S);
 			return -1;
