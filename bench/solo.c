@@ -41,39 +41,39 @@ int main(int argc, char **argv)
 	if ((rv = pti_config_load_data(&c, &d)) != 0 ||
 	    (rv = pti_layout_init(&l, c.model, d.train.dim,
 		 d.train.classes)) != 0 ||
-	    (rv = pti_model_alloc(&m, &l, c.batch)) != 0) {
+	    (rv = pti_model_alloc(&m, &l, c.job.batch)) != 0) {
 		fprintf(stderr, "solo: %s\n", pt_errmsg(rv));
 		return 1;
 	}
 	uint64_t np = l.n_params;
 	float *p = malloc(np * 4), *g = malloc(np * 4);
 	pti_batches *bs;
-	if ((rv = pti_batches_open(&bs, &d.train, c.seed, c.batch, 1, 0,
+	if ((rv = pti_batches_open(&bs, &d.train, c.job.seed, c.job.batch, 1, 0,
 		 (int)c.prefetch)) != 0) {
 		fprintf(stderr, "solo: %s\n", pt_errmsg(rv));
 		return 1;
 	}
-	if (c.lr == 0) // as pstrain run: the optimizer's usual rate
-		c.lr = pti_optim_default_lr(&c.optim);
-	pti_optim opt = c.optim;
-	opt.weight_decay = c.weight_decay;
+	if (c.job.lr == 0) // as pstrain run: the optimizer's usual rate
+		c.job.lr = pti_optim_default_lr(&c.job.optim);
+	pti_optim opt = c.job.optim;
+	opt.weight_decay = c.job.weight_decay;
 	if (opt.n_state > 0) {
 		fprintf(stderr, "solo: runs optimizers without state only "
 				"(--optimizer sgd)\n");
 		return 2;
 	}
-	pti_layout_init_values(p, &l, c.seed, 0, np);
+	pti_layout_init_values(p, &l, c.job.seed, 0, np);
 	double loss = 0, t0 = pti_clock_s();
 	for (uint64_t t = 0; t < c.steps; t++) {
 		const float *x;
 		const uint8_t *y;
 		pti_batches_get(bs, t, &x, &y);
-		pti_model_grad(m, g, &loss, p, x, y, c.batch);
-		pti_optim_apply(&opt, p, NULL, NULL, g, np, 1, c.lr, t + 1);
+		pti_model_grad(m, g, &loss, p, x, y, c.job.batch);
+		pti_optim_apply(&opt, p, NULL, NULL, g, np, 1, c.job.lr, t + 1);
 	}
 	double secs = pti_clock_s() - t0;
 	printf("samples_per_s %.1f train_s %.3f final_loss %.4f\n",
-	    (double)c.steps * c.batch / secs, secs, loss);
+	    (double)c.steps * c.job.batch / secs, secs, loss);
 	pti_model_free(m);
 	// The prefetch thread may still be gathering step `steps` from d:
 	// joined first, then d freed.

@@ -32,7 +32,9 @@ int pt_worker_open(pt_worker **out, const pt_job *job, uint32_t rank,
 	int rv;
 	if (w == NULL)
 		return pti_err_set(PT_ENOMEM, "worker");
-	w->c = job->c;
+	// The worker's own copy: the job's options, with this process's.
+	pti_config_defaults(&w->c);
+	w->c.job = job->o;
 	w->l = job->l;
 	w->c.rank = rank;
 	if (urls == NULL || strlen(urls) >= sizeof(w->c.connect)) {
@@ -42,23 +44,23 @@ int pt_worker_open(pt_worker **out, const pt_job *job, uint32_t rank,
 	}
 	strcpy(w->c.connect, urls);
 	if ((rv = pti_config_check(&w->c, PT_CMD_WORKER)) != 0 ||
-	    (rv = pti_secret_load(&key, w->c.secret_file)) != 0) {
+	    (rv = pti_secret_load(&key, w->c.job.secret_file)) != 0) {
 		free(w);
 		return rv;
 	}
-	if (!(w->mode = pti_mode_of(w->c.mode))->servers) {
+	if (!(w->mode = pti_mode_of(w->c.job.mode))->servers) {
 		rv = pti_err_set(PT_EINVAL, "worker %u: mode %s has no "
 		    "servers to talk to", rank, w->mode->name);
 		free(w);
 		return rv;
 	}
 	rv = pti_client_open(&w->client, w->c.connect, PT_ROLE_WORKER, rank,
-	    w->c.rpc_timeout, &key);
+	    w->c.job.rpc_timeout, &key);
 	memset(&key, 0, sizeof(key));
-	if (rv == 0 && pti_client_servers(w->client) != w->c.servers)
+	if (rv == 0 && pti_client_servers(w->client) != w->c.job.servers)
 		rv = pti_err_set(PT_EINVAL, "worker %u: %u server addresses "
 		    "given, the job has %u servers", rank,
-		    pti_client_servers(w->client), w->c.servers);
+		    pti_client_servers(w->client), w->c.job.servers);
 	if (rv == 0)
 		rv = pti_worker_join(w, 0, &start);
 	if (rv != 0) {
@@ -97,14 +99,14 @@ int pti_worker_join(pt_worker *w, int64_t step, int64_t *start)
 {
 	const pti_config *c = &w->c;
 	char who[32];
-	double until = pti_clock_s() + c->rpc_timeout, pause = 0.05;
+	double until = pti_clock_s() + c->job.rpc_timeout, pause = 0.05;
 	snprintf(who, sizeof(who), "worker %u", c->rank);
 	for (;;) {
 		int rv = pti_client_wait(w->client, who,
-		    until - pti_clock_s(), c->connect_timeout);
+		    until - pti_clock_s(), c->job.connect_timeout);
 		if (rv == 0)
-			rv = pti_client_hello(w->client, &w->l, c->mode,
-			    c->workers, step, start);
+			rv = pti_client_hello(w->client, &w->l, c->job.mode,
+			    c->job.workers, step, start);
 		if (rv == 0) {
 			w->start = w->next_ver = *start;
 			return 0;
@@ -245,7 +247,7 @@ static int worker_send(pt_worker *w, int what, int64_t step, uint64_t lo,
 		// range of the same request.
 		uint64_t piece = b - a;
 		if (op == PT_OP_PUSHPULL && w->mode->lockstep &&
-		    w->c.backup_workers == 0 && !lend)
+		    w->c.job.backup_workers == 0 && !lend)
 			piece = worker_piece(b - a);
 		for (uint64_t pa = a; pa < b && rv == 0 && piece < b - a;
 		     pa += piece) {
@@ -374,7 +376,7 @@ static int worker_stats(pt_worker *w, pt_stats *st, int *all,
 			stale_sum += r[i].stale_sum;
 			if (r[i].stale_max > s.stale_max)
 				s.stale_max = r[i].stale_max;
-			every &= r[i].n_done + r[i].n_lost >= w->c.workers;
+			every &= r[i].n_done + r[i].n_lost >= w->c.job.workers;
 		}
 		s.stale_mean = s.updates ? (double)stale_sum / s.updates : 0;
 		if (st != NULL)

@@ -102,16 +102,16 @@ static int choice_set(const config_entry *e, const config_choice *ch,
 }
 
 static const config_entry config_table[] = {
-    E("mode", T_MODE, mode, "sync", 0, 0, RUN | SRV | WRK,
+    E("mode", T_MODE, job.mode, "sync", 0, 0, RUN | SRV | WRK,
 	"sync|async|ssp|allreduce",
 	"sync: each step waits for every worker's gradient and applies "
 	"their mean; async: each gradient is applied as it arrives; ssp: "
 	"as async, but no worker runs more than --staleness steps ahead; "
 	"allreduce: no servers, each worker holds the model and the "
 	"workers average their gradients in a ring"),
-    E("servers", T_U32, servers, "1", 0, 256, RUN | SRV | WRK, "S",
+    E("servers", T_U32, job.servers, "1", 0, 256, RUN | SRV | WRK, "S",
 	"number of parameter servers (none with --mode allreduce)"),
-    E("workers", T_U32, workers, "1", 1, 1024, RUN | SRV | WRK, "W",
+    E("workers", T_U32, job.workers, "1", 1, 1024, RUN | SRV | WRK, "W",
 	"number of workers"),
     E("model", T_STR, model, "softmax", 0, 0, RUN | SRV | WRK, "SPEC",
 	"softmax, mlp:H1,H2,... (ReLU hidden layers) or cnn:C1,... (1 to 4 "
@@ -125,33 +125,33 @@ static const config_entry config_table[] = {
 	"passes over the training set"),
     E("steps", T_U64, steps, "0", 0, 1e12, RUN | WRK, "N",
 	"global steps to run instead of --epochs (0: use --epochs)"),
-    E("batch", T_U32, batch, "256", 1, 1 << 20, RUN | SRV | WRK, "B",
+    E("batch", T_U32, job.batch, "256", 1, 1 << 20, RUN | SRV | WRK, "B",
 	"global batch; each worker computes on B/W examples"),
-    E("lr", T_F64, lr, "0", 0, 1e6, RUN | SRV | WRK, "LR",
+    E("lr", T_F64, job.lr, "0", 0, 1e6, RUN | SRV | WRK, "LR",
 	"learning rate of the optimizer (the servers', or allreduce "
 	"workers'); 0: its usual one, 0.1 for sgd, momentum and nesterov, "
 	"0.01 for adagrad, 0.001 for adam"),
-    E("seed", T_U64, seed, "1", 0, 2e19, RUN | SRV | WRK | EVL, "N",
+    E("seed", T_U64, job.seed, "1", 0, 2e19, RUN | SRV | WRK | EVL, "N",
 	"seeds initial values, data order and synthetic data"),
     E("eval-every", T_U64, eval_every, "0", 0, 1e12, RUN | WRK, "N",
 	"evaluate every N steps (0: --evals-per-epoch times per epoch)"),
-    E("out", T_STR, out, "", 0, 0, RUN | SRV | WRK, "DIR",
+    E("out", T_STR, job.out, "", 0, 0, RUN | SRV | WRK, "DIR",
 	"output folder (run: required; created if missing)"),
     E("save-model", T_STR, save_model, "", 0, 0, RUN | WRK, "FILE",
 	"write the final parameters to FILE (docs/FORMATS.md)"),
     E("transport", T_TRANSPORT, transport, "ipc", 0, 0, RUN, "ipc|tcp|tls",
 	"ipc:// sockets, or tcp:// on 127.0.0.1, or tls+tcp:// on 127.0.0.1 "
 	"(with --tls-cert, --tls-key and --tls-ca)"),
-    E("tls-cert", T_STR, tls_cert, "", 0, 0, RUN | SRV | WRK, "FILE",
+    E("tls-cert", T_STR, job.tls_cert, "", 0, 0, RUN | SRV | WRK, "FILE",
 	"tls+tcp://: this process's certificate (PEM), signed by --tls-ca; "
 	"run gives the same one to servers and workers "
 	"(scripts/certs.sh makes them)"),
-    E("tls-key", T_STR, tls_key, "", 0, 0, RUN | SRV | WRK, "FILE",
+    E("tls-key", T_STR, job.tls_key, "", 0, 0, RUN | SRV | WRK, "FILE",
 	"tls+tcp://: the private key of --tls-cert (PEM, unencrypted)"),
-    E("tls-ca", T_STR, tls_ca, "", 0, 0, RUN | SRV | WRK, "FILE",
+    E("tls-ca", T_STR, job.tls_ca, "", 0, 0, RUN | SRV | WRK, "FILE",
 	"tls+tcp://: the CA certificate (PEM) that every peer's certificate "
 	"must be signed by: servers refuse workers without one"),
-    E("rpc-timeout", T_F64, rpc_timeout, "600", 0.1, 1e6, RUN | WRK, "S",
+    E("rpc-timeout", T_F64, job.rpc_timeout, "600", 0.1, 1e6, RUN | WRK, "S",
 	"seconds a worker waits for a server's reply, or for a server that "
 	"went away to come back, before failing"),
     E("rank", T_U32, rank, "0", 0, 1023, SRV | WRK, "R",
@@ -167,10 +167,10 @@ static const config_entry config_table[] = {
 	"--connect"),
     E("ready-file", T_STR, ready_file, "", 0, 0, SRV, "FILE",
 	"write the bound address to FILE once listening"),
-    E("auth-timeout", T_F64, auth_timeout, "10", 0.1, 3600, RUN | SRV, "S",
+    E("auth-timeout", T_F64, job.auth_timeout, "10", 0.1, 3600, RUN | SRV, "S",
 	"seconds a connection may stay without proving the job secret "
 	"before the server closes it (with any message it left unfinished)"),
-    E("secret-file", T_STR, secret_file, "", 0, 0, SRV | WRK, "FILE",
+    E("secret-file", T_STR, job.secret_file, "", 0, 0, SRV | WRK, "FILE",
 	"the job secret (hex, mode 0600; make one with 'pstrain secret "
 	"FILE'); without it, the PSTRAIN_SECRET environment variable, which "
 	"'pstrain run' sets for its processes"),
@@ -178,10 +178,10 @@ static const config_entry config_table[] = {
 	"job start time (seconds since 1970) for wall_s columns; 0: now"),
     E("model-file", T_STR, model_file, "", 0, 0, EVL, "FILE",
 	"saved model to evaluate"),
-    E("staleness", T_U32, staleness, "0", 0, 1e6, RUN | SRV, "S",
+    E("staleness", T_U32, job.staleness, "0", 0, 1e6, RUN | SRV, "S",
 	"ssp: a worker may not start step c+1 until every worker has "
 	"pushed step c-S"),
-    E("backup-workers", T_U32, backup_workers, "0", 0, 1023, RUN | SRV,
+    E("backup-workers", T_U32, job.backup_workers, "0", 0, 1023, RUN | SRV,
 	"B", "sync: a step closes with the first W-B gradients; later ones "
 	"are dropped and counted"),
     E("layer-push", T_LPUSH, layer_push, "auto", 0, 0, RUN | WRK,
@@ -198,32 +198,32 @@ static const config_entry config_table[] = {
     E("pin", T_BOOL, pin, "0", 0, 1, RUN, "",
 	"bind worker r to the r-th CPU the launcher may use and server s "
 	"to the (W+s)-th, round the CPUs (the same results)"),
-    E("staleness-lr", T_BOOL, staleness_lr, "0", 0, 1, RUN | SRV, "",
+    E("staleness-lr", T_BOOL, job.staleness_lr, "0", 0, 1, RUN | SRV, "",
 	"async/ssp: scale each gradient's lr by 1/max(1, staleness)"),
-    E("max-staleness", T_I64, max_staleness, "-1", -1, 1e9, RUN | SRV,
+    E("max-staleness", T_I64, job.max_staleness, "-1", -1, 1e9, RUN | SRV,
 	"K", "async/ssp: drop (and count) gradients staler than K (-1: "
 	"keep all)"),
-    E("optimizer", T_STR, optimizer, "sgd", 0, 0, RUN | SRV | WRK,
+    E("optimizer", T_STR, job.optimizer, "sgd", 0, 0, RUN | SRV | WRK,
 	"sgd|momentum:M|nesterov:M|adagrad|adam[:B1,B2,EPS]",
 	"the optimizer; its state lives with each server's shard (allreduce: "
 	"with every worker)"),
-    E("weight-decay", T_F64, weight_decay, "0", 0, 1e3, RUN | SRV | WRK,
+    E("weight-decay", T_F64, job.weight_decay, "0", 0, 1e3, RUN | SRV | WRK,
 	"WD",
 	"L2 weight decay: each gradient gains WD x parameter"),
-    E("checkpoint-dir", T_STR, checkpoint_dir, "", 0, 0, RUN | SRV | WRK,
+    E("checkpoint-dir", T_STR, job.checkpoint_dir, "", 0, 0, RUN | SRV | WRK,
 	"D", "each server writes its shard to D (allreduce: worker 0 the "
 	"whole model; docs/FORMATS.md)"),
-    E("checkpoint-every", T_STR, checkpoint_every, "", 0, 0,
+    E("checkpoint-every", T_STR, job.checkpoint_every, "", 0, 0,
 	RUN | SRV | WRK,
 	"N|Ns", "checkpoint every N steps (sync) or updates, or every N "
 	"seconds"),
     E("resume", T_STR, resume, "", 0, 0, RUN, "D",
 	"go on from the newest checkpoint in D that every server "
 	"completed"),
-    E("resume-version", T_I64, resume_version, "-1", -1, 1e15, SRV | WRK,
+    E("resume-version", T_I64, job.resume_version, "-1", -1, 1e15, SRV | WRK,
 	"V", "load D/server-R-vV.ckpt from --checkpoint-dir before serving "
 	"(allreduce workers: D/server-0-vV.ckpt, the whole model)"),
-    E("worker-timeout", T_F64, worker_timeout, "0", 0, 1e6, RUN | SRV, "S",
+    E("worker-timeout", T_F64, job.worker_timeout, "0", 0, 1e6, RUN | SRV, "S",
 	"a worker silent for S seconds while a step waits for it counts as "
 	"dead (0: only a closed connection counts)"),
     E("restart-workers", T_U32, restart_workers, "0", 0, 1e6, RUN, "N",
@@ -237,7 +237,7 @@ static const config_entry config_table[] = {
     E("gone-workers", T_STR, gone_workers, "", 0, 0, SRV, "R,R,...",
 	"workers that left the job before this server started (a restart): "
 	"no step waits for them"),
-    E("lr-scaling", T_LRSCALE, lr_scaling, "none", 0, 0,
+    E("lr-scaling", T_LRSCALE, job.lr_scaling, "none", 0, 0,
 	RUN | SRV | WRK,
 	"none|linear", "linear: lr x batch / 256"),
     E("warmup-epochs", T_F64, warmup_epochs, "0", 0, 1e6,
@@ -255,7 +255,7 @@ static const config_entry config_table[] = {
     E("evals-per-epoch", T_U32, evals_per_epoch, "1", 1, 1000, RUN | WRK,
 	"K", "evaluate K times per epoch when --eval-every is 0 (compare: "
 	"10 unless given)"),
-    E("matched-lr", T_BOOL, matched_lr, "0", 0, 1, RUN | SRV, "",
+    E("matched-lr", T_BOOL, job.matched_lr, "0", 0, 1, RUN | SRV, "",
 	"async/ssp: apply each worker's gradient at lr / W, so that the "
 	"parameters move as far per example as in sync at the same --lr"),
     E("force", T_BOOL, force, "0", 0, 1, RUN, "",
@@ -267,11 +267,11 @@ static const config_entry config_table[] = {
 	"without it a worker creates --out, worker 0 prints the progress, "
 	"the finishing worker writes summary.json, and a server stops "
 	"once it has no workers left (--alone-timeout)"),
-    E("alone-timeout", T_F64, alone_timeout, "60", 0, 1e6, SRV, "S",
+    E("alone-timeout", T_F64, job.alone_timeout, "60", 0, 1e6, SRV, "S",
 	"without --supervised: a worker that has not arrived S seconds "
 	"after the server started counts as lost, and the server stops "
 	"when no worker is left to finish the job (0: wait forever)"),
-    E("connect-timeout", T_F64, connect_timeout, "60", 0.1, 1e6, WRK,
+    E("connect-timeout", T_F64, job.connect_timeout, "60", 0.1, 1e6, WRK,
 	"S", "seconds a worker waits for a server it has never reached (one "
 	"not started yet, or not reachable from this host) before failing"),
     E("node-rank", T_I64, node_rank, "-1", -1, 1279, NOD, "N",
@@ -351,9 +351,23 @@ static int cmd_takes(const config_entry *e, uint32_t cmd)
 	return (e->cmds & want) != 0;
 }
 
-static int entry_set(pti_config *c, const config_entry *e, const char *v)
+// A flag whose field lies in pti_config's job is one of the job's
+// options (common/jobopt.h): pt_job_set takes it, on a pti_jobopt alone.
+#define JOB_OFF offsetof(pti_config, job)
+
+static int entry_is_job(const config_entry *e)
 {
-	char *p = (char *)c + e->off, *end;
+	return e->off - JOB_OFF < sizeof(pti_jobopt); // unsigned: below wraps
+}
+
+// entry_set sets flag e to v: in job when it is a job option, else in c
+// (NULL when only job options may be set).
+static int entry_set(pti_jobopt *job, pti_config *c, const config_entry *e,
+    const char *v)
+{
+	char *p = entry_is_job(e) ? (char *)job + (e->off - JOB_OFF)
+				  : (char *)c + e->off,
+	     *end;
 	const config_choice *ch = config_choices(e->type);
 	double d;
 
@@ -368,13 +382,13 @@ static int entry_set(pti_config *c, const config_entry *e, const char *v)
 		strcpy(p, v);
 		// A spec with fields of its own is read once, here, into
 		// typed fields that its users take.
-		if (e->off == offsetof(pti_config, optimizer))
-			return pti_optim_parse(&c->optim, v);
+		if (e->off == offsetof(pti_config, job.optimizer))
+			return pti_optim_parse(&job->optim, v);
 		if (e->off == offsetof(pti_config, delay))
 			return pti_config_delay(c, &c->delay_spec);
-		if (e->off == offsetof(pti_config, checkpoint_every))
-			return pti_config_ckpt_every(c, &c->ckpt_every,
-			    &c->ckpt_seconds);
+		if (e->off == offsetof(pti_config, job.checkpoint_every))
+			return pti_jobopt_ckpt_every(job, &job->ckpt_every,
+			    &job->ckpt_seconds);
 		return 0;
 	case T_LIST:
 		if (strlen(v) + strlen(p) + 2 > e->size)
@@ -426,16 +440,38 @@ void pti_config_defaults(pti_config *c)
 {
 	memset(c, 0, sizeof(*c));
 	for (int i = 0; i < N_ENTRIES; i++) {
-		int rv = entry_set(c, &config_table[i], config_table[i].def);
+		int rv = entry_set(&c->job, c, &config_table[i],
+		    config_table[i].def);
 		(void)rv; // table defaults are known to parse (config_test)
 	}
+}
+
+void pti_jobopt_defaults(pti_jobopt *o)
+{
+	memset(o, 0, sizeof(*o));
+	for (int i = 0; i < N_ENTRIES; i++)
+		if (entry_is_job(&config_table[i])) {
+			int rv = entry_set(o, NULL, &config_table[i],
+			    config_table[i].def);
+			(void)rv; // known to parse (config_test)
+		}
+}
+
+int pti_jobopt_set(pti_jobopt *o, const char *name, const char *value)
+{
+	for (int k = 0; k < N_ENTRIES; k++)
+		if (strcmp(config_table[k].name, name) == 0 &&
+		    entry_is_job(&config_table[k]))
+			return entry_set(o, NULL, &config_table[k], value);
+	return pti_err_set(PT_EINVAL, "option %s: not an option of a job "
+	    "(see pstrain.h: pt_job_set)", name);
 }
 
 int pti_config_set(pti_config *c, const char *name, const char *value)
 {
 	for (int k = 0; k < N_ENTRIES; k++)
 		if (strcmp(config_table[k].name, name) == 0) {
-			int rv = entry_set(c, &config_table[k], value);
+			int rv = entry_set(&c->job, c, &config_table[k], value);
 			if (rv == 0)
 				c->given[k / 64] |= 1ULL << (k % 64);
 			return rv;
@@ -482,7 +518,7 @@ int pti_config_parse(pti_config *c, uint32_t cmd, int argc, char **argv,
 				    "--%s needs a value", config_table[found].name);
 			val = argv[++i];
 		}
-		int rv = entry_set(c, &config_table[found], val);
+		int rv = entry_set(&c->job, c, &config_table[found], val);
 		if (rv != 0)
 			return rv;
 		c->given[found / 64] |= 1ULL << (found % 64);
@@ -555,31 +591,34 @@ static int entry_format(const pti_config *c, const config_entry *e,
 int pti_config_to_argv(const pti_config *c, uint32_t from, uint32_t to,
     char **argv, int *argc)
 {
-	static char val[PT_URLS_MAX];
-	for (int k = 0; k < N_ENTRIES; k++) {
+	int rv = 0;
+	char *val = malloc(PT_URLS_MAX); // the longest value (--connect)
+	if (val == NULL)
+		return PT_ENOMEM;
+	for (int k = 0; k < N_ENTRIES && rv == 0; k++) {
 		const config_entry *e = &config_table[k];
 		if (!(e->cmds & from) || !(e->cmds & to))
 			continue;
-		entry_format(c, e, val, sizeof(val));
+		entry_format(c, e, val, PT_URLS_MAX);
 		if ((e->type == T_STR || e->type == T_LIST) && val[0] == '\0')
 			continue;
 		if (e->type == T_BOOL && val[0] == '0')
 			continue;
 		char flag[64];
 		snprintf(flag, sizeof(flag), "--%s", e->name);
-		if ((argv[*argc] = strdup(flag)) == NULL)
-			return PT_ENOMEM;
-		if (e->type == T_BOOL) {
+		if ((argv[*argc] = strdup(flag)) == NULL) {
+			rv = PT_ENOMEM;
+		} else if (e->type == T_BOOL) {
 			*argc += 1;
-			continue;
-		}
-		if ((argv[*argc + 1] = strdup(val)) == NULL) {
+		} else if ((argv[*argc + 1] = strdup(val)) == NULL) {
 			free(argv[*argc]);
-			return PT_ENOMEM;
+			rv = PT_ENOMEM;
+		} else {
+			*argc += 2;
 		}
-		*argc += 2;
 	}
-	return 0;
+	free(val);
+	return rv;
 }
 
 int pti_config_cluster(pti_config *c, uint32_t cmd)
@@ -628,8 +667,8 @@ int pti_config_cluster(pti_config *c, uint32_t cmd)
 		return pti_err_set(PT_EINVAL,
 		    "%s: needs at least one server line and one worker line",
 		    c->cluster);
-	c->servers = ns;
-	c->workers = nw;
+	c->job.servers = ns;
+	c->job.workers = nw;
 	return 0;
 }
 
@@ -640,10 +679,10 @@ int pti_config_straggler(const pti_config *c, uint32_t rank, double *ms)
 		unsigned r, d;
 		int used = 0;
 		if (sscanf(p, "%u:%u%n", &r, &d, &used) != 2 || r >=
-		    c->workers || (p[used] != ',' && p[used] != '\0'))
+		    c->job.workers || (p[used] != ',' && p[used] != '\0'))
 			return pti_err_set(PT_EINVAL,
 			    "--straggler %s: expected R:MS with R below "
-			    "--workers %u", c->straggler, c->workers);
+			    "--workers %u", c->straggler, c->job.workers);
 		if (r == rank)
 			*ms += d;
 		p += used + (p[used] == ',');
@@ -669,7 +708,8 @@ int pti_config_delay(const pti_config *c, pti_delay *d)
 	return 0;
 }
 
-int pti_config_ckpt_every(const pti_config *c, uint64_t *every, int *seconds)
+int pti_jobopt_ckpt_every(const pti_jobopt *c, uint64_t *every,
+    int *seconds)
 {
 	unsigned long long n = 0;
 	char unit[4] = "";
@@ -714,36 +754,36 @@ int pti_config_check(const pti_config *c, uint32_t cmd)
 			    "eval needs --model-file FILE");
 		return 0;
 	}
-	if (c->servers == 0 && c->mode != PT_MODE_ALLREDUCE)
+	if (c->job.servers == 0 && c->job.mode != PT_MODE_ALLREDUCE)
 		return pti_err_set(PT_EINVAL, "--servers 0: --mode %s needs "
-		    "at least one server", pti_mode_name(c->mode));
-	if (c->batch % c->workers != 0)
+		    "at least one server", pti_mode_name(c->job.mode));
+	if (c->job.batch % c->job.workers != 0)
 		return pti_err_set(PT_EINVAL,
 		    "--batch %u is not divisible by --workers %u: each worker "
-		    "takes B/W examples", c->batch, c->workers);
-	if (c->mode != PT_MODE_SSP && c->staleness > 0)
+		    "takes B/W examples", c->job.batch, c->job.workers);
+	if (c->job.mode != PT_MODE_SSP && c->job.staleness > 0)
 		return pti_err_set(PT_EINVAL, "--staleness needs --mode ssp");
-	if (c->backup_workers > 0 && (c->mode != PT_MODE_SYNC ||
-				       c->backup_workers >= c->workers))
+	if (c->job.backup_workers > 0 && (c->job.mode != PT_MODE_SYNC ||
+				       c->job.backup_workers >= c->job.workers))
 		return pti_err_set(PT_EINVAL,
 		    "--backup-workers %u needs --mode sync and fewer than "
-		    "--workers %u", c->backup_workers, c->workers);
-	if (c->layer_push == PT_LP_ON && c->mode != PT_MODE_SYNC)
+		    "--workers %u", c->job.backup_workers, c->job.workers);
+	if (c->layer_push == PT_LP_ON && c->job.mode != PT_MODE_SYNC)
 		return pti_err_set(PT_EINVAL, "--layer-push on needs --mode "
 		    "sync (in async and ssp each layer would be an update of "
 		    "its own)");
-	if (c->layer_push == PT_LP_ON && c->backup_workers > 0)
+	if (c->layer_push == PT_LP_ON && c->job.backup_workers > 0)
 		return pti_err_set(PT_EINVAL, "--layer-push on does not go "
 		    "with --backup-workers %u: which gradients a step takes is "
 		    "known only when it closes, so no piece can be applied "
-		    "ahead", c->backup_workers);
-	if ((c->mode == PT_MODE_SYNC || c->mode == PT_MODE_ALLREDUCE) &&
-	    (c->staleness_lr || c->max_staleness >= 0 || c->matched_lr))
+		    "ahead", c->job.backup_workers);
+	if ((c->job.mode == PT_MODE_SYNC || c->job.mode == PT_MODE_ALLREDUCE) &&
+	    (c->job.staleness_lr || c->job.max_staleness >= 0 || c->job.matched_lr))
 		return pti_err_set(PT_EINVAL,
 		    "--staleness-lr, --max-staleness and --matched-lr need "
 		    "--mode async or ssp");
 	int rv;
-	if (c->mode == PT_MODE_ALLREDUCE && (rv = config_allreduce(c, cmd)))
+	if (c->job.mode == PT_MODE_ALLREDUCE && (rv = config_allreduce(c, cmd)))
 		return rv;
 	uint32_t n_val;
 	if (pti_config_validation(c, 1000000, &n_val) != 0)
@@ -755,21 +795,21 @@ int pti_config_check(const pti_config *c, uint32_t cmd)
 	double straggle;
 	if ((rv = pti_config_straggler(c, 0, &straggle)) != 0)
 		return rv;
-	if (c->checkpoint_every[0] != '\0' && c->checkpoint_dir[0] == '\0' &&
+	if (c->job.checkpoint_every[0] != '\0' && c->job.checkpoint_dir[0] == '\0' &&
 	    c->resume[0] == '\0')
 		return pti_err_set(PT_EINVAL,
 		    "--checkpoint-every needs --checkpoint-dir D");
-	if (c->restart_servers > 0 && c->checkpoint_dir[0] == '\0' &&
+	if (c->restart_servers > 0 && c->job.checkpoint_dir[0] == '\0' &&
 	    c->resume[0] == '\0')
 		return pti_err_set(PT_EINVAL,
 		    "--restart-servers needs --checkpoint-dir D");
-	if ((cmd == PT_CMD_RUN || cmd == PT_CMD_COMPARE) && c->out[0] == '\0')
+	if ((cmd == PT_CMD_RUN || cmd == PT_CMD_COMPARE) && c->job.out[0] == '\0')
 		return pti_err_set(PT_EINVAL, "run needs --out DIR");
 	if ((cmd == PT_CMD_SERVER || cmd == PT_CMD_WORKER) &&
-	    c->rank >= (cmd == PT_CMD_SERVER ? c->servers : c->workers))
+	    c->rank >= (cmd == PT_CMD_SERVER ? c->job.servers : c->job.workers))
 		return pti_err_set(PT_EINVAL, "--rank %u is not below --%s %u",
 		    c->rank, cmd == PT_CMD_SERVER ? "servers" : "workers",
-		    cmd == PT_CMD_SERVER ? c->servers : c->workers);
+		    cmd == PT_CMD_SERVER ? c->job.servers : c->job.workers);
 	if (cmd == PT_CMD_SERVER && c->listen[0] == '\0')
 		return pti_err_set(PT_EINVAL,
 		    "server needs --listen URL or --cluster FILE");
@@ -816,14 +856,14 @@ int pti_config_validation(const pti_config *c, uint32_t n_train,
 
 json_t *pti_config_json(const pti_config *c, uint32_t cmd)
 {
-	static char val[PT_URLS_MAX];
-	json_t *o = json_object();
-	for (int k = 0; k < N_ENTRIES; k++) {
+	char *val = malloc(PT_URLS_MAX); // the longest value (--connect)
+	json_t *o = val != NULL ? json_object() : NULL;
+	for (int k = 0; o != NULL && k < N_ENTRIES; k++) {
 		const config_entry *e = &config_table[k];
 		json_t *j;
 		if (!cmd_takes(e, cmd))
 			continue;
-		entry_format(c, e, val, sizeof(val));
+		entry_format(c, e, val, PT_URLS_MAX);
 		switch (e->type) {
 		case T_U32:
 		case T_U64:
@@ -841,6 +881,7 @@ json_t *pti_config_json(const pti_config *c, uint32_t cmd)
 		}
 		json_object_set_new(o, e->name, j);
 	}
+	free(val);
 	return o;
 }
 
@@ -848,7 +889,7 @@ int pti_config_load_data(const pti_config *c, pti_data *d)
 {
 	pti_data got;
 	uint32_t n_val;
-	int rv = pti_data_load(&got, c->data, c->seed);
+	int rv = pti_data_load(&got, c->data, c->job.seed);
 	if (rv != 0)
 		return rv;
 	if ((rv = pti_config_validation(c, got.train.n, &n_val)) != 0 ||

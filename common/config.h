@@ -9,10 +9,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/jobopt.h"
 #include "common/layout.h"
 #include "common/optspec.h"
 
-#define PT_PATH_MAX 1024
 #define PT_URLS_MAX 8192
 
 // Which subcommands take a flag.
@@ -40,52 +40,24 @@ typedef struct pti_delay {
 } pti_delay;
 
 typedef struct pti_config {
-	int mode; // PT_MODE_* (common/proto.h), traits in common/mode.h
-	uint32_t servers, workers;
+	pti_jobopt job; // the job's options, the library's (common/jobopt.h)
 	char model[PT_SPEC_MAX];
 	char data[PT_PATH_MAX];
 	uint32_t epochs;
 	uint64_t steps; // 0: derived from epochs
-	uint32_t batch; // global batch
-	double lr;
-	uint64_t seed;
 	uint64_t eval_every; // steps; 0: once per epoch
-	char out[PT_PATH_MAX];
 	char save_model[PT_PATH_MAX];
 	int transport;
-	double rpc_timeout; // seconds
-	// TLS for tls+tcp:// addresses (common/transport.h): PEM files
-	char tls_cert[PT_PATH_MAX]; // this process's certificate
-	char tls_key[PT_PATH_MAX];  // its private key
-	char tls_ca[PT_PATH_MAX];   // the CA that signs every peer's
 	// per process, set by the launcher or by hand
 	uint32_t rank;
 	char listen[PT_PATH_MAX];
 	char connect[PT_URLS_MAX]; // comma-separated server URLs, by rank
 	char cluster[PT_PATH_MAX];
 	char ready_file[PT_PATH_MAX];
-	char secret_file[PT_PATH_MAX];
-	double auth_timeout; // seconds to prove the secret after connecting
 	double t0; // job start, seconds since the epoch; 0: process start
 	char model_file[PT_PATH_MAX];
-	// consistency and staleness policies (servers)
-	uint32_t staleness;      // ssp bound s
-	uint32_t backup_workers; // sync: a step closes with W - b gradients
-	uint32_t staleness_lr;   // 1: lr / max(1, staleness)
-	int64_t max_staleness;   // -1: no limit; else drop staler gradients
-	int lr_scaling;          // PT_LR_NONE or PT_LR_LINEAR
 	double warmup_epochs;
-	char optimizer[64];      // sgd, momentum:M, nesterov:M, adagrad, adam
-	pti_optim optim;         // --optimizer, read (weight_decay 0)
-	double weight_decay;
-	// checkpoints
-	char checkpoint_dir[PT_PATH_MAX];
-	char checkpoint_every[32]; // "N" steps or "Ns" seconds; "" never
-	uint64_t ckpt_every;       // --checkpoint-every, read: N; 0 never
-	int ckpt_seconds;          // 1: N is seconds, 0: versions
 	char resume[PT_PATH_MAX];  // run: the folder to resume from
-	int64_t resume_version;    // server: the checkpoint to load; -1 none
-	double worker_timeout;     // server: seconds of silence = dead; 0 off
 	uint32_t restart_workers;  // run: restarts allowed for failed workers
 	uint32_t restart_servers;  // run: server restarts from a checkpoint
 	char gone_workers[PT_PATH_MAX]; // server: "R,R,...": not waited for
@@ -96,15 +68,12 @@ typedef struct pti_config {
 	// evaluation and learning-rate matching
 	char validation[32];      // "N" examples or "P%" of the training set
 	uint32_t evals_per_epoch; // with eval_every 0
-	uint32_t matched_lr;      // async/ssp: lr / W per applied gradient
 	int layer_push;           // PT_LP_*: push each layer as backward ends it
 	uint32_t prefetch;        // gather the next batch in a thread
 	uint32_t pin;             // run: each process on a core of its own
 	uint32_t force;           // run: overwrite a previous run's --out
 	// processes started by hand (not under pstrain run)
 	uint32_t supervised;   // 1: under pstrain run, which does the rest
-	double alone_timeout;  // server: seconds; 0 waits for workers forever
-	double connect_timeout; // worker: seconds for a server never reached
 	int64_t node_rank;     // node: rank among S+W, servers first; -1
 	char job_id[128];      // node: names DIR/nodes/ID
 	char advertise[256];   // node: the address other hosts reach it at
@@ -143,9 +112,17 @@ int pti_config_straggler(const pti_config *c, uint32_t rank, double *ms);
 // pti_config_delay reads --delay into *d. PT_EINVAL naming the flag.
 int pti_config_delay(const pti_config *c, pti_delay *d);
 
-// pti_config_ckpt_every reads --checkpoint-every: *every versions (or
+// pti_jobopt_ckpt_every reads --checkpoint-every: *every versions (or
 // seconds, *seconds = 1), 0 for never. PT_EINVAL naming the flag.
-int pti_config_ckpt_every(const pti_config *c, uint64_t *every, int *seconds);
+int pti_jobopt_ckpt_every(const pti_jobopt *o, uint64_t *every,
+    int *seconds);
+
+// The job's options through the same table, for pt_job: pti_jobopt_defaults
+// fills o with the defaults of the flags whose field lies in a job's
+// options; pti_jobopt_set sets one of them by its flag name (PT_EINVAL
+// naming it, or naming a name that is not a job option).
+void pti_jobopt_defaults(pti_jobopt *o);
+int pti_jobopt_set(pti_jobopt *o, const char *name, const char *value);
 
 // pti_config_given tells whether flag `name` was on the command line.
 int pti_config_given(const pti_config *c, const char *name);
@@ -191,8 +168,8 @@ int pti_config_load_data(const pti_config *c, struct pti_data *d);
 
 // pti_config_json is every flag that cmd takes, with its effective value
 // in c, as one JSON object keyed by flag name (numbers as numbers,
-// switches as true/false, the rest as strings), the caller's. The table
-// drives it, so no flag is left out.
+// switches as true/false, the rest as strings), the caller's (NULL when
+// out of memory). The table drives it, so no flag is left out.
 struct json_t;
 struct json_t *pti_config_json(const pti_config *c, uint32_t cmd);
 

@@ -8,23 +8,12 @@
 #include "common/err.h"
 #include "common/mode.h"
 
-// The options a program of its own may set: the job's rules and where
-// its files go. pstrain's trainer, data, launcher and per-process flags
-// (model, data, epochs, rank, listen, connect, ...) are not the API's:
-// rank and addresses are arguments of the open calls.
-static const char *const job_options[] = {"mode", "servers", "workers",
-    "batch", "lr", "seed", "out", "tls-cert", "tls-key", "tls-ca",
-    "rpc-timeout", "auth-timeout", "secret-file", "staleness",
-    "backup-workers", "staleness-lr", "max-staleness", "optimizer",
-    "weight-decay", "checkpoint-dir", "checkpoint-every", "resume-version",
-    "worker-timeout", "lr-scaling", "matched-lr", "alone-timeout", NULL};
-
 int pt_job_alloc(pt_job **out)
 {
 	pt_job *j = calloc(1, sizeof(*j));
 	if (j == NULL)
 		return pti_err_set(PT_ENOMEM, "job");
-	pti_config_defaults(&j->c);
+	pti_jobopt_defaults(&j->o);
 	pti_layout_vars(&j->l);
 	*out = j;
 	return 0;
@@ -53,12 +42,11 @@ int pt_job_model(pt_job *j, const char *spec, uint32_t dim,
 	if (j->l.kind != PT_MODEL_VARS || j->l.n_vars > 0)
 		return pti_err_set(PT_EINVAL, "model %s: the job has variables "
 		    "already", spec ? spec : "");
-	if (spec == NULL || strlen(spec) >= sizeof(j->c.model))
+	if (spec == NULL || strlen(spec) >= sizeof(l.spec))
 		return pti_err_set(PT_EINVAL, "model: no spec, or too long");
 	if ((rv = pti_layout_init(&l, spec, dim, classes)) != 0)
 		return rv;
 	j->l = l;
-	strcpy(j->c.model, spec);
 	return 0;
 }
 
@@ -72,41 +60,35 @@ int pt_job_set(pt_job *j, const char *name, const char *value)
 		if (end == value || *end != '\0' || !(w >= 0 && w < 1e15))
 			return pti_err_set(PT_EINVAL, "option warmup-steps: "
 			    "'%s' is not a number of steps >= 0", value);
-		j->warmup = w;
+		j->o.warmup = w;
 		return 0;
 	}
-	for (const char *const *o = job_options; *o; o++)
-		if (strcmp(*o, name) == 0) {
-			// Switches take true or false here, as 1 or 0 on the
-			// command line.
-			const char *v = strcmp(value, "true") == 0    ? "1"
-					: strcmp(value, "false") == 0 ? "0"
-								      : value;
-			return pti_config_set(&j->c, name, v);
-		}
-	return pti_err_set(PT_EINVAL, "option %s: not an option of a job "
-	    "(see pstrain.h: pt_job_set)", name);
+	// Switches take true or false here, as 1 or 0 on the command line.
+	const char *v = strcmp(value, "true") == 0    ? "1"
+			: strcmp(value, "false") == 0 ? "0"
+						      : value;
+	return pti_jobopt_set(&j->o, name, v);
 }
 
-double pti_job_lr(const pti_config *c)
+double pti_job_lr(const pti_jobopt *o)
 {
-	double lr = c->lr > 0 ? c->lr : pti_optim_default_lr(&c->optim);
-	return c->lr_scaling == PT_LR_LINEAR ? lr * (c->batch / 256.0) : lr;
+	double lr = o->lr > 0 ? o->lr : pti_optim_default_lr(&o->optim);
+	return o->lr_scaling == PT_LR_LINEAR ? lr * (o->batch / 256.0) : lr;
 }
 
-pti_lr_rule pti_job_lr_rule(const pti_config *c, double warmup)
+pti_lr_rule pti_job_lr_rule(const pti_jobopt *o)
 {
-	const pti_mode *m = pti_mode_of(c->mode);
+	const pti_mode *m = pti_mode_of(o->mode);
 	int clocked = m != NULL && m->clocked;
-	pti_lr_rule r = {pti_job_lr(c), warmup,
-	    clocked && c->matched_lr ? (double)c->workers : 0,
-	    clocked && c->staleness_lr};
+	pti_lr_rule r = {pti_job_lr(o), o->warmup,
+	    clocked && o->matched_lr ? (double)o->workers : 0,
+	    clocked && o->staleness_lr};
 	return r;
 }
 
 double pti_job_warmup(const pti_config *c, uint32_t n_train)
 {
-	return c->warmup_epochs * (double)(n_train / c->batch);
+	return c->warmup_epochs * (double)(n_train / c->job.batch);
 }
 
 int pti_job_from_config(pt_job **out, const pti_config *c)
@@ -116,7 +98,7 @@ int pti_job_from_config(pt_job **out, const pti_config *c)
 	int rv = pt_job_alloc(&j);
 	if (rv != 0)
 		return rv;
-	j->c = *c;
+	j->o = c->job;
 	if ((rv = pti_data_dims(c->data, &dim, &classes)) != 0 ||
 	    (rv = pti_layout_init(&j->l, c->model, dim, classes)) != 0) {
 		pt_job_free(j);
@@ -129,7 +111,7 @@ int pti_job_from_config(pt_job **out, const pti_config *c)
 			pt_job_free(j);
 			return rv;
 		}
-		j->warmup = pti_job_warmup(c, d.train.n);
+		j->o.warmup = pti_job_warmup(c, d.train.n);
 		pti_data_fini(&d);
 	}
 	*out = j;

@@ -1,7 +1,8 @@
 // common/job.h - a job as the public API sees it (pstrain.h's pt_job):
-// the flag table's options and the key space of variables. pstrain's own
-// commands build one from their pti_config (pti_job_from_config); a
-// program of its own declares variables and sets options one by one.
+// the job's options (common/jobopt.h, the library's own, with their
+// defaults) and the key space of variables. pstrain's own commands build
+// one from their pti_config (pti_job_from_config); a program of its own
+// declares variables and sets options one by one.
 #ifndef PT_COMMON_JOB_H
 #define PT_COMMON_JOB_H
 
@@ -11,9 +12,8 @@
 #include "pstrain.h"
 
 struct pt_job {
-	pti_config c;   // the options; model and data unused
-	pti_layout l;   // the variables
-	double warmup; // steps over which the learning rate ramps up
+	pti_jobopt o; // the options
+	pti_layout l; // the variables
 };
 
 // pti_job_from_config builds the job of c for pstrain's own trainer: its
@@ -26,12 +26,12 @@ int pti_job_from_config(pt_job **out, const pti_config *c);
 // optimizer's usual rate, pti_optim_default_lr), times B/256 with
 // --lr-scaling linear. The servers and all-reduce read it, so a job built
 // through the library gets the same default as pstrain's command line.
-double pti_job_lr(const pti_config *c);
+double pti_job_lr(const pti_jobopt *o);
 
 // pti_job_lr_rule is the job's learning-rate rule (pti_lr): pti_job_lr,
-// ramped over `warmup` steps; in async and ssp divided by the workers
+// ramped over o->warmup steps; in async and ssp divided by the workers
 // with --matched-lr and by the staleness with --staleness-lr.
-pti_lr_rule pti_job_lr_rule(const pti_config *c, double warmup);
+pti_lr_rule pti_job_lr_rule(const pti_jobopt *o);
 
 // pti_job_warmup is the warm-up in steps: --warmup-epochs epochs of
 // n_train training examples in batches of --batch.

@@ -71,8 +71,8 @@ int pti_transport_check(const pti_config *c, uint32_t cmd)
 	}
 	const struct {
 		const char *flag, *val;
-	} files[] = {{"--tls-cert", c->tls_cert}, {"--tls-key", c->tls_key},
-	    {"--tls-ca", c->tls_ca}};
+	} files[] = {{"--tls-cert", c->job.tls_cert}, {"--tls-key", c->job.tls_key},
+	    {"--tls-ca", c->job.tls_ca}};
 	for (int i = 0; i < 3; i++) {
 		if (tls && files[i].val[0] == '\0')
 			return pti_err_set(PT_EINVAL,
@@ -150,17 +150,17 @@ static int tls_try(const pti_config *c)
 		    nng_strerror(rv));
 	if (nng_tls_config_ca_chain(cfg, tls_pem.ca, NULL) != 0)
 		rv = pti_err_set(PT_EINVAL, "--tls-ca %s: holds no PEM "
-		    "certificate that nng's TLS can read", c->tls_ca);
+		    "certificate that nng's TLS can read", c->job.tls_ca);
 	// The CA list of a scratch configuration parses --tls-cert alone,
 	// before its key is tried with it.
 	else if (nng_tls_config_ca_chain(cfg, tls_pem.cert, NULL) != 0)
 		rv = pti_err_set(PT_EINVAL, "--tls-cert %s: holds no PEM "
-		    "certificate that nng's TLS can read", c->tls_cert);
+		    "certificate that nng's TLS can read", c->job.tls_cert);
 	else if (nng_tls_config_own_cert(cfg, tls_pem.cert, tls_pem.key,
 		     NULL) != 0)
 		rv = pti_err_set(PT_EINVAL, "--tls-key %s: holds no PEM "
 		    "private key that nng's TLS can read (unencrypted; the "
-		    "key of --tls-cert %s)", c->tls_key, c->tls_cert);
+		    "key of --tls-cert %s)", c->job.tls_key, c->job.tls_cert);
 	nng_tls_config_free(cfg);
 	return rv;
 }
@@ -169,11 +169,11 @@ int pti_transport_tls_load(const pti_config *c)
 {
 	int rv;
 	tls_forget();
-	if (c->tls_cert[0] == '\0')
+	if (c->job.tls_cert[0] == '\0')
 		return 0;
-	if ((rv = tls_read("--tls-cert", c->tls_cert, &tls_pem.cert)) != 0 ||
-	    (rv = tls_read("--tls-key", c->tls_key, &tls_pem.key)) != 0 ||
-	    (rv = tls_read("--tls-ca", c->tls_ca, &tls_pem.ca)) != 0 ||
+	if ((rv = tls_read("--tls-cert", c->job.tls_cert, &tls_pem.cert)) != 0 ||
+	    (rv = tls_read("--tls-key", c->job.tls_key, &tls_pem.key)) != 0 ||
+	    (rv = tls_read("--tls-ca", c->job.tls_ca, &tls_pem.ca)) != 0 ||
 	    (rv = tls_try(c)) != 0) {
 		tls_forget();
 		return rv;

@@ -100,15 +100,16 @@ PT_API void pt_job_free(pt_job *job);
 PT_API int pt_job_var(pt_job *job, const char *name, uint64_t n,
     double bound);
 
-// pt_job_set sets option `name` (a long flag of `pstrain server` or
-// `pstrain worker` without its dashes, e.g. "mode", "workers", "servers",
-// "lr", "optimizer", "batch", "lr-scaling", "staleness",
-// "backup-workers", "max-staleness", "seed", "secret-file", "out",
-// "checkpoint-dir", "checkpoint-every", "rpc-timeout", "tls-ca", ...) to
-// value, checked as the flag is; "warmup-steps" ramps the learning rate
-// linearly from 0 over that many steps. Options about pstrain's own
-// trainer and data (model, data, epochs, ...) are refused. PT_EINVAL
-// naming the option.
+// pt_job_set sets option `name` to value, checked as pstrain's flag of
+// that name is (docs/API.md). The options are the job's own: mode,
+// servers, workers, batch, lr, seed, out, tls-cert, tls-key, tls-ca,
+// rpc-timeout, auth-timeout, secret-file, staleness, backup-workers,
+// staleness-lr, max-staleness, optimizer, weight-decay, checkpoint-dir,
+// checkpoint-every, resume-version, worker-timeout, lr-scaling,
+// matched-lr, alone-timeout, connect-timeout; and warmup-steps, which
+// ramps the learning rate linearly from 0 over that many steps. Options
+// about pstrain's own trainer and data (model, data, epochs, ...) are
+// refused. Switches take true or false. PT_EINVAL naming the option.
 PT_API int pt_job_set(pt_job *job, const char *name, const char *value);
 
 // pt_job_model declares pstrain's own model `spec` as the job's variables:

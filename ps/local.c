@@ -12,6 +12,7 @@
 
 struct pti_local_server {
 	ps_server s;
+	pti_config cfg; // the caller's, with the job's options (warm-up)
 };
 
 int pti_local_open(pti_local_server **out, const pti_config *c)
@@ -26,11 +27,13 @@ int pti_local_open(pti_local_server **out, const pti_config *c)
 		free(ls);
 		return rv;
 	}
-	rv = pti_server_init(s, c, &j->l, j->warmup);
+	ls->cfg = *c;
+	ls->cfg.job = j->o;
+	rv = pti_server_init(s, &ls->cfg, &j->l);
 	pt_job_free(j);
 	if (rv != 0)
 		goto fail;
-	s->n_ctx = PS_N_CTX(c->workers);
+	s->n_ctx = PS_N_CTX(c->job.workers);
 	if ((s->ctxs = calloc(s->n_ctx, sizeof(ps_ctx))) == NULL) {
 		rv = pti_err_set(PT_ENOMEM, "local server");
 		goto fail;

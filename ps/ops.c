@@ -124,7 +124,7 @@ static nng_msg *op_hello(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	// A worker back after it had said done and gone may finish the job
 	// again, unless every worker is done: the next one may be finishing
 	// it already, and two must not.
-	if (s->n_done + s->n_lost < s->cfg->workers)
+	if (s->n_done + s->n_lost < s->cfg->job.workers)
 		s->m[h->rank].gone = 0;
 	int64_t *clock = &s->m[h->rank].clock;
 	if (s->m[h->rank].lost) {
@@ -156,9 +156,9 @@ static nng_msg *op_hello(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	r.n_params = s->layout.n_params;
 	r.lo = s->lo;
 	r.hi = s->hi;
-	r.mode = (uint32_t)s->cfg->mode;
-	r.n_workers = s->cfg->workers;
-	r.n_servers = s->cfg->servers;
+	r.mode = (uint32_t)s->cfg->job.mode;
+	r.n_workers = s->cfg->job.workers;
+	r.n_servers = s->cfg->job.servers;
 	r.server_rank = s->cfg->rank;
 	return pti_server_reply(s, &r, NULL, 0);
 }
@@ -331,8 +331,8 @@ static nng_msg *op_stats(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	r.n_hello = s->n_hello;
 	r.n_done = s->n_done;
 	r.n_lost = s->n_lost;
-	r.first_live = s->cfg->workers;
-	for (uint32_t w = s->cfg->workers; w-- > 0;)
+	r.first_live = s->cfg->job.workers;
+	for (uint32_t w = s->cfg->job.workers; w-- > 0;)
 		if (!s->m[w].lost && !s->m[w].gone)
 			r.first_live = w;
 	r.hist = s->hist;
@@ -347,7 +347,7 @@ static nng_msg *op_shutdown(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	// A worker may end the job only as its finisher: once it and every
 	// other worker has said done (or was lost).
 	if (h->role == PT_ROLE_WORKER &&
-	    (!s->m[h->rank].done || s->n_done + s->n_lost < s->cfg->workers))
+	    (!s->m[h->rank].done || s->n_done + s->n_lost < s->cfg->job.workers))
 		return pti_peer_refuse(s, h, p, PT_EAUTH, "a worker may stop the servers "
 		    "only once every worker is done");
 	pti_log(PT_LOG_INFO, "server %u: shutdown asked by %s %u (%s)",
@@ -389,7 +389,7 @@ static nng_msg *handle(ps_server *s, ps_ctx *x, nng_msg *m, ps_ctx **wake)
 	// bound them): the requests of a training step need no search
 	// through the connections. Anything else is looked up.
 	int proven = rv == 0 && h.role == PT_ROLE_WORKER &&
-		     h.rank < s->cfg->workers && x->r_pipe != 0 &&
+		     h.rank < s->cfg->job.workers && x->r_pipe != 0 &&
 		     s->m[h.rank].pipe == x->r_pipe;
 	ps_peer *p = proven ? NULL : pti_peer_find(s, x->r_pipe);
 	if (p != NULL)
@@ -405,10 +405,10 @@ static nng_msg *handle(ps_server *s, ps_ctx *x, nng_msg *m, ps_ctx **wake)
 	int worker_op = h.op == PT_OP_HELLO ? h.role != PT_ROLE_CONTROL
 					    : (op_table[h.op].flags & OP_WORKER);
 	if (worker_op && (h.role != PT_ROLE_WORKER ||
-			     h.rank >= s->cfg->workers)) {
+			     h.rank >= s->cfg->job.workers)) {
 		snprintf(why, sizeof(why),
 		    "only workers 0..%u may send it (got role %u rank %u)",
-		    s->cfg->workers - 1, h.role, h.rank);
+		    s->cfg->job.workers - 1, h.role, h.rank);
 		return pti_server_error(s, &h, PT_EPROTO, why);
 	}
 	if (h.op == PT_OP_HELLO)

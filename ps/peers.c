@@ -231,7 +231,7 @@ void pti_peers_idle(ps_server *s)
 	pthread_mutex_lock(&s->mu);
 	for (uint32_t i = 0; i < s->n_peers && n < 256; i++) {
 		ps_peer *q = &s->peers[i];
-		if (q->pipe == 0 || q->authed || now - q->since < s->cfg->auth_timeout)
+		if (q->pipe == 0 || q->authed || now - q->since < s->cfg->job.auth_timeout)
 			continue;
 		s->conn_closed++;
 		if (pti_note_due(s->conn_closed))

@@ -33,7 +33,7 @@ void pti_fill_set(ps_take *t, nng_msg *m, float *pay, uint64_t off,
 int pti_min_clock(ps_server *s)
 {
 	int64_t min = INT64_MAX;
-	for (uint32_t r = 0; r < s->cfg->workers; r++)
+	for (uint32_t r = 0; r < s->cfg->job.workers; r++)
 		if (!s->m[r].lost && s->m[r].clock < min)
 			min = s->m[r].clock;
 	if (min == INT64_MAX)
@@ -100,7 +100,7 @@ int pti_bits_gap(const uint64_t *b, uint64_t from, uint64_t n,
 
 int pti_got_init(ps_got *g, const ps_server *s)
 {
-	uint32_t w = s->cfg->workers;
+	uint32_t w = s->cfg->job.workers;
 	memset(g, 0, sizeof(*g));
 	g->words = (s->n + 63) / 64;
 	g->bits = malloc((size_t)w * g->words * sizeof(uint64_t));

@@ -15,7 +15,7 @@
 
 void pti_server_spare(ps_server *s, nng_msg *m)
 {
-	if (m != NULL && s->n_spare < s->cfg->workers + 1) {
+	if (m != NULL && s->n_spare < s->cfg->job.workers + 1) {
 		s->spare[s->n_spare++] = m;
 		return;
 	}

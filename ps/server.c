@@ -218,8 +218,8 @@ static int server_ready(pt_server *ps)
 	pti_log(PT_LOG_INFO, "server %u: listening on %s, shard [%llu, %llu) of "
 	    "%llu parameters, %s, %u workers", c->rank, ps->url,
 	    (unsigned long long)s->lo, (unsigned long long)s->hi,
-	    (unsigned long long)s->layout.n_params, pti_mode_name(c->mode),
-	    c->workers);
+	    (unsigned long long)s->layout.n_params, pti_mode_name(c->job.mode),
+	    c->job.workers);
 	if (c->ready_file[0] == '\0')
 		return 0;
 	snprintf(tmp, sizeof(tmp), "%s.tmp", c->ready_file);
@@ -301,7 +301,7 @@ static int server_listen(pt_server *ps)
 	// of this job is a header and a shard.
 	s->recv_max = 4 + PT_HDR_MAX + 4 + (size_t)s->n * sizeof(float);
 	nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, s->recv_max);
-	s->n_ctx = PS_N_CTX(c->workers);
+	s->n_ctx = PS_N_CTX(c->job.workers);
 	if ((s->ctxs = calloc(s->n_ctx, sizeof(ps_ctx))) == NULL)
 		return pti_err_set(PT_ENOMEM, "server contexts");
 	for (uint32_t i = 0; i < s->n_ctx; i++) {
@@ -335,21 +335,34 @@ static void server_free(pt_server *ps, int rv)
 int pt_server_open(pt_server **out, const pt_job *job, uint32_t rank,
     const char *url)
 {
+	pti_server_proc p = {rank, url, "", "", 0};
+	return pti_server_open(out, job, &p);
+}
+
+int pti_server_open(pt_server **out, const pt_job *job,
+    const pti_server_proc *p)
+{
 	pt_server *ps = calloc(1, sizeof(*ps));
 	int rv;
 	if (ps == NULL)
 		return pti_err_set(PT_ENOMEM, "server");
-	ps->cfg = job->c;
-	ps->cfg.rank = rank;
-	if (url == NULL || strlen(url) >= sizeof(ps->cfg.listen)) {
+	// The server's own copy: the job's options, with this process's.
+	pti_config_defaults(&ps->cfg);
+	ps->cfg.job = job->o;
+	ps->cfg.rank = p->rank;
+	ps->cfg.supervised = p->supervised != 0;
+	if (p->listen == NULL || strlen(p->listen) >= sizeof(ps->cfg.listen) ||
+	    strlen(p->ready_file) >= sizeof(ps->cfg.ready_file) ||
+	    strlen(p->gone_workers) >= sizeof(ps->cfg.gone_workers)) {
 		free(ps);
 		return pti_err_set(PT_EINVAL, "server %u: no address, or one "
-		    "too long, to listen on", rank);
+		    "too long, to listen on", p->rank);
 	}
-	strcpy(ps->cfg.listen, url);
+	strcpy(ps->cfg.listen, p->listen);
+	strcpy(ps->cfg.ready_file, p->ready_file);
+	strcpy(ps->cfg.gone_workers, p->gone_workers);
 	if ((rv = pti_config_check(&ps->cfg, PT_CMD_SERVER)) != 0 ||
-	    (rv = pti_server_init(&ps->s, &ps->cfg, &job->l,
-		 job->warmup)) != 0 ||
+	    (rv = pti_server_init(&ps->s, &ps->cfg, &job->l)) != 0 ||
 	    (rv = server_listen(ps)) != 0) {
 		server_free(ps, rv);
 		return rv;
@@ -391,7 +404,7 @@ int pt_server_serve(pt_server *ps)
 	if (orphaned)
 		return pti_err_set(PT_ECLOSED, "server %u: no worker is left to "
 		    "end the job (%u of %u finished)", ps->cfg.rank, s->n_done,
-		    ps->cfg.workers);
+		    ps->cfg.job.workers);
 	return 0;
 }
 
@@ -419,7 +432,7 @@ void pt_server_close(pt_server *ps)
 	pti_log(PT_LOG_INFO, "server %u: version %lld, %llu updates, %llu "
 	    "rejected requests", c->rank, (long long)s->version,
 	    (unsigned long long)s->updates, (unsigned long long)s->rejected);
-	if (c->out[0] != '\0')
+	if (c->job.out[0] != '\0')
 		pti_server_write_stats(s);
 	server_free(ps, 0);
 }

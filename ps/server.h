@@ -18,6 +18,23 @@ extern volatile sig_atomic_t pti_server_signal;
 // it would have had instead. The library leaves it 0.
 extern int pti_server_exit_on_hang;
 
+// pti_server_proc: what pstrain's own server process adds to a job's
+// options (pt_job): its rank and address, the file that says it listens,
+// the workers a restarted server does not wait for, and whether pstrain
+// run supervises it. pti_server_open is pt_server_open with them; a
+// program of its own gives a rank and an address only.
+typedef struct pti_server_proc {
+	uint32_t rank;
+	const char *listen;       // the address to listen on
+	const char *ready_file;   // "": none
+	const char *gone_workers; // "R,R,...": lost before it started
+	int supervised;           // under pstrain run, which does the rest
+} pti_server_proc;
+typedef struct pt_job pt_job;
+typedef struct pt_server pt_server;
+int pti_server_open(pt_server **out, const pt_job *job,
+    const pti_server_proc *p);
+
 // A server's state and request handler without sockets, driven by calls:
 // for the fuzzing harness (tests/fuzz). pti_local_connect and
 // pti_local_disconnect stand for a connection's arrival and close;

@@ -194,13 +194,12 @@ void pti_server_wake_ahead(ps_server *s, ps_ctx **wake);
 // The server's life (shard.c) and its handler (ops.c), for local.c too:
 // pti_server_init builds the shard of layout l, its state and the
 // connection slots from c (no sockets), the learning rate ramped over
-// `warmup` steps; pti_server_fini frees what init made and what the
+// c->job.warmup steps; pti_server_fini frees what init made and what the
 // contexts still hold; pti_server_handle runs one request under the lock
 // and returns its reply, or NULL when parked (m is its to free, or to
 // keep: a sync gradient stays in its request until the step closes); pti_server_pipe_removed:
 // connection id closed (a worker's is then lost).
-int pti_server_init(ps_server *s, const pti_config *c, const pti_layout *l,
-    double warmup);
+int pti_server_init(ps_server *s, const pti_config *c, const pti_layout *l);
 void pti_server_fini(ps_server *s);
 nng_msg *pti_server_handle(ps_server *s, ps_ctx *x, nng_msg *m,
     ps_ctx **wake);

@@ -227,19 +227,19 @@ static void test_checkpoint_schedule(void)
 	uint64_t every;
 	int secs;
 	pti_config_defaults(&c);
-	PT_TEST_OK(pti_config_ckpt_every(&c, &every, &secs));
+	PT_TEST_OK(pti_jobopt_ckpt_every(&c.job, &every, &secs));
 	PT_TEST_TRUE(every == 0);
-	snprintf(c.checkpoint_every, sizeof(c.checkpoint_every), "30s");
-	PT_TEST_OK(pti_config_ckpt_every(&c, &every, &secs));
+	snprintf(c.job.checkpoint_every, sizeof(c.job.checkpoint_every), "30s");
+	PT_TEST_OK(pti_jobopt_ckpt_every(&c.job, &every, &secs));
 	PT_TEST_TRUE(every == 30 && secs == 1);
-	snprintf(c.checkpoint_every, sizeof(c.checkpoint_every), "25");
-	PT_TEST_OK(pti_config_ckpt_every(&c, &every, &secs));
+	snprintf(c.job.checkpoint_every, sizeof(c.job.checkpoint_every), "25");
+	PT_TEST_OK(pti_jobopt_ckpt_every(&c.job, &every, &secs));
 	PT_TEST_TRUE(every == 25 && secs == 0);
 	const char *bad[] = {"0", "5m", "-3", "x"};
 	for (int i = 0; i < 4; i++) {
-		snprintf(c.checkpoint_every, sizeof(c.checkpoint_every), "%s",
+		snprintf(c.job.checkpoint_every, sizeof(c.job.checkpoint_every), "%s",
 		    bad[i]);
-		PT_TEST_ERR(pti_config_ckpt_every(&c, &every, &secs), PT_EINVAL);
+		PT_TEST_ERR(pti_jobopt_ckpt_every(&c.job, &every, &secs), PT_EINVAL);
 		PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "--checkpoint-every");
 	}
 }

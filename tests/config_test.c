@@ -17,8 +17,8 @@ static void test_config_defaults(void)
 {
 	pti_config c;
 	pti_config_defaults(&c);
-	PT_TEST_TRUE(c.mode == PT_MODE_SYNC && c.servers == 1);
-	PT_TEST_TRUE(c.batch == 256 && c.lr == 0 && c.seed == 1);
+	PT_TEST_TRUE(c.job.mode == PT_MODE_SYNC && c.job.servers == 1);
+	PT_TEST_TRUE(c.job.batch == 256 && c.job.lr == 0 && c.job.seed == 1);
 	PT_TEST_TRUE(strcmp(c.data, "fashion-mnist") == 0);
 }
 
@@ -28,8 +28,8 @@ static void test_config_parse(void)
 	char *argv[] = {"--mode", "async", "--workers=4", "--lr", "0.05",
 	    "--model", "mlp:8", "--steps", "12"};
 	PT_TEST_OK(parse(&c, PT_CMD_RUN, 9, argv));
-	PT_TEST_TRUE(c.mode == PT_MODE_ASYNC && c.workers == 4);
-	PT_TEST_TRUE(c.lr == 0.05 && c.steps == 12);
+	PT_TEST_TRUE(c.job.mode == PT_MODE_ASYNC && c.job.workers == 4);
+	PT_TEST_TRUE(c.job.lr == 0.05 && c.steps == 12);
 	PT_TEST_TRUE(pti_config_given(&c, "steps"));
 	PT_TEST_TRUE(!pti_config_given(&c, "epochs"));
 }
@@ -76,17 +76,17 @@ static void test_config_to_argv_roundtrip(void)
 	int n = 0;
 	PT_TEST_OK(pti_config_to_argv(&c, PT_CMD_RUN, PT_CMD_WORKER, out, &n));
 	PT_TEST_OK(parse(&d, PT_CMD_WORKER, n, out));
-	PT_TEST_TRUE(d.mode == c.mode && d.workers == 4);
-	PT_TEST_TRUE(d.seed == 18446744073709551615ULL);
-	PT_TEST_TRUE(strcmp(d.out, "o") == 0);
+	PT_TEST_TRUE(d.job.mode == c.job.mode && d.job.workers == 4);
+	PT_TEST_TRUE(d.job.seed == 18446744073709551615ULL);
+	PT_TEST_TRUE(strcmp(d.job.out, "o") == 0);
 	// --lr goes to workers too (an allreduce worker runs the update)
-	PT_TEST_TRUE(d.lr == c.lr);
+	PT_TEST_TRUE(d.job.lr == c.job.lr);
 	for (int i = 0; i < n; i++)
 		free(out[i]);
 	n = 0;
 	PT_TEST_OK(pti_config_to_argv(&c, PT_CMD_RUN, PT_CMD_SERVER, out, &n));
 	PT_TEST_OK(parse(&d, PT_CMD_SERVER, n, out));
-	PT_TEST_TRUE(d.lr == c.lr); // exact: %.17g
+	PT_TEST_TRUE(d.job.lr == c.job.lr); // exact: %.17g
 	for (int i = 0; i < n; i++)
 		free(out[i]);
 }
@@ -100,7 +100,7 @@ static void test_config_straggler_delay(void)
 	double ms;
 	pti_delay d;
 	pti_config_defaults(&c);
-	c.workers = 3;
+	c.job.workers = 3;
 	snprintf(c.straggler, sizeof(c.straggler), "0:20,1:5,0:10");
 	PT_TEST_OK(pti_config_straggler(&c, 0, &ms));
 	PT_TEST_TRUE(ms == 30);
@@ -133,13 +133,13 @@ static void test_config_specs_read_once(void)
 	char *ok[] = {"--delay", "uniform:1:3", "--checkpoint-every", "5s",
 	    "--optimizer", "momentum:0.5"};
 	pti_config_defaults(&c);
-	PT_TEST_TRUE(c.delay_spec.kind == PT_DELAY_NONE && c.ckpt_every == 0);
-	PT_TEST_TRUE(c.optim.kind == PT_OPT_SGD);
+	PT_TEST_TRUE(c.delay_spec.kind == PT_DELAY_NONE && c.job.ckpt_every == 0);
+	PT_TEST_TRUE(c.job.optim.kind == PT_OPT_SGD);
 	PT_TEST_OK(pti_config_parse(&c, PT_CMD_RUN, 6, ok, &help));
 	PT_TEST_TRUE(c.delay_spec.kind == PT_DELAY_UNIFORM &&
 		     c.delay_spec.a == 1 && c.delay_spec.b == 3);
-	PT_TEST_TRUE(c.ckpt_every == 5 && c.ckpt_seconds == 1);
-	PT_TEST_TRUE(c.optim.kind == PT_OPT_MOMENTUM && c.optim.momentum == 0.5);
+	PT_TEST_TRUE(c.job.ckpt_every == 5 && c.job.ckpt_seconds == 1);
+	PT_TEST_TRUE(c.job.optim.kind == PT_OPT_MOMENTUM && c.job.optim.momentum == 0.5);
 	char *bad[] = {"--checkpoint-every", "5m"};
 	PT_TEST_ERR(pti_config_parse(&c, PT_CMD_RUN, 2, bad, &help), PT_EINVAL);
 	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "--checkpoint-every 5m");

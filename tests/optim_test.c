@@ -119,26 +119,31 @@ static void test_optim_lr_warmup(void)
 // with --staleness-lr.
 static void test_optim_lr_rule(void)
 {
-	pti_config c;
-	pti_config_defaults(&c);
-	pti_lr_rule r = pti_job_lr_rule(&c, 0);
+	pti_jobopt o;
+	pti_jobopt_defaults(&o);
+	pti_lr_rule r = pti_job_lr_rule(&o);
 	PT_TEST_TRUE(pti_lr(&r, 0, 0) == 0.1); // sgd's usual rate
-	PT_TEST_OK(pti_config_set(&c, "optimizer", "adam"));
-	r = pti_job_lr_rule(&c, 0);
+	PT_TEST_OK(pti_jobopt_set(&o, "optimizer", "adam"));
+	r = pti_job_lr_rule(&o);
 	PT_TEST_TRUE(pti_lr(&r, 5, 0) == 0.001);
-	PT_TEST_OK(pti_config_set(&c, "lr", "0.4"));
-	PT_TEST_OK(pti_config_set(&c, "batch", "512"));
-	PT_TEST_OK(pti_config_set(&c, "lr-scaling", "linear"));
-	PT_TEST_OK(pti_config_set(&c, "workers", "4"));
-	PT_TEST_OK(pti_config_set(&c, "matched-lr", "1"));
-	PT_TEST_OK(pti_config_set(&c, "staleness-lr", "1"));
-	r = pti_job_lr_rule(&c, 4); // sync: neither division applies
+	PT_TEST_OK(pti_jobopt_set(&o, "lr", "0.4"));
+	PT_TEST_OK(pti_jobopt_set(&o, "batch", "512"));
+	PT_TEST_OK(pti_jobopt_set(&o, "lr-scaling", "linear"));
+	PT_TEST_OK(pti_jobopt_set(&o, "workers", "4"));
+	PT_TEST_OK(pti_jobopt_set(&o, "matched-lr", "1"));
+	PT_TEST_OK(pti_jobopt_set(&o, "staleness-lr", "1"));
+	o.warmup = 4; // sync: neither division applies
+	r = pti_job_lr_rule(&o);
 	PT_TEST_NEAR(pti_lr(&r, 0, 3), 0.2, 1e-15);
 	PT_TEST_TRUE(pti_lr(&r, 9, 3) == 0.8);
-	PT_TEST_OK(pti_config_set(&c, "mode", "async"));
-	r = pti_job_lr_rule(&c, 0);
+	PT_TEST_OK(pti_jobopt_set(&o, "mode", "async"));
+	o.warmup = 0;
+	r = pti_job_lr_rule(&o);
 	PT_TEST_NEAR(pti_lr(&r, 9, 1), 0.2, 1e-15);
 	PT_TEST_NEAR(pti_lr(&r, 9, 4), 0.05, 1e-15);
+	// Only a job's options: a flag of pstrain's own trainer is not one.
+	PT_TEST_ERR(pti_jobopt_set(&o, "epochs", "3"), PT_EINVAL);
+	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "epochs");
 }
 
 static const pti_test_case cases[] = {

@@ -83,9 +83,9 @@ static void test_transport_run_hands_flags_on(void)
 		int n = 0;
 		PT_TEST_OK(pti_config_to_argv(&c, PT_CMD_RUN, cmd, out, &n));
 		PT_TEST_OK(parse(&d, cmd, n, out));
-		PT_TEST_TRUE(strcmp(d.tls_cert, "c.crt") == 0);
-		PT_TEST_TRUE(strcmp(d.tls_key, "c.key") == 0);
-		PT_TEST_TRUE(strcmp(d.tls_ca, "ca.crt") == 0);
+		PT_TEST_TRUE(strcmp(d.job.tls_cert, "c.crt") == 0);
+		PT_TEST_TRUE(strcmp(d.job.tls_key, "c.key") == 0);
+		PT_TEST_TRUE(strcmp(d.job.tls_ca, "ca.crt") == 0);
 		for (int i = 0; i < n; i++)
 			free(out[i]);
 	}

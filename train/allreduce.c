@@ -37,7 +37,7 @@ static pti_ckpt_meta ar_ckpt_meta(const pti_trainer *w, const pti_optim *o,
 {
 	pti_ckpt_meta m = {0, 1, pti_layout_hash(&w->layout), 0,
 	    w->layout.n_params, v, (uint64_t)v, (uint32_t)o->kind,
-	    (uint32_t)o->n_state, w->c->workers};
+	    (uint32_t)o->n_state, w->c->job.workers};
 	return m;
 }
 
@@ -48,10 +48,10 @@ static int ar_resume(pti_trainer *w, const pti_optim *o, float *s1, float *s2,
 {
 	const pti_config *c = w->c;
 	char path[PT_PATH_MAX + 64];
-	pti_ckpt_meta want = ar_ckpt_meta(w, o, c->resume_version), got;
+	pti_ckpt_meta want = ar_ckpt_meta(w, o, c->job.resume_version), got;
 	float *vecs[3] = {w->params, s1, s2};
-	pti_ckpt_path(path, sizeof(path), c->checkpoint_dir, 0,
-	    c->resume_version);
+	pti_ckpt_path(path, sizeof(path), c->job.checkpoint_dir, 0,
+	    c->job.resume_version);
 	int rv = pti_ckpt_load(path, &want, NULL, vecs, &got);
 	if (rv != 0)
 		return rv;
@@ -72,9 +72,9 @@ static void ar_checkpoint(pti_trainer *w, pti_ckpt_sched *sc,
 		return;
 	pti_ckpt_meta m = ar_ckpt_meta(w, o, v);
 	const float *vecs[3] = {w->params, s1, s2};
-	for (uint32_t r = 0; r < c->workers; r++)
+	for (uint32_t r = 0; r < c->job.workers; r++)
 		clocks[r] = v;
-	int rv = pti_ckpt_save(c->checkpoint_dir, &m, clocks, vecs);
+	int rv = pti_ckpt_save(c->job.checkpoint_dir, &m, clocks, vecs);
 	if (rv != 0)
 		fprintf(stderr, "worker 0: checkpoint failed: %s\n",
 		    pt_errmsg(rv));
@@ -105,7 +105,7 @@ static int allreduce_step(pti_trainer *w, pti_ring *ring, pti_step *st,
 	    pti_lr(&a->lr, (int64_t)t, 0)};
 	st->info = info;
 	pti_optim_apply(&a->opt, w->params, a->s1, a->s2, w->grad, n,
-	    c->workers, info.lr, t + 1);
+	    c->job.workers, info.lr, t + 1);
 	ar_checkpoint(w, a->sc, &a->opt, a->s1, a->s2, (int64_t)t + 1,
 	    a->clocks);
 	st->t_end = pti_wall_s();
@@ -120,41 +120,42 @@ int pti_train_allreduce(pti_trainer *w)
 {
 	const pti_config *c = w->c;
 	uint64_t n = w->layout.n_params;
-	pti_ckpt_sched sc = {c->ckpt_every, c->ckpt_seconds, pti_clock_s()};
-	allreduce_state a = {c->optim,
-	    pti_job_lr_rule(c, pti_job_warmup(c, w->data.train.n)), NULL,
-	    NULL, NULL, &sc};
+	pti_ckpt_sched sc = {c->job.ckpt_every, c->job.ckpt_seconds, pti_clock_s()};
+	pti_jobopt o = c->job; // with the warm-up in steps of this data
+	o.warmup = pti_job_warmup(c, w->data.train.n);
+	allreduce_state a = {c->job.optim, pti_job_lr_rule(&o), NULL, NULL,
+	    NULL, &sc};
 	uint64_t t0 = 0;
 	pti_ring *ring = NULL;
 	pti_secret secret;
 	int rv;
 
-	a.opt.weight_decay = c->weight_decay;
+	a.opt.weight_decay = c->job.weight_decay;
 	w->t_log = pti_wall_s();
 	double t_start = w->t_log;
-	pti_layout_init_values(w->params, &w->layout, c->seed, 0, n);
+	pti_layout_init_values(w->params, &w->layout, c->job.seed, 0, n);
 	if ((a.opt.n_state >= 1 &&
 		(a.s1 = calloc(n, sizeof(float))) == NULL) ||
 	    (a.opt.n_state >= 2 &&
 		(a.s2 = calloc(n, sizeof(float))) == NULL) ||
-	    (a.clocks = calloc(c->workers, sizeof(int64_t))) == NULL) {
+	    (a.clocks = calloc(c->job.workers, sizeof(int64_t))) == NULL) {
 		rv = pti_err_set(PT_ENOMEM, "worker %u: optimizer state",
 		    c->rank);
 		goto done;
 	}
-	if (c->rank == 0 && c->ckpt_every != 0 &&
-	    mkdir(c->checkpoint_dir, 0777) != 0 && errno != EEXIST) {
+	if (c->rank == 0 && c->job.ckpt_every != 0 &&
+	    mkdir(c->job.checkpoint_dir, 0777) != 0 && errno != EEXIST) {
 		rv = pti_err_set(PT_EIO, "--checkpoint-dir %s: %s",
-		    c->checkpoint_dir, strerror(errno));
+		    c->job.checkpoint_dir, strerror(errno));
 		goto done;
 	}
 	// A resumed job goes on from its checkpoint's step, appending to
 	// the rows so far (the data order follows from the step).
-	if ((c->resume_version >= 0 &&
+	if ((c->job.resume_version >= 0 &&
 		(rv = ar_resume(w, &a.opt, a.s1, a.s2, &t0)) != 0) ||
-	    (rv = pti_secret_load(&secret, c->secret_file)) != 0 ||
-	    (rv = pti_ring_open(&ring, c->connect, c->rank, c->workers,
-		 &secret, pti_layout_hash(&w->layout), c->rpc_timeout)) != 0 ||
+	    (rv = pti_secret_load(&secret, c->job.secret_file)) != 0 ||
+	    (rv = pti_ring_open(&ring, c->connect, c->rank, c->job.workers,
+		 &secret, pti_layout_hash(&w->layout), c->job.rpc_timeout)) != 0 ||
 	    (rv = pti_record_open(w, t0 > 0)) != 0)
 		goto done;
 	for (uint64_t t = t0; t < w->steps; t++) {

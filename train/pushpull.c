@@ -60,7 +60,7 @@ static int pushpull_wait(void *s, pti_step **done)
 	st->compute_s = p->t_c - st->t_b;
 	st->comm_s = st->t_end - p->t_c;
 	st->ver = st->info.ver_min;
-	uint64_t next = pti_mode_of(w->c->mode)->lockstep && st->info.ver_min > 0
+	uint64_t next = pti_mode_of(w->c->job.mode)->lockstep && st->info.ver_min > 0
 			    ? (uint64_t)st->info.ver_min
 			    : st->t + 1;
 	st->next = next > st->t ? next : st->t + 1;

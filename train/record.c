@@ -16,7 +16,7 @@ static FILE *record_csv(const pti_config *c, const char *name,
     const pti_table *t, int append)
 {
 	char path[PT_PATH_MAX + 64];
-	snprintf(path, sizeof(path), "%s/%s", c->out, name);
+	snprintf(path, sizeof(path), "%s/%s", c->job.out, name);
 	FILE *f = fopen(path, append ? "a" : "w");
 	if (f == NULL) {
 		pti_err_set(PT_EIO, "%s: %s", path, strerror(errno));

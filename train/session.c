@@ -22,7 +22,7 @@ static int session_open(pti_trainer *w)
 	int rv = pt_job_alloc(&job);
 	if (rv != 0)
 		return rv;
-	job->c = *w->c;
+	job->o = w->c->job;
 	job->l = w->layout;
 	rv = pt_worker_open(&w->pw, job, w->c->rank, w->c->connect);
 	pt_job_free(job);
@@ -42,7 +42,7 @@ static int session_recoverable(int rv)
 int pti_session_join(pti_trainer *w, uint64_t *t)
 {
 	const pti_config *c = w->c;
-	double until = pti_wall_s() + c->rpc_timeout;
+	double until = pti_wall_s() + c->job.rpc_timeout;
 	pti_client_step info;
 	for (;;) {
 		int64_t start;
@@ -52,7 +52,7 @@ int pti_session_join(pti_trainer *w, uint64_t *t)
 		if (rv == 0)
 			rv = pti_client_pull(w->client, w->params, -1, &info);
 		if (rv == 0) {
-			*t = (uint64_t)(pti_mode_of(c->mode)->lockstep
+			*t = (uint64_t)(pti_mode_of(c->job.mode)->lockstep
 					    ? info.ver_min
 					    : pt_worker_start(w->pw));
 			return 0;

@@ -42,12 +42,12 @@ int pti_trainer_init(pti_trainer *w, const pti_config *c)
 	    (rv = pti_layout_init(&w->layout, c->model, w->data.train.dim,
 		 w->data.train.classes)) != 0)
 		return rv;
-	w->b = c->batch / c->workers;
-	w->spe = w->data.train.n / c->batch;
+	w->b = c->job.batch / c->job.workers;
+	w->spe = w->data.train.n / c->job.batch;
 	if (w->spe == 0)
 		return pti_err_set(PT_EINVAL,
 		    "--batch %u is larger than the %u training examples of %s",
-		    c->batch, w->data.train.n, c->data);
+		    c->job.batch, w->data.train.n, c->data);
 	w->steps = c->steps ? c->steps : (uint64_t)c->epochs * w->spe;
 	uint32_t rows = w->b > PTI_EVAL_CHUNK ? w->b : PTI_EVAL_CHUNK;
 	uint64_t np = w->layout.n_params;
@@ -58,8 +58,8 @@ int pti_trainer_init(pti_trainer *w, const pti_config *c)
 	w->idx = malloc(rows * sizeof(uint32_t));
 	if (!w->params || !w->grad || !w->x || !w->y || !w->idx)
 		return pti_err_set(PT_ENOMEM, "worker %u buffers", c->rank);
-	if ((rv = pti_batches_open(&w->batches, &w->data.train, c->seed,
-		 c->batch, c->workers, c->rank, (int)c->prefetch)) != 0)
+	if ((rv = pti_batches_open(&w->batches, &w->data.train, c->job.seed,
+		 c->job.batch, c->job.workers, c->rank, (int)c->prefetch)) != 0)
 		return rv;
 	return pti_model_alloc(&w->model, &w->layout, rows);
 }
@@ -91,7 +91,7 @@ static double trainer_delay(const pti_trainer *w, uint64_t t)
 {
 	const pti_config *c = w->c;
 	double ms = w->straggle_ms;
-	double u = pti_u64_to_unit(pti_hash3(c->seed ^ 0xde1a7ULL, c->rank, t));
+	double u = pti_u64_to_unit(pti_hash3(c->job.seed ^ 0xde1a7ULL, c->rank, t));
 	if (w->delay.kind == PT_DELAY_EXP)
 		ms += -w->delay.a * log(1.0 - u);
 	else if (w->delay.kind == PT_DELAY_UNIFORM)

@@ -31,7 +31,7 @@ int pti_train_run(const pti_config *c, pti_train_result *res)
 	pti_trainer w;
 	int rv = pti_trainer_init(&w, c);
 	if (rv == 0)
-		rv = pti_mode_of(c->mode)->servers ? worker_train(&w)
+		rv = pti_mode_of(c->job.mode)->servers ? worker_train(&w)
 						    : pti_train_allreduce(&w);
 	if (res != NULL) {
 		pti_train_result r = {w.finished, w.steps, w.spe,

@@ -84,7 +84,7 @@ static int seeds_parse(const pti_config *c, uint64_t *seeds, int *n)
 	char buf[PT_PATH_MAX], *p = buf;
 	*n = 0;
 	if (c->seeds[0] == '\0') {
-		seeds[(*n)++] = c->seed;
+		seeds[(*n)++] = c->job.seed;
 		return 0;
 	}
 	snprintf(buf, sizeof(buf), "%s", c->seeds);
@@ -171,7 +171,7 @@ static char **job_argv(const pti_config *c, const pti_cmp_job *j,
 	if (tb[0] != '\0') {
 		char dir[2 * PT_PATH_MAX + 96];
 		snprintf(dir, sizeof(dir), "%s%s", tb,
-		    j->dir + strlen(c->out)); // "/LABEL/seed-S"
+		    j->dir + strlen(c->job.out)); // "/LABEL/seed-S"
 		argv[argc++] = strdup("--tensorboard");
 		argv[argc++] = strdup(dir);
 	}
@@ -640,7 +640,7 @@ static int report_write(const cmp_set *s, int argc, char **argv)
 {
 	const pti_config *c = s->c;
 	char path[PT_PATH_MAX + 32];
-	snprintf(path, sizeof(path), "%s/report.md", c->out);
+	snprintf(path, sizeof(path), "%s/report.md", c->job.out);
 	FILE *f = fopen(path, "w");
 	if (f == NULL) {
 		fprintf(stderr, "pstrain compare: %s: %s\n", path,
@@ -660,7 +660,7 @@ static int report_write(const cmp_set *s, int argc, char **argv)
 		    "need not be theirs (they may have been\nstarted by "
 		    "`pstrain run`, `pstrain compare` or `pstrain node`). Each "
 		    "job's own\ncommand line is `record.command_line` in its "
-		    "LABEL/seed-S/summary.json.\n\n", c->out);
+		    "LABEL/seed-S/summary.json.\n\n", c->job.out);
 	else
 		fprintf(f, "\n\nEvery job ran `pstrain run` with these flags "
 		    "(and `--validation %s`,\n`--evals-per-epoch %u` unless "
@@ -669,7 +669,7 @@ static int report_write(const cmp_set *s, int argc, char **argv)
 		    "`--save-model LABEL/seed-S/model.bin`, seed by seed: every "
 		    "mode for the\nfirst seed, then every mode for the next. "
 		    "Folders are relative to\n%s.\n\n", c->validation,
-		    c->evals_per_epoch, c->out);
+		    c->evals_per_epoch, c->job.out);
 	report_record(f, s);
 	fprintf(f, "## Results: mean ± sd over seeds\n\n");
 	report_note(f, s);
@@ -718,7 +718,7 @@ static int set_init(cmp_set *s, const pti_config *c)
 			j->seed = s->seeds[r];
 			j->outcome = PTI_OUT_MISSING;
 			snprintf(j->dir, sizeof(j->dir), "%s/%s/seed-%llu",
-			    c->out, s->ms[i].label,
+			    c->job.out, s->ms[i].label,
 			    (unsigned long long)s->seeds[r]);
 		}
 	return -1;
@@ -778,13 +778,13 @@ static int cmp_dashboard(cmp_set *s)
 		snprintf(jobs[i].mode, sizeof(jobs[i].mode), "%s",
 		    pti_mode_name(j->m->mode));
 		snprintf(jobs[i].ckpt_dir, sizeof(jobs[i].ckpt_dir), "%s",
-		    c->checkpoint_dir);
+		    c->job.checkpoint_dir);
 		jobs[i].workers = j->m->workers;
 		jobs[i].steps = cmp_steps(j->m, n_train);
 		jobs[i].state = PTI_DASH_PENDING;
 	}
 	snprintf(title, sizeof(title), "pstrain compare: %s, %s",
-	    c->modes, c->out);
+	    c->modes, c->job.out);
 	rv = pti_dash_open(&s->dash, "--dashboard-listen", c->dashboard_listen,
 	    title, jobs, n, url, sizeof(url));
 	free(jobs);
@@ -874,7 +874,7 @@ static int set_read(cmp_set *s)
 	if (found == 0) {
 		fprintf(stderr, "pstrain compare: --report-only: no job of "
 		    "--modes %s and these seeds in %s\n", s->c->modes,
-		    s->c->out);
+		    s->c->job.out);
 		return 1;
 	}
 	return 0;
@@ -917,7 +917,7 @@ int pti_cmd_compare(int argc, char **argv)
 	if (c.dashboard && c.report_only) {
 		fprintf(stderr, "pstrain compare: --dashboard with "
 		    "--report-only: no job runs; pstrain dashboard %s serves "
-		    "the folder\n", c.out);
+		    "the folder\n", c.job.out);
 		return PTI_EXIT_USAGE;
 	}
 	// This process serves the page: the jobs it runs must not. Each
@@ -939,15 +939,15 @@ int pti_cmd_compare(int argc, char **argv)
 	if ((rv = set_init(&s, &c)) >= 0)
 		goto out;
 	rv = 2;
-	if (!c.report_only && !c.force && previous(c.out)) {
+	if (!c.report_only && !c.force && previous(c.job.out)) {
 		fprintf(stderr, "pstrain compare: %s already holds a "
 		    "comparison (report.md or LABEL/seed-S/summary.json); "
 		    "give --force to overwrite it, or another --out\n",
-		    c.out);
+		    c.job.out);
 		goto out;
 	}
 	rv = 1;
-	snprintf(plots, sizeof(plots), "%s/plots", c.out);
+	snprintf(plots, sizeof(plots), "%s/plots", c.job.out);
 	if (pti_mkdir_p(plots) != 0) {
 		fprintf(stderr, "pstrain compare: %s: %s\n", plots,
 		    strerror(errno));
@@ -968,12 +968,12 @@ int pti_cmd_compare(int argc, char **argv)
 	report_note(stdout, &s);
 	printf("\n");
 	table_modes(stdout, &s, 0);
-	printf("\nreport: %s/report.md\n", c.out);
+	printf("\nreport: %s/report.md\n", c.job.out);
 	fflush(stdout);
-	if (pti_cmp_plot(c.out, s.ms, s.n_modes, s.jobs, s.n_seeds,
+	if (pti_cmp_plot(c.job.out, s.ms, s.n_modes, s.jobs, s.n_seeds,
 	    s.sel_test) != 0)
 		goto out;
-	printf("plots: %s/*.png and *.svg (script %s/plot.gp)\n", c.out,
+	printf("plots: %s/*.png and *.svg (script %s/plot.gp)\n", c.job.out,
 	    plots);
 	rv = 0;
 out:
@@ -981,7 +981,7 @@ out:
 		fflush(stdout);
 		pti_dash_close(s.dash);
 		fprintf(stderr, "pstrain compare: dashboard closed (pstrain "
-		    "dashboard %s serves it again)\n", c.out);
+		    "dashboard %s serves it again)\n", c.job.out);
 	}
 	set_fini(&s);
 	return rv;

@@ -166,15 +166,15 @@ static int mode_parse(const pti_config *c, int check, const char *tok,
 		    "whole number up to 1000000 (ssp:4)");
 	// What job_argv gives this mode's jobs before the modifiers.
 	*job = *c;
-	job->mode = m->mode;
-	job->staleness = m->staleness;
-	job->backup_workers = 0;
+	job->job.mode = m->mode;
+	job->job.staleness = m->staleness;
+	job->job.backup_workers = 0;
 	if (job->layer_push == PT_LP_AUTO)
 		job->layer_push = PT_LP_OFF;
 	while ((part = strtok_r(NULL, ":", &save)) != NULL)
 		if (mode_set(tok, part, job, m, &opt) != 0)
 			return -1;
-	m->backup = job->backup_workers;
+	m->backup = job->job.backup_workers;
 	// "--lr 0" stands for the optimizer's usual rate (pstrain run),
 	// unless the command line or the mode gives --lr.
 	if (opt && !pti_config_given(job, "lr") &&
@@ -183,8 +183,8 @@ static int mode_parse(const pti_config *c, int check, const char *tok,
 		    "command line)", PTI_CMP_EXTRA);
 	if (check && (rv = pti_config_check(job, PT_CMD_RUN)) != 0)
 		return mode_bad(tok, "%s", pt_errmsg(rv));
-	m->workers = job->workers;
-	m->batch = job->batch;
+	m->workers = job->job.workers;
+	m->batch = job->job.batch;
 	m->epochs = job->epochs;
 	m->steps = job->steps;
 	for (size_t i = 0; tok[i]; i++)

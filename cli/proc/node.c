@@ -131,7 +131,7 @@ static void node_advertise(const pti_config *c, char *out, size_t n)
 static void node_url_path(char *out, size_t n, const pti_config *c,
     const char *id, uint32_t r)
 {
-	snprintf(out, n, "%s/nodes/%s/server-%u.url", c->out, id, r);
+	snprintf(out, n, "%s/nodes/%s/server-%u.url", c->job.out, id, r);
 }
 
 // node_gather waits (at most --connect-timeout seconds) for every server's
@@ -144,7 +144,7 @@ static int node_gather(pti_config *c, const char *id)
 		size_t used = 0;
 		uint32_t r;
 		c->connect[0] = '\0';
-		for (r = 0; r < c->servers; r++) {
+		for (r = 0; r < c->job.servers; r++) {
 			node_url_path(path, sizeof(path), c, id, r);
 			FILE *f = fopen(path, "r");
 			if (f == NULL)
@@ -160,10 +160,10 @@ static int node_gather(pti_config *c, const char *id)
 			    sizeof(c->connect) - used, "%s%s", r ? "," : "",
 			    url);
 		}
-		if (r == c->servers)
+		if (r == c->job.servers)
 			return 0;
 		double waited = pti_clock_s() - start;
-		if (waited >= c->connect_timeout)
+		if (waited >= c->job.connect_timeout)
 			return pti_err_set(PT_ETIMEDOUT, "gave up after %.0fs "
 			    "waiting for server %u to start and publish its "
 			    "address as %s (is --out a folder every host "
@@ -171,7 +171,7 @@ static int node_gather(pti_config *c, const char *id)
 		if (waited >= said + 5.0) {
 			fprintf(stderr, "node: waiting for server %u to "
 			    "publish %s (%.0fs so far, at most %.0fs)\n", r,
-			    path, waited, c->connect_timeout);
+			    path, waited, c->job.connect_timeout);
 			said = waited;
 		}
 		usleep(50 * 1000);
@@ -189,22 +189,22 @@ static int node_roles(pti_config *c, uint32_t rank, uint32_t size,
 		return rv;
 	if (c->cluster[0] == '\0' && size > 0 &&
 	    !pti_config_given(c, "workers")) {
-		if (size <= c->servers)
+		if (size <= c->job.servers)
 			return pti_err_set(PT_EINVAL, "%u processes leave no "
-			    "worker beside --servers %u", size, c->servers);
-		c->workers = size - c->servers;
+			    "worker beside --servers %u", size, c->job.servers);
+		c->job.workers = size - c->job.servers;
 	}
-	uint32_t total = c->servers + c->workers;
+	uint32_t total = c->job.servers + c->job.workers;
 	if (size > 0 && size != total)
 		return pti_err_set(PT_EINVAL, "the launcher started %u "
 		    "processes, but the job has %u servers and %u workers",
-		    size, c->servers, c->workers);
+		    size, c->job.servers, c->job.workers);
 	if (rank >= total)
 		return pti_err_set(PT_EINVAL, "%s %u is not below the job's "
-		    "%u servers + %u workers", from, rank, c->servers,
-		    c->workers);
-	*server = rank < c->servers;
-	c->rank = *server ? rank : rank - c->servers;
+		    "%u servers + %u workers", from, rank, c->job.servers,
+		    c->job.workers);
+	*server = rank < c->job.servers;
+	c->rank = *server ? rank : rank - c->job.servers;
 	return 0;
 }
 
@@ -239,7 +239,7 @@ int pti_cmd_node(int argc, char **argv)
 		pti_config_help(stdout, PT_CMD_NODE);
 		return 0;
 	}
-	if (c.mode == PT_MODE_ALLREDUCE) {
+	if (c.job.mode == PT_MODE_ALLREDUCE) {
 		fprintf(stderr, "pstrain node: --mode allreduce is not run by "
 		    "pstrain node (yet): its ring of workers runs over ipc on "
 		    "one machine; use pstrain run\n");
@@ -254,7 +254,7 @@ int pti_cmd_node(int argc, char **argv)
 	}
 	snprintf(where, sizeof(where), "node %u (%s %u)", rank,
 	    server ? "server" : "worker", c.rank);
-	if (c.out[0] == '\0') {
+	if (c.job.out[0] == '\0') {
 		fprintf(stderr, "pstrain %s: needs --out DIR\n", where);
 		return PTI_EXIT_USAGE;
 	}

@@ -37,7 +37,7 @@ static void procs_steps(const pti_config *c, pti_progress *p)
 	pti_data d;
 	if (pti_config_load_data(c, &d) != 0)
 		return;
-	p->spe = d.train.n / c->batch;
+	p->spe = d.train.n / c->job.batch;
 	p->steps = c->steps ? c->steps : (uint64_t)c->epochs * p->spe;
 	pti_data_fini(&d);
 	if (p->spe == 0)
@@ -53,9 +53,9 @@ static void server_on_signal(int sig)
 // makes it for its own). PTI_EXIT_USAGE after saying why not.
 static int procs_out(const pti_config *c, const char *who)
 {
-	if (c->supervised || c->out[0] == '\0' || pti_mkdir_p(c->out) == 0)
+	if (c->supervised || c->job.out[0] == '\0' || pti_mkdir_p(c->job.out) == 0)
 		return 0;
-	fprintf(stderr, "pstrain %s: --out %s: %s\n", who, c->out,
+	fprintf(stderr, "pstrain %s: --out %s: %s\n", who, c->job.out,
 	    strerror(errno));
 	return PTI_EXIT_USAGE;
 }
@@ -92,7 +92,9 @@ int pti_serve(pti_config *c, const char *publish)
 	pt_server *s = NULL;
 	int rv;
 	if ((rv = pti_job_from_config(&job, c)) == 0) {
-		rv = pt_server_open(&s, job, c->rank, c->listen);
+		pti_server_proc p = {c->rank, c->listen, c->ready_file,
+		    c->gone_workers, (int)c->supervised};
+		rv = pti_server_open(&s, job, &p);
 		pt_job_free(job);
 	}
 	if (rv != 0) {
@@ -167,25 +169,25 @@ static void procs_wait_servers(const pti_config *c, double t0)
 	char path[PT_PATH_MAX + 32];
 	for (int tries = 0; tries < 50; tries++) {
 		uint32_t have = 0;
-		for (uint32_t s = 0; s < c->servers; s++) {
+		for (uint32_t s = 0; s < c->job.servers; s++) {
 			struct stat sb;
 			snprintf(path, sizeof(path), "%s/server-%u.json",
-			    c->out, s);
+			    c->job.out, s);
 			have += stat(path, &sb) == 0 &&
 				(double)sb.st_mtime >= floor(t0);
 		}
-		if (have == c->servers)
+		if (have == c->job.servers)
 			return;
 		usleep(100 * 1000);
 	}
 	fprintf(stderr, "pstrain worker %u: not every server-R.json of this "
 	    "job is in %s (hosts that do not share it keep their own): the "
-	    "summary leaves their counts out\n", c->rank, c->out);
+	    "summary leaves their counts out\n", c->rank, c->job.out);
 }
 
 int pti_work(pti_config *c, const char *cmdline)
 {
-	if (c->out[0] == '\0') {
+	if (c->job.out[0] == '\0') {
 		fprintf(stderr, "pstrain worker: needs --out DIR\n");
 		return PTI_EXIT_USAGE;
 	}
@@ -198,8 +200,8 @@ int pti_work(pti_config *c, const char *cmdline)
 	int progress = !c->supervised && c->rank == 0;
 	if (progress) {
 		memset(&pp, 0, sizeof(pp));
-		snprintf(pp.p.csv, sizeof(pp.p.csv), "%s/worker-0.csv", c->out);
-		pp.p.batch = c->batch;
+		snprintf(pp.p.csv, sizeof(pp.p.csv), "%s/worker-0.csv", c->job.out);
+		pp.p.batch = c->job.batch;
 		pp.p.t0 = t0;
 		pp.p.tty = isatty(2);
 		pp.p.steps = 0; // set below, once known; 0 prints nothing
@@ -225,13 +227,13 @@ int pti_work(pti_config *c, const char *cmdline)
 	if (!c->supervised && ((rv == 0 && res.finished) ||
 				  (diverged && c->rank == 0))) {
 		long from[1024] = {0};
-		if (c->mode != PT_MODE_ALLREDUCE)
+		if (c->job.mode != PT_MODE_ALLREDUCE)
 			procs_wait_servers(c, t0);
 		pti_run_facts r = {c, cmdline, res.steps, res.spe, res.n_train,
 		    res.n_val, res.classes, 0, res.lost, 0, 0, 0, -1, from, 0,
 		    t0, pti_wall_s() - t0, diverged};
-		if (c->resume_version >= 0)
-			r.resumed_from = c->resume_version;
+		if (c->job.resume_version >= 0)
+			r.resumed_from = c->job.resume_version;
 		if (pti_summary_write(&r) != 0 && rv == 0)
 			rv = PT_EIO;
 	}
@@ -306,7 +308,7 @@ int pti_cmd_eval(int argc, char **argv)
 	uint32_t *idx = NULL;
 	double loss, acc;
 	if ((rv = pti_modelfile_load(c.model_file, &l, &params)) != 0 ||
-	    (rv = pti_data_load(&d, c.data, c.seed)) != 0)
+	    (rv = pti_data_load(&d, c.data, c.job.seed)) != 0)
 		goto out;
 	if (d.test.dim != l.width[0] || d.test.classes != l.width[l.n_layers]) {
 		rv = pti_err_set(PT_EINVAL,

@@ -66,9 +66,9 @@ void pti_progress_print(const pti_progress *p, double now, int final)
 static void run_csv(const run_job *j, char *path, size_t n)
 {
 	uint32_t r = 0;
-	while (r + 1 < j->c.workers && j->lost[r])
+	while (r + 1 < j->c.job.workers && j->lost[r])
 		r++;
-	snprintf(path, n, "%s/worker-%u.csv", j->c.out, r);
+	snprintf(path, n, "%s/worker-%u.csv", j->c.job.out, r);
 }
 
 int pti_run_last_row(const run_job *j, uint64_t *step, double *wall,
@@ -81,7 +81,7 @@ int pti_run_last_row(const run_job *j, uint64_t *step, double *wall,
 
 void pti_run_progress(run_job *j, int final)
 {
-	pti_progress p = {"", j->steps, j->spe, j->c.batch, j->t0, j->tty};
+	pti_progress p = {"", j->steps, j->spe, j->c.job.batch, j->t0, j->tty};
 	run_csv(j, p.csv, sizeof(p.csv));
 	pti_progress_print(&p, pti_wall_s(), final);
 }

@@ -26,7 +26,7 @@ int pti_run_worker_failed(run_job *j, run_proc *p)
 {
 	if (WIFEXITED(p->status) && WEXITSTATUS(p->status) == PTI_EXIT_DIVERGED)
 		return -1; // divergence ends the job
-	if (j->c.mode == PT_MODE_ALLREDUCE) {
+	if (j->c.job.mode == PT_MODE_ALLREDUCE) {
 		// The ring cannot go on without it: every worker starts
 		// again from the newest checkpoint (pti_run_rollback).
 		if (j->worker_restarts < j->c.restart_workers) {
@@ -49,7 +49,7 @@ int pti_run_worker_failed(run_job *j, run_proc *p)
 		return pti_run_spawn_worker(j, p->rank) == 0 ? 0 : -1;
 	}
 	uint32_t left = 0;
-	for (uint32_t r = 0; r < j->c.workers; r++)
+	for (uint32_t r = 0; r < j->c.job.workers; r++)
 		left += !j->lost[r] && r != p->rank;
 	if (left == 0)
 		return -1;
@@ -68,7 +68,7 @@ uint32_t pti_run_gone(const run_job *j, char *out)
 	uint32_t finished = 0;
 	size_t used = 0;
 	out[0] = '\0';
-	for (uint32_t r = 0; r < j->c.workers; r++) {
+	for (uint32_t r = 0; r < j->c.job.workers; r++) {
 		const run_proc *last = NULL;
 		for (uint32_t i = 0; i < j->n_procs; i++)
 			if (!j->procs[i].server && j->procs[i].rank == r)
@@ -102,11 +102,11 @@ int pti_run_server_failed(run_job *j, run_proc *p)
 	p->exited = 2;
 	pti_run_last_row(j, &step, &wall, &loss);
 	uint32_t finished = pti_run_gone(j, gone);
-	int all = c->mode == PT_MODE_SYNC;
+	int all = c->job.mode == PT_MODE_SYNC;
 	if (all && finished > 0)
 		return RUN_RESTART;
-	uint32_t lo = all ? 0 : p->rank, hi = all ? c->servers : p->rank + 1;
-	int64_t v = pti_run_find_resume(c, c->checkpoint_dir, &j->layout, lo, hi);
+	uint32_t lo = all ? 0 : p->rank, hi = all ? c->job.servers : p->rank + 1;
+	int64_t v = pti_run_find_resume(c, c->job.checkpoint_dir, &j->layout, lo, hi);
 	fprintf(stderr, "pstrain run: restarting %s from %s%lld (server "
 	    "restart %u of %u); the workers reconnect\n",
 	    all ? "every server" : "it",
@@ -143,7 +143,7 @@ int pti_run_server_failed(run_job *j, run_proc *p)
 // files are named with their reason. Returns the version, or -1.
 uint32_t pti_run_ckpt_ranks(const pti_config *c)
 {
-	return c->mode == PT_MODE_ALLREDUCE ? 1 : c->servers;
+	return c->job.mode == PT_MODE_ALLREDUCE ? 1 : c->job.servers;
 }
 
 int64_t pti_run_find_resume(const pti_config *c, const char *dir,
@@ -181,8 +181,8 @@ int64_t pti_run_find_resume(const pti_config *c, const char *dir,
 		for (uint32_t r = lo; r < hi && ok; r++) {
 			pti_range sh = pti_layout_shard(l, r, ns);
 			pti_ckpt_meta want = {r, ns, pti_layout_hash(l),
-			    sh.lo, sh.hi, v, 0, (uint32_t)c->optim.kind,
-			    (uint32_t)c->optim.n_state, c->workers}, got;
+			    sh.lo, sh.hi, v, 0, (uint32_t)c->job.optim.kind,
+			    (uint32_t)c->job.optim.n_state, c->job.workers}, got;
 			size_t bytes = (sh.hi - sh.lo) * sizeof(float);
 			float *vecs[3] = {malloc(bytes), malloc(bytes),
 			    malloc(bytes)};
@@ -228,13 +228,13 @@ int pti_run_rollback(run_job *j)
 	j->n_procs = 0;
 	memset(j->lost, 0, sizeof(j->lost));
 	pti_config *c = &j->c;
-	int ar = c->mode == PT_MODE_ALLREDUCE;
-	int64_t v = c->checkpoint_dir[0] == '\0'
+	int ar = c->job.mode == PT_MODE_ALLREDUCE;
+	int64_t v = c->job.checkpoint_dir[0] == '\0'
 			? -1
-			: pti_run_find_resume(c, c->checkpoint_dir,
+			: pti_run_find_resume(c, c->job.checkpoint_dir,
 			      &j->layout, 0, pti_run_ckpt_ranks(c));
 	uint64_t from = v < 0 ? 0 : (uint64_t)v;
-	c->resume_version = v;
+	c->job.resume_version = v;
 	j->steps_redone += step > from ? step - from : 0;
 	// Time lost: from the checkpoint's step to the failure, at the
 	// job's pace so far.
@@ -257,21 +257,21 @@ void pti_run_tell_checkpoints(const run_job *j)
 	const pti_config *c = &j->c;
 	uint64_t failed;
 	char last[PT_PATH_MAX + 160];
-	if (c->checkpoint_dir[0] == '\0')
+	if (c->job.checkpoint_dir[0] == '\0')
 		return;
 	pti_ckpt_report(c, &failed, last, sizeof(last));
 	if (failed == 0)
 		return;
-	int64_t v = pti_run_find_resume(c, c->checkpoint_dir, &j->layout, 0,
-	    c->servers);
+	int64_t v = pti_run_find_resume(c, c->job.checkpoint_dir, &j->layout, 0,
+	    c->job.servers);
 	fflush(stdout); // after the summary, also when both go to one file
 	fprintf(stderr, "pstrain run: %llu checkpoint write%s failed (%s); ",
 	    (unsigned long long)failed, failed == 1 ? "" : "s", last);
 	if (v >= 0)
 		fprintf(stderr, "the newest good checkpoint is version %lld, in "
-		    "%s\n", (long long)v, c->checkpoint_dir);
+		    "%s\n", (long long)v, c->job.checkpoint_dir);
 	else
 		fprintf(stderr, "no checkpoint that every server completed is "
-		    "left in %s\n", c->checkpoint_dir);
+		    "left in %s\n", c->job.checkpoint_dir);
 }
 

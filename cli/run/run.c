@@ -58,17 +58,17 @@ static int run_dashboard(run_job *j)
 	static pti_dash_job job; // large: keep it off the stack
 	char url[128], title[PT_PATH_MAX + PT_SPEC_MAX + 128];
 	int rv;
-	snprintf(job.dir, sizeof(job.dir), "%s", j->c.out);
-	snprintf(job.mode, sizeof(job.mode), "%s", pti_mode_name(j->c.mode));
+	snprintf(job.dir, sizeof(job.dir), "%s", j->c.job.out);
+	snprintf(job.mode, sizeof(job.mode), "%s", pti_mode_name(j->c.job.mode));
 	snprintf(job.ckpt_dir, sizeof(job.ckpt_dir), "%s",
-	    j->c.checkpoint_dir);
-	job.workers = j->c.workers;
+	    j->c.job.checkpoint_dir);
+	job.workers = j->c.job.workers;
 	job.steps = j->steps;
 	job.t0 = j->t0;
 	job.state = PTI_DASH_RUNNING;
 	snprintf(title, sizeof(title), "pstrain run: %s, %u x %u, %s, %s",
-	    pti_mode_name(j->c.mode), j->c.servers, j->c.workers, j->c.model,
-	    j->c.out);
+	    pti_mode_name(j->c.job.mode), j->c.job.servers, j->c.job.workers, j->c.model,
+	    j->c.job.out);
 	if ((rv = pti_dash_open(&j->dash, "--dashboard-listen",
 	    j->c.dashboard_listen, title, &job, 1, url, sizeof(url))) != 0) {
 		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(rv));
@@ -132,7 +132,7 @@ static int run_watch(run_job *j)
 		// it; final.csv then says whether the job was done.
 		// allreduce: worker 0 finishes last (the final evaluation);
 		// a worker still running a while after it is stuck.
-		int ending = j->c.mode != PT_MODE_ALLREDUCE
+		int ending = j->c.job.mode != PT_MODE_ALLREDUCE
 				 ? live > 0 && (servers == 0 || servers == live)
 				 : live > 0 && finished > 0;
 		if (!ending)
@@ -150,17 +150,17 @@ static int run_watch(run_job *j)
 				    p->server ? "server" : "worker", p->rank,
 				    RUN_DONE_GRACE, p->server ?
 				    "every worker exited" :
-				    j->c.mode == PT_MODE_ALLREDUCE ?
+				    j->c.job.mode == PT_MODE_ALLREDUCE ?
 				    "worker 0 finished" :
 				    "the servers stopped");
 				j->workers_lost += !p->server;
 			}
 			pti_run_kill_all(j);
 			pti_final fin;
-			if ((servers > 0 || j->c.mode == PT_MODE_ALLREDUCE) &&
-			    pti_final_read(j->c.out, &fin) != 0) {
+			if ((servers > 0 || j->c.job.mode == PT_MODE_ALLREDUCE) &&
+			    pti_final_read(j->c.job.out, &fin) != 0) {
 				fprintf(stderr, "pstrain run: the job did not "
-				    "finish (no %s/final.csv)\n", j->c.out);
+				    "finish (no %s/final.csv)\n", j->c.job.out);
 				return 1;
 			}
 			live = 0;
@@ -206,7 +206,7 @@ static int run_old_output(const char *name)
 // --resume (which goes on with them).
 static int run_check_out(const pti_config *c)
 {
-	DIR *d = opendir(c->out);
+	DIR *d = opendir(c->job.out);
 	struct dirent *e;
 	char path[PT_PATH_MAX + 300], first[256] = "";
 	uint32_t n = 0;
@@ -218,7 +218,7 @@ static int run_check_out(const pti_config *c)
 		if (n++ == 0)
 			snprintf(first, sizeof(first), "%s", e->d_name);
 		if (c->force && c->resume[0] == '\0') {
-			snprintf(path, sizeof(path), "%s/%s", c->out, e->d_name);
+			snprintf(path, sizeof(path), "%s/%s", c->job.out, e->d_name);
 			unlink(path);
 		}
 	}
@@ -227,7 +227,7 @@ static int run_check_out(const pti_config *c)
 		return 0;
 	return pti_err_set(PT_EINVAL, "--out %s holds a previous run (%s and "
 	    "%u more files); give another folder, or --force to replace it",
-	    c->out, first, n - 1);
+	    c->job.out, first, n - 1);
 }
 
 // run_layer_push settles --layer-push auto: on for a sync job without
@@ -244,8 +244,8 @@ static void run_layer_push(pti_config *c)
 		return;
 	int n = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ?
 	    CPU_COUNT(&cpus) : 1;
-	c->layer_push = c->mode == PT_MODE_SYNC && c->backup_workers == 0 &&
-		c->servers + c->workers <= (uint32_t)n ? PT_LP_ON : PT_LP_OFF;
+	c->layer_push = c->job.mode == PT_MODE_SYNC && c->job.backup_workers == 0 &&
+		c->job.servers + c->job.workers <= (uint32_t)n ? PT_LP_ON : PT_LP_OFF;
 }
 
 static int run_prepare(run_job *j)
@@ -260,11 +260,11 @@ static int run_prepare(run_job *j)
 	// process starts.
 	if ((rv = pti_config_load_data(c, &d)) != 0)
 		return rv;
-	if (c->mode == PT_MODE_ALLREDUCE && c->servers > 0) {
+	if (c->job.mode == PT_MODE_ALLREDUCE && c->job.servers > 0) {
 		if (pti_config_given(c, "servers"))
 			fprintf(stderr, "pstrain run: --mode allreduce runs no "
-			    "servers; --servers %u is ignored\n", c->servers);
-		c->servers = 0;
+			    "servers; --servers %u is ignored\n", c->job.servers);
+		c->job.servers = 0;
 	}
 	j->n_train = d.train.n;
 	j->n_val = d.val.n;
@@ -273,15 +273,15 @@ static int run_prepare(run_job *j)
 	if (rv != 0)
 		return rv;
 	j->classes = l->width[l->n_layers];
-	j->spe = j->n_train / c->batch;
+	j->spe = j->n_train / c->job.batch;
 	if (j->spe == 0)
 		return pti_err_set(PT_EINVAL,
 		    "--batch %u is larger than the %llu training examples of %s",
-		    c->batch, (unsigned long long)j->n_train, c->data);
-	if (l->n_params < c->servers)
+		    c->job.batch, (unsigned long long)j->n_train, c->data);
+	if (l->n_params < c->job.servers)
 		return pti_err_set(PT_EINVAL,
 		    "--servers %u is more than the model's %llu parameters",
-		    c->servers, (unsigned long long)l->n_params);
+		    c->job.servers, (unsigned long long)l->n_params);
 	j->steps = c->steps ? c->steps : (uint64_t)c->epochs * j->spe;
 	if (c->resume[0] != '\0') {
 		uint32_t ns = pti_run_ckpt_ranks(c);
@@ -292,20 +292,20 @@ static int run_prepare(run_job *j)
 			    c->resume, ns);
 		fprintf(stderr, "pstrain run: resuming from version %lld in "
 		    "%s\n", (long long)v, c->resume);
-		c->resume_version = v;
-		if (c->checkpoint_dir[0] == '\0')
-			snprintf(c->checkpoint_dir, sizeof(c->checkpoint_dir),
+		c->job.resume_version = v;
+		if (c->job.checkpoint_dir[0] == '\0')
+			snprintf(c->job.checkpoint_dir, sizeof(c->job.checkpoint_dir),
 			    "%s", c->resume);
 	}
-	if (c->checkpoint_dir[0] != '\0' && pti_mkdir_p(c->checkpoint_dir) != 0)
+	if (c->job.checkpoint_dir[0] != '\0' && pti_mkdir_p(c->job.checkpoint_dir) != 0)
 		return pti_err_set(PT_EIO, "--checkpoint-dir %s: %s",
-		    c->checkpoint_dir, strerror(errno));
+		    c->job.checkpoint_dir, strerror(errno));
 	if ((rv = run_check_out(c)) != 0)
 		return rv;
-	if (pti_mkdir_p(c->out) != 0)
-		return pti_err_set(PT_EIO, "--out %s: %s", c->out,
+	if (pti_mkdir_p(c->job.out) != 0)
+		return pti_err_set(PT_EIO, "--out %s: %s", c->job.out,
 		    strerror(errno));
-	if (c->servers + c->workers > RUN_MAX_PROCS)
+	if (c->job.servers + c->job.workers > RUN_MAX_PROCS)
 		return pti_err_set(PT_EINVAL, "at most %d processes",
 		    RUN_MAX_PROCS);
 	// The sockets' folder, removed by run_cleanup; one that a launcher
@@ -323,12 +323,12 @@ static void run_cleanup(run_job *j)
 	if (j->sockdir[0] == '\0')
 		return;
 	char path[PT_PATH_MAX + 32];
-	for (uint32_t s = 0; s < j->c.servers; s++) {
+	for (uint32_t s = 0; s < j->c.job.servers; s++) {
 		snprintf(path, sizeof(path), "%s/s%u", j->sockdir, s);
 		unlink(path);
 	}
-	for (uint32_t r = 0; j->c.mode == PT_MODE_ALLREDUCE &&
-			     r < j->c.workers; r++) {
+	for (uint32_t r = 0; j->c.job.mode == PT_MODE_ALLREDUCE &&
+			     r < j->c.job.workers; r++) {
 		snprintf(path, sizeof(path), "%s/w%u", j->sockdir, r);
 		unlink(path);
 	}
@@ -378,18 +378,18 @@ int pti_cmd_run(int argc, char **argv)
 	pti_cmdline(j.cmdline, sizeof(j.cmdline), "run", argc, argv);
 	j.tty = isatty(2);
 	j.t0 = pti_wall_s();
-	j.resumed_from = j.c.resume[0] != '\0' ? j.c.resume_version : -1;
-	for (uint32_t r = 0; r < j.c.workers; r++) {
+	j.resumed_from = j.c.resume[0] != '\0' ? j.c.job.resume_version : -1;
+	for (uint32_t r = 0; r < j.c.job.workers; r++) {
 		char path[PT_PATH_MAX + 32];
 		struct stat sb;
-		snprintf(path, sizeof(path), "%s/worker-%u.csv", j.c.out, r);
+		snprintf(path, sizeof(path), "%s/worker-%u.csv", j.c.job.out, r);
 		j.csv_from[r] = j.resumed_from > 0 && stat(path, &sb) == 0 ?
 		    (long)sb.st_size : 0;
 	}
 	{
 		char path[PT_PATH_MAX + 32];
 		struct stat sb;
-		snprintf(path, sizeof(path), "%s/eval.csv", j.c.out);
+		snprintf(path, sizeof(path), "%s/eval.csv", j.c.job.out);
 		j.eval_from = j.resumed_from > 0 && stat(path, &sb) == 0 ?
 		    (long)sb.st_size : 0;
 	}
@@ -398,11 +398,11 @@ int pti_cmd_run(int argc, char **argv)
 	signal(SIGHUP, run_on_signal);
 	fprintf(stderr, "pstrain run: %s, %u servers, %u workers, %s, batch "
 	    "%u (%u per worker), %llu steps, output in %s\n",
-	    pti_mode_name(j.c.mode), j.c.servers, j.c.workers, j.c.model,
-	    j.c.batch, j.c.batch / j.c.workers, (unsigned long long)j.steps,
-	    j.c.out);
+	    pti_mode_name(j.c.job.mode), j.c.job.servers, j.c.job.workers, j.c.model,
+	    j.c.job.batch, j.c.job.batch / j.c.job.workers, (unsigned long long)j.steps,
+	    j.c.job.out);
 	if (j.c.tensorboard[0] != '\0' &&
-	    (rv = pti_tb_open(&j.tb, j.c.tensorboard, j.c.out, j.c.workers,
+	    (rv = pti_tb_open(&j.tb, j.c.tensorboard, j.c.job.out, j.c.job.workers,
 		 j.t0)) != 0) {
 		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(rv));
 		return PTI_EXIT_USAGE;

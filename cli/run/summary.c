@@ -76,7 +76,7 @@ typedef struct sum_stats {
 static json_t *server_json(const pti_config *c, uint32_t s)
 {
 	char path[PT_PATH_MAX + 32];
-	snprintf(path, sizeof(path), "%s/server-%u.json", c->out, s);
+	snprintf(path, sizeof(path), "%s/server-%u.json", c->job.out, s);
 	return pti_json_load(path);
 }
 
@@ -94,7 +94,7 @@ void pti_ckpt_report(const pti_config *c, uint64_t *failures, char *last,
 	*failures = 0;
 	if (n > 0)
 		last[0] = '\0';
-	for (uint32_t s = 0; s < c->servers; s++) {
+	for (uint32_t s = 0; s < c->job.servers; s++) {
 		json_t *j = server_json(c, s);
 		if (j == NULL)
 			continue;
@@ -108,7 +108,7 @@ void pti_ckpt_report(const pti_config *c, uint64_t *failures, char *last,
 
 static void gather_servers(const pti_config *c, sum_stats *st)
 {
-	for (uint32_t s = 0; s < c->servers; s++) {
+	for (uint32_t s = 0; s < c->job.servers; s++) {
 		json_t *j = server_json(c, s);
 		if (j == NULL)
 			continue;
@@ -148,9 +148,9 @@ static void gather_workers(const pti_run_facts *r, sum_stats *st)
 	    PTI_COL(pti_csv_worker, PTI_WK_FAULTS),
 	    PTI_COL(pti_csv_worker, PTI_WK_RSS_MB)};
 	enum { K = sizeof(want) / sizeof(want[0]) };
-	for (uint32_t w = 0; w < c->workers; w++) {
+	for (uint32_t w = 0; w < c->job.workers; w++) {
 		pti_csv t;
-		snprintf(path, sizeof(path), "%s/worker-%u.csv", c->out, w);
+		snprintf(path, sizeof(path), "%s/worker-%u.csv", c->job.out, w);
 		// This job's rows: a resumed job appends to its files.
 		if (pti_csv_read(path, r->csv_from[w], want, K, &t) != 0)
 			continue;
@@ -194,7 +194,7 @@ static void gather_evals(const pti_run_facts *r, sum_stats *st)
 	const char *want[] = {PTI_COL(pti_csv_eval_val, PTI_EV_WALL),
 	    PTI_COL(pti_csv_eval_val, PTI_EV_EVAL_S)};
 	pti_csv t;
-	snprintf(path, sizeof(path), "%s/eval.csv", r->c->out);
+	snprintf(path, sizeof(path), "%s/eval.csv", r->c->job.out);
 	if (pti_csv_read(path, r->eval_from, want, 2, &t) != 0)
 		return;
 	for (size_t i = 0; i < t.n_rows; i++) {
@@ -320,10 +320,10 @@ int pti_summary_write(const pti_run_facts *r)
 	char path[PT_PATH_MAX + 32];
 	pti_final fin;
 	sum_stats st;
-	int have = pti_final_read(c->out, &fin) == 0;
+	int have = pti_final_read(c->job.out, &fin) == 0;
 	if (!have && !r->diverged) {
 		fprintf(stderr, "pstrain run: %s/final.csv is missing or "
-		    "malformed\n", c->out);
+		    "malformed\n", c->job.out);
 		return -1;
 	}
 	if (!have) {
@@ -336,14 +336,14 @@ int pti_summary_write(const pti_run_facts *r)
 	gather_servers(c, &st);
 	gather_workers(r, &st);
 	gather_evals(r, &st);
-	write_staleness(c->out, &st);
+	write_staleness(c->job.out, &st);
 	uint64_t ck_failures;
 	char ck_error[PT_PATH_MAX + 160];
 	pti_ckpt_report(c, &ck_failures, ck_error, sizeof(ck_error));
-	snprintf(path, sizeof(path), "%s/summary.json", c->out);
+	snprintf(path, sizeof(path), "%s/summary.json", c->job.out);
 	json_t *f = json_object();
 	const char *outcome = pti_outcome(r, have ? &fin : NULL);
-	double samples = (double)st.rows * (c->batch / c->workers);
+	double samples = (double)st.rows * (c->job.batch / c->job.workers);
 	// Training time: from the first step's start to the last step's end
 	// over every worker (the finishing worker's own loop time, in
 	// final.csv, can be short: it may be a restarted worker), less the
@@ -356,16 +356,16 @@ int pti_summary_write(const pti_run_facts *r)
 	int val = r->n_val > 0;
 	str(f, "outcome", outcome);
 	json_object_set_new(f, "diverged", json_boolean(r->diverged));
-	str(f, "mode", pti_mode_name(c->mode));
-	num(f, "servers", c->servers, 10);
-	num(f, "workers", c->workers, 10);
+	str(f, "mode", pti_mode_name(c->job.mode));
+	num(f, "servers", c->job.servers, 10);
+	num(f, "workers", c->job.workers, 10);
 	str(f, "model", c->model);
 	str(f, "data", c->data);
-	str(f, "optimizer", c->optimizer);
-	num(f, "batch", c->batch, 10);
-	num(f, "per_worker_batch", c->batch / c->workers, 10);
-	num(f, "lr", c->lr, 10);
-	num(f, "seed", (double)c->seed, 20);
+	str(f, "optimizer", c->job.optimizer);
+	num(f, "batch", c->job.batch, 10);
+	num(f, "per_worker_batch", c->job.batch / c->job.workers, 10);
+	num(f, "lr", c->job.lr, 10);
+	num(f, "seed", (double)c->job.seed, 20);
 	num(f, "epochs", (double)r->steps / r->spe, 6);
 	num(f, "steps", (double)r->steps, 20);
 	num(f, "steps_per_epoch", (double)r->spe, 20);
@@ -426,7 +426,7 @@ int pti_summary_write(const pti_run_facts *r)
 	}
 	if (!have) {
 		printf("%s: %s job DIVERGED (see worker logs); summary: %s\n",
-		    c->out, pti_mode_name(c->mode), path);
+		    c->job.out, pti_mode_name(c->job.mode), path);
 		return 0;
 	}
 	char from[64] = "";
@@ -437,7 +437,7 @@ int pti_summary_write(const pti_run_facts *r)
 	       "  %llu steps (%.2f epochs%s) in %.1fs, %.0f samples/s "
 	       "(%.1fs training, %.1fs evaluating)\n"
 	       "  final train loss %.4f, test loss %.4f, test accuracy %.4f\n",
-	    c->out, pti_mode_name(c->mode), c->servers, c->workers, c->model,
+	    c->job.out, pti_mode_name(c->job.mode), c->job.servers, c->job.workers, c->model,
 	    c->data, outcome, (unsigned long long)r->steps,
 	    (double)r->steps / r->spe, from, r->wall, rate, train_s, st.eval_s,
 	    fin.train_loss, fin.test_loss, fin.test_acc);

@@ -86,7 +86,7 @@ static int run_spawn(run_job *j, int server, uint32_t rank, char **extra,
 	for (int i = 0; i < n_extra; i++)
 		argv[argc++] = strdup(extra[i]);
 	argv[argc] = NULL;
-	snprintf(p->log, sizeof(p->log), "%s/%s-%u.log", c->out,
+	snprintf(p->log, sizeof(p->log), "%s/%s-%u.log", c->job.out,
 	    server ? "server" : "worker", rank);
 	int fd = open(p->log, O_WRONLY | O_CREAT | O_TRUNC, 0666);
 	if (fd < 0) {
@@ -102,7 +102,7 @@ static int run_spawn(run_job *j, int server, uint32_t rank, char **extra,
 		close(fd);
 		signal(SIGINT, SIG_IGN); // the launcher stops us itself
 		if (c->pin)
-			run_pin(server ? c->workers + rank : rank);
+			run_pin(server ? c->job.workers + rank : rank);
 		execv(pti_self_exe(), argv);
 		fprintf(stderr, "pstrain: cannot execute itself: %s\n",
 		    strerror(errno));
@@ -189,7 +189,7 @@ void pti_run_tell_failure(const run_proc *p)
 int pti_run_wait_server(run_job *j, uint32_t s, char *url)
 {
 	char path[PT_PATH_MAX + 32];
-	snprintf(path, sizeof(path), "%s/.server-%u.ready", j->c.out, s);
+	snprintf(path, sizeof(path), "%s/.server-%u.ready", j->c.job.out, s);
 	double until = pti_wall_s() + RUN_READY_S;
 	for (;;) {
 		FILE *f = fopen(path, "r");
@@ -239,7 +239,7 @@ int pti_run_spawn_server(run_job *j, uint32_t s, const char *listen,
 	char t0[64], rank[16], ready[PT_PATH_MAX + 32], rv_s[32];
 	snprintf(t0, sizeof(t0), "%.6f", j->t0);
 	snprintf(rank, sizeof(rank), "%u", s);
-	snprintf(ready, sizeof(ready), "%s/.server-%u.ready", j->c.out, s);
+	snprintf(ready, sizeof(ready), "%s/.server-%u.ready", j->c.job.out, s);
 	snprintf(rv_s, sizeof(rv_s), "%lld", (long long)rver);
 	char *extra[] = {"--rank", rank, "--listen", (char *)listen,
 	    "--ready-file", ready, "--t0", t0, "--resume-version", rv_s,
@@ -257,7 +257,7 @@ int pti_run_start(run_job *j)
 	const pti_config *c = &j->c;
 	char listen[PT_PATH_MAX + 32], url[PT_PATH_MAX];
 	size_t used = 0;
-	for (uint32_t s = 0; s < c->servers; s++) {
+	for (uint32_t s = 0; s < c->job.servers; s++) {
 		// Port 0: each server takes a free port and says which in
 		// its ready file.
 		if (c->transport == PT_TRANSPORT_TCP)
@@ -268,13 +268,13 @@ int pti_run_start(run_job *j)
 		else
 			snprintf(listen, sizeof(listen), "ipc://%s/s%u",
 			    j->sockdir, s);
-		if (pti_run_spawn_server(j, s, listen, c->resume_version, "") != 0)
+		if (pti_run_spawn_server(j, s, listen, c->job.resume_version, "") != 0)
 			return -1;
 	}
 	j->urls[0] = '\0';
 	// allreduce: the workers' own addresses, where each listens for its
 	// left neighbour in the ring (worker/ring.h).
-	for (uint32_t r = 0; c->mode == PT_MODE_ALLREDUCE && r < c->workers;
+	for (uint32_t r = 0; c->job.mode == PT_MODE_ALLREDUCE && r < c->job.workers;
 	     r++) {
 		used += (size_t)snprintf(j->urls + used,
 		    sizeof(j->urls) - used, "%sipc://%s/w%u", r ? "," : "",
@@ -284,7 +284,7 @@ int pti_run_start(run_job *j)
 			return -1;
 		}
 	}
-	for (uint32_t s = 0; s < c->servers; s++) {
+	for (uint32_t s = 0; s < c->job.servers; s++) {
 		if (pti_run_wait_server(j, s, url) != 0)
 			return -1;
 		used += (size_t)snprintf(j->urls + used,
@@ -294,7 +294,7 @@ int pti_run_start(run_job *j)
 			return -1;
 		}
 	}
-	for (uint32_t r = 0; r < c->workers; r++)
+	for (uint32_t r = 0; r < c->job.workers; r++)
 		if (pti_run_spawn_worker(j, r) != 0)
 			return -1;
 	return 0;
@@ -305,11 +305,11 @@ int pti_run_spawn_worker(run_job *j, uint32_t r)
 	char rank[16], t0[64], rver[32];
 	snprintf(rank, sizeof(rank), "%u", r);
 	snprintf(t0, sizeof(t0), "%.6f", j->t0);
-	snprintf(rver, sizeof(rver), "%lld", (long long)j->c.resume_version);
+	snprintf(rver, sizeof(rver), "%lld", (long long)j->c.job.resume_version);
 	// allreduce: the workers hold the model, and load the checkpoint.
 	char *extra[] = {"--rank", rank, "--connect", j->urls, "--t0", t0,
 	    "--resume-version", rver};
-	int n = j->c.mode == PT_MODE_ALLREDUCE ? 8 : 6;
+	int n = j->c.job.mode == PT_MODE_ALLREDUCE ? 8 : 6;
 	if (j->n_procs >= RUN_MAX_PROCS ||
 	    run_spawn(j, 0, r, extra, n) != 0) {
 		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(PT_EIO));

@@ -22,13 +22,13 @@
 static inline void fuzz_config(pti_config *c, int mode)
 {
 	pti_config_defaults(c);
-	c->mode = mode;
-	c->workers = 2;
-	c->servers = 1;
-	c->batch = 2;
-	c->lr = 0.5;
-	c->staleness = 1;
-	c->seed = 5;
+	c->job.mode = mode;
+	c->job.workers = 2;
+	c->job.servers = 1;
+	c->job.batch = 2;
+	c->job.lr = 0.5;
+	c->job.staleness = 1;
+	c->job.seed = 5;
 	snprintf(c->model, sizeof(c->model), "%s", FUZZ_SPEC);
 	snprintf(c->data, sizeof(c->data), "%s", FUZZ_DATA);
 }
