@@ -41,7 +41,7 @@ int pti_cli_finish(pti_config *c, unsigned cmd, const char *name)
 	if (c->job.lr == 0)
 		c->job.lr = pti_optim_default_lr(&c->job.optim);
 	// Bad TLS files are a bad flag, said before anything starts.
-	if ((rv = pti_transport_tls_load(c)) != 0) {
+	if ((rv = pti_transport_tls_load(&c->job)) != 0) {
 		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
 		return PTI_EXIT_USAGE;
 	}

@@ -13,15 +13,35 @@
 #include "common/err.h"
 #include "common/job.h"
 #include "common/mode.h"
+#include "common/transport.h"
 
 struct pt_worker {
-	pti_config c;      // the job's options, with rank and servers' URLs
+	pti_jobopt job;   // the job's options, the worker's own copy
+	uint32_t rank;
+	char connect[PT_URLS_MAX]; // the servers' addresses, by rank
 	const pti_mode *mode; // what the job's mode asks of a worker
 	pti_layout l;
 	pti_client *client;
 	int64_t start;    // the step it went on from at its last hello
 	int64_t next_ver; // sync: the version after the last step pushed
 };
+
+// worker_check: the job's options, and this worker's rank and servers
+// among them (PT_EINVAL naming what is wrong).
+static int worker_check(const pti_jobopt *o, uint32_t rank,
+    const char *urls)
+{
+	int rv;
+	if ((rv = pti_jobopt_check(o)) != 0)
+		return rv;
+	if (rank >= o->workers)
+		return pti_err_set(PT_EINVAL, "--rank %u is not below "
+		    "--workers %u", rank, o->workers);
+	if (urls[0] == '\0')
+		return pti_err_set(PT_EINVAL,
+		    "worker needs --connect URL,... or --cluster FILE");
+	return pti_transport_check_addrs(o, PT_CMD_WORKER, urls);
+}
 
 int pt_worker_open(pt_worker **out, const pt_job *job, uint32_t rank,
     const char *urls)
@@ -32,35 +52,33 @@ int pt_worker_open(pt_worker **out, const pt_job *job, uint32_t rank,
 	int rv;
 	if (w == NULL)
 		return pti_err_set(PT_ENOMEM, "worker");
-	// The worker's own copy: the job's options, with this process's.
-	pti_config_defaults(&w->c);
-	w->c.job = job->o;
+	w->job = job->o;
 	w->l = job->l;
-	w->c.rank = rank;
-	if (urls == NULL || strlen(urls) >= sizeof(w->c.connect)) {
+	w->rank = rank;
+	if (urls == NULL || strlen(urls) >= sizeof(w->connect)) {
 		free(w);
 		return pti_err_set(PT_EINVAL, "worker %u: no server addresses, "
 		    "or too long a list", rank);
 	}
-	strcpy(w->c.connect, urls);
-	if ((rv = pti_config_check(&w->c, PT_CMD_WORKER)) != 0 ||
-	    (rv = pti_secret_load(&key, w->c.job.secret_file)) != 0) {
+	strcpy(w->connect, urls);
+	if ((rv = worker_check(&w->job, rank, urls)) != 0 ||
+	    (rv = pti_secret_load(&key, w->job.secret_file)) != 0) {
 		free(w);
 		return rv;
 	}
-	if (!(w->mode = pti_mode_of(w->c.job.mode))->servers) {
+	if (!(w->mode = pti_mode_of(w->job.mode))->servers) {
 		rv = pti_err_set(PT_EINVAL, "worker %u: mode %s has no "
 		    "servers to talk to", rank, w->mode->name);
 		free(w);
 		return rv;
 	}
-	rv = pti_client_open(&w->client, w->c.connect, PT_ROLE_WORKER, rank,
-	    w->c.job.rpc_timeout, &key);
+	rv = pti_client_open(&w->client, w->connect, PT_ROLE_WORKER, rank,
+	    w->job.rpc_timeout, &key);
 	memset(&key, 0, sizeof(key));
-	if (rv == 0 && pti_client_servers(w->client) != w->c.job.servers)
+	if (rv == 0 && pti_client_servers(w->client) != w->job.servers)
 		rv = pti_err_set(PT_EINVAL, "worker %u: %u server addresses "
 		    "given, the job has %u servers", rank,
-		    pti_client_servers(w->client), w->c.job.servers);
+		    pti_client_servers(w->client), w->job.servers);
 	if (rv == 0)
 		rv = pti_worker_join(w, 0, &start);
 	if (rv != 0) {
@@ -97,16 +115,15 @@ static void worker_sleep(double s)
 
 int pti_worker_join(pt_worker *w, int64_t step, int64_t *start)
 {
-	const pti_config *c = &w->c;
 	char who[32];
-	double until = pti_clock_s() + c->job.rpc_timeout, pause = 0.05;
-	snprintf(who, sizeof(who), "worker %u", c->rank);
+	double until = pti_clock_s() + w->job.rpc_timeout, pause = 0.05;
+	snprintf(who, sizeof(who), "worker %u", w->rank);
 	for (;;) {
 		int rv = pti_client_wait(w->client, who,
-		    until - pti_clock_s(), c->job.connect_timeout);
+		    until - pti_clock_s(), w->job.connect_timeout);
 		if (rv == 0)
-			rv = pti_client_hello(w->client, &w->l, c->job.mode,
-			    c->job.workers, step, start);
+			rv = pti_client_hello(w->client, &w->l, w->job.mode,
+			    w->job.workers, step, start);
 		if (rv == 0) {
 			w->start = w->next_ver = *start;
 			return 0;
@@ -118,7 +135,7 @@ int pti_worker_join(pt_worker *w, int64_t step, int64_t *start)
 		    pti_clock_s() + pause > until)
 			return rv;
 		pti_log(PT_LOG_WARN, "worker %u: %s; trying again in %.2fs",
-		    c->rank, pt_errmsg(rv), pause);
+		    w->rank, pt_errmsg(rv), pause);
 		worker_sleep(pause);
 		pause = fmin(pause * 2, 2.0);
 	}
@@ -231,7 +248,7 @@ static int worker_send(pt_worker *w, int what, int64_t step, uint64_t lo,
 						  : PT_OP_PUSHPULL;
 		if (split)
 			op = PT_OP_PUSH;
-		pti_hdr_init(&h, op, PT_ROLE_WORKER, w->c.rank);
+		pti_hdr_init(&h, op, PT_ROLE_WORKER, w->rank);
 		h.has |= PTI_H_RANGE;
 		h.off = a;
 		h.n = b - a;
@@ -247,7 +264,7 @@ static int worker_send(pt_worker *w, int what, int64_t step, uint64_t lo,
 		// range of the same request.
 		uint64_t piece = b - a;
 		if (op == PT_OP_PUSHPULL && w->mode->lockstep &&
-		    w->c.job.backup_workers == 0 && !lend)
+		    w->job.backup_workers == 0 && !lend)
 			piece = worker_piece(b - a);
 		for (uint64_t pa = a; pa < b && rv == 0 && piece < b - a;
 		     pa += piece) {
@@ -266,7 +283,7 @@ static int worker_send(pt_worker *w, int what, int64_t step, uint64_t lo,
 			rv = pti_call_send(q, i, &h, g, b - a,
 			    op == PT_OP_PUSH ? NULL : vals + (a - lo));
 		if (rv == 0 && split) {
-			pti_hdr_init(&h, PT_OP_PULL, PT_ROLE_WORKER, w->c.rank);
+			pti_hdr_init(&h, PT_OP_PULL, PT_ROLE_WORKER, w->rank);
 			h.has |= PTI_H_RANGE | PTI_H_VER;
 			h.off = a;
 			h.n = b - a;
@@ -376,7 +393,7 @@ static int worker_stats(pt_worker *w, pt_stats *st, int *all,
 			stale_sum += r[i].stale_sum;
 			if (r[i].stale_max > s.stale_max)
 				s.stale_max = r[i].stale_max;
-			every &= r[i].n_done + r[i].n_lost >= w->c.job.workers;
+			every &= r[i].n_done + r[i].n_lost >= w->job.workers;
 		}
 		s.stale_mean = s.updates ? (double)stale_sum / s.updates : 0;
 		if (st != NULL)
@@ -413,7 +430,7 @@ int pt_worker_done(pt_worker *w)
 		worker_sleep(0.02);
 	if (all < 0)
 		return -all;
-	return first == w->c.rank ? pti_worker_shutdown(w) : 0;
+	return first == w->rank ? pti_worker_shutdown(w) : 0;
 }
 
 int pti_worker_shutdown(pt_worker *w)
@@ -423,7 +440,7 @@ int pti_worker_shutdown(pt_worker *w)
 		// A server that closed its connection while answering has
 		// stopped, which is what was asked.
 		pti_log(PT_LOG_WARN, "worker %u: %s (taken as stopped)",
-		    w->c.rank, pt_errmsg(rv));
+		    w->rank, pt_errmsg(rv));
 		rv = 0;
 	}
 	return rv;

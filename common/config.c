@@ -746,6 +746,30 @@ static int config_allreduce(const pti_config *c, uint32_t cmd)
 	return 0;
 }
 
+int pti_jobopt_check(const pti_jobopt *o)
+{
+	if (o->servers == 0 && o->mode != PT_MODE_ALLREDUCE)
+		return pti_err_set(PT_EINVAL, "--servers 0: --mode %s needs "
+		    "at least one server", pti_mode_name(o->mode));
+	if (o->batch % o->workers != 0)
+		return pti_err_set(PT_EINVAL,
+		    "--batch %u is not divisible by --workers %u: each worker "
+		    "takes B/W examples", o->batch, o->workers);
+	if (o->mode != PT_MODE_SSP && o->staleness > 0)
+		return pti_err_set(PT_EINVAL, "--staleness needs --mode ssp");
+	if (o->backup_workers > 0 &&
+	    (o->mode != PT_MODE_SYNC || o->backup_workers >= o->workers))
+		return pti_err_set(PT_EINVAL,
+		    "--backup-workers %u needs --mode sync and fewer than "
+		    "--workers %u", o->backup_workers, o->workers);
+	if ((o->mode == PT_MODE_SYNC || o->mode == PT_MODE_ALLREDUCE) &&
+	    (o->staleness_lr || o->max_staleness >= 0 || o->matched_lr))
+		return pti_err_set(PT_EINVAL,
+		    "--staleness-lr, --max-staleness and --matched-lr need "
+		    "--mode async or ssp");
+	return 0;
+}
+
 int pti_config_check(const pti_config *c, uint32_t cmd)
 {
 	if (cmd == PT_CMD_EVAL) {
@@ -754,20 +778,9 @@ int pti_config_check(const pti_config *c, uint32_t cmd)
 			    "eval needs --model-file FILE");
 		return 0;
 	}
-	if (c->job.servers == 0 && c->job.mode != PT_MODE_ALLREDUCE)
-		return pti_err_set(PT_EINVAL, "--servers 0: --mode %s needs "
-		    "at least one server", pti_mode_name(c->job.mode));
-	if (c->job.batch % c->job.workers != 0)
-		return pti_err_set(PT_EINVAL,
-		    "--batch %u is not divisible by --workers %u: each worker "
-		    "takes B/W examples", c->job.batch, c->job.workers);
-	if (c->job.mode != PT_MODE_SSP && c->job.staleness > 0)
-		return pti_err_set(PT_EINVAL, "--staleness needs --mode ssp");
-	if (c->job.backup_workers > 0 && (c->job.mode != PT_MODE_SYNC ||
-				       c->job.backup_workers >= c->job.workers))
-		return pti_err_set(PT_EINVAL,
-		    "--backup-workers %u needs --mode sync and fewer than "
-		    "--workers %u", c->job.backup_workers, c->job.workers);
+	int rv;
+	if ((rv = pti_jobopt_check(&c->job)) != 0)
+		return rv;
 	if (c->layer_push == PT_LP_ON && c->job.mode != PT_MODE_SYNC)
 		return pti_err_set(PT_EINVAL, "--layer-push on needs --mode "
 		    "sync (in async and ssp each layer would be an update of "
@@ -777,12 +790,6 @@ int pti_config_check(const pti_config *c, uint32_t cmd)
 		    "with --backup-workers %u: which gradients a step takes is "
 		    "known only when it closes, so no piece can be applied "
 		    "ahead", c->job.backup_workers);
-	if ((c->job.mode == PT_MODE_SYNC || c->job.mode == PT_MODE_ALLREDUCE) &&
-	    (c->job.staleness_lr || c->job.max_staleness >= 0 || c->job.matched_lr))
-		return pti_err_set(PT_EINVAL,
-		    "--staleness-lr, --max-staleness and --matched-lr need "
-		    "--mode async or ssp");
-	int rv;
 	if (c->job.mode == PT_MODE_ALLREDUCE && (rv = config_allreduce(c, cmd)))
 		return rv;
 	uint32_t n_val;
@@ -795,6 +802,7 @@ int pti_config_check(const pti_config *c, uint32_t cmd)
 	double straggle;
 	if ((rv = pti_config_straggler(c, 0, &straggle)) != 0)
 		return rv;
+	// (--resume D gives the launcher's servers --checkpoint-dir D.)
 	if (c->job.checkpoint_every[0] != '\0' && c->job.checkpoint_dir[0] == '\0' &&
 	    c->resume[0] == '\0')
 		return pti_err_set(PT_EINVAL,

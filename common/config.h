@@ -147,6 +147,12 @@ int pti_config_count(void);
 // line.
 int pti_config_cluster(pti_config *c, uint32_t cmd);
 
+// pti_jobopt_check validates the combination of a job's options (W
+// divides B, a mode's own options only with that mode, ...): what
+// pti_config_check checks of c->job, for the library's servers and
+// workers too. PT_EINVAL with a detail naming the options.
+int pti_jobopt_check(const pti_jobopt *o);
+
 // pti_config_check validates the combination of flags for cmd (W divides
 // B, epochs or steps, ...). PT_EINVAL with a detail naming the flags.
 int pti_config_check(const pti_config *c, uint32_t cmd);

@@ -53,26 +53,15 @@ static int check_urls(const char *urls)
 	return 0;
 }
 
-int pti_transport_check(const pti_config *c, uint32_t cmd)
+// check_files: the three TLS files of o against whether the addresses
+// (`what`) of cmd are TLS.
+static int check_files(const pti_jobopt *o, uint32_t cmd, int tls,
+    const char *what)
 {
-	const char *what;
-	int tls;
-	if (cmd == PT_CMD_SERVER) {
-		tls = pti_transport_is_tls(c->listen);
-		what = "--listen tls+tcp://...";
-	} else if (cmd == PT_CMD_WORKER) {
-		tls = check_urls(c->connect);
-		what = "a tls+tcp:// address in --connect";
-	} else if (cmd == PT_CMD_RUN || cmd == PT_CMD_COMPARE) {
-		tls = c->transport == PT_TRANSPORT_TLS;
-		what = "--transport tls";
-	} else {
-		return 0;
-	}
 	const struct {
 		const char *flag, *val;
-	} files[] = {{"--tls-cert", c->job.tls_cert}, {"--tls-key", c->job.tls_key},
-	    {"--tls-ca", c->job.tls_ca}};
+	} files[] = {{"--tls-cert", o->tls_cert}, {"--tls-key", o->tls_key},
+	    {"--tls-ca", o->tls_ca}};
 	for (int i = 0; i < 3; i++) {
 		if (tls && files[i].val[0] == '\0')
 			return pti_err_set(PT_EINVAL,
@@ -90,6 +79,27 @@ int pti_transport_check(const pti_config *c, uint32_t cmd)
 				? "tls+tcp:// addresses to --connect"
 				: "--transport tls");
 	}
+	return 0;
+}
+
+int pti_transport_check_addrs(const pti_jobopt *o, uint32_t cmd,
+    const char *addrs)
+{
+	if (cmd == PT_CMD_SERVER)
+		return check_files(o, cmd, pti_transport_is_tls(addrs),
+		    "--listen tls+tcp://...");
+	return check_files(o, cmd, check_urls(addrs),
+	    "a tls+tcp:// address in --connect");
+}
+
+int pti_transport_check(const pti_config *c, uint32_t cmd)
+{
+	if (cmd == PT_CMD_SERVER || cmd == PT_CMD_WORKER)
+		return pti_transport_check_addrs(&c->job, cmd,
+		    cmd == PT_CMD_SERVER ? c->listen : c->connect);
+	if (cmd == PT_CMD_RUN || cmd == PT_CMD_COMPARE)
+		return check_files(&c->job, cmd,
+		    c->transport == PT_TRANSPORT_TLS, "--transport tls");
 	return 0;
 }
 
@@ -138,7 +148,7 @@ static void tls_forget(void)
 
 // tls_try parses the files into a throw-away configuration, one at a
 // time, so that an error names the file nng's TLS could not read.
-static int tls_try(const pti_config *c)
+static int tls_try(const pti_jobopt *o)
 {
 	nng_tls_config *cfg;
 	int rv = nng_tls_config_alloc(&cfg, NNG_TLS_MODE_CLIENT);
@@ -150,31 +160,31 @@ static int tls_try(const pti_config *c)
 		    nng_strerror(rv));
 	if (nng_tls_config_ca_chain(cfg, tls_pem.ca, NULL) != 0)
 		rv = pti_err_set(PT_EINVAL, "--tls-ca %s: holds no PEM "
-		    "certificate that nng's TLS can read", c->job.tls_ca);
+		    "certificate that nng's TLS can read", o->tls_ca);
 	// The CA list of a scratch configuration parses --tls-cert alone,
 	// before its key is tried with it.
 	else if (nng_tls_config_ca_chain(cfg, tls_pem.cert, NULL) != 0)
 		rv = pti_err_set(PT_EINVAL, "--tls-cert %s: holds no PEM "
-		    "certificate that nng's TLS can read", c->job.tls_cert);
+		    "certificate that nng's TLS can read", o->tls_cert);
 	else if (nng_tls_config_own_cert(cfg, tls_pem.cert, tls_pem.key,
 		     NULL) != 0)
 		rv = pti_err_set(PT_EINVAL, "--tls-key %s: holds no PEM "
 		    "private key that nng's TLS can read (unencrypted; the "
-		    "key of --tls-cert %s)", c->job.tls_key, c->job.tls_cert);
+		    "key of --tls-cert %s)", o->tls_key, o->tls_cert);
 	nng_tls_config_free(cfg);
 	return rv;
 }
 
-int pti_transport_tls_load(const pti_config *c)
+int pti_transport_tls_load(const pti_jobopt *o)
 {
 	int rv;
 	tls_forget();
-	if (c->job.tls_cert[0] == '\0')
+	if (o->tls_cert[0] == '\0')
 		return 0;
-	if ((rv = tls_read("--tls-cert", c->job.tls_cert, &tls_pem.cert)) != 0 ||
-	    (rv = tls_read("--tls-key", c->job.tls_key, &tls_pem.key)) != 0 ||
-	    (rv = tls_read("--tls-ca", c->job.tls_ca, &tls_pem.ca)) != 0 ||
-	    (rv = tls_try(c)) != 0) {
+	if ((rv = tls_read("--tls-cert", o->tls_cert, &tls_pem.cert)) != 0 ||
+	    (rv = tls_read("--tls-key", o->tls_key, &tls_pem.key)) != 0 ||
+	    (rv = tls_read("--tls-ca", o->tls_ca, &tls_pem.ca)) != 0 ||
+	    (rv = tls_try(o)) != 0) {
 		tls_forget();
 		return rv;
 	}

@@ -11,6 +11,8 @@
 
 #include <nng/nng.h>
 
+#include "common/jobopt.h"
+
 struct pti_config;
 
 // pti_transport_is_tls tells whether url is a TLS address (tls+tcp://,
@@ -24,7 +26,13 @@ int pti_transport_is_tls(const char *url);
 // missing or needless flag.
 int pti_transport_check(const struct pti_config *c, uint32_t cmd);
 
-// pti_transport_tls_load reads c's three TLS files and checks that nng's
+// pti_transport_check_addrs is the same for a server (cmd PT_CMD_SERVER,
+// addrs its address to listen on) or a worker (PT_CMD_WORKER, addrs its
+// comma-separated servers) of a job's options o.
+int pti_transport_check_addrs(const pti_jobopt *o, uint32_t cmd,
+    const char *addrs);
+
+// pti_transport_tls_load reads o's three TLS files and checks that nng's
 // TLS reads them (a certificate, a key that goes with it, a CA), for
 // every later pti_transport_listen and pti_transport_dial of this
 // process; with no --tls-cert it forgets what an earlier call loaded.
@@ -32,7 +40,7 @@ int pti_transport_check(const struct pti_config *c, uint32_t cmd);
 // without a lock. Returns PT_EIO or PT_EINVAL with a detail naming the
 // flag and the file, PT_ETRANSPORT when nng was built without TLS, or
 // PT_ENOMEM.
-int pti_transport_tls_load(const struct pti_config *c);
+int pti_transport_tls_load(const pti_jobopt *o);
 
 // pti_transport_listen creates a listener for url on s and starts it, as
 // nng_listener_create and nng_listener_start do, with the loaded TLS

@@ -43,7 +43,7 @@ static void clock_sealed(ps_server *s, uint32_t r)
 static int clock_take(ps_server *s, const pti_hdr *h, const void *pay,
     uint64_t off, uint64_t n, ps_take *t)
 {
-	const pti_config *c = s->cfg;
+	const pti_jobopt *c = s->job;
 	ps_clocked *k = state(s);
 	if (!(h->has & PTI_H_VER) || h->ver < 0 || h->ver > s->version)
 		return pti_err_set(PT_ESTATE,
@@ -66,7 +66,7 @@ static int clock_take(ps_server *s, const pti_hdr *h, const void *pay,
 	if (h->step - s->min_clock > s->max_lead)
 		s->max_lead = h->step - s->min_clock;
 	t->stale = s->version - h->ver;
-	if (c->job.max_staleness >= 0 && t->stale > c->job.max_staleness) {
+	if (c->max_staleness >= 0 && t->stale > c->max_staleness) {
 		t->dropped = 1;
 	} else {
 		t->lr = pti_lr(&s->lr, h->step, t->stale);
@@ -114,7 +114,7 @@ static int64_t ssp_reply_after(const ps_server *s, const pti_hdr *h,
     const ps_take *t)
 {
 	(void)t;
-	int64_t need = h->step + 1 - (int64_t)s->cfg->job.staleness;
+	int64_t need = h->step + 1 - (int64_t)s->job->staleness;
 	return s->min_clock < need ? need : -1;
 }
 

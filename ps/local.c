@@ -12,7 +12,8 @@
 
 struct pti_local_server {
 	ps_server s;
-	pti_config cfg; // the caller's, with the job's options (warm-up)
+	pti_jobopt job; // the caller's job's options, warm-up included
+	char gone_workers[PT_PATH_MAX];
 };
 
 int pti_local_open(pti_local_server **out, const pti_config *c)
@@ -27,9 +28,12 @@ int pti_local_open(pti_local_server **out, const pti_config *c)
 		free(ls);
 		return rv;
 	}
-	ls->cfg = *c;
-	ls->cfg.job = j->o;
-	rv = pti_server_init(s, &ls->cfg, &j->l);
+	ls->job = j->o;
+	snprintf(ls->gone_workers, sizeof(ls->gone_workers), "%s",
+	    c->gone_workers);
+	pti_server_proc p = {c->rank, "", "", ls->gone_workers,
+	    (int)c->supervised};
+	rv = pti_server_init(s, &ls->job, &p, &j->l);
 	pt_job_free(j);
 	if (rv != 0)
 		goto fail;

@@ -15,7 +15,7 @@
 static nng_msg *reply_ok(ps_server *s, uint32_t op)
 {
 	pti_hdr h;
-	pti_hdr_init(&h, op, PT_ROLE_SERVER, s->cfg->rank);
+	pti_hdr_init(&h, op, PT_ROLE_SERVER, s->rank);
 	h.has |= PTI_H_VER;
 	h.ver = s->version;
 	return pti_server_reply(s, &h, NULL, 0);
@@ -124,7 +124,7 @@ static nng_msg *op_hello(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	// A worker back after it had said done and gone may finish the job
 	// again, unless every worker is done: the next one may be finishing
 	// it already, and two must not.
-	if (s->n_done + s->n_lost < s->cfg->job.workers)
+	if (s->n_done + s->n_lost < s->job->workers)
 		s->m[h->rank].gone = 0;
 	int64_t *clock = &s->m[h->rank].clock;
 	if (s->m[h->rank].lost) {
@@ -135,7 +135,7 @@ static nng_msg *op_hello(ps_server *s, ps_ctx *x, const pti_hdr *h,
 		if (*clock < s->min_clock)
 			*clock = s->min_clock;
 		pti_log(PT_LOG_INFO, "server %u: worker %u rejoined at version "
-		    "%lld", s->cfg->rank, h->rank, (long long)s->version);
+		    "%lld", s->rank, h->rank, (long long)s->version);
 	}
 	// A worker that reconnects (this server was restarted from a
 	// checkpoint) says how far it got: its clock goes on from there.
@@ -145,7 +145,7 @@ static nng_msg *op_hello(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	}
 	s->policy->sealed(s, h->rank);
 	pti_hdr r;
-	pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->cfg->rank);
+	pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->rank);
 	r.has |= PTI_H_VER | PTI_H_LAYOUT | PTI_H_SHARD | PTI_H_STEP;
 	r.ver = s->version;
 	// Where the worker's data position goes on: the open step (sync), or
@@ -156,10 +156,10 @@ static nng_msg *op_hello(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	r.n_params = s->layout.n_params;
 	r.lo = s->lo;
 	r.hi = s->hi;
-	r.mode = (uint32_t)s->cfg->job.mode;
-	r.n_workers = s->cfg->job.workers;
-	r.n_servers = s->cfg->job.servers;
-	r.server_rank = s->cfg->rank;
+	r.mode = (uint32_t)s->job->mode;
+	r.n_workers = s->job->workers;
+	r.n_servers = s->job->servers;
+	r.server_rank = s->rank;
 	return pti_server_reply(s, &r, NULL, 0);
 }
 
@@ -229,7 +229,7 @@ static int push_finite(ps_server *s, const pti_hdr *h, const void *pay,
 	if (s->nonfinite <= 10 || s->nonfinite % 1000 == 0)
 		pti_log(PT_LOG_WARN, "server %u: refused a push of worker %u with a "
 		    "non-finite value (%g at offset %llu); %llu so far",
-		    s->cfg->rank, h->rank, (double)v,
+		    s->rank, h->rank, (double)v,
 		    (unsigned long long)(h->off + i),
 		    (unsigned long long)s->nonfinite);
 	return pti_err_set(PT_EINVAL, "worker %u pushed a non-finite "
@@ -293,7 +293,7 @@ static nng_msg *op_push(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	}
 	if (h->op == PT_OP_PUSH) {
 		pti_hdr r;
-		pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->cfg->rank);
+		pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->rank);
 		r.has |= PTI_H_VER | PTI_H_STALE | PTI_H_LR;
 		r.ver = s->version;
 		r.staleness = t.stale;
@@ -320,7 +320,7 @@ static nng_msg *op_stats(ps_server *s, ps_ctx *x, const pti_hdr *h,
 {
 	(void)x, (void)pay, (void)wake;
 	pti_hdr r;
-	pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->cfg->rank);
+	pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->rank);
 	r.has |= PTI_H_VER | PTI_H_STATS;
 	r.ver = s->version;
 	r.updates = s->updates;
@@ -331,8 +331,8 @@ static nng_msg *op_stats(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	r.n_hello = s->n_hello;
 	r.n_done = s->n_done;
 	r.n_lost = s->n_lost;
-	r.first_live = s->cfg->job.workers;
-	for (uint32_t w = s->cfg->job.workers; w-- > 0;)
+	r.first_live = s->job->workers;
+	for (uint32_t w = s->job->workers; w-- > 0;)
 		if (!s->m[w].lost && !s->m[w].gone)
 			r.first_live = w;
 	r.hist = s->hist;
@@ -347,11 +347,11 @@ static nng_msg *op_shutdown(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	// A worker may end the job only as its finisher: once it and every
 	// other worker has said done (or was lost).
 	if (h->role == PT_ROLE_WORKER &&
-	    (!s->m[h->rank].done || s->n_done + s->n_lost < s->cfg->job.workers))
+	    (!s->m[h->rank].done || s->n_done + s->n_lost < s->job->workers))
 		return pti_peer_refuse(s, h, p, PT_EAUTH, "a worker may stop the servers "
 		    "only once every worker is done");
 	pti_log(PT_LOG_INFO, "server %u: shutdown asked by %s %u (%s)",
-	    s->cfg->rank, pti_role_name(h->role), h->rank,
+	    s->rank, pti_role_name(h->role), h->rank,
 	    p ? p->name : "an unknown peer");
 	x->stop_after = 1;
 	// From now on a worker that leaves is not one whose place the next
@@ -389,7 +389,7 @@ static nng_msg *handle(ps_server *s, ps_ctx *x, nng_msg *m, ps_ctx **wake)
 	// bound them): the requests of a training step need no search
 	// through the connections. Anything else is looked up.
 	int proven = rv == 0 && h.role == PT_ROLE_WORKER &&
-		     h.rank < s->cfg->job.workers && x->r_pipe != 0 &&
+		     h.rank < s->job->workers && x->r_pipe != 0 &&
 		     s->m[h.rank].pipe == x->r_pipe;
 	ps_peer *p = proven ? NULL : pti_peer_find(s, x->r_pipe);
 	if (p != NULL)
@@ -405,10 +405,10 @@ static nng_msg *handle(ps_server *s, ps_ctx *x, nng_msg *m, ps_ctx **wake)
 	int worker_op = h.op == PT_OP_HELLO ? h.role != PT_ROLE_CONTROL
 					    : (op_table[h.op].flags & OP_WORKER);
 	if (worker_op && (h.role != PT_ROLE_WORKER ||
-			     h.rank >= s->cfg->job.workers)) {
+			     h.rank >= s->job->workers)) {
 		snprintf(why, sizeof(why),
 		    "only workers 0..%u may send it (got role %u rank %u)",
-		    s->cfg->job.workers - 1, h.role, h.rank);
+		    s->job->workers - 1, h.role, h.rank);
 		return pti_server_error(s, &h, PT_EPROTO, why);
 	}
 	if (h.op == PT_OP_HELLO)

@@ -86,7 +86,7 @@ ps_peer *pti_peer_add(ps_server *s, uint32_t pipe, uint32_t *evict)
 		if (pti_note_due(s->conn_closed))
 			pti_log(PT_LOG_WARN, "server %u: closing the connection of "
 			    "%s: %u connections have not authenticated (%llu "
-			    "closed so far)", s->cfg->rank, oldest->name,
+			    "closed so far)", s->rank, oldest->name,
 			    s->unauth_max, (unsigned long long)s->conn_closed);
 		oldest->pipe = 0; // its removal finds no slot: nothing to do
 		if (free_slot == NULL)
@@ -133,12 +133,12 @@ nng_msg *pti_peer_refuse(ps_server *s, const pti_hdr *h,
 	s->rejected++;
 	if (pti_note_due(s->unauth))
 		pti_log(PT_LOG_WARN, "server %u: refused %s from %s: %s (%llu "
-		    "refused so far)", s->cfg->rank, pti_op_name(h->op),
+		    "refused so far)", s->rank, pti_op_name(h->op),
 		    p ? p->name : "an unknown peer", why,
 		    (unsigned long long)s->unauth);
-	pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->cfg->rank);
+	pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->rank);
 	r.status = (uint32_t)code;
-	snprintf(r.msg, sizeof(r.msg), "server %u: %s: %s", s->cfg->rank,
+	snprintf(r.msg, sizeof(r.msg), "server %u: %s: %s", s->rank,
 	    pti_op_name(h->op), why);
 	return pti_server_reply(s, &r, NULL, 0);
 }
@@ -157,7 +157,7 @@ nng_msg *pti_op_challenge(ps_server *s, ps_ctx *x, const pti_hdr *h,
 		return pti_server_error(s, h, rv, pt_errmsg(rv));
 	p->challenged = 1;
 	pti_hdr r;
-	pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->cfg->rank);
+	pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->rank);
 	r.has |= PTI_H_NONCE;
 	memcpy(r.nonce, p->nonce, PT_NONCE_LEN);
 	return pti_server_reply(s, &r, NULL, 0);
@@ -183,7 +183,7 @@ nng_msg *pti_hello_prove(ps_server *s, ps_peer *p, const pti_hdr *h)
 		return pti_peer_refuse(s, h, p, PT_EAUTH, "a hello must come "
 		    "from a worker or a control client");
 	uint64_t lh = h->role == PT_ROLE_WORKER ? h->layout_hash : 0;
-	pti_auth_mac(&s->secret, p->nonce, h->role, h->rank, s->cfg->rank, lh,
+	pti_auth_mac(&s->secret, p->nonce, h->role, h->rank, s->rank, lh,
 	    mac);
 	p->challenged = 0;
 	if (!pti_auth_equal(mac, h->mac, PT_MAC_LEN)) {
@@ -231,13 +231,13 @@ void pti_peers_idle(ps_server *s)
 	pthread_mutex_lock(&s->mu);
 	for (uint32_t i = 0; i < s->n_peers && n < 256; i++) {
 		ps_peer *q = &s->peers[i];
-		if (q->pipe == 0 || q->authed || now - q->since < s->cfg->job.auth_timeout)
+		if (q->pipe == 0 || q->authed || now - q->since < s->job->auth_timeout)
 			continue;
 		s->conn_closed++;
 		if (pti_note_due(s->conn_closed))
 			pti_log(PT_LOG_WARN, "server %u: closing the connection of %s: "
 			    "not authenticated after %.0fs (%llu requests, %s)",
-			    s->cfg->rank, q->name, now - q->since,
+			    s->rank, q->name, now - q->since,
 			    (unsigned long long)q->requests, q->requests ?
 			    "all refused" : "none complete");
 		close_ids[n++] = q->pipe;
@@ -262,7 +262,7 @@ void pti_peer_removed(ps_server *s, uint32_t id, ps_ctx **wake)
 				    "connection after %.1fs without a complete "
 				    "request (a message over the limit of %zu "
 				    "bytes is refused this way)",
-				    s->cfg->rank, q->name,
+				    s->rank, q->name,
 				    pti_clock_s() - q->since, s->recv_max);
 		}
 		q->pipe = 0;

@@ -33,7 +33,7 @@ void pti_fill_set(ps_take *t, nng_msg *m, float *pay, uint64_t off,
 int pti_min_clock(ps_server *s)
 {
 	int64_t min = INT64_MAX;
-	for (uint32_t r = 0; r < s->cfg->job.workers; r++)
+	for (uint32_t r = 0; r < s->job->workers; r++)
 		if (!s->m[r].lost && s->m[r].clock < min)
 			min = s->m[r].clock;
 	if (min == INT64_MAX)
@@ -100,7 +100,7 @@ int pti_bits_gap(const uint64_t *b, uint64_t from, uint64_t n,
 
 int pti_got_init(ps_got *g, const ps_server *s)
 {
-	uint32_t w = s->cfg->job.workers;
+	uint32_t w = s->job->workers;
 	memset(g, 0, sizeof(*g));
 	g->words = (s->n + 63) / 64;
 	g->bits = malloc((size_t)w * g->words * sizeof(uint64_t));
@@ -108,7 +108,7 @@ int pti_got_init(ps_got *g, const ps_server *s)
 	g->n = calloc(w, sizeof(*g->n));
 	if (g->bits == NULL || g->step == NULL || g->n == NULL)
 		return pti_err_set(PT_ENOMEM, "server %u: marks of %u "
-		    "workers' pieces", s->cfg->rank, w);
+		    "workers' pieces", s->rank, w);
 	return 0;
 }
 

@@ -15,7 +15,7 @@
 
 void pti_server_spare(ps_server *s, nng_msg *m)
 {
-	if (m != NULL && s->n_spare < s->cfg->job.workers + 1) {
+	if (m != NULL && s->n_spare < s->job->workers + 1) {
 		s->spare[s->n_spare++] = m;
 		return;
 	}
@@ -81,9 +81,9 @@ nng_msg *pti_server_error(ps_server *s, const pti_hdr *req, int code,
     const char *what)
 {
 	pti_hdr h;
-	pti_hdr_init(&h, req->op, PT_ROLE_SERVER, s->cfg->rank);
+	pti_hdr_init(&h, req->op, PT_ROLE_SERVER, s->rank);
 	h.status = (uint32_t)code;
-	snprintf(h.msg, sizeof(h.msg), "server %u: %s: %s", s->cfg->rank,
+	snprintf(h.msg, sizeof(h.msg), "server %u: %s: %s", s->rank,
 	    pti_op_name(req->op), what);
 	s->rejected++;
 	if (s->rejected <= SERVER_LOG_ERRORS)
@@ -101,7 +101,7 @@ nng_msg *pti_server_values(ps_server *s, uint32_t op, uint64_t off,
     uint64_t n, int64_t ver, double lr, int64_t stale)
 {
 	pti_hdr h;
-	pti_hdr_init(&h, op, PT_ROLE_SERVER, s->cfg->rank);
+	pti_hdr_init(&h, op, PT_ROLE_SERVER, s->rank);
 	h.has |= PTI_H_VER | PTI_H_RANGE;
 	h.ver = ver;
 	h.off = s->lo + off;

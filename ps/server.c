@@ -29,6 +29,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/job.h"
+#include "common/mode.h"
 #include "common/proto.h"
 #include "common/testhook.h"
 #include "common/transport.h"
@@ -38,10 +39,13 @@ volatile sig_atomic_t pti_server_signal;
 int pti_server_exit_on_hang;
 
 // pt_server: a served ps_server (pstrain.h), with its own copy of the
-// job's options.
+// job's options and its process's.
 struct pt_server {
 	ps_server s;
-	pti_config cfg;
+	pti_jobopt job; // the job's options, the server's own copy
+	char listen[PT_PATH_MAX];       // its address
+	char ready_file[PT_PATH_MAX];   // "": none
+	char gone_workers[PT_PATH_MAX]; // "R,R,...": lost before it started
 	nng_listener l;
 	int open;      // the socket is open
 	char url[PT_PATH_MAX];
@@ -71,7 +75,7 @@ static int reply_dropped(ps_ctx *x)
 	if (drop <= 0 || atomic_fetch_add(&replies_sent, 1) + 1 != drop)
 		return 0;
 	pti_log(PT_LOG_WARN, "server %u: test hook: dropping reply %ld",
-	    x->s->cfg->rank, drop);
+	    x->s->rank, drop);
 	nng_msg_free(nng_aio_get_msg(x->aio));
 	nng_aio_set_msg(x->aio, NULL);
 	ctx_recv(x);
@@ -201,13 +205,12 @@ static void send_woken(ps_ctx *wake)
 // ":0"), says it, and writes it to --ready-file when one is set.
 static int server_ready(pt_server *ps)
 {
-	const pti_config *c = &ps->cfg;
 	ps_server *s = &ps->s;
 	char tmp[PT_PATH_MAX + 8];
 	nng_sockaddr sa;
-	snprintf(ps->url, sizeof(ps->url), "%s", c->listen);
-	const char *tls = pti_transport_is_tls(c->listen) ? "tls+" : "";
-	if (strncmp(c->listen + strlen(tls), "tcp://", 6) == 0 &&
+	snprintf(ps->url, sizeof(ps->url), "%s", ps->listen);
+	const char *tls = pti_transport_is_tls(ps->listen) ? "tls+" : "";
+	if (strncmp(ps->listen + strlen(tls), "tcp://", 6) == 0 &&
 	    nng_listener_get_addr(ps->l, NNG_OPT_LOCADDR, &sa) == 0 &&
 	    sa.s_family == NNG_AF_INET) {
 		char ip[INET_ADDRSTRLEN];
@@ -216,18 +219,18 @@ static int server_ready(pt_server *ps)
 		    ntohs(sa.s_in.sa_port));
 	}
 	pti_log(PT_LOG_INFO, "server %u: listening on %s, shard [%llu, %llu) of "
-	    "%llu parameters, %s, %u workers", c->rank, ps->url,
+	    "%llu parameters, %s, %u workers", ps->s.rank, ps->url,
 	    (unsigned long long)s->lo, (unsigned long long)s->hi,
-	    (unsigned long long)s->layout.n_params, pti_mode_name(c->job.mode),
-	    c->job.workers);
-	if (c->ready_file[0] == '\0')
+	    (unsigned long long)s->layout.n_params, pti_mode_name(ps->job.mode),
+	    ps->job.workers);
+	if (ps->ready_file[0] == '\0')
 		return 0;
-	snprintf(tmp, sizeof(tmp), "%s.tmp", c->ready_file);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", ps->ready_file);
 	FILE *f = fopen(tmp, "w");
 	if (f == NULL || fprintf(f, "%s\n", ps->url) < 0 || fclose(f) != 0 ||
-	    rename(tmp, c->ready_file) != 0)
+	    rename(tmp, ps->ready_file) != 0)
 		return pti_err_set(PT_EIO, "--ready-file %s: %s",
-		    c->ready_file, strerror(errno));
+		    ps->ready_file, strerror(errno));
 	return 0;
 }
 
@@ -265,7 +268,7 @@ static void *close_watch_run(void *arg)
 // it held (parked contexts hold none), and closes the socket.
 static void server_close(ps_server *s, int rv)
 {
-	close_watch w = {.done = 0, .rv = rv, .rank = s->cfg->rank};
+	close_watch w = {.done = 0, .rv = rv, .rank = s->rank};
 	for (uint32_t i = 0; s->ctxs != NULL && i < s->n_ctx; i++)
 		if (s->ctxs[i].aio != NULL)
 			nng_aio_stop(s->ctxs[i].aio);
@@ -291,17 +294,16 @@ static void server_close(ps_server *s, int rv)
 static int server_listen(pt_server *ps)
 {
 	ps_server *s = &ps->s;
-	const pti_config *c = &ps->cfg;
 	int rv;
 	if ((rv = nng_rep0_open(&s->sock)) != 0)
-		return pti_err_set(PT_ETRANSPORT, "server %u: %s", c->rank,
+		return pti_err_set(PT_ETRANSPORT, "server %u: %s", ps->s.rank,
 		    nng_strerror(rv));
 	ps->open = 1;
 	// Bound what one peer can make us buffer: the largest legal message
 	// of this job is a header and a shard.
 	s->recv_max = 4 + PT_HDR_MAX + 4 + (size_t)s->n * sizeof(float);
 	nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, s->recv_max);
-	s->n_ctx = PS_N_CTX(c->job.workers);
+	s->n_ctx = PS_N_CTX(ps->job.workers);
 	if ((s->ctxs = calloc(s->n_ctx, sizeof(ps_ctx))) == NULL)
 		return pti_err_set(PT_ENOMEM, "server contexts");
 	for (uint32_t i = 0; i < s->n_ctx; i++) {
@@ -310,11 +312,11 @@ static int server_listen(pt_server *ps)
 		if ((rv = nng_aio_alloc(&x->aio, ctx_cb, x)) != 0 ||
 		    (rv = nng_ctx_open(&x->ctx, s->sock)) != 0)
 			return pti_err_set(PT_ETRANSPORT, "server %u: %s",
-			    c->rank, nng_strerror(rv));
+			    ps->s.rank, nng_strerror(rv));
 	}
-	if ((rv = pti_transport_listen(&ps->l, s->sock, c->listen)) != 0)
+	if ((rv = pti_transport_listen(&ps->l, s->sock, ps->listen)) != 0)
 		return pti_err_set(PT_ETRANSPORT, "server %u: listen on %s: %s",
-		    c->rank, c->listen, nng_strerror(rv));
+		    ps->s.rank, ps->listen, nng_strerror(rv));
 	nng_pipe_notify(s->sock, NNG_PIPE_EV_ADD_PRE, pipe_cb, s);
 	nng_pipe_notify(s->sock, NNG_PIPE_EV_REM_POST, pipe_cb, s);
 	for (uint32_t i = 0; i < s->n_ctx; i++)
@@ -332,6 +334,28 @@ static void server_free(pt_server *ps, int rv)
 	free(ps);
 }
 
+// server_check: the job's options, and this server's rank and address
+// among them (PT_EINVAL naming what is wrong).
+static int server_check(const pti_jobopt *o, const pti_server_proc *p)
+{
+	int rv;
+	if ((rv = pti_jobopt_check(o)) != 0)
+		return rv;
+	if (!pti_mode_of(o->mode)->servers)
+		return pti_err_set(PT_EINVAL, "--mode %s runs no servers: "
+		    "start only its workers", pti_mode_name(o->mode));
+	if (p->rank >= o->servers)
+		return pti_err_set(PT_EINVAL, "--rank %u is not below "
+		    "--servers %u", p->rank, o->servers);
+	if (p->listen[0] == '\0')
+		return pti_err_set(PT_EINVAL,
+		    "server needs --listen URL or --cluster FILE");
+	if (o->checkpoint_every[0] != '\0' && o->checkpoint_dir[0] == '\0')
+		return pti_err_set(PT_EINVAL,
+		    "--checkpoint-every needs --checkpoint-dir D");
+	return pti_transport_check_addrs(o, PT_CMD_SERVER, p->listen);
+}
+
 int pt_server_open(pt_server **out, const pt_job *job, uint32_t rank,
     const char *url)
 {
@@ -347,22 +371,21 @@ int pti_server_open(pt_server **out, const pt_job *job,
 	if (ps == NULL)
 		return pti_err_set(PT_ENOMEM, "server");
 	// The server's own copy: the job's options, with this process's.
-	pti_config_defaults(&ps->cfg);
-	ps->cfg.job = job->o;
-	ps->cfg.rank = p->rank;
-	ps->cfg.supervised = p->supervised != 0;
-	if (p->listen == NULL || strlen(p->listen) >= sizeof(ps->cfg.listen) ||
-	    strlen(p->ready_file) >= sizeof(ps->cfg.ready_file) ||
-	    strlen(p->gone_workers) >= sizeof(ps->cfg.gone_workers)) {
+	ps->job = job->o;
+	if (p->listen == NULL || strlen(p->listen) >= sizeof(ps->listen) ||
+	    strlen(p->ready_file) >= sizeof(ps->ready_file) ||
+	    strlen(p->gone_workers) >= sizeof(ps->gone_workers)) {
 		free(ps);
 		return pti_err_set(PT_EINVAL, "server %u: no address, or one "
 		    "too long, to listen on", p->rank);
 	}
-	strcpy(ps->cfg.listen, p->listen);
-	strcpy(ps->cfg.ready_file, p->ready_file);
-	strcpy(ps->cfg.gone_workers, p->gone_workers);
-	if ((rv = pti_config_check(&ps->cfg, PT_CMD_SERVER)) != 0 ||
-	    (rv = pti_server_init(&ps->s, &ps->cfg, &job->l)) != 0 ||
+	strcpy(ps->listen, p->listen);
+	strcpy(ps->ready_file, p->ready_file);
+	strcpy(ps->gone_workers, p->gone_workers);
+	pti_server_proc own = {p->rank, ps->listen, ps->ready_file,
+	    ps->gone_workers, p->supervised};
+	if ((rv = server_check(&ps->job, &own)) != 0 ||
+	    (rv = pti_server_init(&ps->s, &ps->job, &own, &job->l)) != 0 ||
 	    (rv = server_listen(ps)) != 0) {
 		server_free(ps, rv);
 		return rv;
@@ -375,7 +398,7 @@ int pt_server_url(const pt_server *ps, char *buf, uint64_t size)
 {
 	if (strlen(ps->url) >= size)
 		return pti_err_set(PT_EINVAL, "server %u: address %s does not "
-		    "fit %llu bytes", ps->cfg.rank, ps->url,
+		    "fit %llu bytes", ps->s.rank, ps->url,
 		    (unsigned long long)size);
 	strcpy(buf, ps->url);
 	return 0;
@@ -403,8 +426,8 @@ int pt_server_serve(pt_server *ps)
 	pthread_mutex_unlock(&s->mu);
 	if (orphaned)
 		return pti_err_set(PT_ECLOSED, "server %u: no worker is left to "
-		    "end the job (%u of %u finished)", ps->cfg.rank, s->n_done,
-		    ps->cfg.job.workers);
+		    "end the job (%u of %u finished)", ps->s.rank, s->n_done,
+		    ps->job.workers);
 	return 0;
 }
 
@@ -421,18 +444,17 @@ void pt_server_close(pt_server *ps)
 	if (ps == NULL)
 		return;
 	ps_server *s = &ps->s;
-	const pti_config *c = &ps->cfg;
 	// nng reports a send done once the reply is queued, not written:
 	// give a shutdown's reply a moment on the wire before closing.
 	if (s->shutting)
 		usleep(200 * 1000);
 	if (pti_server_signal)
-		pti_log(PT_LOG_WARN, "server %u: stopping on signal %d", c->rank,
+		pti_log(PT_LOG_WARN, "server %u: stopping on signal %d", ps->s.rank,
 		    (int)pti_server_signal);
 	pti_log(PT_LOG_INFO, "server %u: version %lld, %llu updates, %llu "
-	    "rejected requests", c->rank, (long long)s->version,
+	    "rejected requests", ps->s.rank, (long long)s->version,
 	    (unsigned long long)s->updates, (unsigned long long)s->rejected);
-	if (c->job.out[0] != '\0')
+	if (ps->job.out[0] != '\0')
 		pti_server_write_stats(s);
 	server_free(ps, 0);
 }

@@ -19,6 +19,7 @@
 #include "common/layout.h"
 #include "common/optim.h"
 #include "common/proto.h"
+#include "ps/server.h"
 
 #define PS_CONTROL_MAX 8 // authenticated control connections at once
 // The largest step or version a push may carry: far beyond any job (a
@@ -102,8 +103,11 @@ typedef struct ps_member {
 } ps_member;
 
 struct ps_server {
-	const pti_config *cfg;
-	const ps_policy *policy; // the consistency rules of cfg->mode
+	const pti_jobopt *job;    // the job's options
+	uint32_t rank;            // this server's
+	int supervised;           // under pstrain run, which stops it
+	const char *gone_workers; // "R,R,...": lost before it started
+	const ps_policy *policy; // the consistency rules of job->mode
 	void *pol;               // (policy->size) the policy's state
 	pti_layout layout;
 	uint64_t lo, hi, n; // shard [lo, hi) of the flat vector, n = hi - lo
@@ -193,13 +197,15 @@ void pti_server_wake_ahead(ps_server *s, ps_ctx **wake);
 
 // The server's life (shard.c) and its handler (ops.c), for local.c too:
 // pti_server_init builds the shard of layout l, its state and the
-// connection slots from c (no sockets), the learning rate ramped over
-// c->job.warmup steps; pti_server_fini frees what init made and what the
+// connection slots from the job's options and the process's (no
+// sockets; both must outlive s), the learning rate ramped over
+// job->warmup steps; pti_server_fini frees what init made and what the
 // contexts still hold; pti_server_handle runs one request under the lock
 // and returns its reply, or NULL when parked (m is its to free, or to
 // keep: a sync gradient stays in its request until the step closes); pti_server_pipe_removed:
 // connection id closed (a worker's is then lost).
-int pti_server_init(ps_server *s, const pti_config *c, const pti_layout *l);
+int pti_server_init(ps_server *s, const pti_jobopt *job,
+    const pti_server_proc *p, const pti_layout *l);
 void pti_server_fini(ps_server *s);
 nng_msg *pti_server_handle(ps_server *s, ps_ctx *x, nng_msg *m,
     ps_ctx **wake);
@@ -209,7 +215,7 @@ void pti_server_pipe_removed(ps_server *s, uint32_t id, ps_ctx **wake);
 // pti_server_lost: worker r died or went silent (`why`); the job goes on
 // without it. pti_server_timeouts: workers silent past --worker-timeout
 // while the job waits for them are lost. pti_server_write_stats writes
-// cfg->out/server-R.json.
+// job->out/server-R.json.
 void pti_server_lost(ps_server *s, uint32_t r, const char *why,
     ps_ctx **wake);
 void pti_server_timeouts(ps_server *s, ps_ctx **wake);

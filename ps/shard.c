@@ -28,9 +28,9 @@
 
 static pti_ckpt_meta server_ckpt_meta(const ps_server *s)
 {
-	pti_ckpt_meta m = {s->cfg->rank, s->cfg->job.servers,
+	pti_ckpt_meta m = {s->rank, s->job->servers,
 	    pti_layout_hash(&s->layout), s->lo, s->hi, s->version, s->updates,
-	    (uint32_t)s->opt.kind, (uint32_t)s->opt.n_state, s->cfg->job.workers};
+	    (uint32_t)s->opt.kind, (uint32_t)s->opt.n_state, s->job->workers};
 	return m;
 }
 
@@ -44,15 +44,15 @@ static void server_checkpoint(ps_server *s)
 		return;
 	pti_ckpt_meta m = server_ckpt_meta(s);
 	const float *vecs[3] = {s->params, s->state1, s->state2};
-	for (uint32_t r = 0; r < s->cfg->job.workers; r++)
+	for (uint32_t r = 0; r < s->job->workers; r++)
 		s->clocks[r] = s->m[r].clock;
-	int rv = pti_ckpt_save(s->cfg->job.checkpoint_dir, &m, s->clocks, vecs);
+	int rv = pti_ckpt_save(s->job->checkpoint_dir, &m, s->clocks, vecs);
 	if (rv != 0) {
 		s->ckpt_failures++;
 		snprintf(s->ckpt_error, sizeof(s->ckpt_error), "%s",
 		    pt_errmsg(rv));
 		pti_log(PT_LOG_ERR, "server %u: checkpoint failed: %s",
-		    s->cfg->rank, s->ckpt_error);
+		    s->rank, s->ckpt_error);
 	}
 }
 
@@ -133,15 +133,15 @@ void pti_server_lost(ps_server *s, uint32_t r, const char *why,
 	s->m[r].lost = 1;
 	s->n_lost++;
 	pti_log(PT_LOG_WARN, "server %u: worker %u %s at version %lld; going on "
-	    "with %u workers", s->cfg->rank, r, why, (long long)s->version,
-	    s->cfg->job.workers - s->n_lost);
+	    "with %u workers", s->rank, r, why, (long long)s->version,
+	    s->job->workers - s->n_lost);
 	settle(s, wake);
 }
 // pipe_removed: connection id closed. Called with the lock.
 void pti_server_pipe_removed(ps_server *s, uint32_t id, ps_ctx **wake)
 {
 	pti_peer_removed(s, id, wake);
-	for (uint32_t r = 0; r < s->cfg->job.workers; r++) {
+	for (uint32_t r = 0; r < s->job->workers; r++) {
 		if (s->m[r].pipe != id)
 			continue;
 		s->m[r].pipe = 0; // not connected (nng's ids are never 0)
@@ -150,7 +150,7 @@ void pti_server_pipe_removed(ps_server *s, uint32_t id, ps_ctx **wake)
 		else if (!s->m[r].gone && !s->stop && !s->shutting) {
 			s->m[r].gone = 1;
 			pti_log(PT_LOG_WARN, "server %u: worker %u disconnected "
-			    "after it was done", s->cfg->rank, r);
+			    "after it was done", s->rank, r);
 		}
 	}
 }
@@ -159,12 +159,12 @@ void pti_server_pipe_removed(ps_server *s, uint32_t id, ps_ctx **wake)
 // sync step (or the ssp clock) waits for it is lost. Called with the lock.
 void pti_server_timeouts(ps_server *s, ps_ctx **wake)
 {
-	const pti_config *c = s->cfg;
+	const pti_jobopt *c = s->job;
 	double now = pti_clock_s();
-	for (uint32_t r = 0; r < c->job.workers; r++) {
+	for (uint32_t r = 0; r < c->workers; r++) {
 		int waited_for = s->policy->waits_for(s, r);
-		if (c->job.worker_timeout > 0 && s->m[r].hello && waited_for &&
-		    now - s->m[r].seen > c->job.worker_timeout)
+		if (c->worker_timeout > 0 && s->m[r].hello && waited_for &&
+		    now - s->m[r].seen > c->worker_timeout)
 			pti_server_lost(s, r, "went silent", wake);
 	}
 }
@@ -174,21 +174,21 @@ void pti_server_timeouts(ps_server *s, ps_ctx **wake)
 
 void pti_server_alone(ps_server *s, ps_ctx **wake)
 {
-	const pti_config *c = s->cfg;
-	if (c->supervised || c->job.alone_timeout <= 0 || s->stop || s->shutting)
+	const pti_jobopt *c = s->job;
+	if (s->supervised || c->alone_timeout <= 0 || s->stop || s->shutting)
 		return;
 	double now = pti_clock_s();
 	uint32_t open = 0, left = 0;
-	for (uint32_t r = 0; r < c->job.workers; r++) {
+	for (uint32_t r = 0; r < c->workers; r++) {
 		ps_member *m = &s->m[r];
 		if (!m->hello && !m->lost &&
-		    now - s->t_start >= c->job.alone_timeout) {
+		    now - s->t_start >= c->alone_timeout) {
 			m->lost = 1;
 			s->n_lost++;
 			pti_log(PT_LOG_WARN, "server %u: worker %u has not arrived "
 			    "%.0fs after this server started; going on with "
-			    "%u workers", c->rank, r, c->job.alone_timeout,
-			    c->job.workers - s->n_lost);
+			    "%u workers", s->rank, r, c->alone_timeout,
+			    c->workers - s->n_lost);
 			settle(s, wake);
 		}
 		open += m->pipe != 0;
@@ -204,7 +204,7 @@ void pti_server_alone(ps_server *s, ps_ctx **wake)
 		return;
 	pti_log(PT_LOG_WARN, "server %u: no worker is left (%u of %u arrived, %u "
 	    "finished, %u lost) and none stopped the job; stopping",
-	    c->rank, s->n_hello, c->job.workers, s->n_done, s->n_lost);
+	    s->rank, s->n_hello, c->workers, s->n_done, s->n_lost);
 	s->stop = 1;
 	s->orphaned = 1;
 }
@@ -219,7 +219,7 @@ static double cpu_s(const struct rusage *ru)
 
 void pti_server_write_stats(const ps_server *s)
 {
-	const pti_config *c = s->cfg;
+	const pti_jobopt *c = s->job;
 	char path[PT_PATH_MAX + 32];
 	const struct {
 		const char *key;
@@ -241,8 +241,8 @@ void pti_server_write_stats(const ps_server *s)
 	    {"max_lead", s->max_lead},
 	};
 	json_t *o = json_object(), *hist = json_array();
-	json_object_set_new(o, "rank", json_integer(c->rank));
-	json_object_set_new(o, "mode", pti_json_str(pti_mode_name(c->job.mode)));
+	json_object_set_new(o, "rank", json_integer(s->rank));
+	json_object_set_new(o, "mode", pti_json_str(pti_mode_name(c->mode)));
 	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
 		json_object_set_new(o, counts[i].key, json_integer(counts[i].v));
 	for (int i = 0; i < PT_STALE_BUCKETS; i++)
@@ -266,9 +266,9 @@ void pti_server_write_stats(const ps_server *s)
 	    json_integer((json_int_t)s->ckpt_failures));
 	json_object_set_new(o, "checkpoint_last_error",
 	    pti_json_str(s->ckpt_error[0] ? s->ckpt_error : NULL));
-	snprintf(path, sizeof(path), "%s/server-%u.json", c->job.out, c->rank);
+	snprintf(path, sizeof(path), "%s/server-%u.json", c->out, s->rank);
 	if (json_dump_file(o, path, JSON_INDENT(2)) != 0)
-		pti_log(PT_LOG_ERR, "server %u: cannot write %s: %s", c->rank,
+		pti_log(PT_LOG_ERR, "server %u: cannot write %s: %s", s->rank,
 		    path, strerror(errno));
 	json_decref(o);
 }
@@ -305,15 +305,15 @@ void pti_server_fini(ps_server *s)
 // waits for them. One that comes back says hello and rejoins.
 static int server_gone(ps_server *s)
 {
-	const pti_config *c = s->cfg;
-	for (const char *p = c->gone_workers; *p;) {
+	const pti_jobopt *c = s->job;
+	for (const char *p = s->gone_workers; *p;) {
 		unsigned r;
 		int used = 0;
-		if (sscanf(p, "%u%n", &r, &used) != 1 || r >= c->job.workers)
+		if (sscanf(p, "%u%n", &r, &used) != 1 || r >= c->workers)
 			return pti_err_set(PT_EINVAL,
 			    "--gone-workers %s: expected ranks below --workers "
-			    "%u, separated by commas", c->gone_workers,
-			    c->job.workers);
+			    "%u, separated by commas", s->gone_workers,
+			    c->workers);
 		if (!s->m[r].lost) {
 			s->m[r].hello = s->m[r].lost = 1;
 			s->n_hello++;
@@ -324,90 +324,94 @@ static int server_gone(ps_server *s)
 	return 0;
 }
 
-int pti_server_init(ps_server *s, const pti_config *c, const pti_layout *l)
+int pti_server_init(ps_server *s, const pti_jobopt *c,
+    const pti_server_proc *p, const pti_layout *l)
 {
 	int rv;
 
 	memset(s, 0, sizeof(*s));
-	s->cfg = c;
+	s->job = c;
+	s->rank = p->rank;
+	s->supervised = p->supervised;
+	s->gone_workers = p->gone_workers;
 	s->t_start = pti_clock_s();
-	if ((s->policy = pti_policy_of(c->job.mode)) == NULL)
-		return pti_err_set(PT_EINVAL, "mode %d has no policy", c->job.mode);
-	if ((rv = pti_secret_load(&s->secret, c->job.secret_file)) != 0)
+	if ((s->policy = pti_policy_of(c->mode)) == NULL)
+		return pti_err_set(PT_EINVAL, "mode %d has no policy", c->mode);
+	if ((rv = pti_secret_load(&s->secret, c->secret_file)) != 0)
 		return rv;
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
 	if (l->n_vars == 0)
 		return pti_err_set(PT_EINVAL, "server %u: the job declares no "
-		    "variables", c->rank);
+		    "variables", s->rank);
 	s->layout = *l;
-	pti_range r = pti_layout_shard(&s->layout, c->rank, c->job.servers);
+	pti_range r = pti_layout_shard(&s->layout, s->rank, c->servers);
 	s->lo = r.lo;
 	s->hi = r.hi;
 	s->n = r.hi - r.lo;
 	if (s->n == 0)
 		return pti_err_set(PT_EINVAL,
 		    "server %u would hold no parameters: %llu parameters "
-		    "over %u servers", c->rank,
-		    (unsigned long long)s->layout.n_params, c->job.servers);
+		    "over %u servers", s->rank,
+		    (unsigned long long)s->layout.n_params, c->servers);
 	s->params = malloc(s->n * sizeof(float));
-	s->spare = calloc(c->job.workers + 1, sizeof(*s->spare));
-	s->m = calloc(c->job.workers, sizeof(ps_member));
-	s->clocks = calloc(c->job.workers, sizeof(int64_t));
-	s->unauth_max = c->job.workers + PS_UNAUTH_MAX;
-	s->n_peers = c->job.workers + PS_CONTROL_MAX + s->unauth_max;
+	s->spare = calloc(c->workers + 1, sizeof(*s->spare));
+	s->m = calloc(c->workers, sizeof(ps_member));
+	s->clocks = calloc(c->workers, sizeof(int64_t));
+	s->unauth_max = c->workers + PS_UNAUTH_MAX;
+	s->n_peers = c->workers + PS_CONTROL_MAX + s->unauth_max;
 	s->peers = calloc(s->n_peers, sizeof(ps_peer));
 	if (!s->params || !s->spare || !s->m || !s->clocks || !s->peers)
 		return pti_err_set(PT_ENOMEM, "server %u: shard of %llu floats",
-		    c->rank, (unsigned long long)s->n);
+		    s->rank, (unsigned long long)s->n);
 	if ((s->pol = calloc(1, s->policy->size)) == NULL)
-		return pti_err_set(PT_ENOMEM, "server %u: %s state", c->rank,
+		return pti_err_set(PT_ENOMEM, "server %u: %s state", s->rank,
 		    s->policy->name);
 	if ((rv = s->policy->init(s)) != 0)
 		return rv;
-	pti_layout_init_values(s->params, &s->layout, c->job.seed, s->lo, s->hi);
-	s->opt = c->job.optim;
-	s->opt.weight_decay = c->job.weight_decay;
+	pti_layout_init_values(s->params, &s->layout, c->seed, s->lo, s->hi);
+	s->opt = c->optim;
+	s->opt.weight_decay = c->weight_decay;
 	if (s->opt.n_state >= 1 &&
 	    (s->state1 = calloc(s->n, sizeof(float))) == NULL)
 		return pti_err_set(PT_ENOMEM, "optimizer state");
 	if (s->opt.n_state >= 2 &&
 	    (s->state2 = calloc(s->n, sizeof(float))) == NULL)
 		return pti_err_set(PT_ENOMEM, "optimizer state");
-	s->ckpt.every = c->job.ckpt_every;
-	s->ckpt.seconds = c->job.ckpt_seconds;
+	s->ckpt.every = c->ckpt_every;
+	s->ckpt.seconds = c->ckpt_seconds;
 	s->ckpt.last = pti_clock_s();
 	if (s->ckpt.every != 0) {
-		if (mkdir(c->job.checkpoint_dir, 0777) != 0 && errno != EEXIST)
+		if (mkdir(c->checkpoint_dir, 0777) != 0 && errno != EEXIST)
 			return pti_err_set(PT_EIO, "--checkpoint-dir %s: %s",
-			    c->job.checkpoint_dir, strerror(errno));
+			    c->checkpoint_dir, strerror(errno));
 	}
-	if (c->job.resume_version >= 0) {
+	if (c->resume_version >= 0) {
 		char path[PT_PATH_MAX + 64];
 		pti_ckpt_meta want = server_ckpt_meta(s), got;
 		float *vecs[3] = {s->params, s->state1, s->state2};
-		pti_ckpt_path(path, sizeof(path), c->job.checkpoint_dir, c->rank,
-		    c->job.resume_version);
+		pti_ckpt_path(path, sizeof(path), c->checkpoint_dir, s->rank,
+		    c->resume_version);
 		if ((rv = pti_ckpt_load(path, &want, s->clocks, vecs, &got)) != 0)
 			return rv;
-		for (uint32_t w = 0; w < c->job.workers; w++)
+		for (uint32_t w = 0; w < c->workers; w++)
 			s->m[w].clock = s->clocks[w];
-		if (c->job.mode != PT_MODE_SYNC && got.n_workers != c->job.workers)
+		if (c->mode != PT_MODE_SYNC && got.n_workers != c->workers)
 			return pti_err_set(PT_EINVAL,
 			    "%s: written for %u workers, this job has %u: the "
 			    "workers' data positions do not carry over", path,
-			    got.n_workers, c->job.workers);
+			    got.n_workers, c->workers);
 		s->version = got.version;
 		s->updates = got.updates;
 		pti_log(PT_LOG_INFO, "server %u: resumed from %s at version %lld",
-		    c->rank, path, (long long)s->version);
+		    s->rank, path, (long long)s->version);
 	}
 	if ((rv = server_gone(s)) != 0)
 		return rv;
-	for (uint32_t w = 0; w < c->job.workers; w++)
+	for (uint32_t w = 0; w < c->workers; w++)
 		s->policy->sealed(s, w);
 	ps_ctx *none = NULL; // nothing is parked yet
 	pti_server_clocks(s, &none);
-	s->lr = pti_job_lr_rule(&c->job);
+	s->lr = pti_job_lr_rule(c);
 	return 0;
 }

@@ -41,7 +41,7 @@ static ps_sync *state(const ps_server *s)
 static int sync_init(ps_server *s)
 {
 	ps_sync *y = state(s);
-	uint32_t w = s->cfg->job.workers;
+	uint32_t w = s->job->workers;
 	int rv = pti_got_init(&y->got, s);
 	if (rv != 0)
 		return rv;
@@ -55,16 +55,16 @@ static int sync_init(ps_server *s)
 	if (!y->held || !y->src || !y->pieces || !y->n_pieces || !y->have ||
 	    !y->eager_bits || !y->use)
 		return pti_err_set(PT_ENOMEM, "server %u: sync state of %u "
-		    "workers", s->cfg->rank, w);
+		    "workers", s->rank, w);
 	return 0;
 }
 
 static void sync_fini(ps_server *s)
 {
 	ps_sync *y = state(s);
-	for (uint32_t r = 0; y->held != NULL && r < s->cfg->job.workers; r++)
+	for (uint32_t r = 0; y->held != NULL && r < s->job->workers; r++)
 		nng_msg_free(y->held[r]);
-	for (uint32_t r = 0; y->n_pieces != NULL && r < s->cfg->job.workers; r++)
+	for (uint32_t r = 0; y->n_pieces != NULL && r < s->job->workers; r++)
 		for (uint32_t i = 0; i < y->n_pieces[r]; i++)
 			nng_msg_free(y->pieces[r * PS_HELD_PIECES + i].m);
 	free(y->held);
@@ -203,7 +203,7 @@ static void sum_apply(ps_server *s, uint64_t lo, uint64_t hi, uint32_t cur,
     const float *at, double gdiv, double lr, float *fill)
 {
 	ps_sync *y = state(s);
-	uint32_t w = s->cfg->job.workers;
+	uint32_t w = s->job->workers;
 	size_t len;
 	for (uint64_t c = lo; c < hi; c += len) {
 		len = hi - c < PS_CHUNK ? hi - c : PS_CHUNK;
@@ -234,7 +234,7 @@ static void sum_apply(ps_server *s, uint64_t lo, uint64_t hi, uint32_t cur,
 static void sync_close(ps_server *s, ps_take *t)
 {
 	ps_sync *y = state(s);
-	uint32_t w = s->cfg->job.workers, rc = 0;
+	uint32_t w = s->job->workers, rc = 0;
 	double lr = pti_lr(&s->lr, s->version, 0);
 	for (uint32_t r = 0; r < w; r++)
 		y->use[r] = y->have[r]; // a backup worker's is still to come
@@ -292,10 +292,10 @@ static void sync_close(ps_server *s, ps_take *t)
 static int eager_ready(ps_server *s, uint32_t cur, uint64_t off, uint64_t n)
 {
 	ps_sync *y = state(s);
-	const pti_config *c = s->cfg;
-	if (c->job.backup_workers > 0 || pti_bits_any(y->eager_bits, off, off + n))
+	const pti_jobopt *c = s->job;
+	if (c->backup_workers > 0 || pti_bits_any(y->eager_bits, off, off + n))
 		return 0;
-	for (uint32_t r = 0; r < c->job.workers; r++) {
+	for (uint32_t r = 0; r < c->workers; r++) {
 		y->use[r] = r == cur || covers(s, r, off, n);
 		if (!y->use[r] && !s->m[r].lost)
 			return 0;
@@ -312,7 +312,7 @@ static void eager(ps_server *s, uint32_t cur, const pti_hdr *h,
 {
 	ps_sync *y = state(s);
 	uint32_t k = 0;
-	for (uint32_t r = 0; r < s->cfg->job.workers; r++)
+	for (uint32_t r = 0; r < s->job->workers; r++)
 		k += y->use[r];
 	float *fill = h->op == PT_OP_PUSHPULL && s->cur != NULL &&
 			      pti_msg_roomy(s->cur, n)
@@ -321,7 +321,7 @@ static void eager(ps_server *s, uint32_t cur, const pti_hdr *h,
 	sum_apply(s, off, off + n, cur, g, k, t->lr, fill);
 	// The others' pieces of the range are read no more: they carry the
 	// replies woken then.
-	for (uint32_t r = 0; r < s->cfg->job.workers; r++)
+	for (uint32_t r = 0; r < s->job->workers; r++)
 		if (r != cur && y->n_pieces[r] > 0)
 			pieces_drop(s, r, off, off + n);
 	pti_bits_set(y->eager_bits, off, off + n);
@@ -341,8 +341,8 @@ static int sync_ahead(const ps_server *s, uint64_t off, uint64_t n)
 // worker but the backups are in: workers that died no longer count.
 static void maybe_close(ps_server *s, ps_take *t)
 {
-	const pti_config *c = s->cfg;
-	uint32_t need = c->job.workers - c->job.backup_workers;
+	const pti_jobopt *c = s->job;
+	uint32_t need = c->workers - c->backup_workers;
 	need = need > s->n_lost ? need - s->n_lost : 1;
 	if (state(s)->n_have > 0 && state(s)->n_have >= need)
 		sync_close(s, t);
@@ -389,7 +389,7 @@ static int sync_take(ps_server *s, const pti_hdr *h, const void *pay,
 	int hold = !keep && !ahead && ga != NULL && s->cur != NULL &&
 		   y->src[r] == NULL && y->n_pieces[r] < PS_HELD_PIECES;
 	if (!keep && !ahead && !hold && y->grads == NULL &&
-	    (y->grads = malloc((size_t)s->cfg->job.workers * s->n *
+	    (y->grads = malloc((size_t)s->job->workers * s->n *
 				sizeof(float))) == NULL)
 		return pti_err_set(PT_ENOMEM, "rows for gradients in pieces");
 	int whole = pti_got_take(&y->got, s, r, h->step, off, n);

@@ -281,7 +281,24 @@ static void test_api_refusals(void)
 	pt_job_free(other);
 	// A worker rank beyond the job's, and no servers' addresses.
 	PT_TEST_ERR(pt_worker_open(&x, j.job, 3, j.urls), PT_EINVAL);
+	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "--rank 3 is not below");
 	PT_TEST_ERR(pt_worker_open(&x, j.job, 0, NULL), PT_EINVAL);
+	// A server's rank, and its options checked together, by name.
+	pt_server *bad;
+	PT_TEST_ERR(pt_server_open(&bad, j.job, 1, "tcp://127.0.0.1:0"),
+	    PT_EINVAL);
+	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "--rank 1 is not below");
+	PT_TEST_OK(pt_job_alloc(&other));
+	PT_TEST_TRUE(pt_job_var(other, "a", 4, 0) == 0);
+	PT_TEST_OK(pt_job_set(other, "checkpoint-every", "5"));
+	PT_TEST_ERR(pt_server_open(&bad, other, 0, "tcp://127.0.0.1:0"),
+	    PT_EINVAL);
+	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "--checkpoint-dir");
+	PT_TEST_OK(pt_job_set(other, "workers", "3"));
+	PT_TEST_ERR(pt_server_open(&bad, other, 0, "tcp://127.0.0.1:0"),
+	    PT_EINVAL);
+	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "not divisible");
+	pt_job_free(other);
 	// Still serving: the rest of the step goes through.
 	PT_TEST_OK(pt_pushpull(w, 0, 0, 2, 2, v, a, &q2));
 	PT_TEST_OK(pt_push(w, 0, 1, 0, 3, v, &q));

@@ -97,11 +97,11 @@ static void test_transport_load_names_the_file(void)
 	char *argv[] = {"--listen", "tls+tcp://127.0.0.1:0", "--tls-cert",
 	    "/nonexistent/c.crt", "--tls-key", "k", "--tls-ca", "a"};
 	PT_TEST_OK(parse(&c, PT_CMD_SERVER, 8, argv));
-	PT_TEST_ERR(pti_transport_tls_load(&c), PT_EIO);
+	PT_TEST_ERR(pti_transport_tls_load(&c.job), PT_EIO);
 	PT_TEST_STR_HAS(pt_errmsg(PT_EIO), "--tls-cert /nonexistent/c.crt");
 	// Without --tls-cert there is nothing to load.
 	pti_config_defaults(&c);
-	PT_TEST_OK(pti_transport_tls_load(&c));
+	PT_TEST_OK(pti_transport_tls_load(&c.job));
 }
 
 static void test_transport_tls_without_files_refused(void)
@@ -110,7 +110,7 @@ static void test_transport_tls_without_files_refused(void)
 	nng_listener l;
 	pti_config c;
 	pti_config_defaults(&c);
-	PT_TEST_OK(pti_transport_tls_load(&c)); // forget any files
+	PT_TEST_OK(pti_transport_tls_load(&c.job)); // forget any files
 	PT_TEST_OK(nng_rep0_open(&s));
 	PT_TEST_ERR(pti_transport_listen(&l, s, "tls+tcp://127.0.0.1:0"),
 	    NNG_EINVAL);
