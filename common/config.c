@@ -305,10 +305,10 @@ static const config_entry config_table[] = {
 	"tensorboard --logdir DIR shows them (compare: each job's under "
 	"DIR/LABEL/seed-S)"),
     E("modes", T_STR, modes, "sync,async", 0, 0, CMP, "LIST",
-	"modes to compare: sync, async, ssp:S, allreduce, with modifiers "
-	":backup=B, :staleness-lr, :batch=B, :lr-scaling=linear, "
-	":warmup=E, :lr=LR, :optimizer=sgd|momentum|nesterov|adagrad|adam "
-	"(docs/COMPARE.md)"),
+	"modes to compare, each MODE[:S][:key=value...]: sync, async, "
+	"ssp:S or allreduce, then modifiers, each a flag of pstrain run for "
+	"that mode's jobs alone (:key for a switch), e.g. sync:backup=1, "
+	"async:matched-lr, sync:optimizer=adam:lr=0.001 (docs/COMPARE.md)"),
     E("target-acc", T_F64, target_acc, "0.8", 0, 1, CMP, "A",
 	"validation accuracy (test accuracy with --validation 0) whose "
 	"first crossing the report times"),
