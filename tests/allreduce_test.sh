@@ -5,7 +5,8 @@
 # also when sync pushpulls go in pieces, to
 # 1e-4 at 3 over 200 steps), deterministic, its outputs, what it refuses,
 # --resume and --restart-workers giving the uninterrupted model, a dead
-# worker ending the job, and a stranger kept out of the ring.
+# worker ending the job, a stranger kept out of the ring, and the ring
+# over tcp started by hand equal to the ipc job.
 # Prints "ok NAME" / "FAIL NAME" per case.
 cd "$(dirname "$0")/.." || exit 2
 P=${PSTRAIN:-bin/pstrain}
@@ -175,6 +176,7 @@ test_ar_stranger_refused() {
 	# accepted nor trains a step, gives up, and the job's own worker 1
 	# then joins and the two finish the job.
 	n=test_ar_stranger_refused
+test_ar_tcp_by_hand
 	$P secret "$T/k1" >/dev/null && $P secret "$T/k2" >/dev/null ||
 		{ no $n "pstrain secret failed"; return; }
 	mkdir -p "$T/str" "$T/strx"
@@ -199,6 +201,39 @@ test_ar_stranger_refused() {
 	else
 		no $n "exits: stranger $rcx, workers $rc0 and $rc1; $rows rows" \
 			"$T/strx.log"
+	fi
+}
+
+# free_port: a TCP port of 127.0.0.1 that nothing listens on now.
+free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+test_ar_tcp_by_hand() {
+	# The ring over tcp, its two workers started by hand: the model is
+	# the ipc job's (a2) bit for bit, and the summary says what ran: no
+	# servers, transport tcp.
+	n=test_ar_tcp_by_hand
+	d="$T/tcp"
+	u="tcp://127.0.0.1:$(free_port),tcp://127.0.0.1:$(free_port)"
+	w="$P worker --mode allreduce --workers 2 $D --batch 48 --steps 200"
+	w="$w --optimizer momentum:0.9 --connect $u --out $d"
+	export PSTRAIN_SECRET=00112233445566778899aabbccddeeff
+	$w --rank 1 --save-model "$d/m.bin" >"$T/tcp1.log" 2>&1 &
+	a=$!
+	$w --rank 0 --save-model "$d/m.bin" >"$T/tcp0.log" 2>&1
+	rc0=$?
+	wait $a
+	rc1=$?
+	unset PSTRAIN_SECRET
+	servers=$(json servers "$d/summary.json")
+	if [ "$rc0" = 0 ] && [ "$rc1" = 0 ] && [ "$servers" = 0 ] &&
+		grep -q '"transport": "tcp"' "$d/summary.json" &&
+		cmp -s "$T/a2/m.bin" "$d/m.bin"; then
+		ok $n
+	else
+		no $n "exits $rc0 and $rc1, servers '$servers', or another model" \
+			"$T/tcp0.log"
 	fi
 }
 
@@ -265,3 +300,4 @@ test_ar_resume_same_model
 test_ar_restart_same_model
 test_ar_dead_worker_ends_job
 test_ar_stranger_refused
+test_ar_tcp_by_hand

@@ -23,9 +23,11 @@
 #include "common/data.h"
 #include "common/err.h"
 #include "common/job.h"
+#include "common/mode.h"
 #include "common/modelfile.h"
 #include "common/optim.h"
 #include "common/proto.h"
+#include "common/transport.h"
 #include "model/model.h"
 #include "ps/server.h"
 #include "train/worker.h"
@@ -185,6 +187,19 @@ static void procs_wait_servers(const pti_config *c, double t0)
 	    "summary leaves their counts out\n", c->rank, c->job.out);
 }
 
+// procs_as_run makes c say how a worker started by hand ran, for its
+// summary: the transport of its addresses (--transport is run's flag, so
+// a worker's says ipc whatever it dialed), and no servers in a mode that
+// has none (--servers keeps its default of 1 there).
+static void procs_as_run(pti_config *c)
+{
+	if (!pti_mode_of(c->job.mode)->servers)
+		c->job.servers = 0;
+	c->transport = pti_transport_is_tls(c->connect)	? PT_TRANSPORT_TLS
+		       : strncmp(c->connect, "tcp", 3) == 0 ? PT_TRANSPORT_TCP
+							: PT_TRANSPORT_IPC;
+}
+
 int pti_work(pti_config *c, const char *cmdline)
 {
 	if (c->job.out[0] == '\0') {
@@ -229,6 +244,7 @@ int pti_work(pti_config *c, const char *cmdline)
 		long from[1024] = {0};
 		if (c->job.mode != PT_MODE_ALLREDUCE)
 			procs_wait_servers(c, t0);
+		procs_as_run(c);
 		pti_run_facts r = {c, cmdline, res.steps, res.spe, res.n_train,
 		    res.n_val, res.classes, 0, res.lost, 0, 0, 0, -1, from, 0,
 		    t0, pti_wall_s() - t0, diverged};
