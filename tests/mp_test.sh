@@ -300,9 +300,11 @@ test_mp_outputs() {
 	# (train_s is printed to the ms: allow r x 0.5 ms of rounding).
 	awk -v n="$(json samples "$s")" -v r="$(json samples_per_s "$s")" \
 		-v t="$(json train_s "$s")" -v w="$(json wall_s "$s")" \
+		-v u="$(json startup_s "$s")" \
 		'BEGIN { exit !(n == 2560 && t > 0 && t <= w &&
+			u > 0 && u + t <= w &&
 			(r * t - n) ^ 2 < (r * 0.0006 + 0.001 * n) ^ 2) }' ||
-		{ no $n "samples, samples_per_s, train_s, wall_s disagree"; return; }
+		{ no $n "samples, samples_per_s, train_s, startup_s, wall_s disagree"; return; }
 	h=$(head -n 1 "$T/w2/worker-1.csv")
 	[ "$h" = "step,epoch,wall_s,loss,grad_norm,step_ms,compute_ms,comm_ms,staleness,lr,delay_ms,version,minor_faults,max_rss_mb" ] ||
 		{ no $n "worker CSV header: $h"; return; }

@@ -372,6 +372,8 @@ int pti_summary_write(const pti_run_facts *r)
 	num(f, "train_examples", (double)r->n_train, 20);
 	num(f, "validation_examples", (double)r->n_val, 20);
 	num(f, "wall_s", r->wall, 6);
+	// Start-up, apart from training: to the first step of any worker.
+	num(f, "startup_s", st.rows ? st.first_s : NAN, 6);
 	num(f, "train_s", have ? train_s : NAN, 6);
 	num(f, "eval_s", st.eval_s, 6);
 	num(f, "samples", samples, 20);
