@@ -13,7 +13,6 @@
 #include "common/err.h"
 #include "common/job.h"
 #include "common/mode.h"
-#include "common/transport.h"
 
 struct pt_worker {
 	pti_jobopt job;   // the job's options, the worker's own copy
@@ -25,23 +24,6 @@ struct pt_worker {
 	int64_t start;    // the step it went on from at its last hello
 	int64_t next_ver; // sync: the version after the last step pushed
 };
-
-// worker_check: the job's options, and this worker's rank and servers
-// among them (PT_EINVAL naming what is wrong).
-static int worker_check(const pti_jobopt *o, uint32_t rank,
-    const char *urls)
-{
-	int rv;
-	if ((rv = pti_jobopt_check(o)) != 0)
-		return rv;
-	if (rank >= o->workers)
-		return pti_err_set(PT_EINVAL, "--rank %u is not below "
-		    "--workers %u", rank, o->workers);
-	if (urls[0] == '\0')
-		return pti_err_set(PT_EINVAL,
-		    "worker needs --connect URL,... or --cluster FILE");
-	return pti_transport_check_addrs(o, PT_CMD_WORKER, urls);
-}
 
 int pt_worker_open(pt_worker **out, const pt_job *job, uint32_t rank,
     const char *urls)
@@ -61,7 +43,9 @@ int pt_worker_open(pt_worker **out, const pt_job *job, uint32_t rank,
 		    "or too long a list", rank);
 	}
 	strcpy(w->connect, urls);
-	if ((rv = worker_check(&w->job, rank, urls)) != 0 ||
+	if ((rv = pti_jobopt_check(&w->job)) != 0 ||
+	    (rv = pti_jobopt_check_proc(&w->job, PT_CMD_WORKER, rank,
+		 urls)) != 0 ||
 	    (rv = pti_secret_load(&key, w->job.secret_file)) != 0) {
 		free(w);
 		return rv;

@@ -770,6 +770,20 @@ int pti_jobopt_check(const pti_jobopt *o)
 	return 0;
 }
 
+int pti_jobopt_check_proc(const pti_jobopt *o, uint32_t cmd, uint32_t rank,
+    const char *addrs)
+{
+	uint32_t of = cmd == PT_CMD_SERVER ? o->servers : o->workers;
+	if (rank >= of)
+		return pti_err_set(PT_EINVAL, "--rank %u is not below --%s %u",
+		    rank, cmd == PT_CMD_SERVER ? "servers" : "workers", of);
+	if (addrs[0] == '\0')
+		return pti_err_set(PT_EINVAL, cmd == PT_CMD_SERVER
+		    ? "server needs --listen URL or --cluster FILE"
+		    : "worker needs --connect URL,... or --cluster FILE");
+	return pti_transport_check_addrs(o, cmd, addrs);
+}
+
 int pti_config_check(const pti_config *c, uint32_t cmd)
 {
 	if (cmd == PT_CMD_EVAL) {
@@ -813,17 +827,9 @@ int pti_config_check(const pti_config *c, uint32_t cmd)
 		    "--restart-servers needs --checkpoint-dir D");
 	if ((cmd == PT_CMD_RUN || cmd == PT_CMD_COMPARE) && c->job.out[0] == '\0')
 		return pti_err_set(PT_EINVAL, "run needs --out DIR");
-	if ((cmd == PT_CMD_SERVER || cmd == PT_CMD_WORKER) &&
-	    c->rank >= (cmd == PT_CMD_SERVER ? c->job.servers : c->job.workers))
-		return pti_err_set(PT_EINVAL, "--rank %u is not below --%s %u",
-		    c->rank, cmd == PT_CMD_SERVER ? "servers" : "workers",
-		    cmd == PT_CMD_SERVER ? c->job.servers : c->job.workers);
-	if (cmd == PT_CMD_SERVER && c->listen[0] == '\0')
-		return pti_err_set(PT_EINVAL,
-		    "server needs --listen URL or --cluster FILE");
-	if (cmd == PT_CMD_WORKER && c->connect[0] == '\0')
-		return pti_err_set(PT_EINVAL,
-		    "worker needs --connect URL,... or --cluster FILE");
+	if (cmd == PT_CMD_SERVER || cmd == PT_CMD_WORKER)
+		return pti_jobopt_check_proc(&c->job, cmd, c->rank,
+		    cmd == PT_CMD_SERVER ? c->listen : c->connect);
 	return pti_transport_check(c, cmd);
 }
 

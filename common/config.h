@@ -153,6 +153,13 @@ int pti_config_cluster(pti_config *c, uint32_t cmd);
 // workers too. PT_EINVAL with a detail naming the options.
 int pti_jobopt_check(const pti_jobopt *o);
 
+// pti_jobopt_check_proc checks one process of the job: a server's
+// (PT_CMD_SERVER) or worker's (PT_CMD_WORKER) rank below the job's count,
+// its addresses (the one it listens on, or the servers'), and the TLS
+// files against them. PT_EINVAL naming the flag.
+int pti_jobopt_check_proc(const pti_jobopt *o, uint32_t cmd, uint32_t rank,
+    const char *addrs);
+
 // pti_config_check validates the combination of flags for cmd (W divides
 // B, epochs or steps, ...). PT_EINVAL with a detail naming the flags.
 int pti_config_check(const pti_config *c, uint32_t cmd);

@@ -344,16 +344,10 @@ static int server_check(const pti_jobopt *o, const pti_server_proc *p)
 	if (!pti_mode_of(o->mode)->servers)
 		return pti_err_set(PT_EINVAL, "--mode %s runs no servers: "
 		    "start only its workers", pti_mode_name(o->mode));
-	if (p->rank >= o->servers)
-		return pti_err_set(PT_EINVAL, "--rank %u is not below "
-		    "--servers %u", p->rank, o->servers);
-	if (p->listen[0] == '\0')
-		return pti_err_set(PT_EINVAL,
-		    "server needs --listen URL or --cluster FILE");
 	if (o->checkpoint_every[0] != '\0' && o->checkpoint_dir[0] == '\0')
 		return pti_err_set(PT_EINVAL,
 		    "--checkpoint-every needs --checkpoint-dir D");
-	return pti_transport_check_addrs(o, PT_CMD_SERVER, p->listen);
+	return pti_jobopt_check_proc(o, PT_CMD_SERVER, p->rank, p->listen);
 }
 
 int pt_server_open(pt_server **out, const pt_job *job, uint32_t rank,
