@@ -38,7 +38,7 @@ static const pti_column final_cols[] = {
     {"test_acc", "%.4f"}, {"val_loss", "%.6f"}, {"val_acc", "%.4f"},
     {"best_val_acc", "%.4f"}, {"best_val_step", "%.0f"},
     {"best_val_version", "%.0f"}, {"best_val_test_loss", "%.6f"},
-    {"best_val_test_acc", "%.4f"},
+    {"best_val_test_acc", "%.4f"}, {"eval_wait_s", "%.3f"},
 };
 const pti_table pti_csv_final = {final_cols, COUNT(final_cols)};
 

@@ -20,4 +20,18 @@ static inline const char *pti_test_hook(const char *name)
 #endif
 }
 
+// The points where a test may hold a thread (pti_test_hold), each named
+// by its hook in common/testhook.c.
+typedef enum pti_hold {
+	PTI_HOLD_EVAL, // PSTRAIN_TEST_EVAL_HOLD: before each evaluation
+	PTI_HOLD_N
+} pti_hold;
+
+// pti_test_hold waits while the file that point's hook names does not
+// exist (returns at once without the hook): for a test to hold a thread
+// there until it lets it go. In common/testhook.c, for train/ and cli/,
+// whose objects bin/pstrain shares with the tests' build: the hook's
+// name is not in them.
+void pti_test_hold(pti_hold at);
+
 #endif // PT_COMMON_TESTHOOK_H

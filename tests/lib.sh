@@ -15,6 +15,16 @@ no() {
 json() { sed -n "s/^  \"$1\": \([-0-9.e+a-z]*\),*$/\1/p" "$2"; }
 # jstr KEY FILE: a top-level string value, unquoted.
 jstr() { sed -n "s/^  \"$1\": \"\(.*\)\",*$/\1/p" "$2"; }
+# wait_rows FILE N: wait (at most 120 s) until FILE has N lines.
+wait_rows() {
+	i=0
+	while [ "$i" -lt 2400 ]; do
+		[ -f "$1" ] && [ "$(wc -l <"$1")" -ge "$2" ] && return 0
+		sleep 0.05
+		i=$((i + 1))
+	done
+	return 1
+}
 # same_job NAME RC MODEL REF WORKERS SUMMARY LOG: what every test of a job
 # started another way (by hand, srun, sbatch, mpirun, across namespaces)
 # checks against the same job under pstrain run: its launcher's exit

@@ -29,17 +29,6 @@ left() {
 	alive "$1"
 }
 
-# wait_rows FILE N: wait (bounded) until FILE has N lines
-wait_rows() {
-	i=0
-	while [ "$i" -lt 2400 ]; do
-		[ -f "$1" ] && [ "$(wc -l <"$1")" -ge "$2" ] && return 0
-		sleep 0.05
-		i=$((i + 1))
-	done
-	return 1
-}
-
 test_mp_sync_w2_equals_w1() {
 	n=test_mp_sync_w2_equals_w1
 	$P run --mode sync --servers 1 --workers 1 $D --batch 64 --steps 40 \

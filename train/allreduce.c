@@ -162,8 +162,7 @@ int pti_train_allreduce(pti_trainer *w)
 		pti_step st;
 		if ((rv = allreduce_step(w, ring, &st, t, &a)) != 0 ||
 		    (pti_eval_due(w, t) &&
-			(rv = pti_eval_row(w, (int64_t)t + 1, t + 1, NULL,
-			     NULL)) != 0))
+			(rv = pti_eval_row(w, (int64_t)t + 1, t + 1)) != 0))
 			goto done;
 	}
 	if (c->rank == 0)

@@ -3,13 +3,18 @@
 #include "train/eval.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/modelfile.h"
 #include "common/outputs.h"
+#include "common/testhook.h"
 #include "train/record.h"
 
 int pti_train_evaluate(pti_model *m, const float *params,
@@ -52,23 +57,29 @@ int pti_eval_due(const pti_trainer *w, uint64_t t)
 	return c->rank == 0 && (t + 1) % every == 0 && t + 1 < w->steps;
 }
 
-int pti_eval_row(pti_trainer *w, int64_t ver, uint64_t wstep,
-    double *loss_out, double *acc_out)
+// eval_write evaluates params (version ver, after wstep steps, which
+// worker 0 had at wall time t) with the model and buffers given, appends
+// the row to eval.csv, and keeps params when they are the best on
+// validation so far.
+static int eval_write(pti_trainer *w, pti_model *m, float *x, uint8_t *y,
+    uint32_t *idx, const float *params, int64_t ver, uint64_t wstep,
+    double t, double *loss_out, double *acc_out)
 {
 	const pti_dataset *d = w->data.val.n > 0 ? &w->data.val : &w->data.test;
-	double loss, acc, t = pti_wall_s();
-	int rv = eval_on(w, w->params, d, &loss, &acc);
+	double loss, acc, began = pti_clock_s();
+	int rv = pti_train_evaluate(m, params, d, PTI_EVAL_CHUNK > w->b ?
+	    PTI_EVAL_CHUNK : w->b, x, y, idx, &loss, &acc);
 	if (rv != 0)
 		return rv;
 	double row[PTI_EV_N] = {(double)ver, t - w->t0, loss, acc,
-	    (double)wstep, pti_wall_s() - t};
+	    (double)wstep, pti_clock_s() - began};
 	if ((rv = pti_record_eval(w, row)) != 0)
 		return rv;
 	if (w->data.val.n > 0 && acc > w->best_acc) {
 		size_t bytes = w->layout.n_params * sizeof(float);
 		if (w->best == NULL && (w->best = malloc(bytes)) == NULL)
 			return pti_err_set(PT_ENOMEM, "best parameters");
-		memcpy(w->best, w->params, bytes);
+		memcpy(w->best, params, bytes);
 		w->best_acc = acc;
 		w->best_step = wstep;
 		w->best_ver = ver;
@@ -78,6 +89,174 @@ int pti_eval_row(pti_trainer *w, int64_t ver, uint64_t wstep,
 	if (acc_out != NULL)
 		*acc_out = acc;
 	return 0;
+}
+
+// The evaluator: a thread of worker 0 with a model and buffers of its
+// own, evaluating copies of the parameters in the order they were
+// posted while training goes on. Up to EVQ_MAX copies wait (fewer for a
+// model above EVQ_BYTES / EVQ_MAX); a post that finds none free waits
+// for the oldest evaluation to end, and that wait is counted. The thread
+// runs at a lower priority (nice +EVQ_NICE) so that on a busy machine
+// the training processes come first; it evaluates in the time they wait.
+#define EVQ_MAX 8
+#define EVQ_BYTES ((size_t)256 << 20)
+#define EVQ_NICE 10
+
+typedef struct evq_slot {
+	float *params;
+	int64_t ver;
+	uint64_t wstep;
+	double t;
+} evq_slot;
+
+struct pti_evaluator {
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int started, stop, rv;
+	pti_model *model;
+	float *x;
+	uint8_t *y;
+	uint32_t *idx;
+	evq_slot slot[EVQ_MAX];
+	uint32_t cap, head, n; // a ring of n copies from head, the one at
+			       // head being evaluated
+	double waited_s;
+};
+
+static void *evq_main(void *arg)
+{
+	pti_trainer *w = arg;
+	pti_evaluator *e = w->evaluator;
+	(void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), EVQ_NICE);
+	pthread_mutex_lock(&e->mu);
+	for (;;) {
+		while (e->n == 0 && !e->stop)
+			pthread_cond_wait(&e->cv, &e->mu);
+		if (e->n == 0)
+			break;
+		evq_slot *s = &e->slot[e->head];
+		pthread_mutex_unlock(&e->mu);
+		// With PSTRAIN_TEST_EVAL_HOLD=FILE, no evaluation begins
+		// before FILE exists: a test shows so that training does
+		// not wait for its evaluations.
+		pti_test_hold(PTI_HOLD_EVAL);
+		int rv = e->rv ? e->rv : eval_write(w, e->model, e->x, e->y,
+		    e->idx, s->params, s->ver, s->wstep, s->t, NULL, NULL);
+		pthread_mutex_lock(&e->mu);
+		if (rv != 0 && e->rv == 0)
+			e->rv = rv;
+		e->head = (e->head + 1) % e->cap;
+		e->n--;
+		pthread_cond_broadcast(&e->cv);
+	}
+	pthread_mutex_unlock(&e->mu);
+	return NULL;
+}
+
+// evq_start makes w's evaluator and starts its thread.
+static int evq_start(pti_trainer *w)
+{
+	size_t bytes = w->layout.n_params * sizeof(float);
+	uint32_t chunk = PTI_EVAL_CHUNK > w->b ? PTI_EVAL_CHUNK : w->b;
+	pti_evaluator *e = calloc(1, sizeof(*e));
+	int rv;
+	if (e == NULL)
+		return pti_err_set(PT_ENOMEM, "evaluator");
+	w->evaluator = e;
+	e->cap = bytes * EVQ_MAX <= EVQ_BYTES ? EVQ_MAX :
+	    bytes * 2 <= EVQ_BYTES ? (uint32_t)(EVQ_BYTES / bytes) : 1;
+	for (uint32_t i = 0; i < e->cap; i++)
+		if ((e->slot[i].params = malloc(bytes)) == NULL)
+			return pti_err_set(PT_ENOMEM, "evaluator's parameters");
+	if ((e->x = malloc((size_t)chunk * w->data.train.dim *
+		 sizeof(float))) == NULL ||
+	    (e->y = malloc(chunk)) == NULL ||
+	    (e->idx = malloc(chunk * sizeof(uint32_t))) == NULL)
+		return pti_err_set(PT_ENOMEM, "evaluator's buffers");
+	if ((rv = pti_model_alloc(&e->model, &w->layout, chunk)) != 0)
+		return rv;
+	pthread_mutex_init(&e->mu, NULL);
+	pthread_cond_init(&e->cv, NULL);
+	if ((rv = pthread_create(&e->thread, NULL, evq_main, w)) != 0) {
+		pthread_mutex_destroy(&e->mu);
+		pthread_cond_destroy(&e->cv);
+		return pti_err_set(PT_ENOMEM, "evaluator thread: %s",
+		    strerror(rv));
+	}
+	e->started = 1;
+	return 0;
+}
+
+int pti_eval_row(pti_trainer *w, int64_t ver, uint64_t wstep)
+{
+	double t = pti_wall_s();
+	int rv;
+	if (w->evaluator == NULL && (rv = evq_start(w)) != 0)
+		return rv;
+	pti_evaluator *e = w->evaluator;
+	pthread_mutex_lock(&e->mu);
+	if (e->n == e->cap) {
+		double began = pti_clock_s();
+		while (e->n == e->cap)
+			pthread_cond_wait(&e->cv, &e->mu);
+		e->waited_s += pti_clock_s() - began;
+	}
+	evq_slot *s = &e->slot[(e->head + e->n) % e->cap];
+	pthread_mutex_unlock(&e->mu);
+	// The slot is the caller's until it is counted in n.
+	memcpy(s->params, w->params, w->layout.n_params * sizeof(float));
+	s->ver = ver;
+	s->wstep = wstep;
+	s->t = t;
+	pthread_mutex_lock(&e->mu);
+	e->n++;
+	rv = e->rv;
+	pthread_cond_broadcast(&e->cv);
+	pthread_mutex_unlock(&e->mu);
+	return rv;
+}
+
+int pti_eval_drain(pti_trainer *w, double *waited_s)
+{
+	pti_evaluator *e = w->evaluator;
+	int rv = 0;
+	if (waited_s != NULL)
+		*waited_s = 0;
+	if (e == NULL)
+		return 0;
+	pthread_mutex_lock(&e->mu);
+	while (e->n > 0)
+		pthread_cond_wait(&e->cv, &e->mu);
+	rv = e->rv;
+	if (waited_s != NULL)
+		*waited_s = e->waited_s;
+	pthread_mutex_unlock(&e->mu);
+	return rv;
+}
+
+void pti_eval_stop(pti_trainer *w)
+{
+	pti_evaluator *e = w->evaluator;
+	if (e == NULL)
+		return;
+	if (e->started) {
+		pthread_mutex_lock(&e->mu);
+		e->stop = 1;
+		pthread_cond_broadcast(&e->cv);
+		pthread_mutex_unlock(&e->mu);
+		pthread_join(e->thread, NULL);
+		pthread_mutex_destroy(&e->mu);
+		pthread_cond_destroy(&e->cv);
+	}
+	for (uint32_t i = 0; i < e->cap; i++)
+		free(e->slot[i].params);
+	pti_model_free(e->model);
+	free(e->x);
+	free(e->y);
+	free(e->idx);
+	free(e);
+	w->evaluator = NULL;
 }
 
 int pti_eval_final(pti_trainer *w, int64_t ver, double train_s)
@@ -91,7 +270,10 @@ int pti_eval_final(pti_trainer *w, int64_t ver, double train_s)
 	double row_loss, row_acc, tr_loss, tr_acc, te_loss, te_acc;
 	double va_loss = NAN, va_acc = NAN, bt_loss = NAN, bt_acc = NAN;
 	int val = w->data.val.n > 0;
-	if ((rv = pti_eval_row(w, ver, w->steps, &row_loss, &row_acc)) != 0 ||
+	double waited;
+	if ((rv = pti_eval_drain(w, &waited)) != 0 ||
+	    (rv = eval_write(w, w->model, w->x, w->y, w->idx, w->params, ver,
+		 w->steps, pti_wall_s(), &row_loss, &row_acc)) != 0 ||
 	    (rv = eval_on(w, w->params, &w->data.train, &tr_loss,
 		 &tr_acc)) != 0)
 		return rv;
@@ -111,7 +293,7 @@ int pti_eval_final(pti_trainer *w, int64_t ver, double train_s)
 	double row[PTI_FN_N] = {(double)ver, (double)w->steps,
 	    train_s, tr_loss, tr_acc, te_loss, te_acc, va_loss, va_acc,
 	    w->best ? w->best_acc : NAN, (double)w->best_step,
-	    (double)w->best_ver, bt_loss, bt_acc};
+	    (double)w->best_ver, bt_loss, bt_acc, waited};
 	if ((rv = pti_record_final(w, row)) != 0)
 		return rv;
 	w->finished = 1;

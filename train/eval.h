@@ -24,14 +24,24 @@ int pti_train_evaluate(pti_model *m, const float *params,
 // step), but not after the last (pti_eval_final does).
 int pti_eval_due(const pti_trainer *w, uint64_t t);
 
-// pti_eval_row evaluates the current parameters (version ver, after
-// wstep steps) on the validation set (the test set when there is none),
-// appends the row to eval.csv, and keeps the parameters when they are
-// the best on validation so far. The row's wall_s is when the evaluation
-// began, eval_s how long it took, so that training time can leave
-// evaluation out. *loss and *acc (may be NULL) get the result.
-int pti_eval_row(pti_trainer *w, int64_t ver, uint64_t wstep, double *loss,
-    double *acc);
+// pti_eval_row hands a copy of the current parameters (version ver,
+// after wstep steps) to worker 0's evaluator, a thread that evaluates
+// them on the validation set (the test set when there is none) while
+// training goes on, appends the row to eval.csv, and keeps the
+// parameters when they are the best on validation so far. The row's
+// wall_s is when the worker had these parameters, eval_s how long the
+// evaluation took. It waits only when the evaluator holds as many copies
+// as it may (pti_eval_drain says how long in all). Returns an error of
+// an evaluation before.
+int pti_eval_row(pti_trainer *w, int64_t ver, uint64_t wstep);
+
+// pti_eval_drain waits until every evaluation handed over is written;
+// *waited_s (may be NULL) gets the time pti_eval_row waited in all.
+// Returns the first evaluation's error.
+int pti_eval_drain(pti_trainer *w, double *waited_s);
+
+// pti_eval_stop ends the evaluator, dropping what it has not begun.
+void pti_eval_stop(pti_trainer *w);
 
 // pti_eval_final evaluates the final parameters (version ver), writes
 // the last eval.csv row and final.csv (train_s: the training time), and

@@ -75,8 +75,7 @@ int pti_train_loop(pti_trainer *w, pti_sender *s)
 			// Worker 0 evaluates the values the step brought.
 			if (!pti_eval_due(w, t) ||
 			    ((rv = replies(w, s, s->ops->flush)) == 0 &&
-				(rv = pti_eval_row(w, st.ver, t + 1, NULL,
-				     NULL)) == 0)) {
+				(rv = pti_eval_row(w, st.ver, t + 1)) == 0)) {
 				t = st.next;
 				continue;
 			}

@@ -17,6 +17,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/rng.h"
+#include "train/eval.h"
 
 void pti_train_sleep_ms(double ms)
 {
@@ -70,6 +71,7 @@ void pti_trainer_fini(pti_trainer *w)
 		fclose(w->csv);
 	if (w->eval)
 		fclose(w->eval);
+	pti_eval_stop(w); // before the data it reads
 	pt_worker_close(w->pw);
 	pti_model_free(w->model);
 	// The prefetch thread may still be gathering the step after the

@@ -18,6 +18,8 @@
 
 #define PTI_EVAL_CHUNK 500u // examples per forward pass when evaluating
 
+typedef struct pti_evaluator pti_evaluator; // worker 0's (train/eval.c)
+
 typedef struct pti_trainer {
 	const pti_config *c;
 	pti_data data;
@@ -30,6 +32,7 @@ typedef struct pti_trainer {
 	uint8_t *y;
 	uint32_t *idx;
 	pti_batches *batches;  // each step's examples (--prefetch: ahead)
+	pti_evaluator *evaluator; // its evaluator thread, or NULL
 	float *best;           // (n_params) best-validation parameters, or NULL
 	double best_acc;       // their validation accuracy; -1: none yet
 	uint64_t best_step;    // worker steps done when they were evaluated

@@ -46,7 +46,7 @@ static const struct cmp_col {
     [PTI_COL_BEST_VAL_TEST] = {"best_val_test_acc", "best_val_test_acc", 4},
     [PTI_COL_UPDATES_TO] = {"updates_to_A", NULL, 1},
     [PTI_COL_EXAMPLES_TO] = {"examples_to_A", NULL, 0},
-    [PTI_COL_WALL_TO] = {"wall_s_to_A", NULL, 3},
+    [PTI_COL_TRAIN_TO] = {"train_s_to_A", NULL, 3},
     [PTI_COL_SAMPLES] = {"samples_per_s", "samples_per_s", 1},
     [PTI_COL_EVAL_S] = {"eval_s", "eval_s", 3},
     [PTI_COL_MEAN_ST] = {"mean_staleness", "mean_staleness", 3},
@@ -255,18 +255,20 @@ static int job_eval(pti_cmp_job *j, double target)
 	const char *want[] = {PTI_COL(pti_csv_eval_val, PTI_EV_VERSION),
 	    PTI_COL(pti_csv_eval_val, PTI_EV_WALL),
 	    PTI_COL(pti_csv_eval_val, PTI_EV_ACC),
-	    PTI_COL(pti_csv_eval_test, PTI_EV_ACC),
-	    PTI_COL(pti_csv_eval_val, PTI_EV_EVAL_S)};
+	    PTI_COL(pti_csv_eval_test, PTI_EV_ACC)};
 	char path[PT_PATH_MAX + 128];
 	pti_csv ev;
 	snprintf(path, sizeof(path), "%s/eval.csv", j->dir);
-	if (pti_csv_read(path, 0, want, 5, &ev) != 0)
+	if (pti_csv_read(path, 0, want, 4, &ev) != 0)
 		return -1;
 	j->sel_test = !ev.have[2];
 	int acc = j->sel_test ? 3 : 2;
-	double best = NAN, evals = 0, wall_at = NAN;
+	double best = NAN, wall_at = NAN;
+	// Training time counts from the job's first step (summary.json's
+	// startup_s after t0, where eval.csv's wall_s counts from).
+	double startup = pti_json_num(j->json, "startup_s");
 	for (size_t i = 0; i < ev.n_rows; i++) {
-		const double *row = ev.v + i * 5;
+		const double *row = ev.v + i * 4;
 		if (isnan(row[acc]))
 			continue;
 		if (isnan(best) || row[acc] > best)
@@ -274,11 +276,8 @@ static int job_eval(pti_cmp_job *j, double target)
 		if (isnan(j->col[PTI_COL_UPDATES_TO]) && row[acc] >= target) {
 			j->col[PTI_COL_UPDATES_TO] = row[0];
 			wall_at = row[1];
-			// Training time: the evaluations before this one
-			// held worker 0 (in sync, every worker) up.
-			j->col[PTI_COL_WALL_TO] = row[1] - evals;
+			j->col[PTI_COL_TRAIN_TO] = row[1] - startup;
 		}
-		evals += isnan(row[4]) ? 0 : row[4];
 	}
 	if (j->sel_test)
 		j->col[PTI_COL_BEST_VAL] = j->col[PTI_COL_BEST_VAL_TEST] = best;
@@ -379,7 +378,7 @@ typedef struct cmp_set {
 static int to_target(int k)
 {
 	return k == PTI_COL_UPDATES_TO || k == PTI_COL_EXAMPLES_TO ||
-	       k == PTI_COL_WALL_TO;
+	       k == PTI_COL_TRAIN_TO;
 }
 
 // col_head prints column k's name, "_A" spelled as the target.
@@ -627,8 +626,11 @@ static const char *report_defs =
     "(updates applied, the parameters' version: a sync step is one "
     "update of B examples, an async update one of B/W); examples_to_A "
     "the examples all workers had computed gradients on by then (their "
-    "worker-R.csv rows up to its wall_s, x B/W); wall_s_to_A its "
-    "`wall_s` less the evaluations before it. Each is averaged over the "
+    "worker-R.csv rows up to its wall_s, x B/W); train_s_to_A the "
+    "seconds from the job's first training step to when worker 0 had "
+    "those parameters (its `wall_s` less summary.json's startup_s; "
+    "evaluation runs beside training and stops no worker). Each is "
+    "averaged over the "
     "seeds that reached A (\"k/n reached\"). "
     "Evaluations happen --evals-per-epoch times per epoch (or every "
     "--eval-every steps), so these are only as fine as that. "

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli/compare/compare.h"
+#include "cli/jsonio.h"
 #include "common/stats.h"
 
 #define PLOT_WORKERS_MAX 256
@@ -151,10 +152,11 @@ int pti_job_examples_at(const char *dir, double pwb, const double *t,
 	return 0;
 }
 
-// job_eval_curve: eval.csv as examples, updates (`step`), wall_s and
-// accuracy (val_acc, else test_acc).
+// job_eval_curve: eval.csv as examples, updates (`step`), seconds since
+// the job's first step (its wall_s less first, summary.json's startup_s)
+// and accuracy (val_acc, else test_acc).
 static int job_eval_curve(const char *dir, const double *walls,
-    size_t n_walls, double pwb, curve *cv)
+    size_t n_walls, double pwb, double first, curve *cv)
 {
 	const char *want[] = {PTI_COL(pti_csv_eval_val, PTI_EV_VERSION),
 	    PTI_COL(pti_csv_eval_val, PTI_EV_WALL),
@@ -173,7 +175,7 @@ static int job_eval_curve(const char *dir, const double *walls,
 		const double *row = t.v + i * 4;
 		cv->col[0][i] = examples(walls, n_walls, row[1], pwb);
 		cv->col[1][i] = row[0];
-		cv->col[2][i] = row[1];
+		cv->col[2][i] = row[1] - first;
 		cv->col[3][i] = row[acc];
 	}
 	free(t.v);
@@ -181,10 +183,11 @@ static int job_eval_curve(const char *dir, const double *walls,
 }
 
 // job_w0_curve: worker-0.csv as examples, updates (`version`; `step` in
-// files from before the version column), wall_s, and loss and grad_norm
-// each smoothed over PTI_CMP_SMOOTH steps.
+// files from before the version column), seconds since the job's first
+// step (as job_eval_curve's), and loss and grad_norm each smoothed over
+// PTI_CMP_SMOOTH steps.
 static int job_w0_curve(const char *dir, const double *walls,
-    size_t n_walls, double pwb, curve *cv)
+    size_t n_walls, double pwb, double first, curve *cv)
 {
 	const char *want[] = {PTI_COL(pti_csv_worker, PTI_WK_VERSION),
 	    PTI_COL(pti_csv_worker, PTI_WK_STEP),
@@ -207,7 +210,7 @@ static int job_w0_curve(const char *dir, const double *walls,
 		const double *row = t.v + i * 5;
 		cv->col[0][i] = examples(walls, n_walls, row[2], pwb);
 		cv->col[1][i] = row[upd];
-		cv->col[2][i] = row[2];
+		cv->col[2][i] = row[2] - first;
 	}
 	for (int k = 3; k < 5; k++) {
 		for (size_t i = 0; i < t.n_rows; i++)
@@ -341,9 +344,15 @@ static int mode_data(plot_set *p, const char *dir, int i,
 		int w;
 		if (j->outcome == PTI_OUT_MISSING)
 			continue;
+		// Time axes start at the job's first step (a summary of
+		// before startup_s: at its start).
+		double first = pti_json_num(j->json, "startup_s");
+		first = isnan(first) ? 0 : first;
 		if ((w = job_workers(j->dir, &walls, &n_walls, sums)) < 0 ||
-		    job_eval_curve(j->dir, walls, n_walls, j->pwb, &ev[s]) ||
-		    job_w0_curve(j->dir, walls, n_walls, j->pwb, &w0[s]) ||
+		    job_eval_curve(j->dir, walls, n_walls, j->pwb, first,
+			&ev[s]) ||
+		    job_w0_curve(j->dir, walls, n_walls, j->pwb, first,
+			&w0[s]) ||
 		    job_staleness(j->dir, &hist, &n_hist))
 			goto out;
 		pm->n_workers = w > pm->n_workers ? w : pm->n_workers;
@@ -353,11 +362,11 @@ static int mode_data(plot_set *p, const char *dir, int i,
 	}
 	snprintf(path, sizeof(path), "%s/plots/%s-eval.dat", dir, label);
 	if (curves_write(path, p->ms[i].token, jobs, ev, n_seeds, 3,
-	    PLOT_EVAL_COLS, "examples updates wall_s acc acc_sd") != 0)
+	    PLOT_EVAL_COLS, "examples updates train_s acc acc_sd") != 0)
 		goto out;
 	snprintf(path, sizeof(path), "%s/plots/%s-worker0.dat", dir, label);
 	if (curves_write(path, p->ms[i].token, jobs, w0, n_seeds, 3,
-	    PLOT_W0_COLS, "examples updates wall_s loss loss_sd grad_norm "
+	    PLOT_W0_COLS, "examples updates train_s loss loss_sd grad_norm "
 	    "grad_norm_sd (loss and grad_norm smoothed first)") != 0)
 		goto out;
 	for (int s = 0; s < n_seeds; s++) {
@@ -407,7 +416,8 @@ enum { Y_LOSS, Y_ACC, Y_GRAD };
 enum { FIG_CURVE, FIG_PANELS, FIG_STEPS, FIG_STALE };
 
 static const char *x_labels[N_X] = {"examples processed (all workers)",
-    "updates applied (parameter version)", "wall time (s)"};
+    "updates applied (parameter version)",
+    "training time: seconds since the first step"};
 
 // A curve's y: data file suffix, mean column (sd next to it), axis label
 // (NULL: accuracy, whose label depends on the split) and key position.

@@ -41,7 +41,7 @@ int pti_final_read(const char *dir, pti_final *out)
 		    v[PTI_FN_TEST_ACC], v[PTI_FN_VAL_LOSS], v[PTI_FN_VAL_ACC],
 		    v[PTI_FN_BEST_VAL_ACC], v[PTI_FN_BEST_VAL_STEP],
 		    v[PTI_FN_BEST_VAL_VERSION], v[PTI_FN_BEST_VAL_TEST_LOSS],
-		    v[PTI_FN_BEST_VAL_TEST_ACC]};
+		    v[PTI_FN_BEST_VAL_TEST_ACC], v[PTI_FN_EVAL_WAIT_S]};
 		*out = r;
 	}
 	free(t.v);
@@ -58,7 +58,6 @@ typedef struct sum_stats {
 	double comm_ms, step_ms;
 	double first_s, last_s; // this job's first step began, last ended
 	double eval_s;          // every evaluation of this job
-	double eval_in_s;       // those between first_s and last_s
 	// The processes' own resource use (getrusage): page faults and CPU
 	// time in the steady state, summed with the updates or steps they
 	// span, and the largest resident size.
@@ -185,25 +184,21 @@ static void gather_workers(const pti_run_facts *r, sum_stats *st)
 	}
 }
 
-// gather_evals sums the evaluation time of this job's eval.csv rows, and
-// of those that began inside the training span (the final evaluation
-// comes after it). A file of before eval_s adds nothing.
+// gather_evals sums the evaluation time of this job's eval.csv rows. A
+// file of before eval_s adds nothing.
 static void gather_evals(const pti_run_facts *r, sum_stats *st)
 {
 	char path[PT_PATH_MAX + 64];
-	const char *want[] = {PTI_COL(pti_csv_eval_val, PTI_EV_WALL),
-	    PTI_COL(pti_csv_eval_val, PTI_EV_EVAL_S)};
+	const char *want[] = {PTI_COL(pti_csv_eval_val, PTI_EV_EVAL_S)};
 	pti_csv t;
 	snprintf(path, sizeof(path), "%s/eval.csv", r->c->job.out);
-	if (pti_csv_read(path, r->eval_from, want, 2, &t) != 0)
+	if (pti_csv_read(path, r->eval_from, want, 1, &t) != 0)
 		return;
 	for (size_t i = 0; i < t.n_rows; i++) {
-		double wall = t.v[2 * i], secs = t.v[2 * i + 1];
+		double secs = t.v[i];
 		if (isnan(secs))
 			continue;
 		st->eval_s += secs;
-		if (st->rows > 0 && wall >= st->first_s && wall < st->last_s)
-			st->eval_in_s += secs;
 	}
 	free(t.v);
 }
@@ -329,7 +324,7 @@ int pti_summary_write(const pti_run_facts *r)
 	if (!have) {
 		double nan = NAN;
 		pti_final none = {nan, nan, nan, nan, nan, nan, nan, nan, nan,
-		    nan, nan, nan, nan, nan};
+		    nan, nan, nan, nan, nan, nan};
 		fin = none;
 	}
 	memset(&st, 0, sizeof(st));
@@ -346,10 +341,11 @@ int pti_summary_write(const pti_run_facts *r)
 	double samples = (double)st.rows * (c->job.batch / c->job.workers);
 	// Training time: from the first step's start to the last step's end
 	// over every worker (the finishing worker's own loop time, in
-	// final.csv, can be short: it may be a restarted worker), less the
-	// evaluations inside that span, which in sync hold every worker up.
-	double train_s = (st.rows ? st.last_s - st.first_s : fin.train_s) -
-			 st.eval_in_s;
+	// final.csv, can be short: it may be a restarted worker). Worker 0's
+	// evaluator runs beside the training (train/eval.h): nothing of it
+	// is left out, as nothing of it stops a worker, but the time worker
+	// 0 waited for it is in eval_wait_s.
+	double train_s = st.rows ? st.last_s - st.first_s : fin.train_s;
 	double rate = train_s > 0 ? samples / train_s : NAN;
 	double idle = st.step_ms > 0 ? st.comm_ms / st.step_ms : 0;
 	double mean_st = st.updates ? (double)st.stale_sum / st.updates : 0;
@@ -376,6 +372,7 @@ int pti_summary_write(const pti_run_facts *r)
 	num(f, "startup_s", st.rows ? st.first_s : NAN, 6);
 	num(f, "train_s", have ? train_s : NAN, 6);
 	num(f, "eval_s", st.eval_s, 6);
+	num(f, "eval_wait_s", fin.eval_wait_s, 6);
 	num(f, "samples", samples, 20);
 	num(f, "samples_per_s", have ? rate : NAN, 7);
 	num(f, "mean_staleness", mean_st, 6);
@@ -437,11 +434,13 @@ int pti_summary_write(const pti_run_facts *r)
 		    (long long)r->resumed_from);
 	printf("%s: %s, %u servers, %u workers, %s on %s: %s\n"
 	       "  %llu steps (%.2f epochs%s) in %.1fs, %.0f samples/s "
-	       "(%.1fs training, %.1fs evaluating)\n"
+	       "(%.1fs start-up, %.1fs training; %.1fs evaluating beside "
+	       "it)\n"
 	       "  final train loss %.4f, test loss %.4f, test accuracy %.4f\n",
 	    c->job.out, pti_mode_name(c->job.mode), c->job.servers, c->job.workers, c->model,
 	    c->data, outcome, (unsigned long long)r->steps,
-	    (double)r->steps / r->spe, from, r->wall, rate, train_s, st.eval_s,
+	    (double)r->steps / r->spe, from, r->wall, rate,
+	    st.rows ? st.first_s : NAN, train_s, st.eval_s,
 	    fin.train_loss, fin.test_loss, fin.test_acc);
 	if (val)
 		printf("  best validation accuracy %.4f at step %.0f (test "

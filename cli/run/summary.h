@@ -38,7 +38,8 @@ typedef struct pti_run_facts {
 typedef struct pti_final {
 	double version, steps, train_s, train_loss, train_acc, test_loss,
 	    test_acc, val_loss, val_acc, best_val_acc, best_val_step,
-	    best_val_version, best_val_test_loss, best_val_test_acc;
+	    best_val_version, best_val_test_loss, best_val_test_acc,
+	    eval_wait_s;
 } pti_final;
 
 // pti_final_read reads DIR/final.csv into *out. Returns 0, or -1 when it
