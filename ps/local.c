@@ -32,7 +32,7 @@ int pti_local_open(pti_local_server **out, const pti_config *c)
 	snprintf(ls->gone_workers, sizeof(ls->gone_workers), "%s",
 	    c->gone_workers);
 	pti_server_proc p = {c->rank, "", "", ls->gone_workers,
-	    (int)c->supervised};
+	    (int)c->supervised, 0};
 	rv = pti_server_init(s, &ls->job, &p, &j->l);
 	pt_job_free(j);
 	if (rv != 0)

@@ -223,6 +223,7 @@ static int server_ready(pt_server *ps)
 	    (unsigned long long)s->lo, (unsigned long long)s->hi,
 	    (unsigned long long)s->layout.n_params, pti_mode_name(ps->job.mode),
 	    ps->job.workers);
+	s->ready_s = pti_wall_s() - s->t0;
 	if (ps->ready_file[0] == '\0')
 		return 0;
 	snprintf(tmp, sizeof(tmp), "%s.tmp", ps->ready_file);
@@ -353,7 +354,7 @@ static int server_check(const pti_jobopt *o, const pti_server_proc *p)
 int pt_server_open(pt_server **out, const pt_job *job, uint32_t rank,
     const char *url)
 {
-	pti_server_proc p = {rank, url, "", "", 0};
+	pti_server_proc p = {rank, url, "", "", 0, 0};
 	return pti_server_open(out, job, &p);
 }
 
@@ -377,7 +378,7 @@ int pti_server_open(pt_server **out, const pt_job *job,
 	strcpy(ps->ready_file, p->ready_file);
 	strcpy(ps->gone_workers, p->gone_workers);
 	pti_server_proc own = {p->rank, ps->listen, ps->ready_file,
-	    ps->gone_workers, p->supervised};
+	    ps->gone_workers, p->supervised, p->t0};
 	if ((rv = server_check(&ps->job, &own)) != 0 ||
 	    (rv = pti_server_init(&ps->s, &ps->job, &own, &job->l)) != 0 ||
 	    (rv = server_listen(ps)) != 0) {

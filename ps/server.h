@@ -20,8 +20,9 @@ extern int pti_server_exit_on_hang;
 
 // pti_server_proc: what pstrain's own server process adds to a job's
 // options (pt_job): its rank and address, the file that says it listens,
-// the workers a restarted server does not wait for, and whether pstrain
-// run supervises it. pti_server_open is pt_server_open with them; a
+// the workers a restarted server does not wait for, whether pstrain run
+// supervises it, and the job's start (server-R.json's ready_s counts
+// from it). pti_server_open is pt_server_open with them; a
 // program of its own gives a rank and an address only.
 typedef struct pti_server_proc {
 	uint32_t rank;
@@ -29,6 +30,7 @@ typedef struct pti_server_proc {
 	const char *ready_file;   // "": none
 	const char *gone_workers; // "R,R,...": lost before it started
 	int supervised;           // under pstrain run, which does the rest
+	double t0; // the job's start (seconds since 1970); 0: this call's
 } pti_server_proc;
 typedef struct pt_job pt_job;
 typedef struct pt_server pt_server;

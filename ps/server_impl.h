@@ -145,6 +145,7 @@ struct ps_server {
 	pti_ckpt_sched ckpt; // when checkpoints are due
 	uint64_t ckpt_failures;  // checkpoint writes that failed
 	char ckpt_error[PT_PATH_MAX + 128]; // the last one's error, or ""
+	double t0, ready_s; // the job's start; from it to listening
 	pti_lr_rule lr;    // the learning rate of a gradient
 	// counters
 	uint64_t updates, rejected, dropped, stale_sum, stale_max;

@@ -3,6 +3,7 @@
 // written when due, the workers' membership (lost, gone, silent), and the
 // statistics written at the end.
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,6 +249,8 @@ void pti_server_write_stats(const ps_server *s)
 	for (int i = 0; i < PT_STALE_BUCKETS; i++)
 		json_array_append_new(hist, json_integer((json_int_t)s->hist[i]));
 	json_object_set_new(o, "staleness_hist", hist);
+	json_object_set_new(o, "ready_s", isnan(s->ready_s) ? json_null() :
+	    json_real(s->ready_s));
 	// The process's page faults, memory and CPU time: in all, and in
 	// the steady state after the first PS_STEADY_FROM updates.
 	struct rusage ru;
@@ -335,6 +338,8 @@ int pti_server_init(ps_server *s, const pti_jobopt *c,
 	s->supervised = p->supervised;
 	s->gone_workers = p->gone_workers;
 	s->t_start = pti_clock_s();
+	s->t0 = p->t0 > 0 ? p->t0 : pti_wall_s();
+	s->ready_s = NAN; // a server of pti_local_open never listens
 	if ((s->policy = pti_policy_of(c->mode)) == NULL)
 		return pti_err_set(PT_EINVAL, "mode %d has no policy", c->mode);
 	if ((rv = pti_secret_load(&s->secret, c->secret_file)) != 0)

@@ -294,6 +294,18 @@ test_mp_outputs() {
 			u > 0 && u + t <= w &&
 			(r * t - n) ^ 2 < (r * 0.0006 + 0.001 * n) ^ 2) }' ||
 		{ no $n "samples, samples_per_s, train_s, startup_s, wall_s disagree"; return; }
+	# Each process's start-up: the servers' before any worker's first
+	# step, the job's the earliest worker's.
+	$PY - "$s" <<'PYEOF' || { no $n "startup_by_process" "$s"; return; }
+import json, sys
+j = json.load(open(sys.argv[1]))
+p = j["startup_by_process"]
+w = [p["worker-%d" % r] for r in range(j["workers"])]
+s = [p["server-%d" % r] for r in range(j["servers"])]
+assert len(p) == len(w) + len(s), p
+assert abs(min(w) - j["startup_s"]) < 2e-6, (w, j["startup_s"])
+assert 0 < max(s) < min(w), p
+PYEOF
 	h=$(head -n 1 "$T/w2/worker-1.csv")
 	[ "$h" = "step,epoch,wall_s,loss,grad_norm,step_ms,compute_ms,comm_ms,staleness,lr,delay_ms,version,minor_faults,max_rss_mb" ] ||
 		{ no $n "worker CSV header: $h"; return; }

@@ -95,7 +95,7 @@ int pti_serve(pti_config *c, const char *publish)
 	int rv;
 	if ((rv = pti_job_from_config(&job, c)) == 0) {
 		pti_server_proc p = {c->rank, c->listen, c->ready_file,
-		    c->gone_workers, (int)c->supervised};
+		    c->gone_workers, (int)c->supervised, c->t0};
 		rv = pti_server_open(&s, job, &p);
 		pt_job_free(job);
 	}

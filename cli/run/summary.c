@@ -58,6 +58,8 @@ typedef struct sum_stats {
 	double comm_ms, step_ms;
 	double first_s, last_s; // this job's first step began, last ended
 	double eval_s;          // every evaluation of this job
+	json_t *startups;       // each process's start-up: "server-S",
+				// "worker-R" to seconds (or null)
 	// The processes' own resource use (getrusage): page faults and CPU
 	// time in the steady state, summed with the updates or steps they
 	// span, and the largest resident size.
@@ -105,6 +107,16 @@ void pti_ckpt_report(const pti_config *c, uint64_t *failures, char *last,
 	}
 }
 
+// sum_startup records process `role`-rank's start-up, NaN as null.
+static void sum_startup(sum_stats *st, const char *role, uint32_t rank,
+    double secs)
+{
+	char key[32];
+	snprintf(key, sizeof(key), "%s-%u", role, rank);
+	json_object_set_new(st->startups, key, isnan(secs) ? json_null() :
+	    json_real(round(secs * 1e6) / 1e6));
+}
+
 static void gather_servers(const pti_config *c, sum_stats *st)
 {
 	for (uint32_t s = 0; s < c->job.servers; s++) {
@@ -123,6 +135,7 @@ static void gather_servers(const pti_config *c, sum_stats *st)
 		st->srv_cpu_s += fmax(pti_json_num(j, "steady_cpu_s"), 0);
 		st->srv_rss_mb = fmax(st->srv_rss_mb,
 		    pti_json_num(j, "max_rss_mb"));
+		sum_startup(st, "server", s, pti_json_num(j, "ready_s"));
 		uint64_t sm = server_count(j, "staleness_max");
 		if (sm > st->stale_max)
 			st->stale_max = sm;
@@ -151,8 +164,11 @@ static void gather_workers(const pti_run_facts *r, sum_stats *st)
 		pti_csv t;
 		snprintf(path, sizeof(path), "%s/worker-%u.csv", c->job.out, w);
 		// This job's rows: a resumed job appends to its files.
-		if (pti_csv_read(path, r->csv_from[w], want, K, &t) != 0)
+		if (pti_csv_read(path, r->csv_from[w], want, K, &t) != 0) {
+			sum_startup(st, "worker", w, NAN);
 			continue;
+		}
+		double own = NAN; // this worker's first step began
 		// Page faults from the steady state's first row to the last
 		// (a file of before these columns has NaN there).
 		size_t last = t.n_rows - 1;
@@ -174,12 +190,15 @@ static void gather_workers(const pti_run_facts *r, sum_stats *st)
 			st->step_ms += step_ms;
 			st->comm_ms += comm_ms;
 			double began = wall - step_ms / 1000;
+			if (isnan(own) || began < own)
+				own = began;
 			if (st->rows == 0 || began < st->first_s)
 				st->first_s = began;
 			if (st->rows == 0 || wall > st->last_s)
 				st->last_s = wall;
 			st->rows++;
 		}
+		sum_startup(st, "worker", w, own);
 		free(t.v);
 	}
 }
@@ -328,6 +347,7 @@ int pti_summary_write(const pti_run_facts *r)
 		fin = none;
 	}
 	memset(&st, 0, sizeof(st));
+	st.startups = json_object();
 	gather_servers(c, &st);
 	gather_workers(r, &st);
 	gather_evals(r, &st);
@@ -370,6 +390,7 @@ int pti_summary_write(const pti_run_facts *r)
 	num(f, "wall_s", r->wall, 6);
 	// Start-up, apart from training: to the first step of any worker.
 	num(f, "startup_s", st.rows ? st.first_s : NAN, 6);
+	json_object_set_new(f, "startup_by_process", st.startups);
 	num(f, "train_s", have ? train_s : NAN, 6);
 	num(f, "eval_s", st.eval_s, 6);
 	num(f, "eval_wait_s", fin.eval_wait_s, 6);
