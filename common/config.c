@@ -156,15 +156,23 @@ static const config_entry config_table[] = {
 	"went away to come back, before failing"),
     E("rank", T_U32, rank, "0", 0, 1023, SRV | WRK, "R",
 	"this process's rank among the servers or the workers"),
-    E("listen", T_STR, listen, "", 0, 0, SRV, "URL",
+    E("listen", T_STR, listen, "", 0, 0, SRV | WRK, "URL",
 	"address to serve on, e.g. tcp://0.0.0.0:7000, ipc:///tmp/ps0 or "
-	"tls+tcp://0.0.0.0:7000 (with --tls-cert, --tls-key, --tls-ca)"),
+	"tls+tcp://0.0.0.0:7000 (with --tls-cert, --tls-key, --tls-ca); an "
+	"allreduce worker's ring listens there (with --ring-dir; port 0: "
+	"any free one)"),
     E("connect", T_STR, connect, "", 0, 0, WRK, "URL,URL,...",
-	"the servers' addresses, in server rank order"),
+	"the servers' addresses, in server rank order (allreduce: every "
+	"worker's ring address, in worker rank order)"),
+    E("ring-dir", T_STR, ring_dir, "", 0, 0, WRK, "D",
+	"allreduce: publish this worker's ring address (--listen) as "
+	"D/worker-R.url and find the others' there, instead of --connect; "
+	"D is a folder every worker sees"),
     E("cluster", T_STR, cluster, "", 0, 0, SRV | WRK, "FILE",
 	"cluster file: 'server URL' lines in rank order and one 'worker "
-	"HOST' line per worker; sets --servers, --workers, --listen and "
-	"--connect"),
+	"HOST' line per worker (allreduce: 'worker URL' lines only, each "
+	"worker's ring address in rank order); sets --servers, --workers, "
+	"--listen and --connect"),
     E("ready-file", T_STR, ready_file, "", 0, 0, SRV, "FILE",
 	"write the bound address to FILE once listening"),
     E("auth-timeout", T_F64, job.auth_timeout, "10", 0.1, 3600, RUN | SRV, "S",
@@ -627,6 +635,7 @@ int pti_config_cluster(pti_config *c, uint32_t cmd)
 	char line[PT_PATH_MAX], word[32], arg[PT_PATH_MAX];
 	uint32_t ns = 0, nw = 0, lineno = 0;
 	size_t used = 0;
+	int ar = c->job.mode == PT_MODE_ALLREDUCE;
 
 	if (f == NULL)
 		return pti_err_set(PT_EIO, "--cluster %s: %s", c->cluster,
@@ -653,6 +662,20 @@ int pti_config_cluster(pti_config *c, uint32_t cmd)
 			used += (size_t)sprintf(c->connect + used, "%s%s",
 			    ns ? "," : "", arg);
 			ns++;
+		} else if (got == 2 && strcmp(word, "worker") == 0 && ar) {
+			// allreduce: a worker's line is its ring address
+			size_t al = strlen(arg);
+			if (strstr(arg, "://") == NULL ||
+			    used + al + 2 > sizeof(c->connect)) {
+				fclose(f);
+				return pti_err_set(PT_EINVAL, "%s:%u: expected "
+				    "'worker URL' (--mode allreduce: the "
+				    "address of worker %u's ring), or too many "
+				    "workers", c->cluster, lineno, nw);
+			}
+			used += (size_t)sprintf(c->connect + used, "%s%s",
+			    nw ? "," : "", arg);
+			nw++;
 		} else if (got == 2 && strcmp(word, "worker") == 0) {
 			nw++;
 		} else {
@@ -663,7 +686,10 @@ int pti_config_cluster(pti_config *c, uint32_t cmd)
 		}
 	}
 	fclose(f);
-	if (ns == 0 || nw == 0)
+	if (ar && ns > 0)
+		return pti_err_set(PT_EINVAL, "%s: --mode allreduce runs no "
+		    "servers: only 'worker URL' lines", c->cluster);
+	if ((!ar && ns == 0) || nw == 0)
 		return pti_err_set(PT_EINVAL,
 		    "%s: needs at least one server line and one worker line",
 		    c->cluster);
@@ -728,18 +754,21 @@ int pti_jobopt_ckpt_every(const pti_jobopt *c, uint64_t *every,
 	return 0;
 }
 
-// config_allreduce refuses what --mode allreduce does not do (yet): it
-// has no servers, and its ring runs over ipc on one machine only.
+// config_allreduce refuses what --mode allreduce does not do: it has no
+// servers, and a worker finds its ring either in --connect (every
+// worker's address) or through --ring-dir (its own, --listen, published).
 static int config_allreduce(const pti_config *c, uint32_t cmd)
 {
 	const char *no = c->restart_servers ? "restart-servers" : NULL;
 	if (cmd == PT_CMD_SERVER)
 		return pti_err_set(PT_EINVAL, "--mode allreduce runs no "
 		    "servers: start only its workers");
-	if (c->transport != PT_TRANSPORT_IPC)
-		return pti_err_set(PT_EINVAL, "--mode allreduce runs over "
-		    "--transport ipc only, for now (its ring of workers on "
-		    "one machine)");
+	if (cmd == PT_CMD_WORKER && c->connect[0] == '\0' &&
+	    (c->ring_dir[0] == '\0') != (c->listen[0] == '\0'))
+		return pti_err_set(PT_EINVAL, "--%s needs --%s: an allreduce "
+		    "worker listens at --listen and publishes that address "
+		    "in --ring-dir", c->listen[0] ? "listen" : "ring-dir",
+		    c->listen[0] ? "ring-dir" : "listen");
 	if (no != NULL)
 		return pti_err_set(PT_EINVAL, "--%s: --mode allreduce has no "
 		    "servers (--restart-workers restarts its workers)", no);
@@ -806,6 +835,13 @@ int pti_config_check(const pti_config *c, uint32_t cmd)
 		    "ahead", c->job.backup_workers);
 	if (c->job.mode == PT_MODE_ALLREDUCE && (rv = config_allreduce(c, cmd)))
 		return rv;
+	if (c->job.mode != PT_MODE_ALLREDUCE && cmd == PT_CMD_WORKER &&
+	    (c->ring_dir[0] != '\0' || c->listen[0] != '\0'))
+		return pti_err_set(PT_EINVAL, "--%s is for an allreduce "
+		    "worker's ring%s: a %s worker only dials its servers "
+		    "(--connect)", c->listen[0] ? "listen" : "ring-dir",
+		    c->listen[0] ? " (and for a server)" : "",
+		    pti_mode_name(c->job.mode));
 	uint32_t n_val;
 	if (pti_config_validation(c, 1000000, &n_val) != 0)
 		return pti_err_set(PT_EINVAL,
@@ -829,7 +865,8 @@ int pti_config_check(const pti_config *c, uint32_t cmd)
 		return pti_err_set(PT_EINVAL, "run needs --out DIR");
 	if (cmd == PT_CMD_SERVER || cmd == PT_CMD_WORKER)
 		return pti_jobopt_check_proc(&c->job, cmd, c->rank,
-		    cmd == PT_CMD_SERVER ? c->listen : c->connect);
+		    cmd == PT_CMD_SERVER || c->connect[0] == '\0' ? c->listen
+								 : c->connect);
 	return pti_transport_check(c, cmd);
 }
 

@@ -50,8 +50,11 @@ typedef struct pti_config {
 	int transport;
 	// per process, set by the launcher or by hand
 	uint32_t rank;
-	char listen[PT_PATH_MAX];
+	char listen[PT_PATH_MAX];  // a server's; an allreduce worker's ring's
 	char connect[PT_URLS_MAX]; // comma-separated server URLs, by rank
+				   // (allreduce: every worker's ring address)
+	char ring_dir[PT_PATH_MAX]; // allreduce worker: publish and find the
+				    // ring's addresses there
 	char cluster[PT_PATH_MAX];
 	char ready_file[PT_PATH_MAX];
 	double t0; // job start, seconds since the epoch; 0: process start

@@ -4,6 +4,7 @@
 // built from them, since a dialer's must name the host it dials.
 #include "common/transport.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <stddef.h>
@@ -246,6 +247,22 @@ fail:
 		nng_tls_config_free(cfg);
 	nng_listener_close(l);
 	return rv;
+}
+
+void pti_transport_bound_url(nng_listener l, const char *url, char *out,
+    size_t n)
+{
+	nng_sockaddr sa;
+	const char *tls = pti_transport_is_tls(url) ? "tls+" : "";
+	snprintf(out, n, "%s", url);
+	if (strncmp(url + strlen(tls), "tcp://", 6) == 0 &&
+	    nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa) == 0 &&
+	    sa.s_family == NNG_AF_INET) {
+		char ip[INET_ADDRSTRLEN];
+		inet_ntop(AF_INET, &sa.s_in.sa_addr, ip, sizeof(ip));
+		snprintf(out, n, "%stcp://%s:%u", tls, ip,
+		    ntohs(sa.s_in.sa_port));
+	}
 }
 
 int pti_transport_dial(nng_socket s, const char *url, nng_dialer *out,

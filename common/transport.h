@@ -49,6 +49,12 @@ int pti_transport_tls_load(const pti_jobopt *o);
 // caller to report with nng_strerror; on failure nothing is left open.
 int pti_transport_listen(nng_listener *out, nng_socket s, const char *url);
 
+// pti_transport_bound_url copies the address others dial to reach the
+// listener l, started on url, into out (size n): url itself, with the
+// port the system chose when url asked for tcp port 0.
+void pti_transport_bound_url(nng_listener l, const char *url, char *out,
+    size_t n);
+
 // pti_transport_dial dials url from s, as nng_dial(s, url, out, flags)
 // does (out may be NULL), with the loaded TLS files when url is a TLS address: the server's
 // certificate must name url's host. With NNG_FLAG_NONBLOCK nng goes on

@@ -22,7 +22,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <arpa/inet.h>
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
 
@@ -207,17 +206,7 @@ static int server_ready(pt_server *ps)
 {
 	ps_server *s = &ps->s;
 	char tmp[PT_PATH_MAX + 8];
-	nng_sockaddr sa;
-	snprintf(ps->url, sizeof(ps->url), "%s", ps->listen);
-	const char *tls = pti_transport_is_tls(ps->listen) ? "tls+" : "";
-	if (strncmp(ps->listen + strlen(tls), "tcp://", 6) == 0 &&
-	    nng_listener_get_addr(ps->l, NNG_OPT_LOCADDR, &sa) == 0 &&
-	    sa.s_family == NNG_AF_INET) {
-		char ip[INET_ADDRSTRLEN];
-		inet_ntop(AF_INET, &sa.s_in.sa_addr, ip, sizeof(ip));
-		snprintf(ps->url, sizeof(ps->url), "%stcp://%s:%u", tls, ip,
-		    ntohs(sa.s_in.sa_port));
-	}
+	pti_transport_bound_url(ps->l, ps->listen, ps->url, sizeof(ps->url));
 	pti_log(PT_LOG_INFO, "server %u: listening on %s, shard [%llu, %llu) of "
 	    "%llu parameters, %s, %u workers", ps->s.rank, ps->url,
 	    (unsigned long long)s->lo, (unsigned long long)s->hi,

@@ -6,7 +6,8 @@
 # 1e-4 at 3 over 200 steps), deterministic, its outputs, what it refuses,
 # --resume and --restart-workers giving the uninterrupted model, a dead
 # worker ending the job, a stranger kept out of the ring, and the ring
-# over tcp started by hand equal to the ipc job.
+# over tcp (pstrain run, by hand, pstrain node, a cluster file) equal to
+# the ipc job.
 # Prints "ok NAME" / "FAIL NAME" per case.
 cd "$(dirname "$0")/.." || exit 2
 P=${PSTRAIN:-bin/pstrain}
@@ -128,8 +129,7 @@ test_ar_refusals() {
 	# starts; --servers is ignored with a note.
 	n=test_ar_refusals
 	bad=""
-	for f in "--restart-servers 1 --checkpoint-dir $T/ck" \
-		"--transport tcp"; do
+	for f in "--restart-servers 1 --checkpoint-dir $T/ck"; do
 		# shellcheck disable=SC2086
 		$P run --mode allreduce --workers 2 $D --batch 48 --steps 5 \
 			--out "$T/ref" $f >"$T/ref.log" 2>&1
@@ -142,6 +142,20 @@ test_ar_refusals() {
 	rc=$?
 	[ "$rc" = 2 ] && grep -q "runs no servers" "$T/srv.log" ||
 		bad="$bad [server: exit $rc]"
+	# A worker's ring: --listen and --ring-dir go together, and only
+	# with allreduce.
+	# wref WANT FLAGS...: pstrain worker FLAGS exits 2 saying WANT.
+	wref() {
+		want=$1
+		shift
+		$P worker "$@" $D --out "$T/wref" >"$T/wref.log" 2>&1
+		rc=$?
+		[ "$rc" = 2 ] && grep -q -- "$want" "$T/wref.log" ||
+			bad="$bad [worker $*: exit $rc]"
+	}
+	wref "needs --ring-dir" --mode allreduce --listen "ipc://$T/l"
+	wref "needs --listen" --mode allreduce --ring-dir "$T"
+	wref "--ring-dir is" --mode sync --ring-dir "$T" --connect "ipc://$T/s"
 	$P run --mode allreduce --servers 3 --workers 2 $D --batch 48 \
 		--steps 5 --out "$T/note" >"$T/note.log" 2>&1 ||
 		bad="$bad [--servers 3 failed]"
@@ -176,7 +190,6 @@ test_ar_stranger_refused() {
 	# accepted nor trains a step, gives up, and the job's own worker 1
 	# then joins and the two finish the job.
 	n=test_ar_stranger_refused
-test_ar_tcp_by_hand
 	$P secret "$T/k1" >/dev/null && $P secret "$T/k2" >/dev/null ||
 		{ no $n "pstrain secret failed"; return; }
 	mkdir -p "$T/str" "$T/strx"
@@ -234,6 +247,71 @@ test_ar_tcp_by_hand() {
 	else
 		no $n "exits $rc0 and $rc1, servers '$servers', or another model" \
 			"$T/tcp0.log"
+	fi
+}
+
+test_ar_tcp_equals_ipc() {
+	# pstrain run --transport tcp: the ring over loopback tcp, each
+	# worker on a free port it says in the socket folder. The model is
+	# the ipc job's (a2) bit for bit, and the summary records the ring
+	# as it ran: no servers, transport tcp, the two workers' addresses.
+	n=test_ar_tcp_equals_ipc
+	job a2t allreduce 2 --optimizer momentum:0.9 --transport tcp ||
+		{ no $n "the tcp job failed" "$T/a2t.log"; return; }
+	s="$T/a2t/summary.json"
+	$PY - "$s" <<'PYEOF' || { no $n "the record" "$s"; return; }
+import json, sys
+j = json.load(open(sys.argv[1]))
+a = j["addresses"]
+assert j["servers"] == 0 and j["config"]["transport"] == "tcp", j
+assert len(a) == 2 and all(x.startswith("tcp://127.0.0.1:") for x in a), a
+assert a[0] != a[1], a
+PYEOF
+	cmp -s "$T/a2/m.bin" "$T/a2t/m.bin" && ok $n ||
+		no $n "the tcp job's model is not the ipc job's" "$T/a2t.log"
+}
+
+test_ar_node_and_cluster() {
+	# pstrain node with --mode allreduce: every task a worker, each
+	# listening on --advertise and publishing its ring address in
+	# DIR/nodes/ID; then the same job from a cluster file of 'worker
+	# URL' lines. Both models are the ipc job's (a2) bit for bit.
+	n=test_ar_node_and_cluster
+	export PSTRAIN_SECRET=00112233445566778899aabbccddeeff
+	d="$T/node"
+	w="$P node --mode allreduce --workers 2 $D --batch 48 --steps 200"
+	w="$w --optimizer momentum:0.9 --advertise 127.0.0.1 --job-id j1"
+	$w --node-rank 1 --out "$d" >"$T/node1.log" 2>&1 &
+	a=$!
+	$w --node-rank 0 --out "$d" --save-model "$d/m.bin" \
+		>"$T/node0.log" 2>&1
+	rc0=$?
+	wait $a
+	rc1=$?
+	f="$T/cluster.txt"
+	printf 'worker tcp://127.0.0.1:%s\nworker tcp://127.0.0.1:%s\n' \
+		"$(free_port)" "$(free_port)" >"$f"
+	c="$T/cl"
+	w="$P worker --mode allreduce --cluster $f $D --batch 48 --steps 200"
+	w="$w --optimizer momentum:0.9 --out $c"
+	$w --rank 1 >"$T/cl1.log" 2>&1 &
+	a=$!
+	$w --rank 0 --save-model "$c/m.bin" >"$T/cl0.log" 2>&1
+	rc2=$?
+	wait $a
+	rc3=$?
+	unset PSTRAIN_SECRET
+	urls=$(ls "$d/nodes/j1" 2>/dev/null | tr '\n' ' ')
+	if [ "$rc0$rc1$rc2$rc3" = 0000 ] &&
+		[ "$urls" = "worker-0.url worker-1.url " ] &&
+		[ "$(json servers "$d/summary.json")" = 0 ] &&
+		grep -q '"tcp://127.0.0.1:' "$c/summary.json" &&
+		cmp -s "$T/a2/m.bin" "$d/m.bin" &&
+		cmp -s "$T/a2/m.bin" "$c/m.bin"; then
+		ok $n
+	else
+		no $n "exits $rc0 $rc1 (node) $rc2 $rc3 (cluster), files $urls, or another model" \
+			"$T/node0.log"
 	fi
 }
 
@@ -301,3 +379,5 @@ test_ar_restart_same_model
 test_ar_dead_worker_ends_job
 test_ar_stranger_refused
 test_ar_tcp_by_hand
+test_ar_tcp_equals_ipc
+test_ar_node_and_cluster

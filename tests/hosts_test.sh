@@ -233,7 +233,7 @@ test_hosts_node_refusals() {
 		! echo "$e2" | grep -q "started 3 processes, but the job has 1 servers and 4 workers" ||
 		! echo "$e3" | grep -q "give --job-id" ||
 		! echo "$e4" | grep -q "SLURM_PROCID is 1 but SLURM_NTASKS is '1'" ||
-		! echo "$e5" | grep -q "allreduce is not run by pstrain node"; then
+		! echo "$e5" | grep -q "allreduce runs no servers: every task is a worker (--servers 1)"; then
 		no $n "messages: $e1 / $e2 / $e3 / $e4 / $e5"
 	else
 		ok $n

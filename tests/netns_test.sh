@@ -7,8 +7,9 @@
 # README's "Across hosts" and "Under Slurm or mpirun" say: pstrain server
 # and worker with a cluster file, and pstrain node with the servers'
 # addresses found through DIR/nodes/ID (each server advertising its
-# host's own address, the default). Each must save the same model, bit for
-# bit, as the same sync job under pstrain run. Where namespaces cannot be
+# host's own address, the default); and an allreduce ring under pstrain
+# node, a worker on each host. Each must save the same model, bit for
+# bit, as the same job under pstrain run. Where namespaces cannot be
 # made here it prints "skip: ..." and counts no case. Prints "ok NAME" /
 # "FAIL NAME" per case.
 set -u
@@ -101,8 +102,40 @@ server 0 did not hear from host 1's" "$d/n0.log"
 	fi
 }
 
+# pstrain node with --mode allreduce: three workers, one per host, each
+# listening on its host's address and publishing it in DIR/nodes/ID; the
+# ring's links cross the segment. The model is pstrain run's ring's.
+test_netns_allreduce_node() {
+	local n=test_netns_allreduce_node d="$W/ar" f url
+	mkdir -p "$d"
+	$P secret "$d/job.secret"
+	# shellcheck disable=SC2086
+	$P run --mode allreduce --workers 3 $J --batch 48 --out "$d/ref" \
+		--save-model "$d/ref/m.bin" >"$d/ref.log" 2>&1 ||
+		{ no $n "pstrain run failed" "$d/ref.log"; return; }
+	f="node --workers 3 --mode allreduce $J --batch 48 --out $d/out \
+--secret-file $d/job.secret --job-id t2 --save-model $d/out/m.bin"
+	# shellcheck disable=SC2086
+	{
+		on 1 $P $f --node-rank 1 >"$d/n1.log" 2>&1 &
+		on 2 $P $f --node-rank 2 >"$d/n2.log" 2>&1 &
+		on 0 $P $f --node-rank 0 >"$d/n0.log" 2>&1
+	}
+	local r=$?
+	wait
+	url=$(cat "$d/out/nodes/t2/worker-2.url" 2>/dev/null)
+	if [ "${url%:*}" != "tcp://$NETNS_ADDR_2" ]; then
+		no $n "worker 2 published '$url', not host 2's address" \
+			"$d/n2.log"
+	else
+		same_job $n $r "$d/out/m.bin" "$d/ref/m.bin" 3 \
+			"$d/out/summary.json" "$d/n0.log"
+	fi
+}
+
 test_netns_cluster_file
 test_netns_node
+test_netns_allreduce_node
 netns_down
 if ip netns list 2>/dev/null | grep -q "^${NETNS_PREFIX:-pstn-$$-}"; then
 	no test_netns_down "namespaces left: $(ip netns list)"

@@ -78,6 +78,30 @@ test_tls_run_job() {
 	fi
 }
 
+test_tls_allreduce_job() {
+	# --mode allreduce over TLS: each worker's ring listens on a
+	# tls+tcp:// address of its own and dials its neighbour's with the
+	# same three flags; the model is the ipc ring's.
+	n=test_tls_allreduce_job
+	a="--mode allreduce --workers 3 --data synthetic:1200 --model mlp:16"
+	a="$a --seed 7 --batch 48 --steps 20"
+	# shellcheck disable=SC2086
+	$P run $a --transport tls $RUN_TLS --out "$T/ar" \
+		--save-model "$T/ar/m.bin" --rpc-timeout 120 >"$T/ar.log" 2>&1 ||
+		{ no $n "run failed" "$T/ar.log"; return; }
+	# shellcheck disable=SC2086
+	$P run $a --out "$T/ari" --save-model "$T/ari/m.bin" \
+		>"$T/ari.log" 2>&1 || { no $n "ipc run failed" "$T/ari.log"; return; }
+	if [ "$(grep -c '"tls+tcp://127.0.0.1:[1-9]' "$T/ar/summary.json")" != 3 ]
+	then
+		no $n "summary.json lacks 3 tls+tcp ring addresses" "$T/ar/summary.json"
+	elif ! cmp -s "$T/ar/m.bin" "$T/ari/m.bin"; then
+		no $n "the model differs from the ipc ring's"
+	else
+		ok $n
+	fi
+}
+
 # start_server: a TLS server by hand, for one worker, on a free port;
 # sets spid and url.
 start_server() {
@@ -244,6 +268,7 @@ test_tls_bad_flags() {
 
 test_tls_certs_script || { echo "FAIL tls_test: no certificates"; exit 1; }
 test_tls_run_job
+test_tls_allreduce_job
 test_tls_refusals_then_job
 test_tls_worker_checks_server_name
 test_tls_bad_flags

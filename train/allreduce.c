@@ -15,6 +15,7 @@
 #include "common/err.h"
 #include "common/job.h"
 #include "common/optim.h"
+#include "common/rendezvous.h"
 #include "train/eval.h"
 #include "train/record.h"
 #include "train/ring.h"
@@ -78,6 +79,32 @@ static void ar_checkpoint(pti_trainer *w, pti_ckpt_sched *sc,
 	if (rv != 0)
 		fprintf(stderr, "worker 0: checkpoint failed: %s\n",
 		    pt_errmsg(rv));
+}
+
+// ar_ring joins the ring: at this worker's address in --connect, or at
+// --listen, published in --ring-dir, where the others' are found.
+static int ar_ring(pti_trainer *w, const pti_secret *secret, pti_ring **out)
+{
+	const pti_config *c = w->c;
+	char who[32], *urls = NULL;
+	int rv;
+	uint64_t hash = pti_layout_hash(&w->layout);
+	if (c->ring_dir[0] == '\0')
+		return pti_ring_open(out, c->connect, c->rank, c->job.workers,
+		    secret, hash, c->job.rpc_timeout);
+	snprintf(who, sizeof(who), "worker %u", c->rank);
+	if ((rv = pti_ring_listen(out, c->listen, c->rank, c->job.workers,
+		 secret, hash, c->job.rpc_timeout)) != 0)
+		return rv;
+	if ((urls = malloc(PT_URLS_MAX)) == NULL)
+		rv = pti_err_set(PT_ENOMEM, "ring addresses");
+	else if ((rv = pti_rdv_publish(c->ring_dir, "worker", c->rank,
+		      pti_ring_addr(*out))) == 0 &&
+	    (rv = pti_rdv_gather(c->ring_dir, "worker", c->job.workers,
+		 c->job.connect_timeout, urls, PT_URLS_MAX, who)) == 0)
+		rv = pti_ring_join(*out, urls);
+	free(urls);
+	return rv;
 }
 
 // allreduce_step runs step st->t: batch, gradient, sum in the ring,
@@ -154,8 +181,7 @@ int pti_train_allreduce(pti_trainer *w)
 	if ((c->job.resume_version >= 0 &&
 		(rv = ar_resume(w, &a.opt, a.s1, a.s2, &t0)) != 0) ||
 	    (rv = pti_secret_load(&secret, c->job.secret_file)) != 0 ||
-	    (rv = pti_ring_open(&ring, c->connect, c->rank, c->job.workers,
-		 &secret, pti_layout_hash(&w->layout), c->job.rpc_timeout)) != 0 ||
+	    (rv = ar_ring(w, &secret, &ring)) != 0 ||
 	    (rv = pti_record_open(w, t0 > 0)) != 0)
 		goto done;
 	for (uint64_t t = t0; t < w->steps; t++) {

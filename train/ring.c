@@ -307,11 +307,11 @@ static int ring_join_short(pti_ring *g)
 	return ring_listen(g, until, 1, theirs, NULL);
 }
 
-int pti_ring_open(pti_ring **out, const char *urls, uint32_t rank,
+int pti_ring_listen(pti_ring **out, const char *listen, uint32_t rank,
     uint32_t n, const pti_secret *secret, uint64_t hash, double timeout_s)
 {
 	pti_ring *g = calloc(1, sizeof(*g));
-	int rv;
+	int rv = 0;
 	if (g == NULL)
 		return pti_err_set(PT_ENOMEM, "ring");
 	g->rank = rank;
@@ -321,61 +321,91 @@ int pti_ring_open(pti_ring **out, const char *urls, uint32_t rank,
 	g->secret = *secret;
 	g->hash = hash;
 	g->timeout_s = timeout_s;
+	snprintf(g->url_in, sizeof(g->url_in), "%s", listen);
 	if (n == 1) {
 		*out = g;
 		return 0;
 	}
-	if ((rv = ring_url(g->url_in, urls, rank, n)) != 0 ||
-	    (rv = ring_url(g->url_out, urls, g->right, n)) != 0)
-		goto fail;
 	nng_duration ms = (nng_duration)(timeout_s * 1000);
-	const char *bad = g->url_in;
+	nng_listener l;
 	if ((rv = nng_pair1_open(&g->in)) == 0) {
 		g->in_open = 1;
 		nng_pipe_notify(g->in, NNG_PIPE_EV_ADD_POST, ring_widen_cb, g);
 		nng_socket_set_ms(g->in, NNG_OPT_RECVTIMEO, ms);
 		nng_socket_set_ms(g->in, NNG_OPT_SENDTIMEO, ms);
 		nng_socket_set_int(g->in, NNG_OPT_RECVBUF, RING_AHEAD + 2);
-		nng_listener l;
-		rv = pti_transport_listen(&l, g->in, g->url_in);
-	}
-	if (rv == 0) {
-		bad = g->url_out;
-		if ((rv = nng_pair1_open(&g->out)) == 0) {
-			g->out_open = 1;
-			nng_pipe_notify(g->out, NNG_PIPE_EV_ADD_POST,
-			    ring_widen_cb, g);
-			nng_socket_set_ms(g->out, NNG_OPT_RECVTIMEO, ms);
-			nng_socket_set_ms(g->out, NNG_OPT_SENDTIMEO, ms);
-			nng_socket_set_int(g->out, NNG_OPT_SENDBUF,
-			    RING_AHEAD + 2);
-			// The neighbours start together: redial soon (nng
-			// backs off from 100 ms, a second lost joining).
-			nng_socket_set_ms(g->out, NNG_OPT_RECONNMINT,
-			    RING_RETRY_MS);
-			nng_socket_set_ms(g->out, NNG_OPT_RECONNMAXT,
-			    5 * RING_RETRY_MS);
-			rv = pti_transport_dial(g->out, g->url_out,
-			    &g->dialer, NNG_FLAG_NONBLOCK);
-		}
+		rv = pti_transport_listen(&l, g->in, listen);
 	}
 	if (rv != 0) {
 		rv = pti_err_set(PT_ETRANSPORT, "ring: worker %u: %s: %s",
-		    rank, bad, nng_strerror(rv));
-		goto fail;
+		    rank, listen, nng_strerror(rv));
+		pti_ring_close(g);
+		return rv;
 	}
+	// The address the others dial: the port chosen for ":0".
+	pti_transport_bound_url(l, listen, g->url_in, sizeof(g->url_in));
+	*out = g;
+	return 0;
+}
+
+const char *pti_ring_addr(const pti_ring *g)
+{
+	return g->url_in;
+}
+
+int pti_ring_join(pti_ring *g, const char *urls)
+{
+	int rv;
+	if (g->n == 1)
+		return 0;
+	if ((rv = ring_url(g->url_out, urls, g->right, g->n)) != 0)
+		return rv;
+	nng_duration ms = (nng_duration)(g->timeout_s * 1000);
+	if ((rv = nng_pair1_open(&g->out)) == 0) {
+		g->out_open = 1;
+		nng_pipe_notify(g->out, NNG_PIPE_EV_ADD_POST, ring_widen_cb,
+		    g);
+		nng_socket_set_ms(g->out, NNG_OPT_RECVTIMEO, ms);
+		nng_socket_set_ms(g->out, NNG_OPT_SENDTIMEO, ms);
+		nng_socket_set_int(g->out, NNG_OPT_SENDBUF, RING_AHEAD + 2);
+		// The neighbours start together: redial soon (nng backs off
+		// from 100 ms, a second lost joining).
+		nng_socket_set_ms(g->out, NNG_OPT_RECONNMINT, RING_RETRY_MS);
+		nng_socket_set_ms(g->out, NNG_OPT_RECONNMAXT,
+		    5 * RING_RETRY_MS);
+		rv = pti_transport_dial(g->out, g->url_out, &g->dialer,
+		    NNG_FLAG_NONBLOCK);
+	}
+	if (rv != 0)
+		return pti_err_set(PT_ETRANSPORT, "ring: worker %u: %s: %s",
+		    g->rank, g->url_out, nng_strerror(rv));
 	if ((rv = ring_join(g)) != 0)
-		goto fail;
+		return rv;
 	g->joined = 1;
 	// Joined, the link is not dialed again: a neighbour that goes
 	// away has broken the ring (and nng 1.5.2 could hang closing a
 	// socket whose dialer is busy redialing a peer that is gone).
 	nng_dialer_set_ms(g->dialer, NNG_OPT_RECONNMINT, RING_NO_REDIAL_MS);
 	nng_dialer_set_ms(g->dialer, NNG_OPT_RECONNMAXT, RING_NO_REDIAL_MS);
-	*out = g;
 	return 0;
-fail:
-	pti_ring_close(g);
+}
+
+int pti_ring_open(pti_ring **out, const char *urls, uint32_t rank,
+    uint32_t n, const pti_secret *secret, uint64_t hash, double timeout_s)
+{
+	char own[PT_URLS_MAX], right[PT_URLS_MAX];
+	int rv;
+	// Both addresses are checked before anything listens.
+	if (n > 1 && ((rv = ring_url(own, urls, rank, n)) != 0 ||
+			 (rv = ring_url(right, urls, (rank + 1) % n, n)) != 0))
+		return rv;
+	if ((rv = pti_ring_listen(out, n > 1 ? own : "", rank, n, secret,
+		 hash, timeout_s)) != 0)
+		return rv;
+	if ((rv = pti_ring_join(*out, urls)) != 0) {
+		pti_ring_close(*out);
+		*out = NULL;
+	}
 	return rv;
 }
 

@@ -24,15 +24,28 @@
 
 typedef struct pti_ring pti_ring;
 
-// pti_ring_open joins the ring of n workers as `rank`: urls lists the n
-// workers' addresses (comma-separated, by rank; ipc:// or tcp://); this
-// worker listens on its own and dials its right neighbour's, and both
-// links prove the secret (copied) under layout hash `hash`. Waits at most
-// timeout_s seconds for the neighbours; every later message too. Returns
-// 0 and *out (the caller's, to pti_ring_close); PT_EINVAL naming the
-// address when urls does not hold n of them; PT_ETRANSPORT naming the
-// address nng refused; PT_ETIMEDOUT naming the neighbour that did not
-// come; PT_ENOMEM. With n = 1 there is no socket at all.
+// pti_ring_listen starts worker `rank`'s end of the ring of n workers:
+// it listens on `listen` (ipc://, tcp:// or tls+tcp://; port 0: any free
+// one) for its left neighbour; the secret (copied) and layout hash `hash`
+// are what both links prove. Waits at most timeout_s seconds for the
+// neighbours later, and for every message. Returns 0 and *out (the
+// caller's, to pti_ring_close); PT_ETRANSPORT naming the address nng
+// refused; PT_ENOMEM. With n = 1 there is no socket at all.
+int pti_ring_listen(pti_ring **out, const char *listen, uint32_t rank,
+    uint32_t n, const pti_secret *secret, uint64_t hash, double timeout_s);
+
+// pti_ring_addr is the address the left neighbour dials: --listen with
+// the port it got.
+const char *pti_ring_addr(const pti_ring *r);
+
+// pti_ring_join dials the right neighbour, whose address is in urls (the
+// n workers', comma-separated, by rank), and both links prove the
+// secret. PT_EINVAL when urls does not hold n addresses; PT_ETRANSPORT;
+// PT_ETIMEDOUT naming the neighbour that did not come; PT_EAUTH.
+int pti_ring_join(pti_ring *r, const char *urls);
+
+// pti_ring_open is pti_ring_listen on this worker's address in urls,
+// then pti_ring_join.
 int pti_ring_open(pti_ring **out, const char *urls, uint32_t rank,
     uint32_t n, const pti_secret *secret, uint64_t hash, double timeout_s);
 

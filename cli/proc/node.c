@@ -10,8 +10,10 @@
 // the workers wait for those files: DIR must be a folder every host sees,
 // as a cluster's home or scratch file system is. ID names this job (the
 // Slurm job and step, or Open MPI's job id), so that a folder reused by
-// an earlier job never hands out that job's addresses. Not for: starting
-// processes (the scheduler does) or --mode allreduce (its ring is local).
+// an earlier job never hands out that job's addresses. With --mode
+// allreduce every task is a worker, and each publishes its ring's address
+// there (worker-R.url) for the others. Not for: starting processes (the
+// scheduler does).
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
@@ -29,6 +31,7 @@
 #include "common/config.h"
 #include "common/err.h"
 #include "common/proto.h"
+#include "common/rendezvous.h"
 
 // node_env_u32 reads a whole decimal number from the environment: 0, or
 // -1 when the variable is unset, empty or not such a number.
@@ -127,55 +130,16 @@ static void node_advertise(const pti_config *c, char *out, size_t n)
 	freeifaddrs(ifs);
 }
 
-// node_url_path is DIR/nodes/ID/server-R.url.
-static void node_url_path(char *out, size_t n, const pti_config *c,
-    const char *id, uint32_t r)
+// node_dir is DIR/nodes/ID, where this job's processes publish their
+// addresses (common/rendezvous.h).
+static int node_dir(char *out, size_t n, const pti_config *c,
+    const char *id)
 {
-	snprintf(out, n, "%s/nodes/%s/server-%u.url", c->job.out, id, r);
-}
-
-// node_gather waits (at most --connect-timeout seconds) for every server's
-// published address and lists them in c->connect.
-static int node_gather(pti_config *c, const char *id)
-{
-	char path[PT_PATH_MAX + 256], url[512];
-	double start = pti_clock_s(), said = 0;
-	for (;;) {
-		size_t used = 0;
-		uint32_t r;
-		c->connect[0] = '\0';
-		for (r = 0; r < c->job.servers; r++) {
-			node_url_path(path, sizeof(path), c, id, r);
-			FILE *f = fopen(path, "r");
-			if (f == NULL)
-				break;
-			int got = fgets(url, sizeof(url), f) != NULL;
-			fclose(f);
-			url[strcspn(url, "\n")] = '\0';
-			if (!got || url[0] == '\0' ||
-			    used + strlen(url) + 2 > sizeof(c->connect))
-				return pti_err_set(PT_EINVAL, "%s: no address, "
-				    "or too many servers", path);
-			used += (size_t)snprintf(c->connect + used,
-			    sizeof(c->connect) - used, "%s%s", r ? "," : "",
-			    url);
-		}
-		if (r == c->job.servers)
-			return 0;
-		double waited = pti_clock_s() - start;
-		if (waited >= c->job.connect_timeout)
-			return pti_err_set(PT_ETIMEDOUT, "gave up after %.0fs "
-			    "waiting for server %u to start and publish its "
-			    "address as %s (is --out a folder every host "
-			    "shares?)", waited, r, path);
-		if (waited >= said + 5.0) {
-			fprintf(stderr, "node: waiting for server %u to "
-			    "publish %s (%.0fs so far, at most %.0fs)\n", r,
-			    path, waited, c->job.connect_timeout);
-			said = waited;
-		}
-		usleep(50 * 1000);
-	}
+	int k = snprintf(out, n, "%s/nodes/%s", c->job.out, id);
+	if (k < 0 || (size_t)k >= n)
+		return pti_err_set(PT_EINVAL, "--out %s: too long a path",
+		    c->job.out);
+	return 0;
 }
 
 // node_roles sets --servers and --workers from the cluster file or the
@@ -214,7 +178,8 @@ int pti_cmd_node(int argc, char **argv)
 	int help, rv, server = 0;
 	uint32_t rank = 0, size = 0;
 	const char *from = "";
-	char id[256] = "", where[300], path[PT_PATH_MAX + 256];
+	char id[256] = "", where[300], path[PT_PATH_MAX + 512];
+	char dir[PT_PATH_MAX];
 
 	pti_config_defaults(&c);
 	if ((rv = pti_config_parse(&c, PT_CMD_NODE, argc, argv, &help)) != 0) {
@@ -233,18 +198,25 @@ int pti_cmd_node(int argc, char **argv)
 		       "each server\nlistens on tcp://--advertise:PORT and "
 		       "publishes that address as\nDIR/nodes/ID/server-R.url, "
 		       "where the workers read it: --out DIR must be a\nfolder "
-		       "every host shares. With --cluster FILE the addresses "
-		       "are the file's.\nThe job then runs as one started by "
+		       "every host shares. With --mode allreduce every task "
+		       "is a worker,\nand each publishes its ring's address "
+		       "there as worker-R.url for the others.\nWith --cluster "
+		       "FILE the addresses are the file's.\nThe job then runs "
+		       "as one started by "
 		       "hand (pstrain worker --help).\n\nflags:\n");
 		pti_config_help(stdout, PT_CMD_NODE);
 		return 0;
 	}
-	if (c.job.mode == PT_MODE_ALLREDUCE) {
-		fprintf(stderr, "pstrain node: --mode allreduce is not run by "
-		    "pstrain node (yet): its ring of workers runs over ipc on "
-		    "one machine; use pstrain run\n");
+	// allreduce: every task is a worker of the ring.
+	int ar = c.job.mode == PT_MODE_ALLREDUCE;
+	if (ar && pti_config_given(&c, "servers") && c.job.servers > 0) {
+		fprintf(stderr, "pstrain node: --mode allreduce runs no "
+		    "servers: every task is a worker (--servers %u)\n",
+		    c.job.servers);
 		return PTI_EXIT_USAGE;
 	}
+	if (ar)
+		c.job.servers = 0;
 	if ((rv = node_rank(&c, &rank, &size, &from)) != 0 ||
 	    (rv = node_roles(&c, rank, size, from, &server)) != 0 ||
 	    (c.cluster[0] == '\0' &&
@@ -258,19 +230,34 @@ int pti_cmd_node(int argc, char **argv)
 		fprintf(stderr, "pstrain %s: needs --out DIR\n", where);
 		return PTI_EXIT_USAGE;
 	}
-	if (server && c.cluster[0] == '\0') {
+	// Without a cluster file, servers (allreduce: workers, for their
+	// ring) listen on this host's address and publish it in
+	// DIR/nodes/ID, where the workers (the other workers) find it.
+	if (c.cluster[0] == '\0' &&
+	    (rv = node_dir(dir, sizeof(dir), &c, id)) != 0) {
+		fprintf(stderr, "pstrain %s: %s\n", where, pt_errmsg(rv));
+		return PTI_EXIT_USAGE;
+	}
+	if ((server || ar) && c.cluster[0] == '\0') {
 		char host[256];
 		node_advertise(&c, host, sizeof(host));
 		snprintf(c.listen, sizeof(c.listen), "%s://%s:%u",
 		    c.transport == PT_TRANSPORT_TLS ? "tls+tcp" : "tcp", host,
 		    c.port ? c.port + c.rank : 0);
 	}
-	if (!server && c.cluster[0] == '\0') {
-		if ((rv = node_gather(&c, id)) != 0) {
-			fprintf(stderr, "pstrain %s: %s\n", where,
-			    pt_errmsg(rv));
+	if (ar && c.cluster[0] == '\0') {
+		memcpy(c.ring_dir, dir, sizeof(dir));
+		if (pti_mkdir_p(dir) != 0) {
+			fprintf(stderr, "pstrain %s: %s: %s\n", where, dir,
+			    strerror(errno));
 			return PTI_EXIT_FAIL;
 		}
+	} else if (!server && c.cluster[0] == '\0' &&
+	    (rv = pti_rdv_gather(dir, "server", c.job.servers,
+		 c.job.connect_timeout, c.connect, sizeof(c.connect),
+		 where)) != 0) {
+		fprintf(stderr, "pstrain %s: %s\n", where, pt_errmsg(rv));
+		return PTI_EXIT_FAIL;
 	}
 	// From here on this is a server or a worker started by hand.
 	if ((rv = pti_cli_finish(&c, server ? PT_CMD_SERVER : PT_CMD_WORKER,
@@ -279,7 +266,8 @@ int pti_cmd_node(int argc, char **argv)
 	if (server) {
 		const char *publish = NULL;
 		if (c.cluster[0] == '\0') {
-			node_url_path(path, sizeof(path), &c, id, c.rank);
+			pti_rdv_path(path, sizeof(path), dir, "server",
+			    c.rank);
 			publish = path;
 		}
 		return pti_serve(&c, publish);

@@ -27,6 +27,7 @@
 #include "common/modelfile.h"
 #include "common/optim.h"
 #include "common/proto.h"
+#include "common/rendezvous.h"
 #include "common/transport.h"
 #include "model/model.h"
 #include "ps/server.h"
@@ -190,11 +191,17 @@ static void procs_wait_servers(const pti_config *c, double t0)
 // procs_as_run makes c say how a worker started by hand ran, for its
 // summary: the transport of its addresses (--transport is run's flag, so
 // a worker's says ipc whatever it dialed), and no servers in a mode that
-// has none (--servers keeps its default of 1 there).
+// has none (--servers keeps its default of 1 there), and the addresses
+// (allreduce: the ring's, also when found through --ring-dir).
 static void procs_as_run(pti_config *c)
 {
 	if (!pti_mode_of(c->job.mode)->servers)
 		c->job.servers = 0;
+	// An allreduce worker of --ring-dir: the ring's addresses are there.
+	if (c->connect[0] == '\0' && c->ring_dir[0] != '\0' &&
+	    pti_rdv_gather(c->ring_dir, "worker", c->job.workers, 0,
+		c->connect, sizeof(c->connect), "worker") != 0)
+		c->connect[0] = '\0';
 	c->transport = pti_transport_is_tls(c->connect)	? PT_TRANSPORT_TLS
 		       : strncmp(c->connect, "tcp", 3) == 0 ? PT_TRANSPORT_TCP
 							: PT_TRANSPORT_IPC;
@@ -247,7 +254,7 @@ int pti_work(pti_config *c, const char *cmdline)
 		procs_as_run(c);
 		pti_run_facts r = {c, cmdline, res.steps, res.spe, res.n_train,
 		    res.n_val, res.classes, 0, res.lost, 0, 0, 0, -1, from, 0,
-		    t0, pti_wall_s() - t0, diverged};
+		    t0, pti_wall_s() - t0, diverged, c->connect};
 		if (c->job.resume_version >= 0)
 			r.resumed_from = c->job.resume_version;
 		if (pti_summary_write(&r) != 0 && rv == 0)

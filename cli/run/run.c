@@ -33,6 +33,7 @@
 #include "common/err.h"
 #include "common/layout.h"
 #include "common/proto.h"
+#include "common/rendezvous.h"
 
 static void run_on_signal(int sig)
 {
@@ -310,7 +311,9 @@ static int run_prepare(run_job *j)
 		    RUN_MAX_PROCS);
 	// The sockets' folder, removed by run_cleanup; one that a launcher
 	// killed with kill -9 left is removed by the next (cli/run/sockdir.c).
-	if (c->transport == PT_TRANSPORT_IPC &&
+	// allreduce's workers publish their ring's addresses there too.
+	if ((c->transport == PT_TRANSPORT_IPC ||
+		c->job.mode == PT_MODE_ALLREDUCE) &&
 	    (rv = pti_sockdir_make(j->sockdir, sizeof(j->sockdir))) != 0) {
 		j->sockdir[0] = '\0';
 		return rv;
@@ -331,6 +334,8 @@ static void run_cleanup(run_job *j)
 			     r < j->c.job.workers; r++) {
 		snprintf(path, sizeof(path), "%s/w%u", j->sockdir, r);
 		unlink(path);
+		pti_rdv_path(path, sizeof(path), j->sockdir, "worker", r);
+		unlink(path);
 	}
 	rmdir(j->sockdir);
 }
@@ -342,7 +347,7 @@ static int run_write_summary(const run_job *j, int diverged)
 	    j->n_val, j->classes, j->worker_restarts, j->workers_lost,
 	    j->server_restarts, j->steps_redone, j->time_lost,
 	    j->resumed_from, j->csv_from, j->eval_from, j->t0,
-	    pti_wall_s() - j->t0, diverged};
+	    pti_wall_s() - j->t0, diverged, j->urls};
 	return pti_summary_write(&r);
 }
 
@@ -422,6 +427,12 @@ int pti_cmd_run(int argc, char **argv)
 			break;
 		}
 	}
+	// allreduce: the ring's addresses, for the record, as the workers
+	// published them in the socket folder (gone after run_cleanup).
+	if (j.c.job.mode == PT_MODE_ALLREDUCE &&
+	    pti_rdv_gather(j.sockdir, "worker", j.c.job.workers, 0, j.urls,
+		sizeof(j.urls), "pstrain run") != 0)
+		j.urls[0] = '\0';
 	pti_run_kill_all(&j);
 	run_tensorboard(&j);
 	pti_tb_close(j.tb);

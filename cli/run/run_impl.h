@@ -34,7 +34,8 @@ typedef struct run_job {
 	run_proc procs[RUN_MAX_PROCS];
 	uint32_t n_procs;
 	char sockdir[PT_PATH_MAX];
-	char urls[PT_URLS_MAX];
+	char urls[PT_URLS_MAX]; // the servers' addresses (allreduce: the
+				// ring's, once the job has run)
 	uint64_t steps, spe, n_train, n_val;
 	uint32_t classes;
 	pti_layout layout; // the model's, from run_prepare

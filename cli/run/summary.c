@@ -377,6 +377,14 @@ int pti_summary_write(const pti_run_facts *r)
 	num(f, "workers", c->job.workers, 10);
 	str(f, "model", c->model);
 	str(f, "data", c->data);
+	// Where the job ran: the servers' addresses (allreduce: the ring's).
+	json_t *addrs = json_array();
+	for (const char *a = r->addresses ? r->addresses : ""; *a != '\0';) {
+		size_t len = strcspn(a, ",");
+		json_array_append_new(addrs, json_stringn(a, len));
+		a += len + (a[len] == ',');
+	}
+	json_object_set_new(f, "addresses", addrs);
 	str(f, "optimizer", c->job.optimizer);
 	num(f, "batch", c->job.batch, 10);
 	num(f, "per_worker_batch", c->job.batch / c->job.workers, 10);

@@ -32,6 +32,8 @@ typedef struct pti_run_facts {
 	long eval_from;       // where this job's rows of eval.csv begin
 	double t0, wall;      // start (seconds since 1970) and length
 	int diverged;
+	const char *addresses; // the servers' (allreduce: the ring's), by
+			       // rank, comma-separated; "" when unknown
 } pti_run_facts;
 
 // The finishing worker's final.csv row (NaN where it has no value).

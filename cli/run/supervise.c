@@ -20,6 +20,7 @@
 #include "common/config.h"
 #include "common/err.h"
 #include "common/proto.h"
+#include "common/rendezvous.h"
 
 volatile sig_atomic_t pti_run_signalled;
 
@@ -252,37 +253,41 @@ int pti_run_spawn_server(run_job *j, uint32_t s, const char *listen,
 	return 0;
 }
 
+// run_listen is where process `what` (s: a server, w: a worker's ring)
+// of rank r listens: its ipc socket in the socket folder, or port 0 on
+// the loopback address, whose port the process then says.
+static void run_listen(const run_job *j, const char *what, uint32_t r,
+    char *out, size_t n)
+{
+	switch (j->c.transport) {
+	case PT_TRANSPORT_TCP:
+		snprintf(out, n, "tcp://127.0.0.1:0");
+		break;
+	case PT_TRANSPORT_TLS:
+		snprintf(out, n, "tls+tcp://127.0.0.1:0");
+		break;
+	default:
+		snprintf(out, n, "ipc://%s/%s%u", j->sockdir, what, r);
+	}
+}
+
 int pti_run_start(run_job *j)
 {
 	const pti_config *c = &j->c;
 	char listen[PT_PATH_MAX + 32], url[PT_PATH_MAX];
 	size_t used = 0;
 	for (uint32_t s = 0; s < c->job.servers; s++) {
-		// Port 0: each server takes a free port and says which in
-		// its ready file.
-		if (c->transport == PT_TRANSPORT_TCP)
-			snprintf(listen, sizeof(listen), "tcp://127.0.0.1:0");
-		else if (c->transport == PT_TRANSPORT_TLS)
-			snprintf(listen, sizeof(listen),
-			    "tls+tcp://127.0.0.1:0");
-		else
-			snprintf(listen, sizeof(listen), "ipc://%s/s%u",
-			    j->sockdir, s);
+		run_listen(j, "s", s, listen, sizeof(listen));
 		if (pti_run_spawn_server(j, s, listen, c->job.resume_version, "") != 0)
 			return -1;
 	}
 	j->urls[0] = '\0';
-	// allreduce: the workers' own addresses, where each listens for its
-	// left neighbour in the ring (worker/ring.h).
+	// allreduce: each worker publishes its ring's address in the socket
+	// folder (train/ring.h); those of a ring before are gone.
 	for (uint32_t r = 0; c->job.mode == PT_MODE_ALLREDUCE && r < c->job.workers;
 	     r++) {
-		used += (size_t)snprintf(j->urls + used,
-		    sizeof(j->urls) - used, "%sipc://%s/w%u", r ? "," : "",
-		    j->sockdir, r);
-		if (used >= sizeof(j->urls)) {
-			fprintf(stderr, "pstrain run: too many workers\n");
-			return -1;
-		}
+		pti_rdv_path(url, sizeof(url), j->sockdir, "worker", r);
+		unlink(url);
 	}
 	for (uint32_t s = 0; s < c->job.servers; s++) {
 		if (pti_run_wait_server(j, s, url) != 0)
@@ -302,14 +307,27 @@ int pti_run_start(run_job *j)
 
 int pti_run_spawn_worker(run_job *j, uint32_t r)
 {
-	char rank[16], t0[64], rver[32];
+	char rank[16], t0[64], rver[32], listen[PT_PATH_MAX + 32];
 	snprintf(rank, sizeof(rank), "%u", r);
 	snprintf(t0, sizeof(t0), "%.6f", j->t0);
 	snprintf(rver, sizeof(rver), "%lld", (long long)j->c.job.resume_version);
-	// allreduce: the workers hold the model, and load the checkpoint.
-	char *extra[] = {"--rank", rank, "--connect", j->urls, "--t0", t0,
-	    "--resume-version", rver};
-	int n = j->c.job.mode == PT_MODE_ALLREDUCE ? 8 : 6;
+	run_listen(j, "w", r, listen, sizeof(listen));
+	// allreduce: the workers hold the model, and load the checkpoint;
+	// each listens for its ring and finds the others' addresses in the
+	// socket folder.
+	char *extra[10] = {"--rank", rank, "--t0", t0};
+	int n = 4;
+	if (j->c.job.mode == PT_MODE_ALLREDUCE) {
+		extra[n++] = "--resume-version";
+		extra[n++] = rver;
+		extra[n++] = "--listen";
+		extra[n++] = listen;
+		extra[n++] = "--ring-dir";
+		extra[n++] = j->sockdir;
+	} else {
+		extra[n++] = "--connect";
+		extra[n++] = j->urls;
+	}
 	if (j->n_procs >= RUN_MAX_PROCS ||
 	    run_spawn(j, 0, r, extra, n) != 0) {
 		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(PT_EIO));
