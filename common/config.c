@@ -2,6 +2,7 @@
 #include "common/config.h"
 
 #include <errno.h>
+#include <strings.h>
 #include <math.h>
 #include <stddef.h>
 
@@ -15,7 +16,7 @@
 #include "common/proto.h"
 #include "common/transport.h"
 
-enum { T_U32, T_U64, T_I64, T_F64, T_STR, T_MODE, T_TRANSPORT, T_BOOL,
+enum { T_U32, T_U64, T_I64, T_F64, T_STR, T_MODE, T_TRANSPORT, T_PLACE, T_BOOL,
 	T_LIST, T_LRSCALE, T_LPUSH };
 
 typedef struct config_entry {
@@ -39,7 +40,7 @@ typedef struct config_entry {
 	{n, t, offsetof(pti_config, f), sizeof(((pti_config *)0)->f), def, lo,  \
 	    hi, cmds, mv, help}
 
-// The names a flag of a few choices takes (T_MODE, T_TRANSPORT,
+// The names a flag of a few choices takes (T_MODE, T_TRANSPORT, T_PLACE,
 // T_LRSCALE, T_LPUSH: stored as an int), in the order its error lists
 // them; the first also names a value that is none of them.
 typedef struct config_choice {
@@ -52,6 +53,9 @@ static const config_choice choice_mode[] = {{"sync", PT_MODE_SYNC},
     {"allreduce", PT_MODE_ALLREDUCE}, {NULL, 0}};
 static const config_choice choice_transport[] = {{"ipc", PT_TRANSPORT_IPC},
     {"tcp", PT_TRANSPORT_TCP}, {"tls", PT_TRANSPORT_TLS}, {NULL, 0}};
+static const config_choice choice_place[] = {{"none", PT_PLACE_NONE},
+    {"dedicated", PT_PLACE_DEDICATED}, {"colocated", PT_PLACE_COLOCATED},
+    {NULL, 0}};
 static const config_choice choice_lrscale[] = {{"none", PT_LR_NONE},
     {"linear", PT_LR_LINEAR}, {NULL, 0}};
 static const config_choice choice_lpush[] = {{"auto", PT_LP_AUTO},
@@ -65,6 +69,8 @@ static const config_choice *config_choices(int type)
 		return choice_mode;
 	case T_TRANSPORT:
 		return choice_transport;
+	case T_PLACE:
+		return choice_place;
 	case T_LRSCALE:
 		return choice_lrscale;
 	case T_LPUSH:
@@ -142,6 +148,16 @@ static const config_entry config_table[] = {
     E("transport", T_TRANSPORT, transport, "ipc", 0, 0, RUN, "ipc|tcp|tls",
 	"ipc:// sockets, or tcp:// on 127.0.0.1, or tls+tcp:// on 127.0.0.1 "
 	"(with --tls-cert, --tls-key and --tls-ca)"),
+    E("link", T_STR, link, "", 0, 0, RUN, "RATE[,DELAY]",
+	"emulated hosts (network namespaces on a bridge; needs root), each "
+	"host's link shaped both ways at RATE (tc units: 100mbit, 1gbit), "
+	"and DELAY one way (netem: 200us, 1ms; refused where the kernel has "
+	"no netem); implies --placement dedicated and --transport tcp"),
+    E("placement", T_PLACE, placement, "none", 0, 0, RUN,
+	"none|dedicated|colocated",
+	"emulated hosts: dedicated puts each server and each worker on a "
+	"host of its own, colocated server s on worker s's host (S <= W); "
+	"none runs every process here"),
     E("tls-cert", T_STR, job.tls_cert, "", 0, 0, RUN | SRV | WRK, "FILE",
 	"tls+tcp://: this process's certificate (PEM), signed by --tls-ca; "
 	"run gives the same one to servers and workers "
@@ -698,6 +714,48 @@ int pti_config_cluster(pti_config *c, uint32_t cmd)
 	return 0;
 }
 
+// link_number reads a number and a unit of units (each with its factor)
+// from s; the rest must be empty. -1 when it is not such a number.
+static double link_number(const char *s, const char *const *units,
+    const double *factors)
+{
+	char *end;
+	errno = 0;
+	double x = strtod(s, &end);
+	if (errno != 0 || end == s || !(x > 0) || x > 1e15)
+		return -1;
+	for (int i = 0; units[i] != NULL; i++)
+		if (strcasecmp(end, units[i]) == 0)
+			return x * factors[i];
+	return -1;
+}
+
+int pti_config_link(const pti_config *c, double *bps, double *delay_s)
+{
+	static const char *const rates[] = {"bit", "kbit", "mbit", "gbit",
+	    "tbit", NULL};
+	static const double rate_f[] = {1, 1e3, 1e6, 1e9, 1e12};
+	static const char *const delays[] = {"us", "ms", "s", NULL};
+	static const double delay_f[] = {1e-6, 1e-3, 1};
+	char rate[64];
+	const char *comma = strchr(c->link, ',');
+	*bps = 0;
+	*delay_s = 0;
+	if (c->link[0] == '\0')
+		return 0;
+	snprintf(rate, sizeof(rate), "%.*s",
+	    (int)(comma ? comma - c->link : (long)strlen(c->link)), c->link);
+	*bps = link_number(rate, rates, rate_f);
+	if (comma != NULL)
+		*delay_s = link_number(comma + 1, delays, delay_f);
+	if (*bps < 1000 || *delay_s < 0 || *delay_s > 10)
+		return pti_err_set(PT_EINVAL, "--link %s: expected RATE or "
+		    "RATE,DELAY: a rate of at least 1kbit in bit, kbit, mbit, "
+		    "gbit or tbit (1gbit, 100mbit), a delay up to 10s in us, "
+		    "ms or s (200us)", c->link);
+	return 0;
+}
+
 int pti_config_straggler(const pti_config *c, uint32_t rank, double *ms)
 {
 	*ms = 0;
@@ -773,6 +831,52 @@ static int config_allreduce(const pti_config *c, uint32_t cmd)
 		return pti_err_set(PT_EINVAL, "--%s: --mode allreduce has no "
 		    "servers (--restart-workers restarts its workers)", no);
 	return 0;
+}
+
+// config_hosts checks --link and --placement against the job: hosts talk
+// over tcp or tls, and colocated needs a worker's host for each server.
+static int config_hosts(const pti_config *c)
+{
+	double bps, delay;
+	int rv;
+	if ((rv = pti_config_link(c, &bps, &delay)) != 0)
+		return rv;
+	if (c->link[0] == '\0' && c->placement == PT_PLACE_NONE)
+		return 0;
+	if (c->placement == PT_PLACE_NONE && pti_config_given(c, "placement"))
+		return pti_err_set(PT_EINVAL, "--link %s needs emulated hosts: "
+		    "--placement dedicated or colocated, not none", c->link);
+	if (c->transport == PT_TRANSPORT_IPC && pti_config_given(c, "transport"))
+		return pti_err_set(PT_EINVAL, "--%s: emulated hosts talk over "
+		    "--transport tcp or tls, not ipc",
+		    c->link[0] ? "link" : "placement");
+	if (c->placement == PT_PLACE_COLOCATED &&
+	    c->job.mode != PT_MODE_ALLREDUCE && c->job.servers > c->job.workers)
+		return pti_err_set(PT_EINVAL, "--placement colocated puts "
+		    "server s on worker s's host: --servers %u is more than "
+		    "--workers %u", c->job.servers, c->job.workers);
+	return 0;
+}
+
+void pti_config_network(const pti_config *c, char *out, size_t n)
+{
+	if (c->placement == PT_PLACE_NONE && c->link[0] == '\0') {
+		snprintf(out, n, "%s", "");
+		return;
+	}
+	snprintf(out, n, ", %s hosts, %s%s",
+	    choice_name(choice_place, c->placement == PT_PLACE_NONE
+					   ? PT_PLACE_DEDICATED
+					   : c->placement),
+	    c->link[0] ? "link " : "links not shaped", c->link);
+}
+
+void pti_config_hosts_imply(pti_config *c)
+{
+	if (c->link[0] != '\0' && c->placement == PT_PLACE_NONE)
+		c->placement = PT_PLACE_DEDICATED;
+	if (c->placement != PT_PLACE_NONE && c->transport == PT_TRANSPORT_IPC)
+		c->transport = PT_TRANSPORT_TCP;
 }
 
 int pti_jobopt_check(const pti_jobopt *o)
@@ -863,6 +967,8 @@ int pti_config_check(const pti_config *c, uint32_t cmd)
 		    "--restart-servers needs --checkpoint-dir D");
 	if ((cmd == PT_CMD_RUN || cmd == PT_CMD_COMPARE) && c->job.out[0] == '\0')
 		return pti_err_set(PT_EINVAL, "run needs --out DIR");
+	if ((rv = config_hosts(c)) != 0)
+		return rv;
 	if (cmd == PT_CMD_SERVER || cmd == PT_CMD_WORKER)
 		return pti_jobopt_check_proc(&c->job, cmd, c->rank,
 		    cmd == PT_CMD_SERVER || c->connect[0] == '\0' ? c->listen

@@ -31,6 +31,9 @@ enum { PT_TRANSPORT_IPC = 1, PT_TRANSPORT_TCP = 2, PT_TRANSPORT_TLS = 3 };
 enum { PT_LR_NONE = 1, PT_LR_LINEAR = 2 };
 // --layer-push: off, on, or auto (pti_config_layer_push_resolve).
 enum { PT_LP_OFF = 0, PT_LP_ON = 1, PT_LP_AUTO = 2 };
+// --placement: no emulated hosts, or each process on a host of its own,
+// or server s on worker s's host.
+enum { PT_PLACE_NONE = 0, PT_PLACE_DEDICATED = 1, PT_PLACE_COLOCATED = 2 };
 
 // --delay, read: none, exponential with mean a ms, or uniform in [a, b].
 enum { PT_DELAY_NONE = 0, PT_DELAY_EXP, PT_DELAY_UNIFORM };
@@ -48,6 +51,8 @@ typedef struct pti_config {
 	uint64_t eval_every; // steps; 0: once per epoch
 	char save_model[PT_PATH_MAX];
 	int transport;
+	char link[64];  // run: --link RATE[,DELAY] of each emulated host
+	int placement;  // run: PT_PLACE_*
 	// per process, set by the launcher or by hand
 	uint32_t rank;
 	char listen[PT_PATH_MAX];  // a server's; an allreduce worker's ring's
@@ -111,6 +116,22 @@ int pti_config_set(pti_config *c, const char *name, const char *value);
 // its R:MS entries give worker rank (0 when none). PT_EINVAL naming the
 // flag when it does not parse or names a rank beyond --workers.
 int pti_config_straggler(const pti_config *c, uint32_t rank, double *ms);
+
+// pti_config_link reads --link RATE[,DELAY]: *bps the rate in bits per
+// second (0: none given), *delay_s the one-way delay (0: none). PT_EINVAL
+// naming the flag and what a rate or delay looks like.
+int pti_config_link(const pti_config *c, double *bps, double *delay_s);
+
+// pti_config_hosts_imply makes what --link and --placement imply
+// explicit (after pti_config_check, which refused what they cannot go
+// with): --link alone means --placement dedicated, and emulated hosts
+// talk over --transport tcp unless tls was asked for.
+void pti_config_hosts_imply(pti_config *c);
+
+// pti_config_network writes where c's processes run into out (size n):
+// "" on this machine, else ", PLACEMENT hosts, link RATE[,DELAY]" (or
+// "links not shaped"), for titles and progress.
+void pti_config_network(const pti_config *c, char *out, size_t n);
 
 // pti_config_delay reads --delay into *d. PT_EINVAL naming the flag.
 int pti_config_delay(const pti_config *c, pti_delay *d);

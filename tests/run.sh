@@ -56,6 +56,7 @@ hosts_test sh tests/hosts_test.sh
 asan-hosts_test env PSTRAIN=build/asan/pstrain sh tests/hosts_test.sh
 slurm_test bash tests/slurm_test.sh
 netns_test bash tests/netns_test.sh
+link_test sh tests/link_test.sh
 mpi_test bash tests/mpi_test.sh
 attack_test sh tests/attack_test.sh
 hygiene_test sh tests/hygiene_test.sh

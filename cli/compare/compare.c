@@ -638,6 +638,61 @@ static const char *report_defs =
     "idle_fraction, dropped_gradients and workers_lost are summary.json's "
     "(docs/OUTPUTS.md).\n";
 
+// job_network describes where job j ran into out: its placement and link
+// (summary.json's), or "one machine" and its transport.
+static void job_network(const pti_cmp_job *j, char *out, size_t n)
+{
+	char place[32] = "none", tr[16] = "?";
+	const json_t *link = json_object_get(j->json, "link");
+	double bps = pti_json_num(link, "rate_bits_per_s");
+	double delay = pti_json_num(link, "delay_s");
+	(void)pti_json_text(j->json, "placement", place, sizeof(place));
+	(void)pti_json_text(json_object_get(j->json, "config"), "transport",
+	    tr, sizeof(tr));
+	if (strcmp(place, "none") == 0) {
+		snprintf(out, n, "every process on this machine, over %s, "
+		    "links not shaped", tr);
+		return;
+	}
+	int k = snprintf(out, n, "emulated hosts, placement %s, over %s; "
+	    "each host's link ", place, tr);
+	if (k < 0 || (size_t)k >= n)
+		return;
+	if (isnan(bps) && isnan(delay))
+		snprintf(out + k, n - (size_t)k, "not shaped");
+	else if (isnan(delay))
+		snprintf(out + k, n - (size_t)k, "%.4g Mbit/s both ways (tbf)",
+		    bps / 1e6);
+	else
+		snprintf(out + k, n - (size_t)k, "%.4g Mbit/s both ways (tbf), "
+		    "%.4g ms one way (netem)", isnan(bps) ? 0 : bps / 1e6,
+		    delay * 1e3);
+}
+
+// report_network says where the jobs ran (docs/COMPARE.md, "Network"),
+// loudly when they differ.
+static void report_network(FILE *f, const cmp_set *s)
+{
+	const pti_cmp_job *a = first_job(s);
+	char na[256], nb[256];
+	if (a == NULL)
+		return;
+	job_network(a, na, sizeof(na));
+	fprintf(f, "## Network\n\n%s (summary.json's placement, link and "
+	    "hosts).\n\n", na);
+	for (int i = 0; i < s->n_modes * s->n_seeds; i++) {
+		const pti_cmp_job *b = &s->jobs[i];
+		if (b->json == NULL)
+			continue;
+		job_network(b, nb, sizeof(nb));
+		if (strcmp(na, nb) != 0) {
+			fprintf(f, "WARNING: %s seed %llu ran elsewhere: %s\n\n",
+			    b->m->label, (unsigned long long)b->seed, nb);
+			break;
+		}
+	}
+}
+
 static int report_write(const cmp_set *s, int argc, char **argv)
 {
 	const pti_config *c = s->c;
@@ -673,6 +728,7 @@ static int report_write(const cmp_set *s, int argc, char **argv)
 		    "Folders are relative to\n%s.\n\n", c->validation,
 		    c->evals_per_epoch, c->job.out);
 	report_record(f, s);
+	report_network(f, s);
 	fprintf(f, "## Results: mean ± sd over seeds\n\n");
 	report_note(f, s);
 	fprintf(f, "\n");
@@ -755,7 +811,7 @@ static int cmp_dashboard(cmp_set *s)
 	const pti_config *c = s->c;
 	uint32_t n = (uint32_t)(s->n_modes * s->n_seeds);
 	pti_dash_job *jobs = calloc(n, sizeof(*jobs));
-	char url[128], title[2 * PT_PATH_MAX + 64];
+	char url[128], title[2 * PT_PATH_MAX + 256];
 	pti_data d;
 	uint64_t n_train = 0;
 	int rv;
@@ -785,8 +841,10 @@ static int cmp_dashboard(cmp_set *s)
 		jobs[i].steps = cmp_steps(j->m, n_train);
 		jobs[i].state = PTI_DASH_PENDING;
 	}
-	snprintf(title, sizeof(title), "pstrain compare: %s, %s",
-	    c->modes, c->job.out);
+	char net[128];
+	pti_config_network(c, net, sizeof(net));
+	snprintf(title, sizeof(title), "pstrain compare: %s%s, %s",
+	    c->modes, net, c->job.out);
 	rv = pti_dash_open(&s->dash, "--dashboard-listen", c->dashboard_listen,
 	    title, jobs, n, url, sizeof(url));
 	free(jobs);
@@ -911,6 +969,7 @@ int pti_cmd_compare(int argc, char **argv)
 	    "--target-acc 0.8 --out runs/cmp", argc, argv);
 	if (rv >= 0)
 		return rv;
+	pti_config_hosts_imply(&c); // what each job's run is then given
 	if (c.tensorboard[0] != '\0' && c.report_only) {
 		fprintf(stderr, "pstrain compare: --tensorboard with "
 		    "--report-only: no job runs to write event files\n");

@@ -57,7 +57,7 @@ static void run_tensorboard(run_job *j)
 static int run_dashboard(run_job *j)
 {
 	static pti_dash_job job; // large: keep it off the stack
-	char url[128], title[PT_PATH_MAX + PT_SPEC_MAX + 128];
+	char url[128], title[PT_PATH_MAX + PT_SPEC_MAX + 256];
 	int rv;
 	snprintf(job.dir, sizeof(job.dir), "%s", j->c.job.out);
 	snprintf(job.mode, sizeof(job.mode), "%s", pti_mode_name(j->c.job.mode));
@@ -67,9 +67,11 @@ static int run_dashboard(run_job *j)
 	job.steps = j->steps;
 	job.t0 = j->t0;
 	job.state = PTI_DASH_RUNNING;
-	snprintf(title, sizeof(title), "pstrain run: %s, %u x %u, %s, %s",
+	char net[128];
+	pti_config_network(&j->c, net, sizeof(net));
+	snprintf(title, sizeof(title), "pstrain run: %s, %u x %u, %s%s, %s",
 	    pti_mode_name(j->c.job.mode), j->c.job.servers, j->c.job.workers, j->c.model,
-	    j->c.job.out);
+	    net, j->c.job.out);
 	if ((rv = pti_dash_open(&j->dash, "--dashboard-listen",
 	    j->c.dashboard_listen, title, &job, 1, url, sizeof(url))) != 0) {
 		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(rv));
@@ -261,6 +263,7 @@ static int run_prepare(run_job *j)
 	// process starts.
 	if ((rv = pti_config_load_data(c, &d)) != 0)
 		return rv;
+	pti_config_hosts_imply(c);
 	if (c->job.mode == PT_MODE_ALLREDUCE && c->job.servers > 0) {
 		if (pti_config_given(c, "servers"))
 			fprintf(stderr, "pstrain run: --mode allreduce runs no "
@@ -323,6 +326,7 @@ static int run_prepare(run_job *j)
 
 static void run_cleanup(run_job *j)
 {
+	pti_hosts_down(&j->hosts);
 	if (j->sockdir[0] == '\0')
 		return;
 	char path[PT_PATH_MAX + 32];
@@ -368,6 +372,17 @@ int pti_cmd_run(int argc, char **argv)
 	if ((rv = run_prepare(&j)) != 0) {
 		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(rv));
 		return PTI_EXIT_USAGE;
+	}
+	if ((rv = pti_hosts_up(&j.hosts, &j.c)) != 0) {
+		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(rv));
+		run_cleanup(&j);
+		return rv == PT_EINVAL ? PTI_EXIT_USAGE : PTI_EXIT_FAIL;
+	}
+	if (j.hosts.n > 0) {
+		char net[128];
+		pti_config_network(&j.c, net, sizeof(net));
+		fprintf(stderr, "pstrain run: %u emulated hosts%s\n",
+		    j.hosts.n, net);
 	}
 	// A new secret for every job, handed to its processes in the
 	// environment (not on a command line, where ps shows it): only they

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "cli/run/hosts.h"
 #include "common/config.h"
 #include "common/layout.h"
 
@@ -34,6 +35,7 @@ typedef struct run_job {
 	run_proc procs[RUN_MAX_PROCS];
 	uint32_t n_procs;
 	char sockdir[PT_PATH_MAX];
+	pti_hosts hosts; // --link, --placement: the emulated hosts
 	char urls[PT_URLS_MAX]; // the servers' addresses (allreduce: the
 				// ring's, once the job has run)
 	uint64_t steps, spe, n_train, n_val;

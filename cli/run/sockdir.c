@@ -30,11 +30,11 @@
 #define SOCKDIR_SUN_PATH 107 // bytes of a socket path, without its NUL
 #define SOCKDIR_SOCKET "/s4294967295" // the longest socket name in it
 
-// sockdir_started reads the start time of process pid (clock ticks after
+// pti_proc_start reads the start time of process pid (clock ticks after
 // boot, field 22 of /proc/PID/stat) into *start. Returns 0, ESRCH when
 // there is no such process or only its zombie (killed, not yet waited
 // for: it will never clean up), or another errno when it cannot tell.
-static int sockdir_started(long pid, unsigned long long *start)
+int pti_proc_start(long pid, unsigned long long *start)
 {
 	char path[64], buf[1024], state;
 	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
@@ -58,7 +58,7 @@ static int sockdir_started(long pid, unsigned long long *start)
 static int sockdir_stale(const char *name)
 {
 	long pid;
-	unsigned long long start, now;
+	unsigned long long start;
 	int used = 0;
 	char canon[128];
 	if (sscanf(name, SOCKDIR_PREFIX "%ld-%llu-%n", &pid, &start,
@@ -74,14 +74,38 @@ static int sockdir_stale(const char *name)
 	for (const char *p = name + used; *p; p++)
 		if (!isalnum((unsigned char)*p))
 			return 0;
-	int rv = sockdir_started(pid, &now);
+	return pti_proc_gone(pid, start);
+}
+
+int pti_proc_gone(long pid, unsigned long long start)
+{
+	unsigned long long now;
+	int rv = pti_proc_start(pid, &now);
 	if (rv == ESRCH)
 		return 1;
 	return rv == 0 && now != start;
 }
 
+// sockdir_ours tells whether name is a file a launcher makes in its
+// folder: a server's socket sR, a worker's ring socket wR, or the ring's
+// address worker-R.url.
+static int sockdir_ours(const char *name)
+{
+	static const char *const forms[] = {"s%u", "w%u", "worker-%u.url"};
+	for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+		unsigned r;
+		char canon[32];
+		if (sscanf(name, forms[i], &r) != 1)
+			continue;
+		snprintf(canon, sizeof(canon), forms[i], r);
+		if (strcmp(canon, name) == 0)
+			return 1;
+	}
+	return 0;
+}
+
 // sockdir_remove removes folder name of the folder open as tfd and the
-// sockets s0, s1, ... in it, never following a symbolic link, and only
+// files of sockdir_ours in it, never following a symbolic link, and only
 // when this user owns it. Anything else in it keeps it there.
 static void sockdir_remove(int tfd, const char *name)
 {
@@ -100,15 +124,9 @@ static void sockdir_remove(int tfd, const char *name)
 		return;
 	}
 	struct dirent *e;
-	while ((e = readdir(d)) != NULL) {
-		unsigned s;
-		char canon[16];
-		if (sscanf(e->d_name, "s%u", &s) != 1)
-			continue;
-		snprintf(canon, sizeof(canon), "s%u", s);
-		if (strcmp(canon, e->d_name) == 0)
+	while ((e = readdir(d)) != NULL)
+		if (sockdir_ours(e->d_name))
 			unlinkat(fd, e->d_name, 0); // never removes a folder
-	}
 	closedir(d);
 	unlinkat(tfd, name, AT_REMOVEDIR);
 }
@@ -149,7 +167,7 @@ int pti_sockdir_make(char *out, size_t size)
 	const char *tmp = getenv("TMPDIR");
 	if (tmp == NULL || *tmp == '\0')
 		tmp = "/tmp";
-	int rv = sockdir_started((long)getpid(), &start);
+	int rv = pti_proc_start((long)getpid(), &start);
 	if (rv != 0)
 		return pti_err_set(PT_EIO, "/proc/%ld/stat: %s",
 		    (long)getpid(), strerror(rv));

@@ -13,4 +13,14 @@
 // long for socket paths. Returns 0, or PT_EIO with a detail.
 int pti_sockdir_make(char *out, size_t size);
 
+// pti_proc_start reads the start time of process pid (clock ticks after
+// boot) into *start: 0, ESRCH when there is no such process (or only its
+// zombie), another errno when it cannot tell.
+int pti_proc_start(long pid, unsigned long long *start);
+
+// pti_proc_gone tells whether the process pid that started at `start` no
+// longer exists (its pid may be another process's now): what a launcher
+// left behind may then be removed.
+int pti_proc_gone(long pid, unsigned long long start);
+
 #endif // PT_CLI_RUN_SOCKDIR_H

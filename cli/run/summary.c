@@ -15,7 +15,9 @@
 
 #include "build/version.h"
 #include "cli/jsonio.h"
+#include "cli/run/hosts.h"
 #include "common/blas.h"
+#include "common/mode.h"
 #include "common/outputs.h"
 #include "common/proto.h"
 
@@ -115,6 +117,42 @@ static void sum_startup(sum_stats *st, const char *role, uint32_t rank,
 	snprintf(key, sizeof(key), "%s-%u", role, rank);
 	json_object_set_new(st->startups, key, isnan(secs) ? json_null() :
 	    json_real(round(secs * 1e6) / 1e6));
+}
+
+// summary_hosts records the emulated hosts (cli/run/hosts.h): the
+// placement, the link as shaped, and each process's host address; null
+// without them.
+static void summary_hosts(json_t *f, const pti_config *c)
+{
+	static const char *const places[] = {"none", "dedicated", "colocated"};
+	double bps, delay;
+	json_t *link = json_null(), *hosts = json_null();
+	if (c->placement != PT_PLACE_NONE &&
+	    pti_config_link(c, &bps, &delay) == 0) {
+		char key[32], addr[32];
+		link = json_object();
+		json_object_set_new(link, "rate_bits_per_s",
+		    bps > 0 ? json_real(bps) : json_null());
+		json_object_set_new(link, "delay_s",
+		    delay > 0 ? json_real(delay) : json_null());
+		json_object_set_new(link, "shaped_by", json_string(bps > 0 ?
+		    (delay > 0 ? "tbf both ways, netem" : "tbf both ways") :
+		    delay > 0 ? "netem" : "none (hosts only)"));
+		hosts = json_object();
+		uint32_t ns = pti_mode_of(c->job.mode)->servers ? c->job.servers : 0;
+		for (uint32_t i = 0; i < ns + c->job.workers; i++) {
+			int server = i < ns;
+			uint32_t r = server ? i : i - ns;
+			snprintf(key, sizeof(key), "%s-%u",
+			    server ? "server" : "worker", r);
+			pti_hosts_addr(pti_hosts_of(c, server, r), addr,
+			    sizeof(addr));
+			json_object_set_new(hosts, key, json_string(addr));
+		}
+	}
+	json_object_set_new(f, "placement", json_string(places[c->placement]));
+	json_object_set_new(f, "link", link);
+	json_object_set_new(f, "hosts", hosts);
 }
 
 static void gather_servers(const pti_config *c, sum_stats *st)
@@ -385,6 +423,7 @@ int pti_summary_write(const pti_run_facts *r)
 		a += len + (a[len] == ',');
 	}
 	json_object_set_new(f, "addresses", addrs);
+	summary_hosts(f, c);
 	str(f, "optimizer", c->job.optimizer);
 	num(f, "batch", c->job.batch, 10);
 	num(f, "per_worker_batch", c->job.batch / c->job.workers, 10);

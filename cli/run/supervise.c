@@ -102,6 +102,14 @@ static int run_spawn(run_job *j, int server, uint32_t rank, char **extra,
 		dup2(fd, 2);
 		close(fd);
 		signal(SIGINT, SIG_IGN); // the launcher stops us itself
+		int e;
+		if (j->hosts.n > 0 && (e = pti_hosts_enter(&j->hosts,
+					   pti_hosts_of(c, server, rank))) != 0) {
+			fprintf(stderr, "pstrain: cannot enter emulated host "
+			    "%u: %s\n", pti_hosts_of(c, server, rank),
+			    strerror(e));
+			_exit(127);
+		}
 		if (c->pin)
 			run_pin(server ? c->job.workers + rank : rank);
 		execv(pti_self_exe(), argv);
@@ -255,16 +263,21 @@ int pti_run_spawn_server(run_job *j, uint32_t s, const char *listen,
 
 // run_listen is where process `what` (s: a server, w: a worker's ring)
 // of rank r listens: its ipc socket in the socket folder, or port 0 on
-// the loopback address, whose port the process then says.
+// the loopback address (or its emulated host's), whose port the process
+// then says.
 static void run_listen(const run_job *j, const char *what, uint32_t r,
     char *out, size_t n)
 {
+	char host[32] = "127.0.0.1";
+	if (j->hosts.n > 0)
+		pti_hosts_addr(pti_hosts_of(&j->c, what[0] == 's', r), host,
+		    sizeof(host));
 	switch (j->c.transport) {
 	case PT_TRANSPORT_TCP:
-		snprintf(out, n, "tcp://127.0.0.1:0");
+		snprintf(out, n, "tcp://%s:0", host);
 		break;
 	case PT_TRANSPORT_TLS:
-		snprintf(out, n, "tls+tcp://127.0.0.1:0");
+		snprintf(out, n, "tls+tcp://%s:0", host);
 		break;
 	default:
 		snprintf(out, n, "ipc://%s/%s%u", j->sockdir, what, r);

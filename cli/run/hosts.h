@@ -1,0 +1,60 @@
+// cli/run/hosts.h - emulated hosts for `pstrain run --link/--placement`:
+// each host is a network namespace with one address on a private
+// segment, a bridge in a namespace of its own ("the hub") joined to
+// every host by a veth pair. With --link RATE each host's link is shaped
+// in both directions with tbf: its eth0 (what it sends) and its port on
+// the bridge (what it receives), so a host sends and receives at RATE at
+// most, as with a switch and one network card per host; DELAY adds netem
+// where the kernel has it (refused where it has not). Processes of one
+// host talk to each other over that host's loopback, unshaped.
+//
+// Nothing is made in the launcher's own namespace, so no interface,
+// address or route of a job appears there. The names are pstrain-PID-
+// START-hub and pstrain-PID-START-hK (the launcher's pid and start time,
+// as for its socket folder): pti_hosts_up first deletes the namespaces of
+// launchers that no longer exist (killed with kill -9), and
+// pti_hosts_down deletes this launcher's. Built with iproute2's `ip` and
+// `tc`; needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN).
+#ifndef PT_CLI_RUN_HOSTS_H
+#define PT_CLI_RUN_HOSTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/config.h"
+
+#define PTI_HOSTS_MAX 250 // addresses 10.250.0.1 .. .250
+
+typedef struct pti_hosts {
+	char prefix[64]; // pstrain-PID-START
+	uint32_t n;      // hosts made (0: none, every process here)
+	int hub;         // the hub was made
+	double bps, delay_s; // --link, read
+} pti_hosts;
+
+// pti_hosts_count is how many hosts c's placement needs (0 for none):
+// dedicated S + W (W for allreduce), colocated W.
+uint32_t pti_hosts_count(const pti_config *c);
+
+// pti_hosts_of is the host of a process: dedicated, servers first, then
+// workers; colocated, server s and worker s share host s.
+uint32_t pti_hosts_of(const pti_config *c, int server, uint32_t rank);
+
+// pti_hosts_addr writes host k's address (10.250.0.k+1) into out.
+void pti_hosts_addr(uint32_t k, char *out, size_t n);
+
+// pti_hosts_up makes c's hosts in h. PT_EINVAL saying why when this
+// process may not (not root, no `ip` or `tc`) or for a DELAY the kernel
+// cannot add (no netem); PT_EIO naming the command that failed. Whatever
+// was made is deleted then.
+int pti_hosts_up(pti_hosts *h, const pti_config *c);
+
+// pti_hosts_enter moves the calling process (a child about to exec) into
+// host k. Returns 0, or an errno.
+int pti_hosts_enter(const pti_hosts *h, uint32_t k);
+
+// pti_hosts_down deletes h's namespaces (their links go with them);
+// idempotent.
+void pti_hosts_down(pti_hosts *h);
+
+#endif // PT_CLI_RUN_HOSTS_H
