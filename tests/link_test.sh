@@ -78,6 +78,10 @@ assert j["hosts"] == {"server-0": "10.250.0.1", "worker-0": "10.250.0.2",
                       "worker-1": "10.250.0.3"}, j["hosts"]
 assert j["config"]["transport"] == "tcp", j["config"]["transport"]
 assert j["addresses"][0].startswith("tcp://10.250.0.1:"), j["addresses"]
+# mlp:32 on 64 features: 2,410 parameters, 9,640 bytes; the server's host
+# sends W / S = 2 of them a step: 19,280 bytes at 100 Mbit/s.
+assert abs(j["comm_bound_ms"] - 1.5424) < 1e-6, j["comm_bound_ms"]
+assert j["step_ms_median"] > 0, j["step_ms_median"]
 PYEOF
 	fi
 }

@@ -305,6 +305,8 @@ s = [p["server-%d" % r] for r in range(j["servers"])]
 assert len(p) == len(w) + len(s), p
 assert abs(min(w) - j["startup_s"]) < 2e-6, (w, j["startup_s"])
 assert 0 < max(s) < min(w), p
+assert j["step_ms_median"] > 0 and j["comm_bound_ms"] is None, j
+assert j["placement"] == "none" and j["link"] is None, j
 PYEOF
 	h=$(head -n 1 "$T/w2/worker-1.csv")
 	[ "$h" = "step,epoch,wall_s,loss,grad_norm,step_ms,compute_ms,comm_ms,staleness,lr,delay_ms,version,minor_faults,max_rss_mb" ] ||

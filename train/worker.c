@@ -36,7 +36,8 @@ int pti_train_run(const pti_config *c, pti_train_result *res)
 	if (res != NULL) {
 		pti_train_result r = {w.finished, w.steps, w.spe,
 		    w.data.train.n, w.data.val.n,
-		    w.layout.width[w.layout.n_layers], w.lost, w.t0};
+		    w.layout.width[w.layout.n_layers], w.lost, w.t0,
+		    w.layout.n_params};
 		*res = r;
 	}
 	pti_trainer_fini(&w);

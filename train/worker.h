@@ -25,6 +25,7 @@ typedef struct pti_train_result {
 	uint32_t classes;
 	uint32_t lost; // workers the servers counted lost at the end
 	double t0;     // the job's start (seconds since 1970)
+	uint64_t n_params; // the model's parameters
 } pti_train_result;
 int pti_train_run(const pti_config *c, pti_train_result *res);
 

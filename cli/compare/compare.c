@@ -48,6 +48,8 @@ static const struct cmp_col {
     [PTI_COL_EXAMPLES_TO] = {"examples_to_A", NULL, 0},
     [PTI_COL_TRAIN_TO] = {"train_s_to_A", NULL, 3},
     [PTI_COL_SAMPLES] = {"samples_per_s", "samples_per_s", 1},
+    [PTI_COL_STEP_MS] = {"step_ms_median", "step_ms_median", 2},
+    [PTI_COL_BOUND_MS] = {"comm_bound_ms", "comm_bound_ms", 2},
     [PTI_COL_EVAL_S] = {"eval_s", "eval_s", 3},
     [PTI_COL_MEAN_ST] = {"mean_staleness", "mean_staleness", 3},
     [PTI_COL_MAX_ST] = {"max_staleness_seen", "max_staleness_seen", 1},
@@ -601,13 +603,14 @@ static void report_note(FILE *f, const cmp_set *s)
 		    "no validation split (--validation 0), so for them "
 		    "best_val_acc is the best test accuracy of any "
 		    "evaluation, best_val_test_acc that same number, and "
-		    "steps and wall time to A use test accuracy. Such "
+		    "updates, examples and training time to A use test "
+		    "accuracy. Such "
 		    "numbers are optimistic: they were chosen by looking at "
 		    "the test set.\n");
 	else
 		fprintf(f, "Selection (best_val_acc, updates, examples and "
-		    "wall time to "
-		    "A) used the validation split held out of the training "
+		    "training time "
+		    "to A) used the validation split held out of the training "
 		    "set; the test set was evaluated only for final_test_acc "
 		    "and best_val_test_acc.\n");
 }
@@ -634,7 +637,8 @@ static const char *report_defs =
     "seeds that reached A (\"k/n reached\"). "
     "Evaluations happen --evals-per-epoch times per epoch (or every "
     "--eval-every steps), so these are only as fine as that. "
-    "samples_per_s, eval_s, mean_staleness, max_staleness_seen, "
+    "samples_per_s, step_ms_median, comm_bound_ms, eval_s, "
+    "mean_staleness, max_staleness_seen, "
     "idle_fraction, dropped_gradients and workers_lost are summary.json's "
     "(docs/OUTPUTS.md).\n";
 
@@ -669,28 +673,50 @@ static void job_network(const pti_cmp_job *j, char *out, size_t n)
 		    delay * 1e3);
 }
 
-// report_network says where the jobs ran (docs/COMPARE.md, "Network"),
-// loudly when they differ.
+// report_network says where the jobs ran (docs/COMPARE.md, "Network"):
+// one line when every job ran alike, else one per mode (as when a mode's
+// modifiers set --placement or --servers), and loudly a job that ran
+// unlike the rest of its mode.
 static void report_network(FILE *f, const cmp_set *s)
 {
-	const pti_cmp_job *a = first_job(s);
-	char na[256], nb[256];
-	if (a == NULL)
-		return;
-	job_network(a, na, sizeof(na));
-	fprintf(f, "## Network\n\n%s (summary.json's placement, link and "
-	    "hosts).\n\n", na);
-	for (int i = 0; i < s->n_modes * s->n_seeds; i++) {
-		const pti_cmp_job *b = &s->jobs[i];
-		if (b->json == NULL)
-			continue;
-		job_network(b, nb, sizeof(nb));
-		if (strcmp(na, nb) != 0) {
-			fprintf(f, "WARNING: %s seed %llu ran elsewhere: %s\n\n",
-			    b->m->label, (unsigned long long)b->seed, nb);
-			break;
+	char line[PTI_CMP_MODES_MAX][256], nb[256];
+	int alike = 1, have = 0;
+	fprintf(f, "## Network\n\n");
+	for (int i = 0; i < s->n_modes; i++) {
+		const pti_cmp_job *a = NULL;
+		line[i][0] = '\0';
+		for (int r = 0; r < s->n_seeds; r++) {
+			const pti_cmp_job *b = &s->jobs[i * s->n_seeds + r];
+			if (b->json == NULL)
+				continue;
+			if (a == NULL) {
+				a = b;
+				job_network(a, line[i], sizeof(line[i]));
+				continue;
+			}
+			job_network(b, nb, sizeof(nb));
+			if (strcmp(line[i], nb) != 0)
+				fprintf(f, "WARNING: %s seed %llu ran unlike "
+				    "seed %llu: %s\n\n", b->m->label,
+				    (unsigned long long)b->seed,
+				    (unsigned long long)a->seed, nb);
 		}
+		if (a == NULL)
+			continue;
+		alike = alike && (!have || strcmp(line[i], line[have - 1]) == 0);
+		have = i + 1;
 	}
+	if (have == 0)
+		return;
+	if (alike) {
+		fprintf(f, "%s (summary.json's placement, link and hosts).\n\n",
+		    line[have - 1]);
+		return;
+	}
+	for (int i = 0; i < s->n_modes; i++)
+		if (line[i][0] != '\0')
+			fprintf(f, "- %s: %s\n", s->ms[i].label, line[i]);
+	fprintf(f, "\n(summary.json's placement, link and hosts.)\n\n");
 }
 
 static int report_write(const cmp_set *s, int argc, char **argv)

@@ -254,7 +254,7 @@ int pti_work(pti_config *c, const char *cmdline)
 		procs_as_run(c);
 		pti_run_facts r = {c, cmdline, res.steps, res.spe, res.n_train,
 		    res.n_val, res.classes, 0, res.lost, 0, 0, 0, -1, from, 0,
-		    t0, pti_wall_s() - t0, diverged, c->connect};
+		    t0, pti_wall_s() - t0, diverged, c->connect, res.n_params};
 		if (c->job.resume_version >= 0)
 			r.resumed_from = c->job.resume_version;
 		if (pti_summary_write(&r) != 0 && rv == 0)

@@ -57,7 +57,9 @@ typedef struct sum_stats {
 	uint64_t unauth, auth_failed, conn_closed; // refused strangers
 	uint64_t hist[PT_STALE_BUCKETS];
 	uint64_t rows; // gradients the workers computed in this job
-	double comm_ms, step_ms;
+	double *step_ms; // each of those rows' step time (n_step of them)
+	size_t n_step, cap_step;
+	double comm_ms, step_ms_sum;
 	double first_s, last_s; // this job's first step began, last ended
 	double eval_s;          // every evaluation of this job
 	json_t *startups;       // each process's start-up: "server-S",
@@ -117,6 +119,46 @@ static void sum_startup(sum_stats *st, const char *role, uint32_t rank,
 	snprintf(key, sizeof(key), "%s-%u", role, rank);
 	json_object_set_new(st->startups, key, isnan(secs) ? json_null() :
 	    json_real(round(secs * 1e6) / 1e6));
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+// summary_median is the median of v[0..n) (sorted in place); NaN for none.
+static double summary_median(double *v, size_t n)
+{
+	if (n == 0)
+		return NAN;
+	qsort(v, n, sizeof(double), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// summary_bound_ms is the least time in ms a step's exchange can take on
+// emulated links of bps bits per second (NaN without a rate): the most
+// bytes one host sends in a step (links are full duplex, and each
+// direction carries as much), over the rate. M is the model's bytes.
+// All-reduce: 2 (W - 1) / W x M from every host. Parameter servers, one
+// host each: a server's shard to and from W workers, W M / S, or a
+// worker's M. Colocated (server s on worker s's host): that host sends
+// (S - 1) / S of M to the other servers and (W - 1) / S of M to the
+// other workers.
+static double summary_bound_ms(const pti_config *c, uint64_t n_params)
+{
+	double bps, delay, m = (double)n_params * 4;
+	double w = c->job.workers, s = c->job.servers, k;
+	if (c->placement == PT_PLACE_NONE ||
+	    pti_config_link(c, &bps, &delay) != 0 || bps <= 0 || m <= 0)
+		return NAN;
+	if (!pti_mode_of(c->job.mode)->servers)
+		k = 2 * (w - 1) / w;
+	else if (c->placement == PT_PLACE_COLOCATED)
+		k = fmax((s - 1 + w - 1) / s, 1);
+	else
+		k = fmax(w / s, 1);
+	return k * m * 8 / bps * 1e3;
 }
 
 // summary_hosts records the emulated hosts (cli/run/hosts.h): the
@@ -225,8 +267,19 @@ static void gather_workers(const pti_run_facts *r, sum_stats *st)
 				    t.v[K * i + 4]);
 			if (isnan(wall) || isnan(step_ms) || isnan(comm_ms))
 				continue;
-			st->step_ms += step_ms;
+			st->step_ms_sum += step_ms;
 			st->comm_ms += comm_ms;
+			if (st->n_step == st->cap_step) {
+				size_t cap = st->cap_step ? 2 * st->cap_step
+							  : 1024;
+				double *grown = realloc(st->step_ms,
+				    cap * sizeof(double));
+				if (grown == NULL)
+					continue; // the median of fewer
+				st->step_ms = grown;
+				st->cap_step = cap;
+			}
+			st->step_ms[st->n_step++] = step_ms;
 			double began = wall - step_ms / 1000;
 			if (isnan(own) || began < own)
 				own = began;
@@ -405,7 +458,7 @@ int pti_summary_write(const pti_run_facts *r)
 	// 0 waited for it is in eval_wait_s.
 	double train_s = st.rows ? st.last_s - st.first_s : fin.train_s;
 	double rate = train_s > 0 ? samples / train_s : NAN;
-	double idle = st.step_ms > 0 ? st.comm_ms / st.step_ms : 0;
+	double idle = st.step_ms_sum > 0 ? st.comm_ms / st.step_ms_sum : 0;
 	double mean_st = st.updates ? (double)st.stale_sum / st.updates : 0;
 	int val = r->n_val > 0;
 	str(f, "outcome", outcome);
@@ -443,6 +496,10 @@ int pti_summary_write(const pti_run_facts *r)
 	num(f, "eval_wait_s", fin.eval_wait_s, 6);
 	num(f, "samples", samples, 20);
 	num(f, "samples_per_s", have ? rate : NAN, 7);
+	num(f, "step_ms_median", summary_median(st.step_ms, st.n_step), 6);
+	num(f, "comm_bound_ms", summary_bound_ms(c, r->n_params), 6);
+	free(st.step_ms);
+	st.step_ms = NULL;
 	num(f, "mean_staleness", mean_st, 6);
 	num(f, "max_staleness_seen", (double)st.stale_max, 20);
 	num(f, "dropped_gradients", (double)st.dropped, 20);
