@@ -93,14 +93,16 @@ static int eval_write(pti_trainer *w, pti_model *m, float *x, uint8_t *y,
 
 // The evaluator: a thread of worker 0 with a model and buffers of its
 // own, evaluating copies of the parameters in the order they were
-// posted while training goes on. Up to EVQ_MAX copies wait (fewer for a
-// model above EVQ_BYTES / EVQ_MAX); a post that finds none free waits
-// for the oldest evaluation to end, and that wait is counted. The thread
-// runs at a lower priority (nice +EVQ_NICE) so that on a busy machine
-// the training processes come first; it evaluates in the time they wait.
-#define EVQ_MAX 8
+// posted while training goes on. The thread runs at the lowest priority
+// (nice +EVQ_NICE) so that on a busy machine the training processes come
+// first: it evaluates in the time they wait, and what it could not is
+// left for after the last step. Up to EVQ_MAX copies wait (fewer for a
+// model above EVQ_BYTES / EVQ_MAX, at least one), each allocated when
+// first needed; a post that finds none free waits for the oldest
+// evaluation to end, and that wait is counted.
+#define EVQ_MAX 64
 #define EVQ_BYTES ((size_t)256 << 20)
-#define EVQ_NICE 10
+#define EVQ_NICE 19
 
 typedef struct evq_slot {
 	float *params;
@@ -118,7 +120,7 @@ struct pti_evaluator {
 	float *x;
 	uint8_t *y;
 	uint32_t *idx;
-	evq_slot slot[EVQ_MAX];
+	evq_slot *slot; // (cap)
 	uint32_t cap, head, n; // a ring of n copies from head, the one at
 			       // head being evaluated
 	double waited_s;
@@ -166,9 +168,8 @@ static int evq_start(pti_trainer *w)
 	w->evaluator = e;
 	e->cap = bytes * EVQ_MAX <= EVQ_BYTES ? EVQ_MAX :
 	    bytes * 2 <= EVQ_BYTES ? (uint32_t)(EVQ_BYTES / bytes) : 1;
-	for (uint32_t i = 0; i < e->cap; i++)
-		if ((e->slot[i].params = malloc(bytes)) == NULL)
-			return pti_err_set(PT_ENOMEM, "evaluator's parameters");
+	if ((e->slot = calloc(e->cap, sizeof(*e->slot))) == NULL)
+		return pti_err_set(PT_ENOMEM, "evaluator's copies");
 	if ((e->x = malloc((size_t)chunk * w->data.train.dim *
 		 sizeof(float))) == NULL ||
 	    (e->y = malloc(chunk)) == NULL ||
@@ -205,7 +206,11 @@ int pti_eval_row(pti_trainer *w, int64_t ver, uint64_t wstep)
 	evq_slot *s = &e->slot[(e->head + e->n) % e->cap];
 	pthread_mutex_unlock(&e->mu);
 	// The slot is the caller's until it is counted in n.
-	memcpy(s->params, w->params, w->layout.n_params * sizeof(float));
+	size_t bytes = w->layout.n_params * sizeof(float);
+	if (s->params == NULL && (s->params = malloc(bytes)) == NULL)
+		return pti_err_set(PT_ENOMEM, "a copy of the parameters to "
+		    "evaluate");
+	memcpy(s->params, w->params, bytes);
 	s->ver = ver;
 	s->wstep = wstep;
 	s->t = t;
@@ -249,8 +254,9 @@ void pti_eval_stop(pti_trainer *w)
 		pthread_mutex_destroy(&e->mu);
 		pthread_cond_destroy(&e->cv);
 	}
-	for (uint32_t i = 0; i < e->cap; i++)
+	for (uint32_t i = 0; e->slot != NULL && i < e->cap; i++)
 		free(e->slot[i].params);
+	free(e->slot);
 	pti_model_free(e->model);
 	free(e->x);
 	free(e->y);
