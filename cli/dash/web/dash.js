@@ -106,13 +106,31 @@
 
   // lines: for each series (a worker in a run, a job's worker in a
   // comparison), its points {x, y} from the rows' columns x and y.
-  function series(xc, yc) {
+  // firstStep: when job j's first step began, seconds after its start
+  // (the earliest first row of any worker: wall_s less step_ms). Time
+  // axes count from there, as compare's plots and train_s_to_A do:
+  // start-up is not training time.
+  function firstStep(j) {
+    const w = col("wall_s"), s = col("step_ms");
+    let t = null;
+    for (const rows of j.rows) {
+      if (!rows || !rows.length) continue;
+      const b = rows[0][w] - rows[0][s] / 1000;
+      if (t === null || b < t) t = b;
+    }
+    return t === null ? 0 : t;
+  }
+
+  // series: each worker's (a run) or each job's reference worker's (a
+  // comparison) rows as points of columns xc and yc; with `since`, x
+  // counts from the job's first step.
+  function series(xc, yc, since) {
     const out = [];
     const add = (j, rows, label, k) => {
-      const pts = [];
+      const pts = [], x0 = since ? firstStep(j) : 0;
       for (const r of rows) {
         const x = r[xc], y = r[yc];
-        if (x !== null && y !== null) pts.push({x: x, y: y});
+        if (x !== null && y !== null) pts.push({x: x - x0, y: y});
       }
       const st = styleOf(k, j);
       out.push({label: label, pts: pts, color: st.color, dash: st.dash});
@@ -177,9 +195,11 @@
   function charts() {
     if (S.charts.lossStep || !haveChart) return;
     S.charts.lossStep = lineChart("c-loss-step", "step", "loss");
-    S.charts.lossTime = lineChart("c-loss-time", "seconds", "loss");
+    S.charts.lossTime = lineChart("c-loss-time",
+      "seconds since the first step", "loss");
     S.charts.accStep = lineChart("c-acc-step", "worker 0's steps", "accuracy");
-    S.charts.accTime = lineChart("c-acc-time", "seconds", "accuracy");
+    S.charts.accTime = lineChart("c-acc-time",
+      "seconds since the first step", "accuracy");
     S.charts.stepMs = lineChart("c-step-ms", "step", "step ms");
     S.charts.split = barChart("c-split", "", "mean ms", true);
     S.charts.gnorm = lineChart("c-gnorm", "step", "gradient norm");
@@ -346,15 +366,16 @@
 
   function renderLoss() {
     const a = smooth(series(col("step"), col("loss")));
-    const b = smooth(series(col("wall_s"), col("loss")));
+    const b = smooth(series(col("wall_s"), col("loss"), true));
     const n = draw(S.charts.lossStep, a) + draw(S.charts.lossTime, b);
     const fi = focusJob(), j = S.jobs[fi], lr = j && lastRow(j);
     const latest = lr ? {job: fi, worker: lr.worker, step: lr.row[col("step")],
-      loss: lr.row[col("loss")], wall_s: lr.row[col("wall_s")]} : null;
+      loss: lr.row[col("loss")],
+      t: lr.row[col("wall_s")] - firstStep(j)} : null;
     panel("panel-loss", n, rowsOf(a), latest, latest
       ? esc((isCompare() ? j.label + ", " : "") + "worker " + latest.worker +
         ": step " + latest.step + ", loss " + fmt(latest.loss, 4) + " at " +
-        fmt(latest.wall_s, 1) + " s") +
+        fmt(latest.t, 1) + " s of training") +
         (isCompare() ? " &middot; each job's lowest-ranked worker, mean of " +
           SMOOTH + " steps" : "")
       : "no step yet");
@@ -368,11 +389,11 @@
       if (!j.evalRows.length) return;
       const st = styleOf(i, j);
       const label = isCompare() ? j.label : (j.evalSet || "") + " accuracy";
-      const p1 = [], p2 = [];
+      const p1 = [], p2 = [], x0 = firstStep(j);
       for (const r of j.evalRows) {
         if (r[ac] === null) continue;
         p1.push({x: r[sc] !== null ? r[sc] : r[vc], y: r[ac]});
-        p2.push({x: r[wc], y: r[ac]});
+        p2.push({x: r[wc] - x0, y: r[ac]});
       }
       a.push({label: label, pts: p1, color: st.color, dash: st.dash});
       b.push({label: label, pts: p2, color: st.color, dash: st.dash});
