@@ -293,6 +293,9 @@ assert d["view"] == "run" and len(d["jobs"]) == 1, d["view"]
 j = d["jobs"][0]
 assert j["state"] == "finished" and j["summary"]["outcome"] == "ok", j["state"]
 assert j["counts"]["source"] == "summary", j["counts"]
+# where it ran: one machine, no emulated hosts
+assert j["summary"]["placement"] == "none", j["summary"]
+assert j["summary"]["link_bits_per_s"] is None, j["summary"]
 assert j["steps"] == STEPS and j["mode"] == "async" and j["workers"] == 2
 assert j["t0"] is not None and j["checkpoints"], (j["t0"], j["checkpoints"])
 for r, p in enumerate(j["worker"]):

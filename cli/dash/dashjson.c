@@ -324,6 +324,18 @@ static void job_summary(pti_dbuf *b, const dash_info *in)
 		pti_dbuf_printf(b, ", \"%s\": ", nums[k]);
 		pti_dbuf_num(b, json_is_number(v) ? json_number_value(v) : NAN);
 	}
+	// Where it ran: emulated hosts' placement and link rate (bits/s).
+	const char *place = json_string_value(json_object_get(in->sum,
+	    "placement"));
+	const json_t *rate = json_object_get(json_object_get(in->sum, "link"),
+	    "rate_bits_per_s");
+	pti_dbuf_printf(b, ", \"placement\": ");
+	if (place != NULL)
+		pti_dbuf_str(b, place);
+	else
+		pti_dbuf_printf(b, "null");
+	pti_dbuf_printf(b, ", \"link_bits_per_s\": ");
+	pti_dbuf_num(b, json_is_number(rate) ? json_number_value(rate) : NAN);
 	pti_dbuf_printf(b, "}");
 }
 

@@ -567,7 +567,7 @@
   function renderEvents() {
     const ev = [], lrc = col("lr"), sc = col("step"), wc = col("wall_s");
     let dropped = 0, lost = 0, wr = 0, sr = 0, ckpts = 0, ckptDir = false;
-    const notes = [], total = [], unknown = [];
+    const notes = [], total = [], unknown = [], nets = [];
     S.jobs.forEach((j, i) => {
       const who = isCompare() ? j.label + ": " : "";
       const at = (t) => (j.t0 || 0) + (t || 0);
@@ -612,12 +612,20 @@
           j.summary.dropped_gradients !== undefined)
         total.push((who ? j.label + " " : "") + j.summary.dropped_gradients);
       if (j.checkpointDir) ckptDir = true;
+      if (j.summary && j.summary.placement && j.summary.placement !== "none")
+        nets.push((who ? j.label + ": " : "") + j.summary.placement +
+          " hosts, " + (j.summary.link_bits_per_s
+            ? fmt(j.summary.link_bits_per_s / 1e6, 0) + " Mbit/s links"
+            : "links not shaped"));
       if (j.summary && j.summary.checkpoint_failures > 0)
         notes.push(who + j.summary.checkpoint_failures + " checkpoint " +
           "writes failed (summary.json; the servers' logs say why)");
     });
     if (total.length)
       notes.push("dropped in all (summary.json, over servers): " + total.join(", "));
+    if (nets.length)
+      notes.push("emulated hosts (summary.json's placement and link): " +
+        nets.join("; "));
     if (unknown.length)
       notes.push("lost and restarted processes of " + unknown.join(", ") +
         ": known when the job ends (its summary.json)");
