@@ -8,7 +8,7 @@
 #     at the sizes of a tiny model, mlp:256,128 and 4.35M floats (17.4 MB,
 #     the size issue 12 names; mlp:2048,2048 has 5.82M), the
 #     servers in a process of their own (bench/comm.c "procs");
-#  2. training, samples/s of training time (evaluation excluded): sync
+#  2. training, samples/s of training time (no periodic evaluation): sync
 #     jobs of 1x1, 1x2, 2x2, 1x4 and 2x4 servers x workers, 1x1 and 2x4
 #     also with --prefetch, --layer-push (1x1 off, 2x4 on: the other
 #     way from auto) and --pin, 1x2 with --pin (the
