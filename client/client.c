@@ -11,6 +11,7 @@
 #include <nng/protocol/reqrep0/req.h>
 
 #include "common/clock.h"
+#include "common/later.h"
 #include "common/config.h"
 #include "common/err.h"
 #include "common/mode.h"
@@ -192,6 +193,19 @@ static void part_cb(void *arg)
 	pthread_cond_broadcast(&c->cv);
 }
 
+// part_send_later sends p after --send-delay (common/later.h); a link
+// that went down meanwhile fails it at once, as call_send does.
+static void part_send_later(void *arg)
+{
+	client_part *p = arg;
+	pti_client *c = p->k->c;
+	pthread_mutex_lock(&c->mu);
+	nng_ctx_send(p->ctx, p->aio);
+	if (p->lost)
+		nng_aio_cancel(p->aio);
+	pthread_mutex_unlock(&c->mu);
+}
+
 static void part_free(client_part *p)
 {
 	if (p->aio != NULL) {
@@ -239,6 +253,7 @@ void pti_client_close(pti_client *c)
 {
 	if (c == NULL)
 		return;
+	pti_later_flush(); // the requests still held go before the stop
 	// Every part is stopped before its socket closes: a callback may be
 	// inside nng_ctx_recv while the reply completes on another thread,
 	// and nng 1.5.2 then lets nng_close free the protocol's state under
@@ -519,7 +534,14 @@ static int call_send(pt_req *q, uint32_t server, const pti_hdr *h,
 	// request would cost a hand-over to nng's task thread just to post
 	// its receive (a tenth of a tiny round trip). A send that would wait
 	// (the connection busy with an earlier request, or gone) fails at
-	// once and is made by callback instead.
+	// once and is made by callback instead. With a send delay the
+	// request waits on the delay line first.
+	if (!lost && pti_later_on()) {
+		nng_aio_set_msg(p->aio, m);
+		pthread_mutex_unlock(&c->mu);
+		pti_later(part_send_later, p);
+		return 0;
+	}
 	if (!lost) {
 		nng_aio_set_msg(p->try_aio, m);
 		nng_ctx_send(p->ctx, p->try_aio);

@@ -149,10 +149,16 @@ static const config_entry config_table[] = {
 	"ipc:// sockets, or tcp:// on 127.0.0.1, or tls+tcp:// on 127.0.0.1 "
 	"(with --tls-cert, --tls-key and --tls-ca)"),
     E("link", T_STR, link, "", 0, 0, RUN, "RATE[,DELAY]",
-	"emulated hosts (network namespaces on a bridge; needs root), each "
-	"host's link shaped both ways at RATE (tc units: 100mbit, 1gbit), "
-	"and DELAY one way (netem: 200us, 1ms; refused where the kernel has "
-	"no netem); implies --placement dedicated and --transport tcp"),
+	"emulated hosts (network namespaces on a bridge; needs root or "
+	"unprivileged user namespaces), each host's link shaped both ways "
+	"at RATE (tc units: 100mbit, 1gbit), and DELAY one way (200us, 1ms: "
+	"netem, or where the kernel has none each process's --send-delay); "
+	"implies --placement dedicated and --transport tcp"),
+    E("send-delay", T_STR, send_delay, "", 0, 0, SRV | WRK | NOD, "DELAY",
+	"hold each message this process sends for DELAY (us, ms or s: "
+	"200us) before it goes out, as a link's one-way delay; run --link "
+	"RATE,DELAY gives it to every process where the kernel has no "
+	"netem"),
     E("placement", T_PLACE, placement, "none", 0, 0, RUN,
 	"none|dedicated|colocated",
 	"emulated hosts: dedicated puts each server and each worker on a "
@@ -730,13 +736,26 @@ static double link_number(const char *s, const char *const *units,
 	return -1;
 }
 
+static const char *const delays[] = {"us", "ms", "s", NULL};
+static const double delay_f[] = {1e-6, 1e-3, 1};
+
+int pti_config_send_delay(const pti_config *c, double *s)
+{
+	*s = 0;
+	if (c->send_delay[0] == '\0')
+		return 0;
+	*s = link_number(c->send_delay, delays, delay_f);
+	if (*s < 0 || *s > 10)
+		return pti_err_set(PT_EINVAL, "--send-delay %s: expected a "
+		    "delay up to 10s in us, ms or s (200us)", c->send_delay);
+	return 0;
+}
+
 int pti_config_link(const pti_config *c, double *bps, double *delay_s)
 {
 	static const char *const rates[] = {"bit", "kbit", "mbit", "gbit",
 	    "tbit", NULL};
 	static const double rate_f[] = {1, 1e3, 1e6, 1e9, 1e12};
-	static const char *const delays[] = {"us", "ms", "s", NULL};
-	static const double delay_f[] = {1e-6, 1e-3, 1};
 	char rate[64];
 	const char *comma = strchr(c->link, ',');
 	*bps = 0;
@@ -839,7 +858,8 @@ static int config_hosts(const pti_config *c)
 {
 	double bps, delay;
 	int rv;
-	if ((rv = pti_config_link(c, &bps, &delay)) != 0)
+	if ((rv = pti_config_link(c, &bps, &delay)) != 0 ||
+	    (rv = pti_config_send_delay(c, &delay)) != 0)
 		return rv;
 	if (c->link[0] == '\0' && c->placement == PT_PLACE_NONE)
 		return 0;

@@ -53,6 +53,7 @@ typedef struct pti_config {
 	int transport;
 	char link[64];  // run: --link RATE[,DELAY] of each emulated host
 	int placement;  // run: PT_PLACE_*
+	char send_delay[32]; // server, worker, node: --send-delay DELAY
 	// per process, set by the launcher or by hand
 	uint32_t rank;
 	char listen[PT_PATH_MAX];  // a server's; an allreduce worker's ring's
@@ -121,6 +122,10 @@ int pti_config_straggler(const pti_config *c, uint32_t rank, double *ms);
 // second (0: none given), *delay_s the one-way delay (0: none). PT_EINVAL
 // naming the flag and what a rate or delay looks like.
 int pti_config_link(const pti_config *c, double *bps, double *delay_s);
+
+// pti_config_send_delay reads --send-delay into *s (0 without it).
+// PT_EINVAL naming the flag when it is no delay of 0-10 s.
+int pti_config_send_delay(const pti_config *c, double *s);
 
 // pti_config_hosts_imply makes what --link and --placement imply
 // explicit (after pti_config_check, which refused what they cannot go

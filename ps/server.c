@@ -28,6 +28,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/job.h"
+#include "common/later.h"
 #include "common/mode.h"
 #include "common/proto.h"
 #include "common/testhook.h"
@@ -81,12 +82,19 @@ static int reply_dropped(ps_ctx *x)
 	return 1;
 }
 
+// ctx_send_now sends x's reply; after --send-delay (common/later.h).
+static void ctx_send_now(void *arg)
+{
+	ps_ctx *x = arg;
+	nng_ctx_send(x->ctx, x->aio);
+}
+
 static void ctx_send(ps_ctx *x, nng_msg *m)
 {
 	x->state = CTX_SEND;
 	nng_aio_set_msg(x->aio, m);
 	if (!reply_dropped(x))
-		nng_ctx_send(x->ctx, x->aio);
+		pti_later(ctx_send_now, x);
 }
 
 static void ctx_recv(ps_ctx *x)
@@ -197,7 +205,7 @@ static void send_woken(ps_ctx *wake)
 		}
 		w->state = CTX_SEND;
 		if (!reply_dropped(w))
-			nng_ctx_send(w->ctx, w->aio);
+			pti_later(ctx_send_now, w);
 	}
 }
 // server_ready works out the address workers dial (the port chosen for
@@ -259,6 +267,7 @@ static void *close_watch_run(void *arg)
 static void server_close(ps_server *s, int rv)
 {
 	close_watch w = {.done = 0, .rv = rv, .rank = s->rank};
+	pti_later_flush(); // the replies still held go before the stop
 	for (uint32_t i = 0; s->ctxs != NULL && i < s->n_ctx; i++)
 		if (s->ctxs[i].aio != NULL)
 			nng_aio_stop(s->ctxs[i].aio);

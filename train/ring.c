@@ -2,6 +2,7 @@
 #include "train/ring.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/err.h"
+#include "common/later.h"
 #include "common/proto.h"
 #include "common/transport.h"
 
@@ -26,6 +28,7 @@ struct pti_ring {
 	uint64_t hash, sent;
 	double timeout_s;
 	int joined, broken; // the ring formed; a sum failed on it since
+	atomic_int later_rv; // a send held by --send-delay failed: nng's error
 	char url_in[PT_URLS_MAX], url_out[PT_URLS_MAX];
 };
 
@@ -53,17 +56,48 @@ static int ring_url(char *out, const char *urls, uint32_t i, uint32_t n)
 	return 0;
 }
 
+// ring_later is a chunk on the delay line (common/later.h).
+typedef struct ring_later {
+	pti_ring *g;
+	nng_msg *m;
+} ring_later;
+
+// ring_send_later sends a chunk held by --send-delay; its error is
+// reported by the next send.
+static void ring_send_later(void *arg)
+{
+	ring_later *l = arg;
+	int rv = nng_sendmsg(l->g->out, l->m, 0);
+	if (rv != 0) {
+		nng_msg_free(l->m);
+		atomic_store(&l->g->later_rv, rv);
+	}
+	free(l);
+}
+
 // ring_send sends h (with n floats at pay) to the right neighbour; with
-// flags NNG_FLAG_NONBLOCK, not yet being connected is no error.
+// flags NNG_FLAG_NONBLOCK, not yet being connected is no error. With
+// --send-delay a chunk (flags 0) waits on the delay line.
 static int ring_send(pti_ring *g, pti_hdr *h, const float *pay, uint64_t n,
     int flags)
 {
 	nng_msg *m;
-	int rv = pti_msg_encode(&m, h, pay, n);
-	if (rv != 0)
-		return rv;
-	if ((rv = nng_sendmsg(g->out, m, flags)) != 0) {
-		nng_msg_free(m);
+	ring_later *l;
+	int rv = atomic_exchange(&g->later_rv, 0);
+	if (rv == 0) {
+		if ((rv = pti_msg_encode(&m, h, pay, n)) != 0)
+			return rv;
+		if (flags == 0 && pti_later_on() &&
+		    (l = malloc(sizeof(*l))) != NULL) {
+			*l = (ring_later){g, m};
+			pti_later(ring_send_later, l);
+			g->sent += n * sizeof(float);
+			return 0;
+		}
+		if ((rv = nng_sendmsg(g->out, m, flags)) != 0)
+			nng_msg_free(m);
+	}
+	if (rv != 0) {
 		if (rv == NNG_EAGAIN && (flags & NNG_FLAG_NONBLOCK))
 			return 0;
 		return pti_err_set(rv == NNG_ETIMEDOUT ? PT_ETIMEDOUT
@@ -513,6 +547,7 @@ void pti_ring_close(pti_ring *g)
 	pthread_t th;
 	if (g == NULL)
 		return;
+	pti_later_flush(); // the chunks still held go before the farewell
 	if (g->n > 1 && g->joined && !g->broken)
 		ring_farewell(g);
 	ring_closer *k = calloc(1, sizeof(*k));

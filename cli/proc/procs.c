@@ -23,6 +23,7 @@
 #include "common/data.h"
 #include "common/err.h"
 #include "common/job.h"
+#include "common/later.h"
 #include "common/mode.h"
 #include "common/modelfile.h"
 #include "common/optim.h"
@@ -63,6 +64,24 @@ static int procs_out(const pti_config *c, const char *who)
 	return PTI_EXIT_USAGE;
 }
 
+// procs_later starts the line of --send-delay (common/later.h) for
+// process who of rank r. PTI_EXIT_USAGE after saying why not.
+static int procs_later(const pti_config *c, const char *who)
+{
+	double s;
+	int rv;
+	if ((rv = pti_config_send_delay(c, &s)) != 0 ||
+	    (rv = pti_later_start(s)) != 0) {
+		fprintf(stderr, "pstrain %s %u: %s\n", who, c->rank,
+		    pt_errmsg(rv));
+		return PTI_EXIT_USAGE;
+	}
+	if (s > 0)
+		fprintf(stderr, "pstrain %s %u: each message it sends waits "
+		    "%s first (--send-delay)\n", who, c->rank, c->send_delay);
+	return 0;
+}
+
 // procs_publish writes url as the file path (and its folder), whole or
 // not at all, for the workers of pstrain node to read.
 static int procs_publish(const char *path, const char *url)
@@ -87,7 +106,7 @@ static int procs_publish(const char *path, const char *url)
 
 int pti_serve(pti_config *c, const char *publish)
 {
-	if (procs_out(c, "server") != 0)
+	if (procs_out(c, "server") != 0 || procs_later(c, "server") != 0)
 		return PTI_EXIT_USAGE;
 	// The server of the library, with this process's signals: SIGINT
 	// and SIGTERM end the serving loop, and the statistics are written.
@@ -121,6 +140,7 @@ int pti_serve(pti_config *c, const char *publish)
 		fprintf(stderr, "pstrain server %u: %s\n", c->rank,
 		    pt_errmsg(rv));
 	pt_server_close(s);
+	pti_later_stop();
 	return rv != 0 ? 1 : 0;
 }
 
@@ -213,7 +233,7 @@ int pti_work(pti_config *c, const char *cmdline)
 		fprintf(stderr, "pstrain worker: needs --out DIR\n");
 		return PTI_EXIT_USAGE;
 	}
-	if (procs_out(c, "worker") != 0)
+	if (procs_out(c, "worker") != 0 || procs_later(c, "worker") != 0)
 		return PTI_EXIT_USAGE;
 	double t0 = c->t0 > 0 ? c->t0 : pti_wall_s();
 	c->t0 = t0; // the wall_s columns and the summary count from here
@@ -235,6 +255,7 @@ int pti_work(pti_config *c, const char *cmdline)
 	}
 	pti_train_result res;
 	int rv = pti_train_run(c, &res);
+	pti_later_stop();
 	if (progress) {
 		pthread_mutex_lock(&pp.mu);
 		pp.stop = 1;
@@ -254,7 +275,8 @@ int pti_work(pti_config *c, const char *cmdline)
 		procs_as_run(c);
 		pti_run_facts r = {c, cmdline, res.steps, res.spe, res.n_train,
 		    res.n_val, res.classes, 0, res.lost, 0, 0, 0, -1, from, 0,
-		    t0, pti_wall_s() - t0, diverged, c->connect, res.n_params};
+		    t0, pti_wall_s() - t0, diverged, c->connect, res.n_params,
+		    NULL};
 		if (c->job.resume_version >= 0)
 			r.resumed_from = c->job.resume_version;
 		if (pti_summary_write(&r) != 0 && rv == 0)
