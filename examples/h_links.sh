@@ -11,7 +11,8 @@
 # (the linear rule's base: B = 256), one-epoch warm-up. Time to the
 # validation target counts from the first step (train_s_to_A);
 # step_ms_median against comm_bound_ms is how far a step is from the
-# bytes its busiest link must carry. Needs root (the namespaces).
+# bytes its busiest link must carry. Needs root or unprivileged user
+# namespaces (the emulated hosts are network namespaces).
 #   sh examples/h_links.sh [OUT] [more compare flags]
 #   MODEL=cnn RATES="1gbit 100mbit" SEEDS=3 sh examples/h_links.sh
 cd "$(dirname "$0")/.." && make -s bin/pstrain >/dev/null || exit 1

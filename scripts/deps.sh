@@ -14,7 +14,7 @@ python3-numpy libjs-chart.js"
 if [ "${1:-}" = --test ]; then
 	shift
 	pkgs="$pkgs valgrind clang libclang-rt-dev slurmd slurmctld \
-slurm-client munge openmpi-bin iproute2 chromium chromium-driver \
+slurm-client munge openmpi-bin iproute2 procps chromium chromium-driver \
 python3-selenium fonts-dejavu-core"
 fi
 pkgs="$* $pkgs"

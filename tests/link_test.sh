@@ -5,9 +5,11 @@
 # host's link is a tbf at the rate asked for, both ways; the record says
 # the link, the placement and each process's host; the namespaces are
 # gone when the job ends, after Ctrl-C, and after kill -9 of the
-# launcher at the next job's start; the ring across hosts gives the ipc
-# ring's model; bad set-ups are refused by name. Needs root: elsewhere it
-# says "skip" and counts no case. Prints "ok NAME" / "FAIL NAME" per case.
+# launcher at the next job's start; a delay (netem, or each process's
+# --send-delay) costs a sync step two delays and changes no value; a user
+# other than root gets the same hosts in a user namespace; the ring
+# across hosts gives the ipc ring's model; bad set-ups are refused by
+# name. Needs root: elsewhere it says "skip" and counts no case. Prints "ok NAME" / "FAIL NAME" per case.
 cd "$(dirname "$0")/.." || exit 2
 P=${PSTRAIN:-bin/pstrain}
 # The test hooks (PSTRAIN_TEST_EVAL_HOLD holds a job up) are only in the
@@ -148,21 +150,110 @@ test_link_refusals() {
 		[ "$rc" = 2 ] && grep -q -- "${f#*:}" "$T/ref.log" ||
 			bad="$bad [${f%%:*}: exit $rc]"
 	done
-	# A delay: netem where the kernel has it, else refused by name.
-	$P run $D --steps 5 --link 1gbit,1ms --out "$T/del" >"$T/del.log" 2>&1
+	# A server's --send-delay without a unit.
+	$P server --send-delay 20 --listen "ipc://$T/sock" $D --out "$T/ref" \
+		>"$T/ref.log" 2>&1
 	rc=$?
-	if [ "$rc" = 0 ]; then
-		grep -q '"delay_s": 0.001' "$T/del/summary.json" ||
-			bad="$bad [delay not recorded]"
-	elif [ "$rc" != 2 ] || ! grep -q "no netem" "$T/del.log"; then
-		bad="$bad [delay: exit $rc]"
-	fi
+	[ "$rc" = 2 ] && grep -q -- "--send-delay 20: expected" "$T/ref.log" ||
+		bad="$bad [--send-delay 20: exit $rc]"
 	[ "$(ip netns list | grep -c "^pstrain-$$-")" = 0 ] ||
 		bad="$bad [namespaces left]"
 	[ -z "$bad" ] && ok $n || no $n "$bad" "$T/ref.log"
 }
 
+test_link_send_delay() {
+	# --link RATE,DELAY: netem on each host's eth0 where the kernel has
+	# it, else every process holds each message it sends (--send-delay).
+	# A sync step is a request and its reply, so it takes at least two
+	# delays either way; the model is the one without the delay.
+	n=test_link_send_delay
+	a="--servers 1 --workers 2 --steps 12"
+	# shellcheck disable=SC2086
+	$P run $D $a --link 1gbit,25ms --out "$T/sd" \
+		--save-model "$T/sd/m.bin" >"$T/sd.log" 2>&1 &&
+		$P run $D $a --out "$T/sd0" --save-model "$T/sd0/m.bin" \
+			>"$T/sd0.log" 2>&1 ||
+		{ no $n "a job failed" "$T/sd.log"; return; }
+	if ! cmp -s "$T/sd/m.bin" "$T/sd0/m.bin"; then
+		no $n "the delay changed the model" "$T/sd.log"
+		return
+	fi
+	$PY - "$T/sd" <<'PYEOF' && ok $n || no $n "the record" "$T/sd/summary.json"
+import json, os, sys
+d = sys.argv[1]
+j = json.load(open(d + "/summary.json"))
+link = j["link"]
+assert link["delay_s"] == 0.025, link
+by = link["shaped_by"]
+if "send-delay" in by:
+    assert by == "tbf both ways, each process's --send-delay", by
+    for f in ("server-0.log", "worker-0.log", "worker-1.log"):
+        t = open(os.path.join(d, f)).read()
+        assert "waits 25000us first (--send-delay)" in t, f
+else:
+    assert by == "tbf both ways, netem", by
+# Two delays a step at least: a lower bound, which a busy machine only
+# raises.
+assert j["step_ms_median"] >= 50, j["step_ms_median"]
+PYEOF
+}
+
+test_link_unprivileged() {
+	# A user other than root: the job runs in a user namespace of its
+	# own, same hosts and links, and leaves nothing behind, also after
+	# kill -9 of its launcher (its processes and namespaces go with it).
+	n=test_link_unprivileged
+	U="setpriv --reuid=65534 --regid=65534 --clear-groups"
+	if ! $U true 2>/dev/null || ! $U test -x "$H" || ! $U test -r tests/lib.sh ||
+		! $U unshare -Urn true 2>/dev/null; then
+		echo "skip $n: no user nobody that can run $H, or no user namespaces"
+		return
+	fi
+	chmod 755 "$T"
+	mkdir -m 777 "$T/u"
+	$U $P run $D --steps 10 --servers 1 --workers 2 --link 100mbit \
+		--out "$T/u/job" >"$T/u/job.log" 2>&1
+	rc=$?
+	if [ "$rc" != 0 ]; then
+		no $n "exit $rc" "$T/u/job.log"
+		return
+	fi
+	if ! $PY -c "
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j['link']['namespaces'] == 'user namespace', j['link']
+assert j['link']['shaped_by'] == 'tbf both ways', j['link']
+assert j['hosts']['worker-1'] == '10.250.0.3', j['hosts']
+assert j['addresses'][0].startswith('tcp://10.250.0.1:'), j['addresses']
+" "$T/u/job/summary.json"; then
+		no $n "the record" "$T/u/job/summary.json"
+		return
+	fi
+	PSTRAIN_TEST_EVAL_HOLD=$T/u/held.go $U $H run $D --steps 20 \
+		--eval-every 5 --servers 1 --workers 2 --link 100mbit \
+		--out "$T/u/held" >"$T/u/held.log" 2>&1 &
+	pid=$!
+	if ! wait_rows "$T/u/held/worker-0.csv" 21; then
+		touch "$T/u/held.go"
+		no $n "the held job made no steps" "$T/u/held.log"
+		return
+	fi
+	kill -9 $pid
+	wait $pid 2>/dev/null
+	# Its processes die with it (each has the launcher's death signal).
+	left=1
+	for _ in $(seq 600); do
+		pgrep -f -- "--out $T/u/held" >/dev/null || { left=0; break; }
+		sleep 0.1
+	done
+	touch "$T/u/held.go"
+	[ "$left" = 0 ] && ok $n ||
+		no $n "processes left after kill -9: $(pgrep -af -- "--out $T/u/held")" "$T/u/held.log"
+}
+
 test_link_hosts_while_running
+test_link_send_delay
+test_link_unprivileged
 test_link_cleanup
 test_link_ring_across_hosts
 test_link_refusals

@@ -11,10 +11,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli/cli.h"
 #include "cli/run/sockdir.h"
+#include "cli/self.h"
 #include "common/err.h"
 #include "common/mode.h"
 
@@ -103,6 +108,49 @@ static int hosts_cmd(const char *fmt, ...)
 	    out);
 }
 
+// hosts_add makes network namespace name, as `ip netns add` does (a
+// new namespace bound on HOSTS_NETNS/name) but in a child, so that this
+// process need not return to its own namespace: in a user namespace it
+// may not (cli/run/hosts.h). PT_EIO naming what failed.
+static int hosts_add(const char *name)
+{
+	char path[160];
+	int fds[2];
+	snprintf(path, sizeof(path), HOSTS_NETNS "/%s", name);
+	if (mkdir(HOSTS_NETNS, 0755) != 0 && errno != EEXIST)
+		return pti_err_set(PT_EIO, "emulated hosts: %s: %s",
+		    HOSTS_NETNS, strerror(errno));
+	int fd = open(path, O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+	if (fd < 0)
+		return pti_err_set(PT_EIO, "emulated hosts: %s: %s", path,
+		    strerror(errno));
+	close(fd);
+	if (pipe2(fds, O_CLOEXEC) != 0)
+		return pti_err_set(PT_EIO, "pipe: %s", strerror(errno));
+	pid_t pid = fork();
+	if (pid == 0) {
+		int e = 0;
+		if (unshare(CLONE_NEWNET) != 0 ||
+		    mount("/proc/self/ns/net", path, "none", MS_BIND, NULL) != 0)
+			e = errno;
+		(void)!write(fds[1], &e, sizeof(e));
+		_exit(0);
+	}
+	close(fds[1]);
+	int e = EIO, st;
+	if (pid < 0 || read(fds[0], &e, sizeof(e)) != sizeof(e))
+		e = pid < 0 ? errno : EIO;
+	close(fds[0]);
+	if (pid > 0)
+		waitpid(pid, &st, 0);
+	if (e != 0) {
+		unlink(path);
+		return pti_err_set(PT_EIO, "emulated hosts: cannot make network "
+		    "namespace %s: %s", name, strerror(e));
+	}
+	return 0;
+}
+
 // hosts_del deletes namespace name, first killing what runs in it.
 static void hosts_del(const char *name)
 {
@@ -143,8 +191,12 @@ static void hosts_sweep(void)
 
 // hosts_shape shapes dev of namespace ns at h's rate (tbf: a burst of
 // 5 ms at that rate, at least 128 KiB so that a veth's 64 KiB segments
-// pass; a queue of 200 ms), then its delay (netem) under it.
-static int hosts_shape(const pti_hosts *h, const char *ns, const char *dev)
+// pass; a queue of 200 ms), then, when delay is set, its delay (netem)
+// under it: only on a host's own eth0, so that a message meets it once
+// on its way. A kernel without netem leaves the delay to the processes
+// (h->netem 0).
+static int hosts_shape(pti_hosts *h, const char *ns, const char *dev,
+    int delay)
 {
 	double burst = fmax(h->bps / 8 * 0.005, 131072);
 	int rv = 0;
@@ -152,11 +204,169 @@ static int hosts_shape(const pti_hosts *h, const char *ns, const char *dev)
 		rv = hosts_cmd("tc -n %s qdisc add dev %s root handle 1: tbf "
 		    "rate %.0fbit burst %.0f latency 200ms", ns, dev, h->bps,
 		    burst);
-	if (rv == 0 && h->delay_s > 0)
+	if (rv == 0 && delay && h->delay_s > 0 && h->netem) {
 		rv = hosts_cmd("tc -n %s qdisc add dev %s %s netem delay "
 		    "%.0fus limit 100000", ns, dev, h->bps > 0 ? "parent 1:1"
 		    : "root", h->delay_s * 1e6);
+		if (rv != 0 && strstr(pt_errmsg(rv), "kind is unknown") != NULL)
+			h->netem = rv = 0;
+	}
 	return rv;
+}
+
+// hosts_write writes text to file path. Returns 0 or an errno.
+static int hosts_write(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno;
+	size_t n = strlen(text);
+	int rv = write(fd, text, n) == (ssize_t)n ? 0 : errno;
+	close(fd);
+	return rv;
+}
+
+// hosts_in_userns tells whether this process runs in a user namespace
+// other than the first (its uid_map is not the identity of all ids).
+static int hosts_in_userns(void)
+{
+	char line[128] = "";
+	FILE *f = fopen("/proc/self/uid_map", "r");
+	if (f == NULL)
+		return 0;
+	if (fgets(line, sizeof(line), f) == NULL)
+		line[0] = '\0';
+	fclose(f);
+	unsigned long long in, out, n;
+	return !(sscanf(line, "%llu %llu %llu", &in, &out, &n) == 3 &&
+	    in == 0 && out == 0 && n == 4294967295ULL);
+}
+
+// hosts_userns_enter makes this (single-threaded) process root of a new
+// user namespace of its own, mapping its own user and group, with a
+// mount namespace of its own whose /run/netns is an empty tmpfs (the
+// whole of /run where there is no /run/netns to cover), so that `ip
+// netns` names live and die with the job. Returns 0, or writes why not
+// into err.
+static int hosts_userns_enter(char *err, size_t n)
+{
+	char map[64];
+	unsigned uid = (unsigned)geteuid(), gid = (unsigned)getegid();
+	struct stat sb;
+	int e;
+	if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) {
+		snprintf(err, n, "emulated hosts are network namespaces, which "
+		    "need root or unprivileged user namespaces, and this "
+		    "system refuses the latter (unshare: %s; see the sysctls "
+		    "user.max_user_namespaces, kernel.unprivileged_userns_clone "
+		    "and kernel.apparmor_restrict_unprivileged_userns); run as "
+		    "root, or without --link and --placement", strerror(errno));
+		return -1;
+	}
+	snprintf(map, sizeof(map), "0 %u 1\n", uid);
+	if ((e = hosts_write("/proc/self/setgroups", "deny")) != 0 ||
+	    (e = hosts_write("/proc/self/uid_map", map)) != 0 ||
+	    (snprintf(map, sizeof(map), "0 %u 1\n", gid),
+		e = hosts_write("/proc/self/gid_map", map)) != 0) {
+		snprintf(err, n, "user namespace: cannot map user %u: %s", uid,
+		    strerror(e));
+		return -1;
+	}
+	const char *at = stat(HOSTS_NETNS, &sb) == 0 && S_ISDIR(sb.st_mode) ?
+	    HOSTS_NETNS : "/run";
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+	    mount("pstrain", at, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") !=
+		0) {
+		snprintf(err, n, "user namespace: cannot mount a tmpfs on %s: "
+		    "%s", at, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+// hosts_argv reads this process's command line from /proc into a
+// NULL-terminated array of its words (both allocated, freed by the
+// exec or the exit that follows). NULL when it cannot.
+static char **hosts_argv(void)
+{
+	static char buf[1 << 16];
+	FILE *f = fopen("/proc/self/cmdline", "r");
+	if (f == NULL)
+		return NULL;
+	size_t len = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[len] = '\0';
+	size_t words = 0;
+	for (size_t i = 0; i < len; i++)
+		words += buf[i] == '\0';
+	char **argv = calloc(words + 1, sizeof(*argv));
+	if (argv == NULL || len == sizeof(buf) - 1)
+		return free(argv), NULL;
+	for (size_t i = 0, k = 0; i < len && k < words; i += strlen(buf + i) + 1)
+		argv[k++] = buf + i;
+	return argv;
+}
+
+static volatile sig_atomic_t userns_child;
+
+static void hosts_forward(int sig)
+{
+	if (userns_child > 0)
+		kill((pid_t)userns_child, sig);
+}
+
+int pti_hosts_userns(const pti_config *c, int *status)
+{
+	*status = -1;
+	if (pti_hosts_count(c) == 0 || geteuid() == 0)
+		return 0;
+	char **argv = hosts_argv();
+	int fds[2];
+	if (argv == NULL || pipe2(fds, O_CLOEXEC) != 0)
+		return pti_err_set(PT_EIO, "user namespace: cannot read this "
+		    "process's command line");
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		// A fork is single-threaded, as unshare(CLONE_NEWUSER) wants
+		// (OpenBLAS may have started threads here). It dies with this
+		// process, even on kill -9, and so does its job.
+		char err[512];
+		close(fds[0]);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (hosts_userns_enter(err, sizeof(err)) == 0) {
+			execv(pti_self_exe(), argv);
+			snprintf(err, sizeof(err), "cannot execute itself: %s",
+			    strerror(errno));
+		}
+		(void)!write(fds[1], err, strlen(err));
+		_exit(PTI_EXIT_USAGE);
+	}
+	close(fds[1]);
+	free(argv);
+	if (pid < 0) {
+		close(fds[0]);
+		return pti_err_set(PT_EIO, "fork: %s", strerror(errno));
+	}
+	// The job runs in the child: this process passes it the signals
+	// meant for the launcher (a terminal's Ctrl-C reaches both).
+	userns_child = pid;
+	signal(SIGINT, SIG_IGN);
+	signal(SIGTERM, hosts_forward);
+	signal(SIGHUP, hosts_forward);
+	char err[512];
+	ssize_t got = read(fds[0], err, sizeof(err) - 1);
+	close(fds[0]);
+	int st;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (got > 0) {
+		err[got] = '\0';
+		return pti_err_set(PT_EINVAL, "--%s: %s", c->link[0] ? "link" :
+		    "placement", err);
+	}
+	*status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	return 0;
 }
 
 int pti_hosts_up(pti_hosts *h, const pti_config *c)
@@ -173,10 +383,11 @@ int pti_hosts_up(pti_hosts *h, const pti_config *c)
 	if (geteuid() != 0)
 		return pti_err_set(PT_EINVAL, "--%s: emulated hosts are "
 		    "network namespaces, which need root (CAP_SYS_ADMIN and "
-		    "CAP_NET_ADMIN); run as root, or without --link and "
-		    "--placement", c->link[0] ? "link" : "placement");
+		    "CAP_NET_ADMIN)", c->link[0] ? "link" : "placement");
+	h->userns = hosts_in_userns();
 	if ((rv = pti_config_link(c, &h->bps, &h->delay_s)) != 0)
 		return rv;
+	h->netem = h->delay_s > 0;
 	if (pti_proc_start((long)getpid(), &start) != 0)
 		return pti_err_set(PT_EIO, "emulated hosts: cannot read this "
 		    "process's start time");
@@ -184,25 +395,26 @@ int pti_hosts_up(pti_hosts *h, const pti_config *c)
 	snprintf(h->prefix, sizeof(h->prefix), HOSTS_PREFIX "%ld-%llu",
 	    (long)getpid(), start);
 	const char *p = h->prefix;
-	if ((rv = hosts_cmd("ip netns add %s-hub", p)) != 0) {
-		if (strstr(pt_errmsg(rv), "ip: No such file") != NULL)
-			return pti_err_set(PT_EINVAL, "emulated hosts need "
-			    "iproute2's ip and tc (Debian: iproute2)");
-		return rv;
-	}
-	h->hub = 1;
-	if ((rv = hosts_cmd("ip -n %s-hub link set lo up", p)) != 0 ||
-	    (rv = hosts_cmd("ip -n %s-hub link add br0 type bridge", p)) != 0 ||
-	    (rv = hosts_cmd("ip -n %s-hub link set br0 up", p)) != 0)
-		goto fail;
 	char hub[96];
 	snprintf(hub, sizeof(hub), "%s-hub", p);
+	if ((rv = hosts_add(hub)) != 0)
+		return rv;
+	h->hub = 1;
+	if ((rv = hosts_cmd("ip -n %s-hub link set lo up", p)) != 0) {
+		if (strstr(pt_errmsg(rv), "ip: No such file") != NULL)
+			rv = pti_err_set(PT_EINVAL, "emulated hosts need "
+			    "iproute2's ip and tc (Debian: iproute2)");
+		goto fail;
+	}
+	if ((rv = hosts_cmd("ip -n %s-hub link add br0 type bridge", p)) != 0 ||
+	    (rv = hosts_cmd("ip -n %s-hub link set br0 up", p)) != 0)
+		goto fail;
 	for (uint32_t k = 0; k < n; k++) {
 		char ns[96], port[16], addr[32];
 		snprintf(ns, sizeof(ns), "%s-h%u", p, k);
 		snprintf(port, sizeof(port), "p%u", k);
 		pti_hosts_addr(k, addr, sizeof(addr));
-		if ((rv = hosts_cmd("ip netns add %s", ns)) != 0)
+		if ((rv = hosts_add(ns)) != 0)
 			goto fail;
 		h->n = k + 1;
 		if ((rv = hosts_cmd("ip -n %s link set lo up", ns)) != 0 ||
@@ -215,16 +427,12 @@ int pti_hosts_up(pti_hosts *h, const pti_config *c)
 		    (rv = hosts_cmd("ip -n %s addr add %s/24 dev eth0", ns,
 			 addr)) != 0 ||
 		    (rv = hosts_cmd("ip -n %s link set eth0 up", ns)) != 0 ||
-		    (rv = hosts_shape(h, ns, "eth0")) != 0 ||
-		    (rv = hosts_shape(h, hub, port)) != 0)
+		    (rv = hosts_shape(h, ns, "eth0", 1)) != 0 ||
+		    (rv = hosts_shape(h, hub, port, 0)) != 0)
 			goto fail;
 	}
 	return 0;
 fail:
-	if (h->delay_s > 0 && strstr(pt_errmsg(rv), "netem") != NULL)
-		rv = pti_err_set(PT_EINVAL, "--link %s: this kernel cannot add "
-		    "a delay (no netem qdisc, sch_netem); give a RATE alone",
-		    c->link);
 	pti_hosts_down(h);
 	return rv;
 }

@@ -5,7 +5,8 @@
 // in both directions with tbf: its eth0 (what it sends) and its port on
 // the bridge (what it receives), so a host sends and receives at RATE at
 // most, as with a switch and one network card per host; DELAY adds netem
-// where the kernel has it (refused where it has not). Processes of one
+// where the kernel has it, else every process holds each message it
+// sends for DELAY (--send-delay, common/later.h). Processes of one
 // host talk to each other over that host's loopback, unshaped.
 //
 // Nothing is made in the launcher's own namespace, so no interface,
@@ -14,7 +15,10 @@
 // as for its socket folder): pti_hosts_up first deletes the namespaces of
 // launchers that no longer exist (killed with kill -9), and
 // pti_hosts_down deletes this launcher's. Built with iproute2's `ip` and
-// `tc`; needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN).
+// `tc`; needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN). Any other user
+// gets them in a user namespace of the job's own (pti_hosts_userns):
+// there the names are in a /run/netns of its own mount namespace, and
+// everything goes when the job's last process does.
 #ifndef PT_CLI_RUN_HOSTS_H
 #define PT_CLI_RUN_HOSTS_H
 
@@ -29,7 +33,9 @@ typedef struct pti_hosts {
 	char prefix[64]; // pstrain-PID-START
 	uint32_t n;      // hosts made (0: none, every process here)
 	int hub;         // the hub was made
+	int userns;      // made in a user namespace (not by root)
 	double bps, delay_s; // --link, read
+	int netem; // the delay is netem's; else each process's --send-delay
 } pti_hosts;
 
 // pti_hosts_count is how many hosts c's placement needs (0 for none):
@@ -43,10 +49,18 @@ uint32_t pti_hosts_of(const pti_config *c, int server, uint32_t rank);
 // pti_hosts_addr writes host k's address (10.250.0.k+1) into out.
 void pti_hosts_addr(uint32_t k, char *out, size_t n);
 
+// pti_hosts_userns, for a job that needs hosts in a process that is not
+// root, runs this same command in a child that is root of a new user
+// namespace (and mount namespace) of its own, and sets *status to the
+// child's exit status once it is done: the caller exits with it. Else
+// (root, or no hosts) it returns 0 with *status -1 and the caller goes
+// on. PT_EINVAL saying why when the system refuses user namespaces.
+int pti_hosts_userns(const pti_config *c, int *status);
+
 // pti_hosts_up makes c's hosts in h. PT_EINVAL saying why when this
-// process may not (not root, no `ip` or `tc`) or for a DELAY the kernel
-// cannot add (no netem); PT_EIO naming the command that failed. Whatever
-// was made is deleted then.
+// process may not (not root, see pti_hosts_userns; no `ip` or `tc`);
+// PT_EIO naming the command that failed. Whatever was made is deleted
+// then.
 int pti_hosts_up(pti_hosts *h, const pti_config *c);
 
 // pti_hosts_enter moves the calling process (a child about to exec) into

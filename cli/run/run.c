@@ -351,7 +351,8 @@ static int run_write_summary(const run_job *j, int diverged)
 	    j->n_val, j->classes, j->worker_restarts, j->workers_lost,
 	    j->server_restarts, j->steps_redone, j->time_lost,
 	    j->resumed_from, j->csv_from, j->eval_from, j->t0,
-	    pti_wall_s() - j->t0, diverged, j->urls, j->layout.n_params};
+	    pti_wall_s() - j->t0, diverged, j->urls, j->layout.n_params,
+	    &j->hosts};
 	return pti_summary_write(&r);
 }
 
@@ -369,6 +370,16 @@ int pti_cmd_run(int argc, char **argv)
 	    "--out runs/sync", argc, argv);
 	if (rv >= 0)
 		return rv;
+	// Emulated hosts for a user other than root: the job runs in a
+	// user namespace of its own, in a child (cli/run/hosts.h).
+	int status;
+	pti_config_hosts_imply(&j.c);
+	if ((rv = pti_hosts_userns(&j.c, &status)) != 0) {
+		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(rv));
+		return rv == PT_EINVAL ? PTI_EXIT_USAGE : PTI_EXIT_FAIL;
+	}
+	if (status >= 0)
+		return status;
 	if ((rv = run_prepare(&j)) != 0) {
 		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(rv));
 		return PTI_EXIT_USAGE;

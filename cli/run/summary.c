@@ -161,10 +161,10 @@ static double summary_bound_ms(const pti_config *c, uint64_t n_params)
 	return k * m * 8 / bps * 1e3;
 }
 
-// summary_hosts records the emulated hosts (cli/run/hosts.h): the
-// placement, the link as shaped, and each process's host address; null
-// without them.
-static void summary_hosts(json_t *f, const pti_config *c)
+// summary_hosts records the emulated hosts h (cli/run/hosts.h): the
+// placement, the link as shaped, who made the namespaces, and each
+// process's host address; null without them.
+static void summary_hosts(json_t *f, const pti_config *c, const pti_hosts *h)
 {
 	static const char *const places[] = {"none", "dedicated", "colocated"};
 	double bps, delay;
@@ -177,9 +177,15 @@ static void summary_hosts(json_t *f, const pti_config *c)
 		    bps > 0 ? json_real(bps) : json_null());
 		json_object_set_new(link, "delay_s",
 		    delay > 0 ? json_real(delay) : json_null());
-		json_object_set_new(link, "shaped_by", json_string(bps > 0 ?
-		    (delay > 0 ? "tbf both ways, netem" : "tbf both ways") :
-		    delay > 0 ? "netem" : "none (hosts only)"));
+		char by[96];
+		const char *d = h != NULL && !h->netem ?
+		    "each process's --send-delay" : "netem";
+		snprintf(by, sizeof(by), "%s%s%s", bps > 0 ? "tbf both ways" :
+		    "", bps > 0 && delay > 0 ? ", " : "", delay > 0 ? d : "");
+		json_object_set_new(link, "shaped_by", json_string(by[0] ? by :
+		    "none (hosts only)"));
+		json_object_set_new(link, "namespaces", json_string(h != NULL &&
+		    h->userns ? "user namespace" : "root"));
 		hosts = json_object();
 		uint32_t ns = pti_mode_of(c->job.mode)->servers ? c->job.servers : 0;
 		for (uint32_t i = 0; i < ns + c->job.workers; i++) {
@@ -476,7 +482,7 @@ int pti_summary_write(const pti_run_facts *r)
 		a += len + (a[len] == ',');
 	}
 	json_object_set_new(f, "addresses", addrs);
-	summary_hosts(f, c);
+	summary_hosts(f, c, r->hosts);
 	str(f, "optimizer", c->job.optimizer);
 	num(f, "batch", c->job.batch, 10);
 	num(f, "per_worker_batch", c->job.batch / c->job.workers, 10);

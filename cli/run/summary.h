@@ -35,6 +35,7 @@ typedef struct pti_run_facts {
 	const char *addresses; // the servers' (allreduce: the ring's), by
 			       // rank, comma-separated; "" when unknown
 	uint64_t n_params;     // the model's parameters
+	const struct pti_hosts *hosts; // the emulated hosts, or NULL
 } pti_run_facts;
 
 // The finishing worker's final.csv row (NaN where it has no value).

@@ -64,8 +64,8 @@ static int run_spawn(run_job *j, int server, uint32_t rank, char **extra,
 	const pti_config *c = &j->c;
 	// "pstrain server", a "--flag value" pair per flag of the table at
 	// most (pti_config_to_argv), "--supervised", the extra words, NULL.
-	size_t cap = 2 + 2 * (size_t)pti_config_count() + 1 + (size_t)n_extra +
-		     1;
+	size_t cap = 2 + 2 * (size_t)pti_config_count() + 1 + 2 +
+		     (size_t)n_extra + 1;
 	char **argv = calloc(cap, sizeof(*argv));
 	int argc = 0, rv;
 	run_proc *p = &j->procs[j->n_procs];
@@ -84,6 +84,13 @@ static int run_spawn(run_job *j, int server, uint32_t rank, char **extra,
 	// This launcher shows progress, writes the summary and stops what
 	// is left at the end: not the processes' own work then.
 	argv[argc++] = strdup("--supervised");
+	// A link's delay without netem: each process holds what it sends.
+	if (j->hosts.delay_s > 0 && !j->hosts.netem) {
+		char d[32];
+		snprintf(d, sizeof(d), "%.0fus", j->hosts.delay_s * 1e6);
+		argv[argc++] = strdup("--send-delay");
+		argv[argc++] = strdup(d);
+	}
 	for (int i = 0; i < n_extra; i++)
 		argv[argc++] = strdup(extra[i]);
 	argv[argc] = NULL;
