@@ -265,6 +265,18 @@ test_dash_dir() {
 	mkdir -p "$T/cmp/sync" "$T/cmp/async"
 	cp -r "$T/job" "$T/cmp/sync/seed-1"
 	cp -r "$T/job" "$T/cmp/async/seed-1"
+	# The async copy as if it had run on emulated hosts (as summary.json
+	# records them with --link 1gbit,25ms; tests/link_test.sh runs them).
+	$PY - "$T/cmp/async/seed-1/summary.json" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+j["placement"] = "dedicated"
+j["link"] = {"rate_bits_per_s": 1e9, "delay_s": 0.025,
+             "shaped_by": "tbf both ways, netem", "namespaces": "root"}
+j["hosts"] = {"server-0": "10.250.0.1", "worker-0": "10.250.0.2",
+              "worker-1": "10.250.0.3"}
+json.dump(j, open(sys.argv[1], "w"))
+EOF
 	printf '# pstrain compare: sync,async, seeds 1\n' >"$T/cmp/report.md"
 	$P dashboard "$T/job" >"$T/d1.log" 2>&1 &
 	d1=$!
@@ -309,6 +321,12 @@ assert d["view"] == "compare", d["view"]
 assert labels[:2] == [out.rsplit("/", 1)[0] + "/cmp/sync/seed-1",
                       out.rsplit("/", 1)[0] + "/cmp/async/seed-1"], labels
 assert labels[2] == out and len(labels) == 3, labels
+s = d["jobs"][1]["summary"]
+assert s["placement"] == "dedicated" and s["link_bits_per_s"] == 1e9, s
+assert s["link_delay_s"] == 0.025, s
+assert s["hosts"] == {"server-0": "10.250.0.1", "worker-0": "10.250.0.2",
+                      "worker-1": "10.250.0.3"}, s["hosts"]
+assert d["jobs"][0]["summary"]["hosts"] is None, d["jobs"][0]["summary"]
 m = get(u2, "metrics")
 assert re.search(r'pstrain_worker_steps_total\{job="[^"]*cmp/async/seed-1",'
                  r'worker="1"\} %d' % STEPS, m), m[:400]

@@ -324,11 +324,14 @@ static void job_summary(pti_dbuf *b, const dash_info *in)
 		pti_dbuf_printf(b, ", \"%s\": ", nums[k]);
 		pti_dbuf_num(b, json_is_number(v) ? json_number_value(v) : NAN);
 	}
-	// Where it ran: emulated hosts' placement and link rate (bits/s).
+	// Where it ran: emulated hosts' placement, link rate (bits/s) and
+	// delay (s), and each process's host.
 	const char *place = json_string_value(json_object_get(in->sum,
 	    "placement"));
-	const json_t *rate = json_object_get(json_object_get(in->sum, "link"),
-	    "rate_bits_per_s");
+	const json_t *link = json_object_get(in->sum, "link");
+	const json_t *rate = json_object_get(link, "rate_bits_per_s");
+	const json_t *delay = json_object_get(link, "delay_s");
+	const json_t *hosts = json_object_get(in->sum, "hosts");
 	pti_dbuf_printf(b, ", \"placement\": ");
 	if (place != NULL)
 		pti_dbuf_str(b, place);
@@ -336,6 +339,26 @@ static void job_summary(pti_dbuf *b, const dash_info *in)
 		pti_dbuf_printf(b, "null");
 	pti_dbuf_printf(b, ", \"link_bits_per_s\": ");
 	pti_dbuf_num(b, json_is_number(rate) ? json_number_value(rate) : NAN);
+	pti_dbuf_printf(b, ", \"link_delay_s\": ");
+	pti_dbuf_num(b, json_is_number(delay) ? json_number_value(delay) : NAN);
+	pti_dbuf_printf(b, ", \"hosts\": ");
+	if (json_is_object(hosts)) {
+		const char *key, *sep = "";
+		const json_t *addr;
+		pti_dbuf_printf(b, "{");
+		json_object_foreach((json_t *)hosts, key, addr) {
+			if (!json_is_string(addr))
+				continue;
+			pti_dbuf_printf(b, "%s", sep);
+			pti_dbuf_str(b, key);
+			pti_dbuf_printf(b, ": ");
+			pti_dbuf_str(b, json_string_value(addr));
+			sep = ", ";
+		}
+		pti_dbuf_printf(b, "}");
+	} else {
+		pti_dbuf_printf(b, "null");
+	}
 	pti_dbuf_printf(b, "}");
 }
 

@@ -612,11 +612,17 @@
           j.summary.dropped_gradients !== undefined)
         total.push((who ? j.label + " " : "") + j.summary.dropped_gradients);
       if (j.checkpointDir) ckptDir = true;
-      if (j.summary && j.summary.placement && j.summary.placement !== "none")
-        nets.push((who ? j.label + ": " : "") + j.summary.placement +
-          " hosts, " + (j.summary.link_bits_per_s
-            ? fmt(j.summary.link_bits_per_s / 1e6, 0) + " Mbit/s links"
-            : "links not shaped"));
+      if (j.summary && j.summary.placement && j.summary.placement !== "none") {
+        const s = j.summary, hosts = Object.entries(s.hosts || {});
+        // One job: each process's host; a comparison: how many hosts.
+        const where = who ? hosts.length + " processes"
+          : hosts.map(([p, a]) => p + " on " + a).join(", ");
+        nets.push((who ? j.label + ": " : "") + s.placement + " hosts, " +
+          (s.link_bits_per_s ? fmt(s.link_bits_per_s / 1e6, 0) +
+            " Mbit/s links" : "links not shaped") +
+          (s.link_delay_s ? ", " + fmt(s.link_delay_s * 1e3, 3) +
+            " ms one way" : "") + (where ? " (" + where + ")" : ""));
+      }
       if (j.summary && j.summary.checkpoint_failures > 0)
         notes.push(who + j.summary.checkpoint_failures + " checkpoint " +
           "writes failed (summary.json; the servers' logs say why)");
