@@ -646,8 +646,9 @@ static const char *report_defs =
 // (summary.json's), or "one machine" and its transport.
 static void job_network(const pti_cmp_job *j, char *out, size_t n)
 {
-	char place[32] = "none", tr[16] = "?";
+	char place[32] = "none", tr[16] = "?", by[64] = "";
 	const json_t *link = json_object_get(j->json, "link");
+	(void)pti_json_text(link, "shaped_by", by, sizeof(by));
 	double bps = pti_json_num(link, "rate_bits_per_s");
 	double delay = pti_json_num(link, "delay_s");
 	(void)pti_json_text(j->json, "placement", place, sizeof(place));
@@ -669,8 +670,9 @@ static void job_network(const pti_cmp_job *j, char *out, size_t n)
 		    bps / 1e6);
 	else
 		snprintf(out + k, n - (size_t)k, "%.4g Mbit/s both ways (tbf), "
-		    "%.4g ms one way (netem)", isnan(bps) ? 0 : bps / 1e6,
-		    delay * 1e3);
+		    "%.4g ms one way (%s)", isnan(bps) ? 0 : bps / 1e6,
+		    delay * 1e3, strstr(by, "send-delay") != NULL ?
+		    "each process's --send-delay" : "netem");
 }
 
 // report_network says where the jobs ran (docs/COMPARE.md, "Network"):
