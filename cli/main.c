@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "build/version.h"
@@ -93,8 +94,22 @@ static void malloc_keep(void)
 	mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
+// main_files raises the soft limit on open files to the hard one: a
+// server under a flood of connections, or a launcher that opens its
+// children's logs, must not run out at a usual soft limit of 1024
+// (processes of a job inherit it).
+static void main_files(void)
+{
+	struct rlimit r;
+	if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+		r.rlim_cur = r.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &r);
+	}
+}
+
 int main(int argc, char **argv)
 {
+	main_files();
 	if (main_pinned)
 		sched_setaffinity(0, sizeof(main_cpus), &main_cpus);
 	if (getenv("OPENBLAS_NUM_THREADS") == NULL)

@@ -989,10 +989,15 @@ int pti_client_hello(pti_client *c, const pti_layout *l, int mode,
 	int lockstep = m != NULL && m->lockstep;
 	pti_hdr *hellos = calloc(c->n, sizeof(pti_hdr));
 	pt_req *q = NULL;
-	int rv = hellos ? 0 : pti_err_set(PT_ENOMEM, "hello");
+	uint8_t nonce[PT_NONCE_LEN], mac[PT_MAC_LEN];
+	int rv = hellos ? pti_random(nonce, sizeof(nonce))
+			: pti_err_set(PT_ENOMEM, "hello");
 	for (uint32_t i = 0; i < c->n && rv == 0; i++) {
+		// The hello brings this worker's own nonce: the reply must
+		// prove the secret over it (mutual authentication).
 		pti_hdr_init(&hellos[i], PT_OP_HELLO, c->role, c->rank);
-		hellos[i].has |= PTI_H_LAYOUT | PTI_H_STEP;
+		hellos[i].has |= PTI_H_LAYOUT | PTI_H_STEP | PTI_H_NONCE;
+		memcpy(hellos[i].nonce, nonce, PT_NONCE_LEN);
 		hellos[i].step = step;
 		hellos[i].layout_hash = pti_layout_hash(l);
 		hellos[i].n_params = l->n_params;
@@ -1010,7 +1015,16 @@ int pti_client_hello(pti_client *c, const pti_layout *l, int mode,
 	for (uint32_t i = 0; i < c->n && rv == 0; i++) {
 		const pti_hdr *h = pti_call_reply(q, i);
 		pti_range r = pti_layout_shard(l, i, c->n);
-		if (!(h->has & PTI_H_SHARD) || h->server_rank != i ||
+		pti_auth_mac(&c->secret, nonce, PT_ROLE_SERVER, c->rank, i,
+		    hellos[i].layout_hash, mac);
+		if (!(h->has & PTI_H_MAC) ||
+		    !pti_auth_equal(mac, h->mac, PT_MAC_LEN))
+			rv = pti_err_set(PT_EAUTH, "server %u at %s did not "
+			    "prove the job secret in its hello reply: it is "
+			    "not this job's server (another job's, or an "
+			    "impostor); no gradient went to it", i,
+			    c->links[i].url);
+		else if (!(h->has & PTI_H_SHARD) || h->server_rank != i ||
 		    h->n_servers != c->n || h->lo != r.lo || h->hi != r.hi)
 			rv = pti_err_set(PT_EINVAL,
 			    "server %u at %s holds [%llu, %llu) as server %u of "

@@ -69,8 +69,9 @@ enum {
 	PTI_H_STALE = 1u << 7,  // staleness of the applied update
 	PTI_H_STATS = 1u << 8,  // the counters and histogram
 	PTI_H_LR = 1u << 9,     // learning rate applied to the push
-	PTI_H_NONCE = 1u << 10, // the server's challenge
-	PTI_H_MAC = 1u << 11,   // the hello's proof of the job secret
+	PTI_H_NONCE = 1u << 10, // the server's challenge; a hello's own
+	PTI_H_MAC = 1u << 11,   // a hello's proof of the job secret, and its
+				// reply's (the server's, over the hello's nonce)
 };
 
 typedef struct pti_hdr {

@@ -72,11 +72,12 @@ static void local_settle(ps_ctx *wake)
 
 int pti_local_connect(pti_local_server *ls, uint32_t pipe)
 {
-	uint32_t evict;
 	ps_ctx *wake = NULL;
-	ps_peer *q = pti_peer_add(&ls->s, pipe, &evict);
-	if (evict != 0)
-		pti_server_pipe_removed(&ls->s, evict, &wake);
+	ps_peer *q = pti_peer_add(&ls->s, pipe);
+	// What gave way is closed at once here (the serve loop's work).
+	while (ls->s.n_evict > 0)
+		pti_server_pipe_removed(&ls->s, ls->s.evict[--ls->s.n_evict],
+		    &wake);
 	local_settle(wake);
 	if (q != NULL)
 		snprintf(q->name, sizeof(q->name), "local connection %u", pipe);

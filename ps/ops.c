@@ -99,9 +99,16 @@ static nng_msg *op_hello(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	nng_msg *no = pti_hello_prove(s, p, h);
 	if (no != NULL)
 		return no;
-	if (h->role == PT_ROLE_CONTROL)
-		return (no = pti_hello_bind(s, p, h, wake)) ? no
-							: reply_ok(s, h->op);
+	pti_hdr r;
+	pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->rank);
+	pti_hello_proof(s, h, &r);
+	if (h->role == PT_ROLE_CONTROL) {
+		if ((no = pti_hello_bind(s, p, h, wake)) != NULL)
+			return no;
+		r.has |= PTI_H_VER;
+		r.ver = s->version;
+		return pti_server_reply(s, &r, NULL, 0);
+	}
 	if (!(h->has & PTI_H_LAYOUT) ||
 	    h->layout_hash != pti_layout_hash(&s->layout) ||
 	    h->n_params != s->layout.n_params) {
@@ -144,8 +151,6 @@ static nng_msg *op_hello(ps_server *s, ps_ctx *x, const pti_hdr *h,
 		pti_server_clocks(s, wake);
 	}
 	s->policy->sealed(s, h->rank);
-	pti_hdr r;
-	pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->rank);
 	r.has |= PTI_H_VER | PTI_H_LAYOUT | PTI_H_SHARD | PTI_H_STEP;
 	r.ver = s->version;
 	// Where the worker's data position goes on: the open step (sync), or

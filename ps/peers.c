@@ -9,6 +9,7 @@
 
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/testhook.h"
 #include "ps/server_impl.h"
 
 // pti_peer_close closes a connection by id; never with the lock held
@@ -59,14 +60,14 @@ void pti_peer_name(nng_pipe p, char *buf, size_t size)
 }
 
 // pti_peer_add takes a slot for a new connection. When the unauthenticated
-// ones are at their limit, the oldest of them gives way: its id goes to
-// *evict for the caller to close once unlocked. Returns NULL when every
-// slot holds an authenticated connection (the new one is then refused).
-ps_peer *pti_peer_add(ps_server *s, uint32_t pipe, uint32_t *evict)
+// ones are at their limit, the oldest of them gives way: its id is queued
+// for the serve loop to close. Returns NULL when every slot holds an
+// authenticated connection, or the queue is full (the serve loop behind a
+// flood): the new one is then refused.
+ps_peer *pti_peer_add(ps_server *s, uint32_t pipe)
 {
 	ps_peer *free_slot = NULL, *oldest = NULL;
 	uint32_t unauth = 0;
-	*evict = 0;
 	for (uint32_t i = 0; i < s->n_peers; i++) {
 		ps_peer *p = &s->peers[i];
 		if (p->pipe == 0) {
@@ -81,7 +82,9 @@ ps_peer *pti_peer_add(ps_server *s, uint32_t pipe, uint32_t *evict)
 			oldest = p;
 	}
 	if (oldest != NULL && (unauth >= s->unauth_max || free_slot == NULL)) {
-		*evict = oldest->pipe;
+		if (s->n_evict == s->n_peers)
+			return NULL;
+		s->evict[s->n_evict++] = oldest->pipe;
 		s->conn_closed++;
 		if (pti_note_due(s->conn_closed))
 			pti_log(PT_LOG_WARN, "server %u: closing the connection of "
@@ -186,6 +189,10 @@ nng_msg *pti_hello_prove(ps_server *s, ps_peer *p, const pti_hdr *h)
 	pti_auth_mac(&s->secret, p->nonce, h->role, h->rank, s->rank, lh,
 	    mac);
 	p->challenged = 0;
+	// The test build's impostor: a server that takes any proof, for a
+	// test that the worker checks its server's (tests/attack_test.sh).
+	if (pti_test_hook("PSTRAIN_TEST_IMPOSTOR") != NULL)
+		return NULL;
 	if (!pti_auth_equal(mac, h->mac, PT_MAC_LEN)) {
 		s->auth_failed++;
 		return pti_peer_refuse(s, h, p, PT_EAUTH, "wrong proof of the job secret "
@@ -194,13 +201,31 @@ nng_msg *pti_hello_prove(ps_server *s, ps_peer *p, const pti_hdr *h)
 	return NULL;
 }
 
-// pti_hello_bind binds the proven role and rank to the connection. A worker's
-// rank moves from any connection that held it before; what that one had
-// parked is released. NULL, or the refusal to send.
+// pti_hello_proof puts the server's own proof of the secret into the
+// reply r to hello h: the MAC over the nonce the hello brought, with role
+// server (so that it can never pass for a client's proof), the client's
+// rank, this server's rank and the layout hash. Only a client that has
+// proven the secret gets one.
+void pti_hello_proof(const ps_server *s, const pti_hdr *h, pti_hdr *r)
+{
+	if (!(h->has & PTI_H_NONCE))
+		return;
+	r->has |= PTI_H_MAC;
+	pti_auth_mac(&s->secret, h->nonce, PT_ROLE_SERVER, h->rank, s->rank,
+	    h->role == PT_ROLE_WORKER ? h->layout_hash : 0, r->mac);
+}
+
+// pti_hello_bind binds the proven role and rank to the connection. A
+// worker's rank belongs to one live connection: while another holds it
+// (a second process of that rank, or anyone else who holds the secret),
+// the hello is refused with PT_ESTATE, logged with both peers and
+// counted; a worker restarted after its process died tries again until
+// the dead one's connection is seen closed. NULL, or the refusal to send.
 nng_msg *pti_hello_bind(ps_server *s, ps_peer *p, const pti_hdr *h,
     ps_ctx **wake)
 {
 	uint32_t controls = 0;
+	(void)wake;
 	for (uint32_t i = 0; i < s->n_peers; i++) {
 		ps_peer *q = &s->peers[i];
 		if (q == p || q->pipe == 0 || !q->authed)
@@ -208,8 +233,20 @@ nng_msg *pti_hello_bind(ps_server *s, ps_peer *p, const pti_hdr *h,
 		controls += q->role == PT_ROLE_CONTROL;
 		if (h->role == PT_ROLE_WORKER && q->role == PT_ROLE_WORKER &&
 		    q->rank == h->rank) {
-			q->authed = 0;
-			pti_peer_release(s, q->pipe, wake);
+			pti_hdr r;
+			s->rank_refused++;
+			if (pti_note_due(s->rank_refused))
+				pti_log(PT_LOG_WARN, "server %u: worker %u's "
+				    "hello from %s refused: the live connection "
+				    "of %s holds rank %u (%llu such hellos so "
+				    "far)", s->rank, h->rank, p->name, q->name,
+				    h->rank, (unsigned long long)s->rank_refused);
+			pti_hdr_init(&r, h->op, PT_ROLE_SERVER, s->rank);
+			r.status = PT_ESTATE;
+			snprintf(r.msg, sizeof(r.msg), "server %u: hello: rank "
+			    "%u is held by the live connection of %s (another "
+			    "process of this rank?)", s->rank, h->rank, q->name);
+			return pti_server_reply(s, &r, NULL, 0);
 		}
 	}
 	if (h->role == PT_ROLE_CONTROL && controls >= PS_CONTROL_MAX)
@@ -226,8 +263,17 @@ nng_msg *pti_hello_bind(ps_server *s, ps_peer *p, const pti_hdr *h,
 // them. Called without the lock.
 void pti_peers_idle(ps_server *s)
 {
-	uint32_t close_ids[256], n = 0; // the rest go on the next tick
+	uint32_t close_ids[256], n; // the idle rest go on the next tick
+	do { // those that gave way to newer ones: all of them
+		pthread_mutex_lock(&s->mu);
+		for (n = 0; s->n_evict > 0 && n < 256; n++)
+			close_ids[n] = s->evict[--s->n_evict];
+		pthread_mutex_unlock(&s->mu);
+		for (uint32_t i = 0; i < n; i++)
+			pti_peer_close(close_ids[i]);
+	} while (n == 256);
 	double now = pti_clock_s();
+	n = 0;
 	pthread_mutex_lock(&s->mu);
 	for (uint32_t i = 0; i < s->n_peers && n < 256; i++) {
 		ps_peer *q = &s->peers[i];

@@ -120,20 +120,27 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
 	ps_server *s = arg;
 	ps_ctx *wake = NULL;
-	uint32_t id = (uint32_t)nng_pipe_id(p), evict = 0;
+	uint32_t id = (uint32_t)nng_pipe_id(p);
 	char name[sizeof(((ps_peer *)0)->name)];
 	if (ev == NNG_PIPE_EV_ADD_PRE) {
 		(void)pti_transport_widen(p);
 		pti_peer_name(p, name, sizeof(name));
 		pthread_mutex_lock(&s->mu);
-		ps_peer *q = pti_peer_add(s, id, &evict);
-		if (q != NULL)
+		ps_peer *q = pti_peer_add(s, id);
+		if (q != NULL) {
 			snprintf(q->name, sizeof(q->name), "%s", name);
+		} else if (pti_note_due(++s->conn_closed)) {
+			pti_log(PT_LOG_WARN, "server %u: refusing the connection "
+			    "of %s: no slot for it (%llu closed so far)",
+			    s->rank, name, (unsigned long long)s->conn_closed);
+		}
+		if (s->n_evict > 0)
+			pthread_cond_signal(&s->cv); // the serve loop closes them
 		pthread_mutex_unlock(&s->mu);
+		// Closing this pipe here is nng's way to refuse it: never
+		// added, never seen. Another pipe is never closed here.
 		if (q == NULL)
-			nng_pipe_close(p); // before it is added: never seen
-		if (evict != 0)
-			pti_peer_close(evict);
+			nng_pipe_close(p);
 		return;
 	}
 	pthread_mutex_lock(&s->mu);

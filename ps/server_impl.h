@@ -158,6 +158,12 @@ struct ps_server {
 	pti_secret secret;
 	ps_peer *peers;
 	uint32_t n_peers;     // slots
+	// Connections that gave way to newer ones, for the serve loop to
+	// close (pti_peers_idle): a pipe callback must not close another
+	// pipe (under a flood that hangs nng 1.5.2's reaper for good).
+	uint32_t *evict, n_evict; // n_peers slots
+	uint64_t rank_refused; // worker hellos for a rank a live connection
+			       // holds
 	size_t recv_max;      // bytes: the largest legal message of this job
 	uint32_t unauth_max;  // connections not yet authenticated, at most
 	uint64_t hist[PT_STALE_BUCKETS];
@@ -251,9 +257,10 @@ nng_msg *pti_server_error(ps_server *s, const pti_hdr *req, int code,
 //
 // pti_peer_find: the slot of connection pipe, or NULL.
 // pti_peer_add: a slot for a new connection; when the unauthenticated
-//   ones are at their limit the oldest gives way, its id in *evict for
-//   the caller to close once unlocked. NULL when every slot holds a
-//   proven connection (the new one is then refused).
+//   ones are at their limit the oldest gives way, its id queued on
+//   s->evict for the serve loop to close. NULL when every slot holds a
+//   proven connection, or the queue is full: the caller then refuses
+//   the new one (closes it in its own NNG_PIPE_EV_ADD_PRE).
 // pti_peer_removed: connection id closed: its slot freed, what it parked
 //   released (to *wake, with no message).
 // pti_peer_release: takes the requests parked by pipe off the wait list.
@@ -263,17 +270,22 @@ nng_msg *pti_server_error(ps_server *s, const pti_hdr *req, int code,
 // pti_op_challenge: the challenge op: a fresh nonce for one hello.
 // pti_hello_prove: checks a hello's proof of the secret against the
 //   connection's nonce (good once); NULL, or the refusal to send.
-// pti_hello_bind: binds the proven role and rank to the connection; a
-//   worker's rank moves from any connection that held it before.
-// pti_peers_idle: closes connections that have not proven the secret
-//   within --auth-timeout (with any half-sent message). Takes the lock.
+// pti_hello_proof: the server's proof of the secret over the hello's
+//   nonce, into its reply (mutual authentication).
+// pti_hello_bind: binds the proven role and rank to the connection. A
+//   worker's rank held by another live connection is refused
+//   (PT_ESTATE: the worker tries again until that one closes), logged
+//   with both peers and counted.
+// pti_peers_idle: closes the connections queued on s->evict, then those
+//   that have not proven the secret within --auth-timeout (with any
+//   half-sent message). Takes the lock.
 // pti_peer_close: closes connection id; never with the lock held.
 // pti_peer_name: a connection's peer (address, or pid over ipc) for logs.
 // pti_note_due: whether the count-th refusal of a kind is logged (the
 //   first ten, then every thousandth).
 // pti_role_name: "worker", "control client" or "peer".
 ps_peer *pti_peer_find(ps_server *s, uint32_t pipe);
-ps_peer *pti_peer_add(ps_server *s, uint32_t pipe, uint32_t *evict);
+ps_peer *pti_peer_add(ps_server *s, uint32_t pipe);
 void pti_peer_removed(ps_server *s, uint32_t id, ps_ctx **wake);
 void pti_peer_release(ps_server *s, uint32_t pipe, ps_ctx **wake);
 nng_msg *pti_peer_refuse(ps_server *s, const pti_hdr *h, const ps_peer *p,
@@ -283,6 +295,7 @@ nng_msg *pti_op_challenge(ps_server *s, ps_ctx *x, const pti_hdr *h,
 nng_msg *pti_hello_prove(ps_server *s, ps_peer *p, const pti_hdr *h);
 nng_msg *pti_hello_bind(ps_server *s, ps_peer *p, const pti_hdr *h,
     ps_ctx **wake);
+void pti_hello_proof(const ps_server *s, const pti_hdr *h, pti_hdr *r);
 void pti_peers_idle(ps_server *s);
 void pti_peer_close(uint32_t id);
 void pti_peer_name(nng_pipe p, char *buf, size_t size);

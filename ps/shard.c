@@ -234,6 +234,7 @@ void pti_server_write_stats(const ps_server *s)
 	    {"unauthenticated_requests", (json_int_t)s->unauth},
 	    {"auth_failures", (json_int_t)s->auth_failed},
 	    {"connections_closed", (json_int_t)s->conn_closed},
+	    {"rank_refusals", (json_int_t)s->rank_refused},
 	    {"nonfinite_gradients", (json_int_t)s->nonfinite},
 	    {"dropped_gradients", (json_int_t)s->dropped},
 	    {"pieces_applied_ahead", (json_int_t)s->eager_pieces},
@@ -297,6 +298,7 @@ void pti_server_fini(ps_server *s)
 	free(s->m);
 	free(s->clocks);
 	free(s->peers);
+	free(s->evict);
 	free(s->state1);
 	free(s->state2);
 	pthread_mutex_destroy(&s->mu);
@@ -366,7 +368,9 @@ int pti_server_init(ps_server *s, const pti_jobopt *c,
 	s->unauth_max = c->workers + PS_UNAUTH_MAX;
 	s->n_peers = c->workers + PS_CONTROL_MAX + s->unauth_max;
 	s->peers = calloc(s->n_peers, sizeof(ps_peer));
-	if (!s->params || !s->spare || !s->m || !s->clocks || !s->peers)
+	s->evict = calloc(s->n_peers, sizeof(*s->evict));
+	if (!s->params || !s->spare || !s->m || !s->clocks || !s->peers ||
+	    !s->evict)
 		return pti_err_set(PT_ENOMEM, "server %u: shard of %llu floats",
 		    s->rank, (unsigned long long)s->n);
 	if ((s->pol = calloc(1, s->policy->size)) == NULL)

@@ -130,6 +130,188 @@ test_attack_tls_bit_identical() {
 	fi
 }
 
+# flood URL N S: N connections to tcp URL that finish nng's handshake
+# (so each is a connection the server must follow) and never
+# authenticate, all held open S seconds, then closed. Prints how many
+# were made and how many the server closed meanwhile.
+flood() {
+	$PY - "$1" "$2" "$3" <<'EOF'
+import resource, select, socket, sys, time
+url, n, hold = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+host, port = url[len("tcp://"):].rsplit(":", 1)
+socks = []
+for i in range(n):
+    try:
+        s = socket.create_connection((host, int(port)), timeout=10)
+        s.sendall(b"\0SP\0\0\x30\0\0")  # SP over TCP, a REQ peer
+        socks.append(s)
+    except OSError:
+        break
+end, closed = time.time() + hold, set()
+while time.time() < end:
+    live = [s for s in socks if s.fileno() not in closed]
+    for s in select.select(live, [], [], 0.2)[0] if live else []:
+        try:
+            if s.recv(64) == b"":
+                closed.add(s.fileno())
+        except OSError:
+            closed.add(s.fileno())
+for s in socks:
+    s.close()
+print("flood: %d connections held %.0f s, %d closed by the server"
+      % (len(socks), hold, len(closed)))
+EOF
+}
+
+# listening LOG: the tcp address a server started by hand says it
+# listens on, once it does (bounded wait).
+listening() {
+	i=0
+	while [ "$i" -lt 2400 ]; do
+		u=$(sed -n 's/.*listening on \(tcp:[^,]*\),.*/\1/p' "$1" 2>/dev/null)
+		[ -n "$u" ] && { echo "$u"; return 0; }
+		sleep 0.05
+		i=$((i + 1))
+	done
+	return 1
+}
+
+test_attack_flood_descriptors() {
+	# 1,000 connections that never authenticate, held 6 s: the server
+	# closes the oldest as they come (from its serve loop, never from
+	# nng's pipe callback) and its descriptors come back below 100.
+	n=test_attack_flood_descriptors
+	$P secret "$T/fs" >/dev/null 2>&1
+	$P server --listen tcp://127.0.0.1:0 --servers 1 --workers 2 \
+		--model mlp:64 --data synthetic:4000 --secret-file "$T/fs" \
+		--alone-timeout 0 --out "$T/fsrv" >"$T/fsrv.log" 2>&1 &
+	spid=$!
+	u=$(listening "$T/fsrv.log") || {
+		no $n "the server did not listen" "$T/fsrv.log"; kill $spid; return; }
+	flood "$u" 1000 6 >"$T/flood1.log" 2>&1
+	fds=9999
+	for _ in $(seq 600); do
+		fds=$(ls /proc/$spid/fd 2>/dev/null | wc -l)
+		[ "$fds" -lt 100 ] && break
+		sleep 0.1
+	done
+	kill -TERM $spid
+	wait $spid
+	src=$?
+	cc=$(json connections_closed "$T/fsrv/server-0.json")
+	if [ "$fds" -lt 100 ] && [ "$src" = 0 ] && [ "${cc:-0}" -gt 900 ]; then
+		ok $n
+	else
+		no $n "$fds descriptors left, server exit $src, $cc connections closed ($(cat "$T/flood1.log"))" \
+			"$T/fsrv.log"
+	fi
+}
+
+test_attack_flood_then_restart() {
+	# A sync job under the same flood: a worker killed after it is
+	# noticed, restarted (--restart-workers 1) and the job ends exit 0.
+	n=test_attack_flood_then_restart
+	$P run $J --transport tcp --mode sync --restart-workers 1 \
+		--out "$T/fl" >"$T/fl.log" 2>&1 &
+	job=$!
+	u=$(urls "$T/fl")
+	flood "${u%%,*}" 1000 6 >"$T/flood2.log" 2>&1
+	w=$(pgrep -f -- "worker .*--out $T/fl .*--rank 1 ")
+	[ -n "$w" ] && kill -9 $w
+	wait $job
+	rc=$?
+	wr=$(json worker_restarts "$T/fl/summary.json")
+	if [ -n "$w" ] && [ "$rc" = 0 ] && [ "$wr" = 1 ]; then
+		ok $n
+	else
+		no $n "worker 1 '$w', exit $rc, worker_restarts '$wr' ($(cat "$T/flood2.log"))" \
+			"$T/fl.log"
+	fi
+}
+
+test_attack_rank_taken() {
+	# A second process of worker 1's rank, holding the secret, while
+	# worker 1 trains: its hello is refused (it gives up after its
+	# --rpc-timeout, naming why), the server logs both peers, and the
+	# job ends with the model of the same job left alone.
+	n=test_attack_rank_taken
+	$P secret "$T/rs" >/dev/null 2>&1
+	C="--servers 1 --workers 2 --model mlp:64 --data synthetic:1200 --seed 3 --batch 64 --steps 200"
+	# shellcheck disable=SC2086
+	$P run $C --out "$T/rkref" --save-model "$T/rkref/m.bin" \
+		>"$T/rkref.log" 2>&1
+	C="$C --secret-file $T/rs"
+	# shellcheck disable=SC2086
+	$P server $C --listen tcp://127.0.0.1:0 --out "$T/rk" \
+		>"$T/rk.srv" 2>&1 &
+	spid=$!
+	u=$(listening "$T/rk.srv") || {
+		no $n "the server did not listen" "$T/rk.srv"; kill $spid; return; }
+	# shellcheck disable=SC2086
+	$P worker $C --rank 0 --connect "$u" --straggler 0:30 \
+		--save-model "$T/rk/m.bin" --out "$T/rk" >"$T/rk.w0" 2>&1 &
+	w0=$!
+	# shellcheck disable=SC2086
+	$P worker $C --rank 1 --connect "$u" --out "$T/rk" >"$T/rk.w1" 2>&1 &
+	w1=$!
+	wait_rows "$T/rk/worker-1.csv" 5
+	# shellcheck disable=SC2086
+	$P worker $C --rank 1 --connect "$u" --rpc-timeout 2 \
+		--out "$T/rkdup" >"$T/rk.dup" 2>&1
+	drc=$?
+	wait $w0
+	r0=$?
+	wait $w1
+	r1=$?
+	wait $spid
+	refusals=$(json rank_refusals "$T/rk/server-0.json")
+	if [ "$drc" != 0 ] && [ "$r0$r1" = 00 ] &&
+		grep -q "rank 1 is held by the live connection of 127.0.0.1:" "$T/rk.dup" &&
+		grep -q "worker 1's hello from 127.0.0.1:[0-9]* refused: the live connection of 127.0.0.1:[0-9]* holds rank 1" "$T/rk.srv" &&
+		[ "${refusals:-0}" -ge 1 ] && cmp -s "$T/rkref/m.bin" "$T/rk/m.bin"; then
+		ok $n
+	else
+		no $n "second worker exit $drc, workers $r0 $r1, rank_refusals '$refusals', or models differ" \
+			"$T/rk.dup"
+	fi
+}
+
+test_attack_impostor_server() {
+	# A server that holds another secret and takes any proof (the test
+	# build's PSTRAIN_TEST_IMPOSTOR): the worker finds its hello reply
+	# does not prove the job's secret and stops, sending no gradient.
+	n=test_attack_impostor_server
+	$P secret "$T/mine" >/dev/null 2>&1
+	$P secret "$T/theirs" >/dev/null 2>&1
+	C="--servers 1 --workers 1 --model mlp:64 --data synthetic:1200 --steps 20"
+	# shellcheck disable=SC2086
+	PSTRAIN_TEST_IMPOSTOR=1 build/tests/pstrain server $C \
+		--secret-file "$T/theirs" --listen tcp://127.0.0.1:0 \
+		--alone-timeout 0 --out "$T/imp" >"$T/imp.srv" 2>&1 &
+	spid=$!
+	u=$(listening "$T/imp.srv") || {
+		no $n "the server did not listen" "$T/imp.srv"; kill $spid; return; }
+	# shellcheck disable=SC2086
+	$P worker $C --secret-file "$T/mine" --rank 0 --connect "$u" \
+		--rpc-timeout 5 --out "$T/impw" >"$T/imp.w" 2>&1
+	wrc=$?
+	kill -TERM $spid
+	wait $spid
+	up=$(json updates "$T/imp/server-0.json")
+	if [ "$wrc" != 0 ] && [ "${up:-x}" = 0 ] &&
+		grep -q "server 0 at $u did not prove the job secret" "$T/imp.w"; then
+		ok $n
+	else
+		no $n "worker exit $wrc, the server applied '$up' updates" "$T/imp.w"
+	fi
+}
+
 test_attack_sync_bit_identical
 test_attack_async_finite
 test_attack_tls_bit_identical
+test_attack_flood_descriptors
+test_attack_flood_then_restart
+test_attack_rank_taken
+test_attack_impostor_server
