@@ -175,7 +175,34 @@ test_record_eval_beside_training() {
 		no $n "train_s $(json train_s "$s"), span $span, eval_wait_s $(json eval_wait_s "$s")" "$s"
 }
 
+test_record_server_record_missing() {
+	# A server that cannot write its record (a folder stands where
+	# server-0.json goes): summary.json's server counts are null, not
+	# 0, the missing file is named there and on stderr with the end of
+	# the server's log, and the outcome is "damaged".
+	n=test_record_server_record_missing
+	mkdir -p "$T/nosrv/server-0.json"
+	$P run --servers 1 --workers 1 --model mlp:8 --data synthetic:300 \
+		--steps 5 --force --out "$T/nosrv" >"$T/nosrv.log" 2>&1
+	rc=$?
+	if ! grep -q "nosrv/server-0.json is missing: .*server-0.log ends: server 0: cannot write" "$T/nosrv.log"; then
+		no $n "exit $rc, no warning" "$T/nosrv.log"
+		return
+	fi
+	$PY - "$T/nosrv/summary.json" <<'EOF' && ok $n || no $n "exit $rc, the record" "$T/nosrv.log"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["outcome"] == "damaged", j["outcome"]
+assert j["server_records_missing"] == ["server-0.json"], j["server_records_missing"]
+for k in ("dropped_gradients", "unauthenticated_requests", "auth_failures",
+          "connections_closed", "rank_refusals", "checkpoint_failures",
+          "max_staleness_seen"):
+    assert j[k] is None, (k, j[k])
+EOF
+}
+
 test_record_every_option
+test_record_server_record_missing
 test_record_collapsed
 test_record_refuses_overwrite
 test_record_validation_split

@@ -55,6 +55,8 @@ int pti_final_read(const char *dir, pti_final *out)
 typedef struct sum_stats {
 	uint64_t updates, stale_sum, stale_max, dropped, nonfinite;
 	uint64_t unauth, auth_failed, conn_closed; // refused strangers
+	uint64_t rank_refused; // hellos for a rank a live connection held
+	json_t *srv_missing;   // names of the server-R.json not there
 	uint64_t hist[PT_STALE_BUCKETS];
 	uint64_t rows; // gradients the workers computed in this job
 	double *step_ms; // each of those rows' step time (n_step of them)
@@ -203,16 +205,49 @@ static void summary_hosts(json_t *f, const pti_config *c, const pti_hosts *h)
 	json_object_set_new(f, "hosts", hosts);
 }
 
+// summary_last_line copies the last line of file path that is not empty
+// into out (size n); "(no log)" when it cannot be read.
+static void summary_last_line(const char *path, char *out, size_t n)
+{
+	char line[512];
+	FILE *f = fopen(path, "r");
+	snprintf(out, n, "%s", f ? "(an empty log)" : "(no log)");
+	while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+		line[strcspn(line, "\n")] = '\0';
+		if (line[0] != '\0')
+			snprintf(out, n, "%s", line);
+	}
+	if (f != NULL)
+		fclose(f);
+}
+
+// gather_servers sums the servers' counters. A server-R.json that is not
+// there (the server did not stop normally, or could not write it) is
+// named in st->srv_missing, and said on stderr with the end of that
+// server's log: its counts are unknown, not zero.
 static void gather_servers(const pti_config *c, sum_stats *st)
 {
 	for (uint32_t s = 0; s < c->job.servers; s++) {
 		json_t *j = server_json(c, s);
-		if (j == NULL)
+		if (j == NULL) {
+			char name[32], path[PT_PATH_MAX + 32], last[512];
+			snprintf(name, sizeof(name), "server-%u.json", s);
+			snprintf(path, sizeof(path), "%s/server-%u.log",
+			    c->job.out, s);
+			summary_last_line(path, last, sizeof(last));
+			fprintf(stderr, "pstrain run: warning: %s/%s is "
+			    "missing: summary.json's server counts are null "
+			    "and its outcome \"damaged\"; %s ends: %s\n",
+			    c->job.out, name, path, last);
+			json_array_append_new(st->srv_missing,
+			    json_string(name));
 			continue;
+		}
 		st->nonfinite += server_count(j, "nonfinite_gradients");
 		st->unauth += server_count(j, "unauthenticated_requests");
 		st->auth_failed += server_count(j, "auth_failures");
 		st->conn_closed += server_count(j, "connections_closed");
+		st->rank_refused += server_count(j, "rank_refusals");
 		st->updates += server_count(j, "updates");
 		st->stale_sum += server_count(j, "staleness_sum");
 		st->dropped += server_count(j, "dropped_gradients");
@@ -445,6 +480,7 @@ int pti_summary_write(const pti_run_facts *r)
 	}
 	memset(&st, 0, sizeof(st));
 	st.startups = json_object();
+	st.srv_missing = json_array();
 	gather_servers(c, &st);
 	gather_workers(r, &st);
 	gather_evals(r, &st);
@@ -455,6 +491,12 @@ int pti_summary_write(const pti_run_facts *r)
 	snprintf(path, sizeof(path), "%s/summary.json", c->job.out);
 	json_t *f = json_object();
 	const char *outcome = pti_outcome(r, have ? &fin : NULL);
+	// What the servers counted, unknown (null) when a server's record
+	// is missing; the job then cannot be called sound.
+	int lost_rec = json_array_size(st.srv_missing) > 0;
+	double srv = lost_rec ? NAN : 0; // added to each server count
+	if (lost_rec && strcmp(outcome, "diverged") != 0)
+		outcome = "damaged";
 	double samples = (double)st.rows * (c->job.batch / c->job.workers);
 	// Training time: from the first step's start to the last step's end
 	// over every worker (the finishing worker's own loop time, in
@@ -506,14 +548,16 @@ int pti_summary_write(const pti_run_facts *r)
 	num(f, "comm_bound_ms", summary_bound_ms(c, r->n_params), 6);
 	free(st.step_ms);
 	st.step_ms = NULL;
-	num(f, "mean_staleness", mean_st, 6);
-	num(f, "max_staleness_seen", (double)st.stale_max, 20);
-	num(f, "dropped_gradients", (double)st.dropped, 20);
-	num(f, "nonfinite_gradients", (double)st.nonfinite, 20);
-	num(f, "unauthenticated_requests", (double)st.unauth, 20);
-	num(f, "auth_failures", (double)st.auth_failed, 20);
-	num(f, "connections_closed", (double)st.conn_closed, 20);
-	num(f, "checkpoint_failures", (double)ck_failures, 20);
+	num(f, "mean_staleness", mean_st + srv, 6);
+	num(f, "max_staleness_seen", (double)st.stale_max + srv, 20);
+	num(f, "dropped_gradients", (double)st.dropped + srv, 20);
+	num(f, "nonfinite_gradients", (double)st.nonfinite + srv, 20);
+	num(f, "unauthenticated_requests", (double)st.unauth + srv, 20);
+	num(f, "auth_failures", (double)st.auth_failed + srv, 20);
+	num(f, "connections_closed", (double)st.conn_closed + srv, 20);
+	num(f, "rank_refusals", (double)st.rank_refused + srv, 20);
+	num(f, "checkpoint_failures", (double)ck_failures + srv, 20);
+	json_object_set_new(f, "server_records_missing", st.srv_missing);
 	str(f, "checkpoint_last_error", ck_error[0] ? ck_error : NULL);
 	num(f, "idle_fraction", idle, 4);
 	num(f, "server_faults_per_update", st.srv_updates > 0
