@@ -98,7 +98,9 @@ int pti_secret_load(pti_secret *s, const char *file)
 			    PT_SECRET_ENV);
 		return secret_parse(s, e, strlen(e), PT_SECRET_ENV);
 	}
-	int fd = open(file, O_RDONLY | O_CLOEXEC);
+	// O_NONBLOCK: a FIFO (or a device) must not hold start-up; it is
+	// refused below as not a regular file.
+	int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	struct stat st;
 	if (fd < 0)
 		return pti_err_set(PT_EINVAL, "--secret-file %s: %s", file,

@@ -18,7 +18,8 @@ static void write_file(const char *path, const char *text, mode_t mode)
 }
 
 // test_auth_secret_files: a saved secret loads back; a file open to
-// others, short, not hex, or missing is refused naming the problem; an
+// others, short, not hex, missing, or a FIFO is refused naming the
+// problem; an
 // existing file is not overwritten; without a file the environment is
 // read.
 static void test_auth_secret_files(void)
@@ -44,6 +45,14 @@ static void test_auth_secret_files(void)
 	PT_TEST_ERR(pti_secret_load(&b, bad), PT_EINVAL);
 	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "not hex");
 	PT_TEST_ERR(pti_secret_load(&b, "/nonexistent/secret"), PT_EINVAL);
+	// A FIFO is refused at once (opening it to read would wait for a
+	// writer for ever).
+	char fifo[64];
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	PT_TEST_TRUE(mkfifo(fifo, 0600) == 0);
+	PT_TEST_ERR(pti_secret_load(&b, fifo), PT_EINVAL);
+	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "not a regular file");
+	unlink(fifo);
 	setenv(PT_SECRET_ENV, "00112233445566778899aabbccddeeff", 1);
 	PT_TEST_OK(pti_secret_load(&b, NULL));
 	PT_TEST_TRUE(b.len == 16 && b.key[15] == 0xff);
