@@ -139,6 +139,7 @@ static nng_msg *op_hello(ps_server *s, ps_ctx *x, const pti_hdr *h,
 		// ssp no further behind than the slowest worker.
 		s->m[h->rank].lost = 0;
 		s->n_lost--;
+		s->rejoins++;
 		if (*clock < s->min_clock)
 			*clock = s->min_clock;
 		pti_log(PT_LOG_INFO, "server %u: worker %u rejoined at version "

@@ -133,6 +133,7 @@ void pti_server_lost(ps_server *s, uint32_t r, const char *why,
 		return;
 	s->m[r].lost = 1;
 	s->n_lost++;
+	s->losses++;
 	pti_log(PT_LOG_WARN, "server %u: worker %u %s at version %lld; going on "
 	    "with %u workers", s->rank, r, why, (long long)s->version,
 	    s->job->workers - s->n_lost);
@@ -235,6 +236,8 @@ void pti_server_write_stats(const ps_server *s)
 	    {"auth_failures", (json_int_t)s->auth_failed},
 	    {"connections_closed", (json_int_t)s->conn_closed},
 	    {"rank_refusals", (json_int_t)s->rank_refused},
+	    {"worker_losses", (json_int_t)s->losses},
+	    {"worker_rejoins", (json_int_t)s->rejoins},
 	    {"nonfinite_gradients", (json_int_t)s->nonfinite},
 	    {"dropped_gradients", (json_int_t)s->dropped},
 	    {"pieces_applied_ahead", (json_int_t)s->eager_pieces},

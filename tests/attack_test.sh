@@ -223,10 +223,14 @@ test_attack_flood_then_restart() {
 	wait $job
 	rc=$?
 	wr=$(json worker_restarts "$T/fl/summary.json")
-	if [ -n "$w" ] && [ "$rc" = 0 ] && [ "$wr" = 1 ]; then
+	# each server lost worker 1 and took it back
+	sl=$(json server_worker_losses "$T/fl/summary.json")
+	sj=$(json server_worker_rejoins "$T/fl/summary.json")
+	if [ -n "$w" ] && [ "$rc" = 0 ] && [ "$wr" = 1 ] && [ "$sl" = 2 ] &&
+		[ "$sj" = 2 ]; then
 		ok $n
 	else
-		no $n "worker 1 '$w', exit $rc, worker_restarts '$wr' ($(cat "$T/flood2.log"))" \
+		no $n "worker 1 '$w', exit $rc, worker_restarts '$wr', server losses '$sl' rejoins '$sj' ($(cat "$T/flood2.log"))" \
 			"$T/fl.log"
 	fi
 }
@@ -267,13 +271,15 @@ test_attack_rank_taken() {
 	r1=$?
 	wait $spid
 	refusals=$(json rank_refusals "$T/rk/server-0.json")
-	if [ "$drc" != 0 ] && [ "$r0$r1" = 00 ] &&
+	losses=$(json server_worker_losses "$T/rk/summary.json")
+	if [ "$drc" != 0 ] && [ "$r0$r1" = 00 ] && [ "$losses" = 0 ] &&
+		[ "$(jstr outcome "$T/rk/summary.json")" = ok ] &&
 		grep -q "rank 1 is held by the live connection of 127.0.0.1:" "$T/rk.dup" &&
 		grep -q "worker 1's hello from 127.0.0.1:[0-9]* refused: the live connection of 127.0.0.1:[0-9]* holds rank 1" "$T/rk.srv" &&
 		[ "${refusals:-0}" -ge 1 ] && cmp -s "$T/rkref/m.bin" "$T/rk/m.bin"; then
 		ok $n
 	else
-		no $n "second worker exit $drc, workers $r0 $r1, rank_refusals '$refusals', or models differ" \
+		no $n "second worker exit $drc, workers $r0 $r1, rank_refusals '$refusals', losses '$losses', or models differ" \
 			"$T/rk.dup"
 	fi
 }

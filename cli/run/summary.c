@@ -56,6 +56,7 @@ typedef struct sum_stats {
 	uint64_t updates, stale_sum, stale_max, dropped, nonfinite;
 	uint64_t unauth, auth_failed, conn_closed; // refused strangers
 	uint64_t rank_refused; // hellos for a rank a live connection held
+	uint64_t losses, rejoins; // workers the servers lost, and took back
 	json_t *srv_missing;   // names of the server-R.json not there
 	uint64_t hist[PT_STALE_BUCKETS];
 	uint64_t rows; // gradients the workers computed in this job
@@ -248,6 +249,8 @@ static void gather_servers(const pti_config *c, sum_stats *st)
 		st->auth_failed += server_count(j, "auth_failures");
 		st->conn_closed += server_count(j, "connections_closed");
 		st->rank_refused += server_count(j, "rank_refusals");
+		st->losses += server_count(j, "worker_losses");
+		st->rejoins += server_count(j, "worker_rejoins");
 		st->updates += server_count(j, "updates");
 		st->stale_sum += server_count(j, "staleness_sum");
 		st->dropped += server_count(j, "dropped_gradients");
@@ -495,7 +498,9 @@ int pti_summary_write(const pti_run_facts *r)
 	// is missing; the job then cannot be called sound.
 	int lost_rec = json_array_size(st.srv_missing) > 0;
 	double srv = lost_rec ? NAN : 0; // added to each server count
-	if (lost_rec && strcmp(outcome, "diverged") != 0)
+	// A worker a server lost (the sync steps closed without it) damages
+	// the job, whether or not the launcher saw that process go.
+	if ((lost_rec || st.losses > 0) && strcmp(outcome, "diverged") != 0)
 		outcome = "damaged";
 	double samples = (double)st.rows * (c->job.batch / c->job.workers);
 	// Training time: from the first step's start to the last step's end
@@ -556,6 +561,8 @@ int pti_summary_write(const pti_run_facts *r)
 	num(f, "auth_failures", (double)st.auth_failed + srv, 20);
 	num(f, "connections_closed", (double)st.conn_closed + srv, 20);
 	num(f, "rank_refusals", (double)st.rank_refused + srv, 20);
+	num(f, "server_worker_losses", (double)st.losses + srv, 20);
+	num(f, "server_worker_rejoins", (double)st.rejoins + srv, 20);
 	num(f, "checkpoint_failures", (double)ck_failures + srv, 20);
 	json_object_set_new(f, "server_records_missing", st.srv_missing);
 	str(f, "checkpoint_last_error", ck_error[0] ? ck_error : NULL);
