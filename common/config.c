@@ -297,6 +297,10 @@ static const config_entry config_table[] = {
 	"without it a worker creates --out, worker 0 prints the progress, "
 	"the finishing worker writes summary.json, and a server stops "
 	"once it has no workers left (--alone-timeout)"),
+    E("step-max", T_I64, job.step_max, "0", 0, 1125899906842624.0, SRV, "N",
+	"the highest step a worker's push or hello may carry, refused above "
+	"(0: 2^50); pstrain run gives its servers the job's planned steps "
+	"and a tenth more"),
     E("alone-timeout", T_F64, job.alone_timeout, "60", 0, 1e6, SRV, "S",
 	"without --supervised: a worker that has not arrived S seconds "
 	"after the server started counts as lost, and the server stops "

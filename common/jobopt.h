@@ -50,6 +50,8 @@ typedef struct pti_jobopt {
 	double alone_timeout;  // server not under pstrain run: seconds; 0
 			       // waits for workers forever
 	double connect_timeout; // worker: seconds for a server never reached
+	int64_t step_max;       // server: the highest step a worker may say
+				// (push, hello); 0: 2^50
 } pti_jobopt;
 
 #endif // PT_COMMON_JOBOPT_H

@@ -106,10 +106,10 @@ PT_API int pt_job_var(pt_job *job, const char *name, uint64_t n,
 // rpc-timeout, auth-timeout, secret-file, staleness, backup-workers,
 // staleness-lr, max-staleness, optimizer, weight-decay, checkpoint-dir,
 // checkpoint-every, resume-version, worker-timeout, lr-scaling,
-// matched-lr, alone-timeout, connect-timeout; and warmup-steps, which
-// ramps the learning rate linearly from 0 over that many steps. Options
-// about pstrain's own trainer and data (model, data, epochs, ...) are
-// refused. Switches take true or false. PT_EINVAL naming the option.
+// matched-lr, alone-timeout, connect-timeout, step-max; and
+// warmup-steps, which ramps the learning rate linearly from 0 over that
+// many steps. Options about pstrain's own trainer and data (model, data,
+// epochs, ...) are refused. Switches take true or false. PT_EINVAL naming the option.
 PT_API int pt_job_set(pt_job *job, const char *name, const char *value);
 
 // pt_job_model declares pstrain's own model `spec` as the job's variables:

@@ -118,9 +118,11 @@ static nng_msg *op_hello(ps_server *s, ps_ctx *x, const pti_hdr *h,
 		    (unsigned long long)s->layout.n_params);
 		return pti_server_error(s, h, PT_EINVAL, why);
 	}
-	if ((h->has & PTI_H_STEP) && (h->step < 0 || h->step > PS_STEP_MAX))
-		return pti_server_error(s, h, PT_ERANGE, "a hello's step must be "
-		    "from 0 to 2^50");
+	if ((h->has & PTI_H_STEP) && (h->step < 0 || h->step > s->step_max)) {
+		snprintf(why, sizeof(why), "a hello's step must be from 0 to "
+		    "%lld (--step-max)", (long long)s->step_max);
+		return pti_server_error(s, h, PT_ERANGE, why);
+	}
 	if ((no = pti_hello_bind(s, p, h, wake)) != NULL)
 		return no;
 	if (!s->m[h->rank].hello) {
@@ -260,11 +262,13 @@ static int push_take(ps_server *s, const pti_hdr *h, const void *pay,
 		return rv;
 	// Steps and versions from the wire are bounded before any
 	// arithmetic on them (step + 1, step - clock) can overflow.
-	if (((h->has & PTI_H_STEP) && (h->step < 0 || h->step > PS_STEP_MAX)) ||
+	// The job's planned steps bound a worker's step (--step-max).
+	if (((h->has & PTI_H_STEP) && (h->step < 0 || h->step > s->step_max)) ||
 	    ((h->has & PTI_H_VER) && (h->ver < 0 || h->ver > PS_STEP_MAX)))
 		return pti_err_set(PT_ERANGE, "worker %u pushed step %lld "
-		    "version %lld: outside [0, %lld]", h->rank,
-		    (long long)h->step, (long long)h->ver,
+		    "version %lld: steps are from 0 to %lld (--step-max), "
+		    "versions to %lld", h->rank, (long long)h->step,
+		    (long long)h->ver, (long long)s->step_max,
 		    (long long)PS_STEP_MAX);
 	if ((rv = push_finite(s, h, pay, *n)) != 0)
 		return rv;

@@ -223,10 +223,10 @@ static int server_ready(pt_server *ps)
 	char tmp[PT_PATH_MAX + 8];
 	pti_transport_bound_url(ps->l, ps->listen, ps->url, sizeof(ps->url));
 	pti_log(PT_LOG_INFO, "server %u: listening on %s, shard [%llu, %llu) of "
-	    "%llu parameters, %s, %u workers", ps->s.rank, ps->url,
-	    (unsigned long long)s->lo, (unsigned long long)s->hi,
+	    "%llu parameters, %s, %u workers, steps up to %lld", ps->s.rank,
+	    ps->url, (unsigned long long)s->lo, (unsigned long long)s->hi,
 	    (unsigned long long)s->layout.n_params, pti_mode_name(ps->job.mode),
-	    ps->job.workers);
+	    ps->job.workers, (long long)s->step_max);
 	s->ready_s = pti_wall_s() - s->t0;
 	if (ps->ready_file[0] == '\0')
 		return 0;

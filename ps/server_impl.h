@@ -164,6 +164,8 @@ struct ps_server {
 	uint32_t *evict, n_evict; // n_peers slots
 	uint64_t rank_refused; // worker hellos for a rank a live connection
 			       // holds
+	int64_t step_max; // a worker's step, at most (job step_max, or
+			  // PS_STEP_MAX)
 	uint64_t losses, rejoins; // workers lost (pti_server_lost), and
 				  // lost workers that said hello again
 	size_t recv_max;      // bytes: the largest legal message of this job

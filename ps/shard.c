@@ -369,6 +369,8 @@ int pti_server_init(ps_server *s, const pti_jobopt *c,
 	s->m = calloc(c->workers, sizeof(ps_member));
 	s->clocks = calloc(c->workers, sizeof(int64_t));
 	s->unauth_max = c->workers + PS_UNAUTH_MAX;
+	s->step_max = c->step_max > 0 && c->step_max < PS_STEP_MAX ?
+	    c->step_max : PS_STEP_MAX;
 	s->n_peers = c->workers + PS_CONTROL_MAX + s->unauth_max;
 	s->peers = calloc(s->n_peers, sizeof(ps_peer));
 	s->evict = calloc(s->n_peers, sizeof(*s->evict));

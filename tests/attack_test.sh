@@ -242,7 +242,7 @@ test_attack_rank_taken() {
 	# job ends with the model of the same job left alone.
 	n=test_attack_rank_taken
 	$P secret "$T/rs" >/dev/null 2>&1
-	C="--servers 1 --workers 2 --model mlp:64 --data synthetic:1200 --seed 3 --batch 64 --steps 200"
+	C="--servers 1 --workers 2 --model mlp:64 --data synthetic:1200 --seed 3 --batch 64 --steps 120"
 	# shellcheck disable=SC2086
 	$P run $C --out "$T/rkref" --save-model "$T/rkref/m.bin" \
 		>"$T/rkref.log" 2>&1

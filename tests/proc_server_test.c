@@ -460,6 +460,44 @@ static void test_server_max_staleness_drops(void)
 	srv_stop(&s);
 }
 
+// test_server_step_max: with --step-max 50 a worker's push at step 50
+// is applied and one at 51 (or far beyond) is refused, naming the bound,
+// and changes nothing; a hello beyond it is refused too.
+// step_push pushes worker 0's gradient g for step `step`, computed from
+// version 0, on its own connection; the reply goes to *r.
+static int step_push(srv *s, int64_t step, const float *g, pti_hdr *r)
+{
+	pti_hdr h;
+	nng_msg *m;
+	pti_hdr_init(&h, PT_OP_PUSH, PT_ROLE_WORKER, 0);
+	h.has |= PTI_H_STEP | PTI_H_VER | PTI_H_RANGE;
+	h.step = step;
+	h.ver = 0;
+	h.n = s->l.n_params;
+	pti_msg_encode(&m, &h, g, h.n);
+	return rpc_on(s->w[0], m, r, NULL);
+}
+
+static void test_server_step_max(void)
+{
+	srv s;
+	pti_hdr h, r;
+	srv_start_flag(&s, "--step-max=50", "async", 1);
+	uint64_t n = s.l.n_params;
+	float *g = calloc(n, 4), *a = malloc(n * 4), *b = malloc(n * 4);
+	g[0] = 1;
+	PT_TEST_TRUE(hello(&s, 0) == 0);
+	PT_TEST_TRUE(step_push(&s, 50, g, &r) == 0 && r.ver == 1);
+	PT_TEST_TRUE(pull(&s, a) == 0);
+	PT_TEST_TRUE(step_push(&s, 51, g, &r) == PT_ERANGE);
+	PT_TEST_STR_HAS(r.msg, "steps are from 0 to 50 (--step-max)");
+	PT_TEST_TRUE(step_push(&s, (int64_t)1 << 40, g, &r) == PT_ERANGE);
+	PT_TEST_TRUE(pull(&s, b) == 0 && memcmp(a, b, n * 4) == 0);
+	PT_TEST_TRUE(hello_step(&s, 0, 51, &h.step) == PT_ERANGE);
+	free(g), free(a), free(b);
+	srv_stop(&s);
+}
+
 static void test_server_momentum_state(void)
 {
 	// The optimizer runs on the server with its state beside the shard:
@@ -885,6 +923,7 @@ static const pti_test_case cases[] = {
     {"test_server_staleness_lr", test_server_staleness_lr},
     {"test_server_momentum_state", test_server_momentum_state},
     {"test_server_max_staleness_drops", test_server_max_staleness_drops},
+    {"test_server_step_max", test_server_step_max},
     {"test_server_fuzz_keeps_serving", test_server_fuzz_keeps_serving},
     {"test_server_shutdown_op", test_server_shutdown_op},
     {"test_server_gone_worker_not_waited", test_server_gone_worker_not_waited},

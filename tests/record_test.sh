@@ -179,7 +179,8 @@ test_record_server_record_missing() {
 	# A server that cannot write its record (a folder stands where
 	# server-0.json goes): summary.json's server counts are null, not
 	# 0, the missing file is named there and on stderr with the end of
-	# the server's log, and the outcome is "damaged".
+	# the server's log, and the outcome is "damaged". Its steps_by_worker
+	# counts the one worker's 5 steps.
 	n=test_record_server_record_missing
 	mkdir -p "$T/nosrv/server-0.json"
 	$P run --servers 1 --workers 1 --model mlp:8 --data synthetic:300 \
@@ -187,6 +188,11 @@ test_record_server_record_missing() {
 	rc=$?
 	if ! grep -q "nosrv/server-0.json is missing: .*server-0.log ends: server 0: cannot write" "$T/nosrv.log"; then
 		no $n "exit $rc, no warning" "$T/nosrv.log"
+		return
+	fi
+	# The launcher bounds a worker's step: 5 planned, and 100 more.
+	if ! grep -q "1 workers, steps up to 105$" "$T/nosrv/server-0.log"; then
+		no $n "the server's step bound" "$T/nosrv/server-0.log"
 		return
 	fi
 	$PY - "$T/nosrv/summary.json" <<'EOF' && ok $n || no $n "exit $rc, the record" "$T/nosrv.log"
@@ -198,6 +204,7 @@ for k in ("dropped_gradients", "unauthenticated_requests", "auth_failures",
           "connections_closed", "rank_refusals", "checkpoint_failures",
           "max_staleness_seen"):
     assert j[k] is None, (k, j[k])
+assert j["steps_by_worker"] == {"worker-0": 5}, j["steps_by_worker"]
 EOF
 }
 

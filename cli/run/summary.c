@@ -58,6 +58,7 @@ typedef struct sum_stats {
 	uint64_t rank_refused; // hellos for a rank a live connection held
 	uint64_t losses, rejoins; // workers the servers lost, and took back
 	json_t *srv_missing;   // names of the server-R.json not there
+	json_t *steps_by;      // "worker-R" to its rows of this job (or null)
 	uint64_t hist[PT_STALE_BUCKETS];
 	uint64_t rows; // gradients the workers computed in this job
 	double *step_ms; // each of those rows' step time (n_step of them)
@@ -288,10 +289,15 @@ static void gather_workers(const pti_run_facts *r, sum_stats *st)
 		pti_csv t;
 		snprintf(path, sizeof(path), "%s/worker-%u.csv", c->job.out, w);
 		// This job's rows: a resumed job appends to its files.
+		char key[32];
+		snprintf(key, sizeof(key), "worker-%u", w);
 		if (pti_csv_read(path, r->csv_from[w], want, K, &t) != 0) {
 			sum_startup(st, "worker", w, NAN);
+			json_object_set_new(st->steps_by, key, json_null());
 			continue;
 		}
+		json_object_set_new(st->steps_by, key,
+		    json_integer((json_int_t)t.n_rows));
 		double own = NAN; // this worker's first step began
 		// Page faults from the steady state's first row to the last
 		// (a file of before these columns has NaN there).
@@ -484,6 +490,7 @@ int pti_summary_write(const pti_run_facts *r)
 	memset(&st, 0, sizeof(st));
 	st.startups = json_object();
 	st.srv_missing = json_array();
+	st.steps_by = json_object();
 	gather_servers(c, &st);
 	gather_workers(r, &st);
 	gather_evals(r, &st);
@@ -544,6 +551,7 @@ int pti_summary_write(const pti_run_facts *r)
 	// Start-up, apart from training: to the first step of any worker.
 	num(f, "startup_s", st.rows ? st.first_s : NAN, 6);
 	json_object_set_new(f, "startup_by_process", st.startups);
+	json_object_set_new(f, "steps_by_worker", st.steps_by);
 	num(f, "train_s", have ? train_s : NAN, 6);
 	num(f, "eval_s", st.eval_s, 6);
 	num(f, "eval_wait_s", fin.eval_wait_s, 6);

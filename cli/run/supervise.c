@@ -252,16 +252,20 @@ void pti_run_server_url(const run_job *j, uint32_t s, char *url)
 int pti_run_spawn_server(run_job *j, uint32_t s, const char *listen,
     int64_t rver, const char *gone)
 {
-	char t0[64], rank[16], ready[PT_PATH_MAX + 32], rv_s[32];
+	char t0[64], rank[16], ready[PT_PATH_MAX + 32], rv_s[32], smax[32];
 	snprintf(t0, sizeof(t0), "%.6f", j->t0);
 	snprintf(rank, sizeof(rank), "%u", s);
 	snprintf(ready, sizeof(ready), "%s/.server-%u.ready", j->c.job.out, s);
 	snprintf(rv_s, sizeof(rv_s), "%lld", (long long)rver);
+	// A worker's step is bounded by the job's plan, and a tenth more
+	// (at least 100): a push far beyond it is refused.
+	snprintf(smax, sizeof(smax), "%llu", (unsigned long long)(j->steps +
+	    (j->steps / 10 > 100 ? j->steps / 10 : 100)));
 	char *extra[] = {"--rank", rank, "--listen", (char *)listen,
 	    "--ready-file", ready, "--t0", t0, "--resume-version", rv_s,
-	    "--gone-workers", (char *)gone};
+	    "--step-max", smax, "--gone-workers", (char *)gone};
 	if (j->n_procs >= RUN_MAX_PROCS ||
-	    run_spawn(j, 1, s, extra, gone[0] ? 12 : 10) != 0) {
+	    run_spawn(j, 1, s, extra, gone[0] ? 14 : 12) != 0) {
 		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(PT_EIO));
 		return -1;
 	}
