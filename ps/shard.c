@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 
+#include "common/afile.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/job.h"
@@ -273,10 +274,22 @@ void pti_server_write_stats(const ps_server *s)
 	    json_integer((json_int_t)s->ckpt_failures));
 	json_object_set_new(o, "checkpoint_last_error",
 	    pti_json_str(s->ckpt_error[0] ? s->ckpt_error : NULL));
+	// Whole or not at all (common/afile.h): a worker started by hand
+	// reads it for its summary as soon as it is there.
 	snprintf(path, sizeof(path), "%s/server-%u.json", c->out, s->rank);
-	if (json_dump_file(o, path, JSON_INDENT(2)) != 0)
+	char *text = json_dumps(o, JSON_INDENT(2));
+	pti_afile a;
+	int rv = text == NULL ? pti_err_set(PT_ENOMEM, "%s", path)
+			      : pti_afile_open(&a, path);
+	if (rv == 0) {
+		pti_afile_write(&a, text, strlen(text));
+		pti_afile_write(&a, "\n", 1);
+		rv = pti_afile_commit(&a);
+	}
+	if (rv != 0)
 		pti_log(PT_LOG_ERR, "server %u: cannot write %s: %s", s->rank,
-		    path, strerror(errno));
+		    path, pt_errmsg(rv));
+	free(text);
 	json_decref(o);
 }
 

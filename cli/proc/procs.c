@@ -184,13 +184,15 @@ static void *procs_progress_main(void *arg)
 	return NULL;
 }
 
-// procs_wait_servers gives the servers a moment, once stopped, to write
-// their server-R.json (into --out, when the hosts share it): the
-// summary gathers them. Files older than the job are not theirs.
+// procs_wait_servers gives the servers up to 30 s, once stopped, to
+// write their server-R.json (into --out, when the hosts share it; each
+// whole or not at all): the summary gathers them, and a missing one
+// makes the job's counts unknown. Files older than the job are not
+// theirs.
 static void procs_wait_servers(const pti_config *c, double t0)
 {
 	char path[PT_PATH_MAX + 32];
-	for (int tries = 0; tries < 50; tries++) {
+	for (int tries = 0; tries < 300; tries++) {
 		uint32_t have = 0;
 		for (uint32_t s = 0; s < c->job.servers; s++) {
 			struct stat sb;
@@ -204,8 +206,9 @@ static void procs_wait_servers(const pti_config *c, double t0)
 		usleep(100 * 1000);
 	}
 	fprintf(stderr, "pstrain worker %u: not every server-R.json of this "
-	    "job is in %s (hosts that do not share it keep their own): the "
-	    "summary leaves their counts out\n", c->rank, c->job.out);
+	    "job is in %s after 30 s (hosts that do not share it keep their "
+	    "own): the summary's server counts are unknown\n", c->rank,
+	    c->job.out);
 }
 
 // procs_as_run makes c say how a worker started by hand ran, for its
