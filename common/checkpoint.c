@@ -36,6 +36,23 @@ void pti_ckpt_path(char *out, size_t size, const char *dir, uint32_t rank,
 	    (long long)version);
 }
 
+int pti_ckpt_name(const char *name, uint32_t rank, int64_t *version)
+{
+	char prefix[32];
+	long long v;
+	int used = 0;
+	int pl = snprintf(prefix, sizeof(prefix), "server-%u-v", rank);
+	if (strncmp(name, prefix, (size_t)pl) != 0 ||
+	    sscanf(name + pl, "%lld%n", &v, &used) != 1 || v < 0)
+		return PTI_CKPT_OTHER;
+	*version = v;
+	if (strcmp(name + pl + used, ".ckpt") == 0)
+		return PTI_CKPT_FILE;
+	if (strcmp(name + pl + used, ".ckpt.tmp") == 0)
+		return PTI_CKPT_TMP;
+	return PTI_CKPT_OTHER;
+}
+
 // ckpt_prune removes this rank's checkpoints older than the newest
 // PT_CKPT_KEEP, and temporary files that a killed writer left behind. It
 // runs only after version `newest` was written, synced and renamed, and
@@ -47,27 +64,21 @@ static void ckpt_prune(const char *dir, uint32_t rank, int64_t newest)
 	DIR *d = opendir(dir);
 	struct dirent *e;
 	struct stat sb;
-	char prefix[32], path[4096];
-	snprintf(prefix, sizeof(prefix), "server-%u-v", rank);
-	size_t pl = strlen(prefix);
+	char path[4096];
 	if (d == NULL)
 		return;
 	int64_t versions[64];
 	int n = 0;
 	while ((e = readdir(d)) != NULL && n < 64) {
-		long long v;
-		int used = 0;
-		if (strncmp(e->d_name, prefix, pl) != 0)
+		int64_t v;
+		int kind = pti_ckpt_name(e->d_name, rank, &v);
+		if (kind == PTI_CKPT_OTHER ||
+		    fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
+		    !S_ISREG(sb.st_mode))
 			continue;
-		const char *rest = e->d_name + pl;
-		if (sscanf(rest, "%lld%n", &v, &used) != 1)
-			continue;
-		int is_file = fstatat(dirfd(d), e->d_name, &sb,
-				  AT_SYMLINK_NOFOLLOW) == 0 &&
-			      S_ISREG(sb.st_mode);
-		if (is_file && strcmp(rest + used, ".ckpt") == 0)
+		if (kind == PTI_CKPT_FILE)
 			versions[n++] = v;
-		else if (is_file && strcmp(rest + used, ".ckpt.tmp") == 0) {
+		else {
 			snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
 			unlink(path);
 		}

@@ -36,6 +36,13 @@ int pti_ckpt_due(pti_ckpt_sched *sc, int64_t version, double now);
 void pti_ckpt_path(char *out, size_t size, const char *dir, uint32_t rank,
     int64_t version);
 
+// pti_ckpt_name tells what a file name in a checkpoint folder is for
+// rank: PTI_CKPT_FILE for server-R-vV.ckpt, PTI_CKPT_TMP for the
+// server-R-vV.ckpt.tmp a killed writer left (with *version set), or
+// PTI_CKPT_OTHER.
+enum { PTI_CKPT_OTHER, PTI_CKPT_FILE, PTI_CKPT_TMP };
+int pti_ckpt_name(const char *name, uint32_t rank, int64_t *version);
+
 // pti_ckpt_save writes m, the m->n_workers clocks and the 1 + m->n_state
 // vectors vecs[i] (each hi - lo floats) to pti_ckpt_path, atomically,
 // then removes this rank's checkpoints older than the newest

@@ -373,14 +373,15 @@ const char *pti_mode_name(int mode)
 	return choice_name(choice_mode, mode);
 }
 
-// cmd_takes: compare, server and worker take every flag of run besides
-// their own; node takes every flag of run, server and worker.
+// cmd_takes: compare takes every flag of run besides its own; server,
+// worker and node take every flag of run, server and worker, so that
+// one command line serves every process of a job.
 static int cmd_takes(const config_entry *e, uint32_t cmd)
 {
 	uint32_t want = cmd;
-	if (cmd & (PT_CMD_COMPARE | PT_CMD_SERVER | PT_CMD_WORKER))
+	if (cmd & PT_CMD_COMPARE)
 		want |= PT_CMD_RUN;
-	if (cmd == PT_CMD_NODE)
+	if (cmd & (PT_CMD_NODE | PT_CMD_SERVER | PT_CMD_WORKER))
 		want |= PT_CMD_RUN | PT_CMD_SERVER | PT_CMD_WORKER;
 	return (e->cmds & want) != 0;
 }
@@ -584,9 +585,11 @@ void pti_config_help(FILE *f, uint32_t cmd)
 		fprintf(f, "\n");
 	}
 	if (own)
-		fprintf(f, "  and every flag of 'pstrain run --help', so that one "
-			   "command line serves every\n  process of a job: "
-			   "each uses the flags that concern it\n");
+		fprintf(f, "  and every flag of 'pstrain run --help' and of "
+			   "'pstrain %s --help', so that\n  one command line "
+			   "serves every process of a job: each uses the flags "
+			   "that\n  concern it\n",
+		    cmd == PT_CMD_SERVER ? "worker" : "server");
 }
 
 static int entry_format(const pti_config *c, const config_entry *e,

@@ -83,10 +83,14 @@ test_ck_truncated_refused() {
 	f="$T/ck-copy/server-1-v20.ckpt"
 	[ -f "$f" ] || { no $n "no checkpoint $f to truncate"; return; }
 	truncate -s 100 "$f"
+	# A newer temporary file that a killed writer left is no checkpoint.
+	echo partial >"$T/ck-copy/server-0-v30.ckpt.tmp"
 	$P run $J --steps 40 --resume "$T/ck-copy" --out "$T/res2" \
 		--save-model "$T/res2/m.bin" >"$T/res2.log" 2>&1 ||
 		{ no $n "resume failed" "$T/res2.log"; return; }
 	if grep -q "refusing checkpoint 20: $f: truncated" "$T/res2.log" &&
+		grep -q "ignoring $T/ck-copy/server-0-v30.ckpt.tmp: an unfinished write" "$T/res2.log" &&
+		! grep -q "No such file" "$T/res2.log" &&
 		grep -q "resuming from version 10" "$T/res2.log" &&
 		$DIFF "$T/full/m.bin" "$T/res2/m.bin" 0 >/dev/null; then
 		ok $n

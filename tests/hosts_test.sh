@@ -115,8 +115,9 @@ test_hosts_server_stops_when_workers_gone() {
 	c="$T/gone"
 	mkdir -p "$c"
 	$P secret "$c/secret"
+	# One command line serves both: each takes the other's flags.
 	f="--servers 1 --workers 1 $D --steps 100000 --out $c/out \
---secret-file $c/secret"
+--secret-file $c/secret --alone-timeout 60 --connect-timeout 60"
 	within 90 $P server $f --listen "ipc://$c/s0" >"$c/s.log" 2>&1 &
 	s=$!
 	$P worker $f --connect "ipc://$c/s0" >"$c/w.log" 2>&1 &

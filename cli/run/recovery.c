@@ -154,20 +154,19 @@ int64_t pti_run_find_resume(const pti_config *c, const char *dir,
 	int64_t best = -1, tried[256];
 	int n = 0;
 	struct dirent *e;
-	char prefix[32];
 	if (d == NULL) {
 		fprintf(stderr, "pstrain run: %s: %s\n", dir, strerror(errno));
 		return -1;
 	}
-	snprintf(prefix, sizeof(prefix), "server-%u-v", lo);
 	while ((e = readdir(d)) != NULL && n < 256) {
-		long long v;
-		char tail[8];
-		size_t pl = strlen(prefix);
-		if (strncmp(e->d_name, prefix, pl) == 0 &&
-		    sscanf(e->d_name + pl, "%lld.ckp%1s", &v, tail) == 2 &&
-		    strcmp(tail, "t") == 0)
+		int64_t v;
+		int kind = pti_ckpt_name(e->d_name, lo, &v);
+		if (kind == PTI_CKPT_FILE)
 			tried[n++] = v;
+		else if (kind == PTI_CKPT_TMP)
+			fprintf(stderr, "pstrain run: ignoring %s/%s: an "
+			    "unfinished write (its server was stopped while "
+			    "writing it)\n", dir, e->d_name);
 	}
 	closedir(d);
 	for (;;) {
