@@ -3,8 +3,8 @@
 # jobs: the run record holds every option and the machine, outcomes
 # (collapsed) are named, a previous run is not overwritten without
 # --force, the validation split is held out and selects the best
-# parameters, --matched-lr divides the lr by W, and evaluation runs
-# beside training. Prints "ok NAME" / "FAIL NAME: why" per case.
+# parameters, --matched-lr divides the lr by W, evaluation runs beside
+# training, and a full disk is named as the cause of a failed job. Prints "ok NAME" / "FAIL NAME: why" per case.
 cd "$(dirname "$0")/.." || exit 2
 P=${PSTRAIN:-bin/pstrain}
 # The test hooks (PSTRAIN_TEST_*) are only in the tests' build.
@@ -208,7 +208,37 @@ assert j["steps_by_worker"] == {"worker-0": 5}, j["steps_by_worker"]
 EOF
 }
 
+test_record_disk_full() {
+	# --out on a full disk (a tmpfs of 48 KiB, mounted in a mount
+	# namespace of its own): the job fails, and its output names the
+	# file that could not be written and why, although the workers'
+	# logs on that disk could not be written either.
+	n=test_record_disk_full
+	d="$T/full"
+	mkdir -p "$d"
+	if ! unshare -rm true 2>/dev/null; then
+		no $n "cannot make a mount namespace (unshare -rm) here"
+		return
+	fi
+	unshare -rm sh -c 'mount -t tmpfs -o size=48k tmpfs "$1" || exit 99
+		shift; exec "$@"' sh "$d" $P run $D --workers 2 --batch 32 \
+		--steps 400 --out "$d/r" >"$T/full.log" 2>&1
+	rc=$?
+	if [ "$rc" = 0 ] || [ "$rc" = 99 ]; then
+		no $n "exit $rc" "$T/full.log"
+	elif ! grep -q "$d/r/worker-[01].csv: No space left on device" \
+		"$T/full.log"; then
+		no $n "the full file is not named with its cause" "$T/full.log"
+	elif ! grep -q "could not write $d/r/worker-[01].log: No space left on device" \
+		"$T/full.log"; then
+		no $n "the unwritable log is not named" "$T/full.log"
+	else
+		ok $n
+	fi
+}
+
 test_record_every_option
+test_record_disk_full
 test_record_server_record_missing
 test_record_collapsed
 test_record_refuses_overwrite

@@ -139,8 +139,7 @@ static int allreduce_step(pti_trainer *w, pti_ring *ring, pti_step *st,
 	st->step_s = st->t_end - st->t_a;
 	st->compute_s = t_c - st->t_b;
 	st->comm_s = t_d - t_c;
-	pti_record_step(w, st);
-	return 0;
+	return pti_record_step(w, st);
 }
 
 int pti_train_allreduce(pti_trainer *w)

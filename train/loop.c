@@ -16,9 +16,8 @@ static int replies(pti_trainer *w, pti_sender *s,
 {
 	pti_step *done;
 	int rv = op(s->s, &done);
-	if (done != NULL)
-		pti_record_step(w, done);
-	return rv;
+	int rec = done != NULL ? pti_record_step(w, done) : 0;
+	return rv != 0 ? rv : rec;
 }
 
 // step runs step t: its batch, its gradient, the replies the step

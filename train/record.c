@@ -27,6 +27,22 @@ static FILE *record_csv(const pti_config *c, const char *name,
 	return f;
 }
 
+// record_sent flushes f, DIR/name, and closes it when close is set:
+// PT_EIO naming the file and the system's error when a write failed (a
+// full disk), so that no record goes missing unsaid.
+static int record_sent(const pti_config *c, FILE *f, const char *name,
+    int close)
+{
+	int bad = fflush(f) != 0 || ferror(f);
+	int e = errno;
+	if (close && fclose(f) != 0 && !bad)
+		bad = 1, e = errno;
+	if (!bad)
+		return 0;
+	return pti_err_set(PT_EIO, "%s/%s: %s", c->job.out, name,
+	    strerror(e));
+}
+
 // eval.csv: the periodic evaluations are on the validation set when
 // there is one, else on the test set, and the header says which.
 static const pti_table *record_eval_table(const pti_trainer *w)
@@ -48,7 +64,7 @@ int pti_record_open(pti_trainer *w, int append)
 	return 0;
 }
 
-void pti_record_step(pti_trainer *w, const pti_step *st)
+int pti_record_step(pti_trainer *w, const pti_step *st)
 {
 	const pti_client_step *info = &st->info;
 	struct rusage ru; // the process's page faults and memory
@@ -59,13 +75,15 @@ void pti_record_step(pti_trainer *w, const pti_step *st)
 	    info->lr, st->delay, (double)info->ver_min, (double)ru.ru_minflt,
 	    (double)ru.ru_maxrss / 1024};
 	pti_csv_row(w->csv, &pti_csv_worker, row);
-	fflush(w->csv);
 	if (st->t_end - w->t_log >= 10.0) {
 		fprintf(stderr, "worker %u: step %llu/%llu loss %.4f\n",
 		    w->c->rank, (unsigned long long)(st->t + 1),
 		    (unsigned long long)w->steps, st->loss);
 		w->t_log = st->t_end;
 	}
+	char name[64];
+	snprintf(name, sizeof(name), "worker-%u.csv", w->c->rank);
+	return record_sent(w->c, w->csv, name, 0);
 }
 
 int pti_record_eval(pti_trainer *w, const double *row)
@@ -74,8 +92,7 @@ int pti_record_eval(pti_trainer *w, const double *row)
 				    record_eval_table(w), 1)) == NULL)
 		return PT_EIO;
 	pti_csv_row(w->eval, record_eval_table(w), row);
-	fflush(w->eval);
-	return 0;
+	return record_sent(w->c, w->eval, "eval.csv", 0);
 }
 
 int pti_record_final(pti_trainer *w, const double *row)
@@ -84,6 +101,5 @@ int pti_record_final(pti_trainer *w, const double *row)
 	if (f == NULL)
 		return PT_EIO;
 	pti_csv_row(f, &pti_csv_final, row);
-	fclose(f);
-	return 0;
+	return record_sent(w->c, f, "final.csv", 1);
 }

@@ -12,7 +12,9 @@
 int pti_record_open(pti_trainer *w, int append);
 
 // pti_record_step writes st's row of worker-R.csv (times in seconds).
-void pti_record_step(pti_trainer *w, const pti_step *st);
+// Each row is flushed; a write that failed (a full disk) is PT_EIO
+// naming the file, here and below.
+int pti_record_step(pti_trainer *w, const pti_step *st);
 
 // pti_record_eval appends row (PTI_EV_N values) to eval.csv, opening it
 // for appending when it is not open yet (a worker that took over from
@@ -20,7 +22,7 @@ void pti_record_step(pti_trainer *w, const pti_step *st);
 int pti_record_eval(pti_trainer *w, const double *row);
 
 // pti_record_final writes final.csv: its header and row (PTI_FN_N
-// values). PT_EIO.
+// values), and closes it. PT_EIO.
 int pti_record_final(pti_trainer *w, const double *row);
 
 #endif // PT_TRAIN_RECORD_H

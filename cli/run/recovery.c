@@ -34,6 +34,7 @@ int pti_run_worker_failed(run_job *j, run_proc *p)
 			fprintf(stderr, "\npstrain run: worker %u failed; "
 			    "restarting every worker (%u of %u restarts)\n",
 			    p->rank, j->worker_restarts, j->c.restart_workers);
+			pti_run_tell_output(j, p);
 			return RUN_RESTART;
 		}
 		fprintf(stderr, "\npstrain run: worker %u failed; the ring of "
@@ -45,6 +46,7 @@ int pti_run_worker_failed(run_job *j, run_proc *p)
 		fprintf(stderr, "\npstrain run: worker %u failed; restarting it "
 		    "(%u of %u restarts)\n", p->rank, j->worker_restarts,
 		    j->c.restart_workers);
+		pti_run_tell_output(j, p);
 		p->exited = 2; // replaced: not counted again
 		return pti_run_spawn_worker(j, p->rank) == 0 ? 0 : -1;
 	}
@@ -56,7 +58,8 @@ int pti_run_worker_failed(run_job *j, run_proc *p)
 	j->lost[p->rank] = 1;
 	j->workers_lost++;
 	fprintf(stderr, "\npstrain run: worker %u failed; the job goes on "
-	    "without it (see %s)\n", p->rank, p->log);
+	    "without it\n", p->rank);
+	pti_run_tell_output(j, p);
 	p->exited = 2;
 	return 0;
 }

@@ -24,6 +24,7 @@
 #include "cli/run/sockdir.h"
 #include "cli/run/summary.h"
 #include "cli/run/tboard.h"
+#include "cli/run/tee.h"
 #include "common/afile.h"
 #include "common/auth.h"
 #include "common/checkpoint.h"
@@ -99,7 +100,7 @@ static int run_watch(run_job *j)
 		if (bad != NULL) {
 			if (j->tty)
 				fprintf(stderr, "\n");
-			pti_run_tell_failure(bad);
+			pti_run_tell_failure(j, bad);
 			int rv = bad->server ? pti_run_server_failed(j, bad) : -1;
 			if (rv == 0)
 				continue;
@@ -440,6 +441,12 @@ int pti_cmd_run(int argc, char **argv)
 	}
 	if (j.c.dashboard && (rv = run_dashboard(&j)) != 0)
 		return rv;
+	if ((rv = pti_tee_open(&j.tee, RUN_MAX_PROCS)) != 0) {
+		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(rv));
+		pti_dash_close(j.dash);
+		run_cleanup(&j);
+		return PTI_EXIT_FAIL;
+	}
 	for (;;) {
 		if (pti_run_start(&j) != 0) {
 			// pti_run_start has said what went wrong.
@@ -460,6 +467,7 @@ int pti_cmd_run(int argc, char **argv)
 		sizeof(j.urls), "pstrain run") != 0)
 		j.urls[0] = '\0';
 	pti_run_kill_all(&j);
+	pti_tee_close(j.tee, 5.0);
 	run_tensorboard(&j);
 	pti_tb_close(j.tb);
 	pti_dash_close(j.dash);

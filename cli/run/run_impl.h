@@ -2,7 +2,8 @@
 // job (prepares it, watches it, ends it); supervise.c starts, reaps and
 // stops its processes; recovery.c decides what a failed process costs
 // (restart it, go on without it, roll the job back to a checkpoint);
-// progress.c shows how far the job is. One thread, the launcher's.
+// progress.c shows how far the job is. One thread, the launcher's,
+// besides tee.c's, which copies the children's output into their logs.
 #ifndef PT_CLI_RUN_RUN_IMPL_H
 #define PT_CLI_RUN_RUN_IMPL_H
 
@@ -27,6 +28,7 @@ typedef struct run_proc {
 	uint32_t rank;
 	int status; // wait status once exited
 	int exited;
+	int tee; // its slot in the job's tee (its output), or -1
 	char log[PT_PATH_MAX + 32];
 } run_proc;
 
@@ -53,6 +55,7 @@ typedef struct run_job {
 	int tty;
 	struct pti_dash *dash; // --dashboard's server, or NULL
 	struct pti_tb *tb;     // --tensorboard's files, or NULL
+	struct pti_tee *tee;   // the children's output (cli/run/tee.h)
 } run_job;
 
 // supervise.c
@@ -62,10 +65,13 @@ extern volatile sig_atomic_t pti_run_signalled;
 // pti_run_start starts every server, waits for each to
 // listen, then starts every worker (-1 once it has said what failed);
 // pti_run_reap collects exited children up to the first that failed
-// (returned), pti_run_tell_failure says how a child ended.
+// (returned), pti_run_tell_failure says how a child ended and shows its
+// last lines of output (pti_run_tell_output), and whether its log could
+// be written.
 int pti_run_start(run_job *j);
 run_proc *pti_run_reap(run_job *j);
-void pti_run_tell_failure(const run_proc *p);
+void pti_run_tell_failure(run_job *j, const run_proc *p);
+void pti_run_tell_output(run_job *j, const run_proc *p);
 int pti_run_spawn_worker(run_job *j, uint32_t r);
 int pti_run_spawn_server(run_job *j, uint32_t s, const char *listen,
     int64_t version, const char *gone);

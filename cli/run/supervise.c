@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli/run/run_impl.h"
+#include "cli/run/tee.h"
 #include "cli/self.h"
 #include "common/clock.h"
 #include "common/config.h"
@@ -96,10 +97,21 @@ static int run_spawn(run_job *j, int server, uint32_t rank, char **extra,
 	argv[argc] = NULL;
 	snprintf(p->log, sizeof(p->log), "%s/%s-%u.log", c->job.out,
 	    server ? "server" : "worker", rank);
-	int fd = open(p->log, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+	int fd = open(p->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
 	if (fd < 0) {
 		run_argv_free(argv, argc);
 		return pti_err_set(PT_EIO, "%s: %s", p->log, strerror(errno));
+	}
+	// The child writes into a pipe; the tee copies it into the log and
+	// keeps its last lines (a full disk cannot hide why it failed).
+	p->tee = -1;
+	if (j->tee != NULL) {
+		int out;
+		if ((p->tee = pti_tee_add(j->tee, fd, &out)) < 0) {
+			run_argv_free(argv, argc);
+			return PT_EIO;
+		}
+		fd = out;
 	}
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -178,7 +190,7 @@ void pti_run_kill_all(run_job *j)
 		}
 }
 
-void pti_run_tell_failure(const run_proc *p)
+void pti_run_tell_failure(run_job *j, const run_proc *p)
 {
 	char what[64];
 	if (WIFEXITED(p->status))
@@ -186,18 +198,28 @@ void pti_run_tell_failure(const run_proc *p)
 		    WEXITSTATUS(p->status));
 	else
 		snprintf(what, sizeof(what), "signal %d", WTERMSIG(p->status));
-	fprintf(stderr, "\npstrain run: %s %u failed (%s); the end of %s:\n",
-	    p->server ? "server" : "worker", p->rank, what, p->log);
-	FILE *f = fopen(p->log, "r");
-	if (f == NULL)
-		return;
-	char lines[8][512];
-	int n = 0;
-	while (fgets(lines[n % 8], sizeof(lines[0]), f) != NULL)
-		n++;
-	fclose(f);
-	for (int i = n > 8 ? n - 8 : 0; i < n; i++)
-		fprintf(stderr, "  %s", lines[i % 8]);
+	fprintf(stderr, "\npstrain run: %s %u failed (%s)\n",
+	    p->server ? "server" : "worker", p->rank, what);
+	pti_run_tell_output(j, p);
+}
+
+void pti_run_tell_output(run_job *j, const run_proc *p)
+{
+	fprintf(stderr, "pstrain run: the last output of %s %u (%s):\n",
+	    p->server ? "server" : "worker", p->rank, p->log);
+	char tail[PTI_TEE_TAIL];
+	unsigned long long lost;
+	int err = pti_tee_tail(j->tee, p->tee, 2.0, 8, tail, sizeof(tail),
+	    &lost);
+	if (tail[0] == '\0')
+		fprintf(stderr, "  (nothing)\n");
+	for (char *l = tail, *e; *l != '\0'; l = *e ? e + 1 : e) {
+		e = l + strcspn(l, "\n");
+		fprintf(stderr, "  %.*s\n", (int)(e - l), l);
+	}
+	if (err != 0)
+		fprintf(stderr, "pstrain run: could not write %s: %s (%llu "
+		    "bytes of its output lost)\n", p->log, strerror(err), lost);
 }
 
 // run_wait_server waits until server s has written its ready file, and
@@ -217,7 +239,7 @@ int pti_run_wait_server(run_job *j, uint32_t s, char *url)
 		}
 		run_proc *bad = pti_run_reap(j);
 		if (bad != NULL) {
-			pti_run_tell_failure(bad);
+			pti_run_tell_failure(j, bad);
 			return -1;
 		}
 		if (pti_run_signalled)
