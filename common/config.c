@@ -301,6 +301,12 @@ static const config_entry config_table[] = {
 	"the highest step a worker's push or hello may carry, refused above "
 	"(0: 2^50); pstrain run gives its servers the job's planned steps "
 	"and a tenth more"),
+    E("grad-bound", T_F64, job.grad_bound, "1e4", 0, 1e30, RUN | SRV, "K",
+	"a server refuses (and counts) a push whose gradient, as root mean "
+	"square over its range, is more than K times the median of the last "
+	"32 pushes it took for that range (a median under 1e-4 counts as "
+	"1e-4): one poisoned push changes nothing and the job ends damaged "
+	"(0: no bound)"),
     E("alone-timeout", T_F64, job.alone_timeout, "60", 0, 1e6, SRV, "S",
 	"without --supervised: a worker that has not arrived S seconds "
 	"after the server started counts as lost, and the server stops "

@@ -52,6 +52,8 @@ typedef struct pti_jobopt {
 	double connect_timeout; // worker: seconds for a server never reached
 	int64_t step_max;       // server: the highest step a worker may say
 				// (push, hello); 0: 2^50
+	double grad_bound; // server: a push's gradient RMS over this many
+			   // times its range's recent median is refused; 0 off
 } pti_jobopt;
 
 #endif // PT_COMMON_JOBOPT_H

@@ -4,6 +4,8 @@
 // only the tests' build compiles with PT_TEST_HOOKS.
 #include "common/testhook.h"
 
+#include <fcntl.h>
+#include <stdio.h>
 #include <unistd.h>
 
 void pti_test_hold(pti_hold at)
@@ -13,4 +15,20 @@ void pti_test_hold(pti_hold at)
 	const char *f = pti_test_hook(hooks[at]);
 	while (f != NULL && access(f, F_OK) != 0)
 		usleep(10 * 1000);
+}
+
+int pti_test_poison(unsigned rank, unsigned long long step)
+{
+	const char *e = pti_test_hook("PSTRAIN_TEST_POISON");
+	unsigned r;
+	unsigned long long t;
+	int at = 0;
+	if (e == NULL || sscanf(e, "%u:%llu:%n", &r, &t, &at) != 2 || at == 0 ||
+	    r != rank || t != step)
+		return 0;
+	int fd = open(e + at, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	if (fd < 0)
+		return 0;
+	close(fd);
+	return 1;
 }

@@ -34,4 +34,10 @@ typedef enum pti_hold {
 // name is not in them.
 void pti_test_hold(pti_hold at);
 
+// pti_test_poison: with PSTRAIN_TEST_POISON=R:T:FILE, true once for
+// worker R at step T, when FILE does not exist yet (it is made then):
+// that worker pushes a poisoned gradient (train/loop.c), once, whether
+// or not it is restarted after.
+int pti_test_poison(unsigned rank, unsigned long long step);
+
 #endif // PT_COMMON_TESTHOOK_H

@@ -2,7 +2,8 @@
 // transport and serving loop; ops.c: the request handlers; shard.c: the
 // shard's life and membership, and the shell that acts on what a policy
 // did; policy.h: the consistency rules, sync.c and clock.c; peers.c:
-// connections; reply.c: replies and the wait list). Not for anything
+// connections; reply.c: replies and the wait list; bound.c: the
+// gradient norm bound). Not for anything
 // outside ps/.
 #ifndef PT_PS_SERVER_IMPL_H
 #define PT_PS_SERVER_IMPL_H
@@ -28,6 +29,13 @@
 #define PS_STEP_MAX ((int64_t)1 << 50)
 
 typedef struct ps_server ps_server;
+
+// The gradient norm bound (bound.c): pushes of a range whose median
+// gradient RMS it is taken over, and ranges with a window of their own.
+#define PS_BOUND_WINDOW 32
+#define PS_BOUND_SLOTS 512
+#define PS_BOUND_FLOOR 1e-4 // the median's floor: an RMS of K x 1e-4 passes
+typedef struct ps_bound ps_bound;
 
 // Floats summed and applied at a time: a chunk of the sum of a sync step's
 // gradients stays in the first level of cache while the update reads it.
@@ -150,6 +158,9 @@ struct ps_server {
 	// counters
 	uint64_t updates, rejected, dropped, stale_sum, stale_max;
 	uint64_t nonfinite; // pushes refused for a NaN or infinite value
+	ps_bound *bound;       // (PS_BOUND_SLOTS) windows, or NULL
+	uint64_t grad_refused; // pushes refused over the gradient bound
+	double grad_ratio_max; // the largest RMS / median a push had
 	uint64_t unauth;    // requests refused: not authenticated (or beyond
 			    // the role the connection proved)
 	uint64_t auth_failed; // hellos whose proof of the secret was wrong
@@ -305,5 +316,12 @@ void pti_peer_close(uint32_t id);
 void pti_peer_name(nng_pipe p, char *buf, size_t size);
 int pti_note_due(uint64_t count);
 const char *pti_role_name(uint32_t role);
+
+// bound.c: pti_bound_check refuses (PT_ERANGE, counted and logged) a
+// push of worker h->rank whose gradient (n floats at pay, range off of
+// the shard) is over the job's --grad-bound, and else enters it in its
+// range's window. 0 when it may be applied.
+int pti_bound_check(ps_server *s, const pti_hdr *h, const void *pay,
+    uint64_t off, uint64_t n);
 
 #endif // PT_PS_SERVER_IMPL_H

@@ -240,6 +240,7 @@ void pti_server_write_stats(const ps_server *s)
 	    {"worker_losses", (json_int_t)s->losses},
 	    {"worker_rejoins", (json_int_t)s->rejoins},
 	    {"nonfinite_gradients", (json_int_t)s->nonfinite},
+	    {"bound_refusals", (json_int_t)s->grad_refused},
 	    {"dropped_gradients", (json_int_t)s->dropped},
 	    {"pieces_applied_ahead", (json_int_t)s->eager_pieces},
 	    {"staleness_sum", (json_int_t)s->stale_sum},
@@ -254,6 +255,7 @@ void pti_server_write_stats(const ps_server *s)
 	for (int i = 0; i < PT_STALE_BUCKETS; i++)
 		json_array_append_new(hist, json_integer((json_int_t)s->hist[i]));
 	json_object_set_new(o, "staleness_hist", hist);
+	json_object_set_new(o, "grad_ratio_max", json_real(s->grad_ratio_max));
 	json_object_set_new(o, "ready_s", isnan(s->ready_s) ? json_null() :
 	    json_real(s->ready_s));
 	// The process's page faults, memory and CPU time: in all, and in
@@ -315,6 +317,7 @@ void pti_server_fini(ps_server *s)
 	free(s->clocks);
 	free(s->peers);
 	free(s->evict);
+	free(s->bound);
 	free(s->state1);
 	free(s->state2);
 	pthread_mutex_destroy(&s->mu);

@@ -7,9 +7,12 @@
 # bit-identical to the same job left alone; an async one must end with
 # finite parameters and its counters showing the refusals. A TLS job must
 # turn away clients without a certificate, or with another CA's, and
-# plain-text speakers, and also end bit-identical.
+# plain-text speakers, and also end bit-identical. A worker's poisoned
+# push is refused over --grad-bound and the job ends "damaged".
 cd "$(dirname "$0")/.." || exit 2
 P=${PSTRAIN:-bin/pstrain}
+# The test hooks (PSTRAIN_TEST_*) are only in the tests' build.
+H=${PSTRAIN:-build/tests/pstrain}
 A=build/tests/proc_attack
 T=$(mktemp -d "${TMPDIR:-/tmp}/pt-attack-XXXXXX")
 trap 'rm -rf "$T"' EXIT
@@ -314,6 +317,32 @@ test_attack_impostor_server() {
 	fi
 }
 
+test_attack_poisoned_push() {
+	# Worker 1 pushes a gradient with a value of 3e38 once (the test
+	# hook PSTRAIN_TEST_POISON of build/tests/pstrain): the server
+	# refuses it over --grad-bound and changes nothing, the worker fails
+	# saying why, is restarted, and the job ends exit 0 but "damaged",
+	# with the refusal counted.
+	n=test_attack_poisoned_push
+	PSTRAIN_TEST_POISON="1:40:$T/poisoned" $H run --servers 1 --workers 2 \
+		--model mlp:64 --data synthetic:1200 --seed 3 --batch 64 \
+		--steps 100 --mode async --restart-workers 1 \
+		--out "$T/poison" >"$T/poison.log" 2>&1
+	rc=$?
+	br=$(json bound_refusals "$T/poison/summary.json")
+	if [ "$rc" = 0 ] && [ -f "$T/poisoned" ] && [ "$br" = 1 ] &&
+		[ "$(jstr outcome "$T/poison/summary.json")" = damaged ] &&
+		grep -q "worker 1 pushed a gradient of RMS .*(--grad-bound 10000)" \
+			"$T/poison.log" &&
+		grep -q "refused a push of worker 1 at step 40" \
+			"$T/poison/server-0.log"; then
+		ok $n
+	else
+		no $n "exit $rc, bound_refusals '$br'" "$T/poison.log"
+	fi
+}
+
+test_attack_poisoned_push
 test_attack_sync_bit_identical
 test_attack_async_finite
 test_attack_tls_bit_identical

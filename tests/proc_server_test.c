@@ -498,6 +498,63 @@ static void test_server_step_max(void)
 	srv_stop(&s);
 }
 
+// test_server_grad_bound: with --grad-bound 10, once a range has 32
+// pushes, a push 20 times their median RMS is refused, naming the bound,
+// and changes nothing, while one 5 times it is applied; a window of
+// zeros (a dead layer) has the floor 1e-4 as its median, so a gradient
+// of RMS 1e-4 passes and one of 0.01 does not; by default (1e4) 3e38 is
+// refused.
+static int grad_push(srv *s, float v, pti_hdr *r)
+{
+	uint64_t n = s->l.n_params;
+	float *g = malloc(n * 4);
+	for (uint64_t i = 0; i < n; i++)
+		g[i] = v;
+	int rv = push_from(s, 0, g, NULL, r);
+	free(g);
+	return rv;
+}
+
+static void test_server_grad_bound(void)
+{
+	srv s;
+	pti_hdr r;
+	srv_start_flag(&s, "--grad-bound=10", "async", 1);
+	uint64_t n = s.l.n_params;
+	float *a = malloc(n * 4), *b = malloc(n * 4);
+	PT_TEST_TRUE(hello(&s, 0) == 0);
+	for (int i = 0; i < 32; i++)
+		PT_TEST_TRUE(grad_push(&s, 1e-3f, &r) == 0);
+	PT_TEST_TRUE(pull(&s, a) == 0);
+	uint64_t before = rejected(&s);
+	PT_TEST_TRUE(grad_push(&s, 2e-2f, &r) == PT_ERANGE);
+	PT_TEST_STR_HAS(r.msg, "(--grad-bound 10)");
+	PT_TEST_TRUE(rejected(&s) == before + 1);
+	PT_TEST_TRUE(pull(&s, b) == 0 && memcmp(a, b, n * 4) == 0);
+	PT_TEST_TRUE(grad_push(&s, 5e-3f, &r) == 0);
+	PT_TEST_TRUE(pull(&s, b) == 0 && memcmp(a, b, n * 4) != 0);
+	srv_stop(&s);
+
+	srv_start_flag(&s, "--grad-bound=10", "async", 1);
+	PT_TEST_TRUE(hello(&s, 0) == 0);
+	for (int i = 0; i < 32; i++)
+		PT_TEST_TRUE(grad_push(&s, 0.0f, &r) == 0);
+	PT_TEST_TRUE(grad_push(&s, 1e-4f, &r) == 0);
+	PT_TEST_TRUE(grad_push(&s, 1e-2f, &r) == PT_ERANGE);
+	srv_stop(&s);
+
+	srv_start(&s, "async", 1, 1, 0);
+	PT_TEST_TRUE(hello(&s, 0) == 0);
+	for (int i = 0; i < 32; i++)
+		PT_TEST_TRUE(grad_push(&s, 1e-2f, &r) == 0);
+	PT_TEST_TRUE(pull(&s, a) == 0);
+	PT_TEST_TRUE(grad_push(&s, 3e38f, &r) == PT_ERANGE);
+	PT_TEST_STR_HAS(r.msg, "(--grad-bound 10000)");
+	PT_TEST_TRUE(pull(&s, b) == 0 && memcmp(a, b, n * 4) == 0);
+	free(a), free(b);
+	srv_stop(&s);
+}
+
 static void test_server_momentum_state(void)
 {
 	// The optimizer runs on the server with its state beside the shard:
@@ -924,6 +981,7 @@ static const pti_test_case cases[] = {
     {"test_server_momentum_state", test_server_momentum_state},
     {"test_server_max_staleness_drops", test_server_max_staleness_drops},
     {"test_server_step_max", test_server_step_max},
+    {"test_server_grad_bound", test_server_grad_bound},
     {"test_server_fuzz_keeps_serving", test_server_fuzz_keeps_serving},
     {"test_server_shutdown_op", test_server_shutdown_op},
     {"test_server_gone_worker_not_waited", test_server_gone_worker_not_waited},

@@ -54,6 +54,9 @@ int pti_final_read(const char *dir, pti_final *out)
 // servers' and workers' files after every process has stopped.
 typedef struct sum_stats {
 	uint64_t updates, stale_sum, stale_max, dropped, nonfinite;
+	uint64_t bound_refused; // pushes refused over --grad-bound
+	double grad_ratio;      // the largest gradient RMS / median a
+				// server saw (--grad-bound compares it)
 	uint64_t unauth, auth_failed, conn_closed; // refused strangers
 	uint64_t rank_refused; // hellos for a rank a live connection held
 	uint64_t losses, rejoins; // workers the servers lost, and took back
@@ -246,6 +249,9 @@ static void gather_servers(const pti_config *c, sum_stats *st)
 			continue;
 		}
 		st->nonfinite += server_count(j, "nonfinite_gradients");
+		st->bound_refused += server_count(j, "bound_refusals");
+		st->grad_ratio = fmax(st->grad_ratio,
+		    pti_json_num(j, "grad_ratio_max"));
 		st->unauth += server_count(j, "unauthenticated_requests");
 		st->auth_failed += server_count(j, "auth_failures");
 		st->conn_closed += server_count(j, "connections_closed");
@@ -506,8 +512,10 @@ int pti_summary_write(const pti_run_facts *r)
 	int lost_rec = json_array_size(st.srv_missing) > 0;
 	double srv = lost_rec ? NAN : 0; // added to each server count
 	// A worker a server lost (the sync steps closed without it) damages
-	// the job, whether or not the launcher saw that process go.
-	if ((lost_rec || st.losses > 0) && strcmp(outcome, "diverged") != 0)
+	// the job, whether or not the launcher saw that process go; so does
+	// a gradient a server refused (non-finite, or over --grad-bound).
+	if ((lost_rec || st.losses > 0 || st.nonfinite > 0 ||
+		st.bound_refused > 0) && strcmp(outcome, "diverged") != 0)
 		outcome = "damaged";
 	double samples = (double)st.rows * (c->job.batch / c->job.workers);
 	// Training time: from the first step's start to the last step's end
@@ -565,6 +573,8 @@ int pti_summary_write(const pti_run_facts *r)
 	num(f, "max_staleness_seen", (double)st.stale_max + srv, 20);
 	num(f, "dropped_gradients", (double)st.dropped + srv, 20);
 	num(f, "nonfinite_gradients", (double)st.nonfinite + srv, 20);
+	num(f, "bound_refusals", (double)st.bound_refused + srv, 20);
+	num(f, "grad_ratio_max", st.grad_ratio + srv, 4);
 	num(f, "unauthenticated_requests", (double)st.unauth + srv, 20);
 	num(f, "auth_failures", (double)st.auth_failed + srv, 20);
 	num(f, "connections_closed", (double)st.conn_closed + srv, 20);

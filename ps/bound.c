@@ -1,0 +1,115 @@
+// ps/bound.c - the gradient norm bound (--grad-bound K): a push whose
+// gradient, as root mean square over its range, is more than K times the
+// median of the last PS_BOUND_WINDOW pushes the server accepted for the
+// same range (or than K x PS_BOUND_FLOOR, when that is larger) is refused, counted and logged, so that one poisoned push
+// (3e38, or a worker gone wrong) changes no parameter and cannot leave
+// the job "ok". Each range (its offset in the shard; pieces of
+// --layer-push have one each) keeps its own window: the layers of a
+// model differ by orders of magnitude. Ranges share a window only once
+// more than PS_BOUND_SLOTS are in use. The bound applies once a range's
+// window is full; a refused push does not enter it.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/blas.h"
+#include "common/err.h"
+#include "ps/pieces.h"
+#include "ps/server_impl.h"
+
+struct ps_bound {
+	uint64_t off; // the range this slot's window belongs to (first one)
+	uint32_t count, next;
+	float rms[PS_BOUND_WINDOW];
+};
+
+// bound_rms is the root mean square of the n floats at pay (which need
+// not be aligned).
+static double bound_rms(const void *pay, uint64_t n)
+{
+	const float *a = pti_aligned(pay);
+	double sum = 0;
+	if (a != NULL) {
+		sum = pti_blas_sumsq(a, n);
+	} else {
+		float buf[1024];
+		for (uint64_t i = 0; i < n; i += 1024) {
+			size_t len = n - i < 1024 ? n - i : 1024;
+			memcpy(buf, (const char *)pay + i * 4, len * 4);
+			sum += pti_blas_sumsq(buf, len);
+		}
+	}
+	return n > 0 ? sqrt(sum / (double)n) : 0;
+}
+
+static int bound_cmp(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+	return (x > y) - (x < y);
+}
+
+static double bound_median(const ps_bound *b)
+{
+	float v[PS_BOUND_WINDOW];
+	memcpy(v, b->rms, sizeof(v));
+	qsort(v, PS_BOUND_WINDOW, sizeof(float), bound_cmp);
+	return 0.5 * ((double)v[PS_BOUND_WINDOW / 2 - 1] +
+			 (double)v[PS_BOUND_WINDOW / 2]);
+}
+
+int pti_bound_check(ps_server *s, const pti_hdr *h, const void *pay,
+    uint64_t off, uint64_t n)
+{
+	double k = s->job->grad_bound;
+	if (k <= 0 || n == 0)
+		return 0;
+	if (s->bound == NULL &&
+	    (s->bound = calloc(PS_BOUND_SLOTS, sizeof(ps_bound))) == NULL)
+		return pti_err_set(PT_ENOMEM, "gradient bound windows");
+	// The range's slot: open addressing from its hash; once every slot
+	// is taken, the hashed one is shared.
+	uint32_t i0 = (uint32_t)((off * 0x9E3779B97F4A7C15ull) >> 40) %
+		      PS_BOUND_SLOTS;
+	ps_bound *b = &s->bound[i0];
+	for (uint32_t i = 0; i < PS_BOUND_SLOTS; i++) {
+		ps_bound *c = &s->bound[(i0 + i) % PS_BOUND_SLOTS];
+		if (c->count == 0 || c->off == off) {
+			b = c;
+			break;
+		}
+	}
+	if (b->count == 0)
+		b->off = off;
+	double rms = bound_rms(pay, n);
+	if (b->count >= PS_BOUND_WINDOW) {
+		// The floor keeps a window of zeros (a layer whose units
+		// all died) from refusing the next small gradient.
+		double med = bound_median(b);
+		double ratio = rms / (med > PS_BOUND_FLOOR ? med : PS_BOUND_FLOOR);
+		if (ratio > s->grad_ratio_max)
+			s->grad_ratio_max = ratio;
+		if (ratio > k) {
+			s->grad_refused++;
+			if (pti_note_due(s->grad_refused))
+				pti_log(PT_LOG_WARN, "server %u: refused a push "
+				    "of worker %u at step %lld on [%llu, +%llu): "
+				    "gradient RMS %g is %g times the median %g "
+				    "of the last %d pushes there (floor %g), "
+				    "more than --grad-bound %g; %llu so far",
+				    s->rank,
+				    h->rank, (long long)h->step,
+				    (unsigned long long)(s->lo + off),
+				    (unsigned long long)n, rms, ratio, med,
+				    PS_BOUND_WINDOW, PS_BOUND_FLOOR, k,
+				    (unsigned long long)s->grad_refused);
+			return pti_err_set(PT_ERANGE, "worker %u pushed a "
+			    "gradient of RMS %g, %g times the median of the "
+			    "last %d pushes of that range (--grad-bound %g)",
+			    h->rank, rms, ratio, PS_BOUND_WINDOW, k);
+		}
+	}
+	b->rms[b->next] = (float)rms;
+	b->next = (b->next + 1) % PS_BOUND_WINDOW;
+	b->count += b->count < PS_BOUND_WINDOW;
+	return 0;
+}
