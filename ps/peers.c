@@ -5,10 +5,12 @@
 // limits on connections that prove nothing (server_impl.h).
 #include <arpa/inet.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/sockwatch.h"
 #include "common/testhook.h"
 #include "ps/server_impl.h"
 
@@ -258,11 +260,70 @@ nng_msg *pti_hello_bind(ps_server *s, ps_peer *p, const pti_hdr *h,
 	return NULL;
 }
 
+// peers_known: whether connection c of the kernel's is one of the
+// server's peers. Under the lock.
+static int peers_known(const ps_server *s, const pti_sock *c)
+{
+	for (uint32_t i = 0; i < s->n_peers; i++) {
+		const nng_sockaddr *a = &s->peers[i].addr;
+		if (s->peers[i].pipe == 0)
+			continue;
+		if (a->s_family == NNG_AF_INET &&
+		    pti_sock_peer_is(c, AF_INET, &a->s_in.sa_addr,
+			a->s_in.sa_port))
+			return 1;
+		if (a->s_family == NNG_AF_INET6 &&
+		    pti_sock_peer_is(c, AF_INET6, a->s_in6.sa_addr,
+			a->s_in6.sa_port))
+			return 1;
+	}
+	return 0;
+}
+
+// peers_unseen shuts down, once a second, the connections to the
+// listening port that nng has made no connection of ours (pipe) after
+// --auth-timeout seconds of silence: a TLS handshake never begun, whose
+// negotiation timeout nng 1.5.2 loses (common/sockwatch.h). Counted
+// with the connections closed unauthenticated. Without the lock.
+static void peers_unseen(ps_server *s)
+{
+	double now = pti_clock_s();
+	if (s->port == 0 || now - s->scanned < PS_SCAN_S)
+		return;
+	s->scanned = now;
+	if (s->scan == NULL &&
+	    (s->scan = calloc(PS_SCAN_MAX, sizeof(pti_sock))) == NULL)
+		return;
+	int n = pti_sock_scan(s->port, s->scan, PS_SCAN_MAX), cut = 0;
+	pthread_mutex_lock(&s->mu);
+	for (int i = 0; i < n; i++)
+		if (s->scan[i].quiet_s >= s->job->auth_timeout &&
+		    !peers_known(s, &s->scan[i]))
+			s->scan[cut++] = s->scan[i];
+	pthread_mutex_unlock(&s->mu);
+	for (int i = 0; i < cut; i++) {
+		char name[80];
+		if (pti_sock_cut(&s->scan[i]) != 0)
+			continue;
+		pthread_mutex_lock(&s->mu);
+		uint64_t k = ++s->conn_closed;
+		pthread_mutex_unlock(&s->mu);
+		pti_sock_peer_name(&s->scan[i], name, sizeof(name));
+		if (pti_note_due(k))
+			pti_log(PT_LOG_WARN, "server %u: closing the connection "
+			    "of %s: no handshake after %.0fs (%llu closed so "
+			    "far)", s->rank, name, s->scan[i].quiet_s,
+			    (unsigned long long)k);
+	}
+}
+
 // pti_peers_idle closes connections that have not proven the secret within
 // --auth-timeout seconds: whatever they hold (a half-sent message) goes with
-// them. Called without the lock.
+// them, and those nng made no connection of (peers_unseen). Called without
+// the lock.
 void pti_peers_idle(ps_server *s)
 {
+	peers_unseen(s);
 	uint32_t close_ids[256], n; // the idle rest go on the next tick
 	do { // those that gave way to newer ones: all of them
 		pthread_mutex_lock(&s->mu);

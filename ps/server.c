@@ -129,6 +129,7 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 		ps_peer *q = pti_peer_add(s, id);
 		if (q != NULL) {
 			snprintf(q->name, sizeof(q->name), "%s", name);
+			(void)nng_pipe_get_addr(p, NNG_OPT_REMADDR, &q->addr);
 		} else if (pti_note_due(++s->conn_closed)) {
 			pti_log(PT_LOG_WARN, "server %u: refusing the connection "
 			    "of %s: no slot for it (%llu closed so far)",
@@ -325,6 +326,10 @@ static int server_listen(pt_server *ps)
 		    ps->s.rank, ps->listen, nng_strerror(rv));
 	nng_pipe_notify(s->sock, NNG_PIPE_EV_ADD_PRE, pipe_cb, s);
 	nng_pipe_notify(s->sock, NNG_PIPE_EV_REM_POST, pipe_cb, s);
+	int port;
+	if (nng_listener_get_int(ps->l, NNG_OPT_TCP_BOUND_PORT, &port) == 0 &&
+	    port > 0 && port < 65536)
+		s->port = (uint16_t)port; // tcp, tls: see pti_peers_idle
 	for (uint32_t i = 0; i < s->n_ctx; i++)
 		ctx_recv(&s->ctxs[i]);
 	return server_ready(ps);

@@ -23,6 +23,8 @@
 #include "ps/server.h"
 
 #define PS_CONTROL_MAX 8 // authenticated control connections at once
+#define PS_SCAN_MAX 8192 // kernel connections a scan looks at
+#define PS_SCAN_S 1.0    // seconds between scans
 // The largest step or version a push may carry: far beyond any job (a
 // million steps a second for 30 years), far below where step + 1 or a
 // difference of two steps could overflow.
@@ -81,6 +83,8 @@ typedef struct ps_peer {
 	double since;        // when it connected
 	uint64_t requests;   // complete requests received
 	char name[80];       // the peer's address, for logs
+	nng_sockaddr addr;   // the peer's address (tcp, tls), to match the
+			     // kernel's connections with (sockwatch.h)
 } ps_peer;
 
 struct ps_ctx {
@@ -173,6 +177,12 @@ struct ps_server {
 	// close (pti_peers_idle): a pipe callback must not close another
 	// pipe (under a flood that hangs nng 1.5.2's reaper for good).
 	uint32_t *evict, n_evict; // n_peers slots
+	// Connections to the listening port nng has made no pipe of (a TLS
+	// handshake never begun): found through the kernel, shut down after
+	// --auth-timeout (pti_peers_unseen).
+	uint16_t port;          // the listening tcp or tls port; 0 (ipc) none
+	struct pti_sock *scan;  // (PS_SCAN_MAX) the last scan, or NULL
+	double scanned;         // when (pti_clock_s)
 	uint64_t rank_refused; // worker hellos for a rank a live connection
 			       // holds
 	int64_t step_max; // a worker's step, at most (job step_max, or

@@ -318,6 +318,7 @@ void pti_server_fini(ps_server *s)
 	free(s->peers);
 	free(s->evict);
 	free(s->bound);
+	free(s->scan);
 	free(s->state1);
 	free(s->state2);
 	pthread_mutex_destroy(&s->mu);

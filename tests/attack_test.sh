@@ -342,7 +342,97 @@ test_attack_poisoned_push() {
 	fi
 }
 
+# idle HOST:PORT... N S: N connections to each address that send
+# nothing, held S seconds, then closed. Prints, per address, how many
+# were made and how many the other end closed meanwhile.
+idle() {
+	$PY - "$@" <<'EOF'
+import resource, selectors, socket, sys, time
+addrs, n, hold = sys.argv[1:-2], int(sys.argv[-2]), float(sys.argv[-1])
+t0 = time.time()
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+socks, made = {}, {}
+for a in addrs:
+    host, port = a.rsplit(":", 1)
+    made[a] = 0
+    for i in range(n):
+        try:
+            socks[socket.create_connection((host, int(port)), timeout=10)] = a
+            made[a] += 1
+        except OSError:
+            break
+print("idle: open after %.1f s" % (time.time() - t0), flush=True)
+end, closed = time.time() + hold, {a: 0 for a in addrs}
+sel = selectors.DefaultSelector()
+for s in socks:
+    sel.register(s, selectors.EVENT_READ)
+while time.time() < end and sel.get_map():
+    for key, _ in sel.select(0.2):
+        try:
+            gone = key.fileobj.recv(64) == b""
+        except OSError:
+            gone = True
+        if gone:
+            closed[socks[key.fileobj]] += 1
+            sel.unregister(key.fileobj)
+for s in socks:
+    s.close()
+for a in addrs:
+    print("idle: %s %d connections held %.0f s, %d closed by the other end"
+          % (a, made[a], hold, closed[a]))
+EOF
+}
+
+test_attack_idle_at_ulimit() {
+	# A TLS job with its dashboard, at ulimit -n 1024: 1,000
+	# connections that never start a TLS handshake against server 0
+	# and 1,000 idle ones against the dashboard. The server closes them
+	# after --auth-timeout (nng 1.5.2 alone never would), the dashboard
+	# keeps at most 64; a worker killed meanwhile is restarted and the
+	# job ends exit 0.
+	n=test_attack_idle_at_ulimit
+	sh scripts/certs.sh "$T/ica" >/dev/null 2>&1 || {
+		no $n "scripts/certs.sh failed"; return; }
+	tls="--transport tls --tls-cert $T/ica/server.crt --tls-key $T/ica/server.key --tls-ca $T/ica/ca.crt"
+	(ulimit -n 1024 && exec $P run $J $tls --mode sync --restart-workers 1 \
+		--dashboard --dashboard-listen 127.0.0.1:0 --out "$T/ul" \
+		>"$T/ul.log" 2>&1) &
+	job=$!
+	u=$(urls "$T/ul")
+	d=$(sed -n 's|.*dashboard at http://\([0-9.:]*\)/.*|\1|p' "$T/ul.log")
+	s0=${u%%,*}
+	idle "${s0#tls+tcp://}" "$d" 1000 8 >"$T/idle.log" 2>&1 &
+	ip=$!
+	# Kill worker 1 once the server has begun to close them: its
+	# restart reconnects while the rest are held.
+	i=0
+	while [ "$i" -lt 600 ] &&
+		! grep -q "no handshake after" "$T/ul/server-0.log"; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	w=$(pgrep -f -- "worker .*--out $T/ul .*--rank 1 ")
+	[ -n "$w" ] && kill -9 $w
+	wait $ip
+	wait $job
+	rc=$?
+	wr=$(json worker_restarts "$T/ul/summary.json")
+	sc=$(sed -n "s/^idle: ${s0#tls+tcp://} \([0-9]*\) .*, \([0-9]*\) closed.*/\1 \2/p" "$T/idle.log")
+	dc=$(sed -n "s/^idle: $d \([0-9]*\) .*, \([0-9]*\) closed.*/\1 \2/p" "$T/idle.log")
+	if [ -n "$w" ] && [ "$rc" = 0 ] && [ "$wr" = 1 ] &&
+		[ "${sc% *}" -ge 900 ] && [ "${sc#* }" -ge 900 ] &&
+		[ "${dc% *}" -ge 900 ] && [ "${dc#* }" -ge 900 ] &&
+		grep -q "no handshake after" "$T/ul/server-0.log"; then
+		ok $n
+	else
+		no $n "worker 1 '$w', exit $rc, worker_restarts '$wr', server '$sc', dashboard '$dc' ($(cat "$T/idle.log"))" \
+			"$T/ul.log"
+	fi
+}
+
 test_attack_poisoned_push
+test_attack_idle_at_ulimit
 test_attack_sync_bit_identical
 test_attack_async_finite
 test_attack_tls_bit_identical

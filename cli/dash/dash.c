@@ -26,8 +26,18 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/outputs.h"
+#include "common/sockwatch.h"
 
 #define DASH_CHARTJS_MAX (8 << 20) // bytes: far above Chart.js's 200 KB
+// nng's HTTP server neither caps nor times out its connections: the
+// watcher (dash_watch) closes those idle DASH_IDLE_S seconds, and past
+// DASH_CONN_MAX at once the most idle of those idle at least
+// DASH_CROWD_S, so that idle connections cannot take the launcher's
+// descriptors (a page polls about every second or two).
+#define DASH_CONN_MAX 64
+#define DASH_IDLE_S 30.0
+#define DASH_CROWD_S 2.0
+#define DASH_WATCH_MS 250
 
 struct pti_dash {
 	nng_http_server *srv;
@@ -38,7 +48,14 @@ struct pti_dash {
 	uint32_t n_jobs;
 	char *chartjs; // the file's bytes, or a script saying it is missing
 	size_t chartjs_len;
+	uint16_t port;     // where it listens
+	pthread_t watcher; // dash_watch, when `watching`
+	int watching, stop; // stop: under mu, with `wake`
+	pthread_cond_t wake;
+	pti_sock *socks;   // (DASH_SCAN_MAX) the watcher's
+	uint64_t closed;   // connections the watcher closed
 };
+#define DASH_SCAN_MAX 8192
 
 // ---------------------------------------------------------------- handlers
 
@@ -232,6 +249,43 @@ static int dash_handlers(pti_dash *d)
 
 // ---------------------------------------------------------------- the API
 
+// ---------------------------------------------------------------- watcher
+
+static int dash_more_idle(const void *a, const void *b)
+{
+	double x = ((const pti_sock *)a)->idle_s, y = ((const pti_sock *)b)->idle_s;
+	return (x < y) - (x > y);
+}
+
+// dash_cut closes the dashboard's connections that are idle too long, or
+// too many: see DASH_CONN_MAX.
+static void dash_cut(pti_dash *d)
+{
+	int n = pti_sock_scan(d->port, d->socks, DASH_SCAN_MAX);
+	qsort(d->socks, (size_t)n, sizeof(pti_sock), dash_more_idle);
+	for (int i = 0; i < n; i++) {
+		const pti_sock *c = &d->socks[i];
+		int crowd = n - i > DASH_CONN_MAX && c->idle_s >= DASH_CROWD_S;
+		if ((c->idle_s >= DASH_IDLE_S || crowd) && pti_sock_cut(c) == 0)
+			d->closed++;
+	}
+}
+
+static void *dash_watch(void *arg)
+{
+	pti_dash *d = arg;
+	pthread_mutex_lock(&d->mu);
+	while (!d->stop) {
+		pthread_mutex_unlock(&d->mu);
+		dash_cut(d);
+		pthread_mutex_lock(&d->mu);
+		if (!d->stop)
+			pti_cond_wait_ms(&d->wake, &d->mu, DASH_WATCH_MS);
+	}
+	pthread_mutex_unlock(&d->mu);
+	return NULL;
+}
+
 int pti_dash_open(pti_dash **out, const char *flag, const char *listen,
     const char *title, const pti_dash_job *jobs, uint32_t n, char *url,
     size_t n_url)
@@ -255,6 +309,7 @@ int pti_dash_open(pti_dash **out, const char *flag, const char *listen,
 		d->jobs[i].state = jobs[i].state;
 	}
 	pthread_mutex_init(&d->mu, NULL);
+	pthread_cond_init(&d->wake, NULL);
 	snprintf(u, sizeof(u), "http://%s", listen);
 	int rv = nng_url_parse(&d->url, u);
 	if (rv == 0)
@@ -274,6 +329,13 @@ int pti_dash_open(pti_dash **out, const char *flag, const char *listen,
 	char host[64];
 	inet_ntop(AF_INET, &sa.s_in.sa_addr, host, sizeof(host));
 	snprintf(url, n_url, "http://%s:%u/", host, ntohs(sa.s_in.sa_port));
+	d->port = ntohs(sa.s_in.sa_port);
+	if ((d->socks = calloc(DASH_SCAN_MAX, sizeof(pti_sock))) == NULL ||
+	    pthread_create(&d->watcher, NULL, dash_watch, d) != 0) {
+		pti_dash_close(d);
+		return pti_err_set(PT_ENOMEM, "%s: the dashboard's watcher", flag);
+	}
+	d->watching = 1;
 	*out = d;
 	return 0;
 }
@@ -321,6 +383,13 @@ void pti_dash_close(pti_dash *d)
 {
 	if (d == NULL)
 		return;
+	if (d->watching) {
+		pthread_mutex_lock(&d->mu);
+		d->stop = 1;
+		pthread_cond_signal(&d->wake);
+		pthread_mutex_unlock(&d->mu);
+		pthread_join(d->watcher, NULL);
+	}
 	// nng_http_server_stop returns once every connection is reaped,
 	// its handler's callback included: nothing uses d after it.
 	if (d->srv != NULL) {
@@ -329,7 +398,9 @@ void pti_dash_close(pti_dash *d)
 	}
 	if (d->url != NULL)
 		nng_url_free(d->url);
+	pthread_cond_destroy(&d->wake);
 	pthread_mutex_destroy(&d->mu);
+	free(d->socks);
 	free(d->chartjs);
 	free(d->jobs);
 	free(d);

@@ -21,6 +21,8 @@
 #define RUN_MAX_WORKERS 1024
 // seconds a worker may run on after the servers stopped at the job's end
 #define RUN_DONE_GRACE 5.0
+// seconds the launcher waits for a descriptor to start a process with
+#define RUN_FD_WAIT_S 10.0
 
 typedef struct run_proc {
 	pid_t pid;

@@ -97,7 +97,14 @@ static int run_spawn(run_job *j, int server, uint32_t rank, char **extra,
 	argv[argc] = NULL;
 	snprintf(p->log, sizeof(p->log), "%s/%s-%u.log", c->job.out,
 	    server ? "server" : "worker", rank);
-	int fd = open(p->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+	// Out of descriptors (a flood of the dashboard's connections, which
+	// it closes within seconds): try again for a while.
+	int fd;
+	double until = pti_clock_s() + RUN_FD_WAIT_S;
+	while ((fd = open(p->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+		    0666)) < 0 && (errno == EMFILE || errno == ENFILE) &&
+	       pti_clock_s() < until)
+		usleep(50 * 1000);
 	if (fd < 0) {
 		run_argv_free(argv, argc);
 		return pti_err_set(PT_EIO, "%s: %s", p->log, strerror(errno));
@@ -107,7 +114,12 @@ static int run_spawn(run_job *j, int server, uint32_t rank, char **extra,
 	p->tee = -1;
 	if (j->tee != NULL) {
 		int out;
-		if ((p->tee = pti_tee_add(j->tee, fd, &out)) < 0) {
+		while ((p->tee = pti_tee_add(j->tee, fd, &out)) < 0 &&
+		       (errno == EMFILE || errno == ENFILE) &&
+		       pti_clock_s() < until)
+			usleep(50 * 1000);
+		if (p->tee < 0) {
+			close(fd);
 			run_argv_free(argv, argc);
 			return PT_EIO;
 		}

@@ -160,14 +160,14 @@ int pti_tee_add(pti_tee *t, int log_fd, int *child_fd)
 {
 	int p[2];
 	if (t->n == t->cap) {
-		close(log_fd);
 		pti_err_set(PT_EINVAL, "more than %u processes", t->cap);
+		errno = EINVAL;
 		return -1;
 	}
 	if (pipe2(p, O_CLOEXEC) != 0) {
 		int e = errno;
-		close(log_fd);
 		pti_err_set(PT_EIO, "pipe: %s", strerror(e));
+		errno = e;
 		return -1;
 	}
 	pthread_mutex_lock(&t->mu);

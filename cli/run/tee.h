@@ -19,7 +19,8 @@ int pti_tee_open(pti_tee **t, unsigned slots);
 // pti_tee_add takes log_fd (the child's log, opened for writing; the tee
 // closes it) and makes a pipe whose write end, *child_fd, the child
 // writes to (the caller closes it once the child is forked; both ends
-// are close-on-exec). Returns the child's slot, or -1 with an error set.
+// are close-on-exec). Returns the child's slot, or -1 with an error set
+// and errno (log_fd is then still the caller's).
 int pti_tee_add(pti_tee *t, int log_fd, int *child_fd);
 
 // pti_tee_tail waits up to wait_s seconds for the end of slot's output
