@@ -5,8 +5,13 @@
 // A server input: byte 0 picks the mode (sync, async, ssp); then records
 // of [connection, length low, length high, length bytes of message].
 // Connection 1 is worker 0's and 2 worker 1's (both proven before the
-// input runs), 3 a control client's (proven), 4 a stranger's; 5 closes
-// worker 1's connection and opens a new one for it, unproven.
+// input runs), 3 a control client's (proven), 4 a stranger's. The rest
+// are connection events, with no message (the length is their
+// argument): 5 closes worker 1's connection and opens a new one for it,
+// unproven (8 the same for worker 0); 6 opens `length % 300` new
+// connections that prove nothing (past the table's room the oldest give
+// way); 7 says worker (length & 1)'s hello again, with a good proof, on
+// its connection (a rejoin, or a rank a live connection still holds).
 #ifndef PT_TESTS_FUZZ_H
 #define PT_TESTS_FUZZ_H
 

@@ -39,9 +39,11 @@ static nng_msg *ask(pti_local_server *s, uint32_t pipe, const pti_hdr *h,
 	return rep;
 }
 
-// prove says hello on pipe as role/rank with a good proof of the secret.
+// prove says hello on pipe as role/rank with a good proof of the secret;
+// the reply's status goes to *status, or any but 0 aborts when status
+// is NULL.
 static void prove(pti_local_server *s, uint32_t pipe, uint32_t role,
-    uint32_t rank, uint64_t lhash, uint64_t n_params)
+    uint32_t rank, uint64_t lhash, uint64_t n_params, uint32_t *status)
 {
 	pti_hdr h, r;
 	pti_secret key;
@@ -58,8 +60,10 @@ static void prove(pti_local_server *s, uint32_t pipe, uint32_t role,
 	h.has |= PTI_H_MAC;
 	pti_auth_mac(&key, r.nonce, role, rank, 0, lhash, h.mac);
 	nng_msg *rep = ask(s, pipe, &h, NULL, 0, &r);
-	if (rep == NULL || r.status != 0)
+	if (rep == NULL || (status == NULL && r.status != 0))
 		abort();
+	if (status != NULL)
+		*status = r.status;
 	nng_msg_free(rep);
 }
 
@@ -77,24 +81,38 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (uint32_t p = 1; p <= 4; p++)
 		pti_local_connect(s, p);
 	uint64_t lh = pti_layout_hash(&l);
-	prove(s, 1, PT_ROLE_WORKER, 0, lh, l.n_params);
-	prove(s, 2, PT_ROLE_WORKER, 1, lh, l.n_params);
-	prove(s, 3, PT_ROLE_CONTROL, 0, 0, 0);
-	uint32_t w1 = 2, next = 5;
+	prove(s, 1, PT_ROLE_WORKER, 0, lh, l.n_params, NULL);
+	prove(s, 2, PT_ROLE_WORKER, 1, lh, l.n_params, NULL);
+	prove(s, 3, PT_ROLE_CONTROL, 0, 0, 0, NULL);
+	uint32_t w[2] = {1, 2}, next = 5, status;
 	size_t at = 1;
 	while (at + 3 <= size) {
-		uint32_t conn = data[at] % 6;
+		uint32_t conn = data[at] % 9;
 		size_t len = (size_t)data[at + 1] | (size_t)data[at + 2] << 8;
 		at += 3;
-		if (len > size - at)
-			len = size - at;
-		if (conn == 5) {
-			pti_local_disconnect(s, w1);
-			w1 = next++;
-			pti_local_connect(s, w1);
+		// The connection events (fuzz.h): no message follows.
+		if (conn == 5 || conn == 8) {
+			uint32_t *p = &w[conn == 5];
+			pti_local_disconnect(s, *p);
+			*p = next++;
+			pti_local_connect(s, *p);
 			continue;
 		}
-		uint32_t pipe = conn == 2 ? w1 : conn == 0 ? 4 : conn;
+		if (conn == 6) {
+			for (size_t i = 0; i < len % 300; i++)
+				pti_local_connect(s, next++);
+			continue;
+		}
+		if (conn == 7) {
+			uint32_t r = len & 1;
+			prove(s, w[r], PT_ROLE_WORKER, r, lh, l.n_params,
+			    &status);
+			continue;
+		}
+		if (len > size - at)
+			len = size - at;
+		uint32_t pipe = conn == 1 || conn == 2 ? w[conn - 1] :
+				conn == 0 ? 4 : conn;
 		nng_msg *m;
 		if (nng_msg_alloc(&m, 0) != 0 || nng_msg_append(m, data + at,
 						      len) != 0)

@@ -132,6 +132,19 @@ int main(int argc, char **argv)
 		pti_hdr_init(&h, PT_OP_SHUTDOWN, PT_ROLE_WORKER, 0);
 		seq_add(1, &h, NULL, 0);
 		put("server", seq, seq_n);
+		// connection events: a flood of 200 unproven connections,
+		// worker 0 reconnects and proves itself again, worker 1 says
+		// hello again on its live connection, then a push
+		seq_start(mode);
+		seq[seq_n++] = 6, seq[seq_n++] = 200, seq[seq_n++] = 0;
+		seq[seq_n++] = 8, seq[seq_n++] = 0, seq[seq_n++] = 0;
+		seq[seq_n++] = 7, seq[seq_n++] = 0, seq[seq_n++] = 0;
+		seq[seq_n++] = 7, seq[seq_n++] = 1, seq[seq_n++] = 0;
+		pti_hdr_init(&h, PT_OP_PUSH, PT_ROLE_WORKER, 1);
+		h.has |= PTI_H_STEP | PTI_H_VER | PTI_H_RANGE;
+		h.off = 0;
+		seq_add(2, &h, g, n);
+		put("server", seq, seq_n);
 	}
 	free(g);
 	return 0;
