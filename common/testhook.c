@@ -32,3 +32,13 @@ int pti_test_poison(unsigned rank, unsigned long long step)
 	close(fd);
 	return 1;
 }
+
+unsigned long long pti_test_steps(unsigned rank, unsigned long long steps)
+{
+	const char *e = pti_test_hook("PSTRAIN_TEST_STEPS");
+	unsigned r;
+	unsigned long long n;
+	if (e == NULL || sscanf(e, "%u:%llu", &r, &n) != 2 || r != rank)
+		return steps;
+	return n;
+}

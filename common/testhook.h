@@ -40,4 +40,8 @@ void pti_test_hold(pti_hold at);
 // or not it is restarted after.
 int pti_test_poison(unsigned rank, unsigned long long step);
 
+// pti_test_steps: with PSTRAIN_TEST_STEPS=R:N, worker R's planned steps
+// are N instead of `steps` (it finishes early, as one misled would).
+unsigned long long pti_test_steps(unsigned rank, unsigned long long steps);
+
 #endif // PT_COMMON_TESTHOOK_H

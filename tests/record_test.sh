@@ -237,7 +237,27 @@ test_record_disk_full() {
 	fi
 }
 
+test_record_short_worker() {
+	# A worker that finishes short of the plan, unlost (the test hook
+	# PSTRAIN_TEST_STEPS gives worker 1 30 steps of 100, as one misled
+	# by a forged step would): the job is damaged, and says which.
+	n=test_record_short_worker
+	d="$T/short"
+	PSTRAIN_TEST_STEPS=1:30 $H run $D --mode async --workers 2 \
+		--batch 32 --steps 100 --out "$d" >"$d.log" 2>&1 ||
+		{ no $n "the job failed" "$d.log"; return; }
+	if [ "$(jstr outcome "$d/summary.json")" = damaged ] &&
+		grep -q '"worker-1": 30' "$d/summary.json" &&
+		grep -q "worker 1 computed 30 of the 100 steps planned" "$d.log"
+	then
+		ok $n
+	else
+		no $n "not damaged, or not said why" "$d.log"
+	fi
+}
+
 test_record_every_option
+test_record_short_worker
 test_record_disk_full
 test_record_server_record_missing
 test_record_collapsed

@@ -17,6 +17,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/rng.h"
+#include "common/testhook.h"
 #include "train/eval.h"
 
 void pti_train_sleep_ms(double ms)
@@ -49,7 +50,8 @@ int pti_trainer_init(pti_trainer *w, const pti_config *c)
 		return pti_err_set(PT_EINVAL,
 		    "--batch %u is larger than the %u training examples of %s",
 		    c->job.batch, w->data.train.n, c->data);
-	w->steps = c->steps ? c->steps : (uint64_t)c->epochs * w->spe;
+	w->steps = pti_test_steps(c->rank,
+	    c->steps ? c->steps : (uint64_t)c->epochs * w->spe);
 	uint32_t rows = w->b > PTI_EVAL_CHUNK ? w->b : PTI_EVAL_CHUNK;
 	uint64_t np = w->layout.n_params;
 	w->params = malloc(np * sizeof(float));

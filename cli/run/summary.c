@@ -62,6 +62,8 @@ typedef struct sum_stats {
 	uint64_t losses, rejoins; // workers the servers lost, and took back
 	json_t *srv_missing;   // names of the server-R.json not there
 	json_t *steps_by;      // "worker-R" to its rows of this job (or null)
+	int short_rank;        // a worker of a fresh job that computed fewer
+	uint64_t short_rows;   // steps than planned (its rows), or -1
 	uint64_t hist[PT_STALE_BUCKETS];
 	uint64_t rows; // gradients the workers computed in this job
 	double *step_ms; // each of those rows' step time (n_step of them)
@@ -297,7 +299,15 @@ static void gather_workers(const pti_run_facts *r, sum_stats *st)
 		// This job's rows: a resumed job appends to its files.
 		char key[32];
 		snprintf(key, sizeof(key), "worker-%u", w);
-		if (pti_csv_read(path, r->csv_from[w], want, K, &t) != 0) {
+		int read = pti_csv_read(path, r->csv_from[w], want, K, &t) == 0;
+		// A fresh job's worker computes every planned step (a
+		// restarted one may not: the job is damaged anyway).
+		if (r->resumed_from < 0 && st->short_rank < 0 &&
+		    (!read || t.n_rows < r->steps)) {
+			st->short_rank = (int)w;
+			st->short_rows = read ? t.n_rows : 0;
+		}
+		if (!read) {
 			sum_startup(st, "worker", w, NAN);
 			json_object_set_new(st->steps_by, key, json_null());
 			continue;
@@ -497,6 +507,7 @@ int pti_summary_write(const pti_run_facts *r)
 	st.startups = json_object();
 	st.srv_missing = json_array();
 	st.steps_by = json_object();
+	st.short_rank = -1;
 	gather_servers(c, &st);
 	gather_workers(r, &st);
 	gather_evals(r, &st);
@@ -517,6 +528,16 @@ int pti_summary_write(const pti_run_facts *r)
 	if ((lost_rec || st.losses > 0 || st.nonfinite > 0 ||
 		st.bound_refused > 0) && strcmp(outcome, "diverged") != 0)
 		outcome = "damaged";
+	// So does a worker that stopped short of the plan, unlost.
+	if (st.short_rank >= 0 && strcmp(outcome, "diverged") != 0) {
+		if (strcmp(outcome, "damaged") != 0)
+			fprintf(stderr, "pstrain run: warning: worker %d "
+			    "computed %llu of the %llu steps planned; the "
+			    "outcome is \"damaged\"\n", st.short_rank,
+			    (unsigned long long)st.short_rows,
+			    (unsigned long long)r->steps);
+		outcome = "damaged";
+	}
 	double samples = (double)st.rows * (c->job.batch / c->job.workers);
 	// Training time: from the first step's start to the last step's end
 	// over every worker (the finishing worker's own loop time, in
