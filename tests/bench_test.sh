@@ -6,7 +6,8 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/pt-bt-XXXXXX")
 trap 'rm -rf "$T"' EXIT
 . tests/lib.sh
 n=test_bench_reports_every_figure
-if BENCH_ROUNDS=1 BENCH_STEPS=40 BENCH_MEM_STEPS=3 BENCH_OUT="$T/bench.json" sh bench/run.sh \
+if BENCH_ROUNDS=1 BENCH_STEPS=40 BENCH_MEM_STEPS=3 BENCH_MEM_DATA=synthetic:512 \
+	BENCH_OUT="$T/bench.json" sh bench/run.sh \
 	>"$T/bench.log" 2>&1 &&
 	python3 -c '
 import json, math, sys
