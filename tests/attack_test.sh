@@ -352,21 +352,26 @@ test_attack_poisoned_push() {
 # were made and how many the other end closed meanwhile.
 idle() {
 	$PY - "$@" <<'EOF'
-import resource, selectors, socket, sys, time
+import resource, selectors, socket, sys, threading, time
 addrs, n, hold = sys.argv[1:-2], int(sys.argv[-2]), float(sys.argv[-1])
 t0 = time.time()
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-socks, made = {}, {}
-for a in addrs:
+socks, made = {}, {a: 0 for a in addrs}
+def open_to(a):  # one thread per address: they fill at once
     host, port = a.rsplit(":", 1)
-    made[a] = 0
     for i in range(n):
         try:
-            socks[socket.create_connection((host, int(port)), timeout=10)] = a
-            made[a] += 1
+            s = socket.create_connection((host, int(port)), timeout=10)
         except OSError:
             break
+        socks[s] = a
+        made[a] += 1
+ts = [threading.Thread(target=open_to, args=(a,)) for a in addrs]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
 print("idle: open after %.1f s" % (time.time() - t0), flush=True)
 end, closed = time.time() + hold, {a: 0 for a in addrs}
 sel = selectors.DefaultSelector()
@@ -400,7 +405,9 @@ test_attack_idle_at_ulimit() {
 	sh scripts/certs.sh "$T/ica" >/dev/null 2>&1 || {
 		no $n "scripts/certs.sh failed"; return; }
 	tls="--transport tls --tls-cert $T/ica/server.crt --tls-key $T/ica/server.key --tls-ca $T/ica/ca.crt"
-	(ulimit -n 1024 && exec $P run $J $tls --mode sync --restart-workers 1 \
+	# 500 steps of at least 40 ms: the job outlasts the connections,
+	# which nng accepts at about 130 a second over TLS.
+	(ulimit -n 1024 && exec $P run $J $tls --steps 500 --mode sync --restart-workers 1 \
 		--dashboard --dashboard-listen 127.0.0.1:0 --out "$T/ul" \
 		>"$T/ul.log" 2>&1) &
 	job=$!
