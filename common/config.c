@@ -352,6 +352,10 @@ static const config_entry config_table[] = {
     E("target-acc", T_F64, target_acc, "0.8", 0, 1, CMP, "A",
 	"validation accuracy (test accuracy with --validation 0) whose "
 	"first crossing the report times"),
+    E("baseline", T_STR, baseline, "", 0, 0, CMP, "MODE",
+	"the mode (a token of --modes, or its label) every other mode is "
+	"compared with seed by seed in the report's paired differences "
+	"(default: the first of --modes)"),
     E("seeds", T_STR, seeds, "", 0, 0, CMP, "N|S,S,...",
 	"run every mode with seeds 1..N, or with the seeds listed; report "
 	"mean, sd, min and max over them (default: --seed alone)"),

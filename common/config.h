@@ -93,6 +93,7 @@ typedef struct pti_config {
 	// compare
 	char modes[PT_PATH_MAX];
 	double target_acc;
+	char baseline[64];        // the mode the others are paired with
 	char seeds[PT_PATH_MAX];  // "N" (1..N) or "S,S,..."; "" --seed alone
 	uint32_t allow_failures;  // go on past a damaged job
 	uint32_t report_only;     // re-make report and plots, run nothing

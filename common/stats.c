@@ -62,3 +62,42 @@ void pti_stats_smooth(double *out, const double *x, size_t n,
 		out[i] = k > 0 ? sum / k : NAN;
 	}
 }
+
+double pti_t975(uint32_t df)
+{
+	static const double t[31] = {NAN, 12.7062, 4.3027, 3.1824, 2.7764,
+	    2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281, 2.2010, 2.1788,
+	    2.1604, 2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860,
+	    2.0796, 2.0739, 2.0687, 2.0639, 2.0595, 2.0555, 2.0518, 2.0484,
+	    2.0452, 2.0423};
+	if (df <= 30)
+		return t[df];
+	// Cornish-Fisher: z + g1(z)/df + g2(z)/df^2 + g3(z)/df^3.
+	double z = 1.959963985, v = df, z3 = z * z * z, z5 = z3 * z * z,
+	       z7 = z5 * z * z;
+	return z + (z3 + z) / (4 * v) + (5 * z5 + 16 * z3 + 3 * z) / (96 * v * v) +
+	       (3 * z7 + 19 * z5 + 17 * z3 - 15 * z) / (384 * v * v * v);
+}
+
+void pti_paired_of(pti_paired *out, const double *a, const double *b,
+    uint32_t n)
+{
+	double d[256] = {0};
+	uint32_t k = 0;
+	out->a_more = out->b_more = out->ties = 0;
+	for (uint32_t i = 0; i < n && k < 256; i++) {
+		if (isnan(a[i]) || isnan(b[i]))
+			continue;
+		d[k++] = a[i] - b[i];
+		out->a_more += a[i] > b[i];
+		out->b_more += a[i] < b[i];
+		out->ties += a[i] == b[i];
+	}
+	pti_stats_of(&out->d, d, k);
+	out->lo = out->hi = NAN;
+	if (k >= 2) {
+		double half = pti_t975(k - 1) * out->d.sd / sqrt((double)k);
+		out->lo = out->d.mean - half;
+		out->hi = out->d.mean + half;
+	}
+}

@@ -1,7 +1,8 @@
 // common/stats.h - summary statistics over a handful of runs (seeds):
 // mean, sample standard deviation, min and max, skipping NaN (a value
 // that was null or missing), per value list or per point index of
-// several curves of unequal length. Pure functions, no allocation, safe
+// several curves of unequal length; paired differences with a 95% t
+// interval. Pure functions, no allocation, safe
 // from any thread.
 #ifndef PT_COMMON_STATS_H
 #define PT_COMMON_STATS_H
@@ -33,5 +34,24 @@ void pti_stats_curve(pti_stats *out, const double *const *ys,
 // out and x may not overlap; window 0 counts as 1.
 void pti_stats_smooth(double *out, const double *x, size_t n,
     size_t window);
+
+// pti_t975 is Student's t quantile at 0.975 for df degrees of freedom
+// (df >= 1): the half-width of a two-sided 95% interval, in standard
+// errors. A table to df 30, a Cornish-Fisher expansion above (within
+// 1e-4 of the exact value); NaN for df < 1.
+double pti_t975(uint32_t df);
+
+// A paired comparison of two lists over the same seeds: the differences
+// a[i] - b[i] of the pairs where neither is NaN, and how often each was
+// the larger.
+typedef struct pti_paired {
+	pti_stats d;         // of the differences
+	double lo, hi;       // the mean's 95% t interval; NaN when d.n < 2
+	uint32_t a_more, b_more, ties;
+} pti_paired;
+
+// pti_paired_of compares a[0..n) with b[0..n), pair by pair, into *out.
+void pti_paired_of(pti_paired *out, const double *a, const double *b,
+    uint32_t n);
 
 #endif // PT_COMMON_STATS_H

@@ -170,6 +170,55 @@ test_compare_aggregates() {
 	ok $n
 }
 
+test_compare_paired() {
+	# Paired differences: on the crafted jobs async - sync's
+	# final_test_acc is -0.10 on seeds 1 and 3 (seed 2 diverged), and 2
+	# jobs failed (sync 3 collapsed, async 2 diverged). On three all-ok
+	# seeds whose best_val_acc is sync 0.85 0.86 0.87 and async 0.80
+	# 0.82 0.83, against --baseline async sync - async is 0.05 0.04
+	# 0.04: mean 0.0433, sd 0.00577, half-width 4.3027 x 0.00577 /
+	# sqrt(3) = 0.0143, so [0.0290, 0.0577]: sync better on all 3;
+	# samples/s 1000 1100 1200 against 1010 1090 1210: -10 +10 -10,
+	# mean -3.3, sd 11.55, [-32.0, 25.4]: no difference detected.
+	n=test_compare_paired
+	[ -f "$C/report.md" ] || { no $n "no crafted report"; return; }
+	R=$C/report.md
+	for want in "## Paired differences against sync, seed by seed" \
+		"| final_test_acc | 2 | -0.1000 | [-0.1000, -0.1000] | 0 : 2 | not comparable (2 jobs failed) |" \
+		"| samples_per_s | 0 | n/a | n/a | 0 : 0 | not comparable (2 jobs failed) |"; do
+		has "$R" "$want" || { no $n "report.md lacks: $want" "$R"; return; }
+	done
+	keep=$C
+	C=$T/paired
+	for r in 1 2 3; do
+		job sync $r Haswell outcome=ok best_val_acc=0.8$((4 + r)) \
+			samples_per_s=$((900 + 100 * r))
+	done
+	job async 1 Haswell outcome=ok best_val_acc=0.80 samples_per_s=1010
+	job async 2 Haswell outcome=ok best_val_acc=0.82 samples_per_s=1090
+	job async 3 Haswell outcome=ok best_val_acc=0.83 samples_per_s=1210
+	for m in sync async; do
+		for r in 1 2 3; do
+			evals $m $r 10:1.0:0.5
+		done
+	done
+	C=$keep
+	compare_only "$T/paired" --baseline async >"$T/p.log" 2>&1 ||
+		{ no $n "compare --report-only failed" "$T/p.log"; return; }
+	R=$T/paired/report.md
+	for want in "## Paired differences against async, seed by seed" \
+		"### sync" \
+		"| best_val_acc | 3 | 0.0433 | [0.0290, 0.0577] | 3 : 0 | sync better |" \
+		"| samples_per_s | 3 | -3.3 | [-32.0, 25.4] | 1 : 2 | no difference detected |"; do
+		has "$R" "$want" || { no $n "report.md lacks: $want" "$R"; return; }
+	done
+	compare_only "$T/paired" --baseline ssp >"$T/p2.log" 2>&1
+	rc=$?
+	[ "$rc" = 2 ] && has "$T/p2.log" "--baseline ssp: not one of --modes sync,async" ||
+		{ no $n "--baseline ssp: exit $rc" "$T/p2.log"; return; }
+	ok $n
+}
+
 test_compare_test_selection() {
 	# --validation 0 jobs (eval.csv test_acc): best_val_acc is the best
 	# test accuracy, and the report says so.
@@ -414,6 +463,7 @@ test_compare_damaged_job() {
 }
 
 test_compare_aggregates
+test_compare_paired
 test_compare_test_selection
 test_compare_damaged
 test_compare_damaged_job

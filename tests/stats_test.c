@@ -102,7 +102,39 @@ static void test_stats_smooth(void)
 	PT_TEST_TRUE(isnan(out[0]) && isnan(out[1]));
 }
 
+static void test_stats_t975(void)
+{
+	// Student's t at 0.975 (R's qt(0.975, df)): the table, then the
+	// expansion past df 30.
+	PT_TEST_NEAR(pti_t975(1), 12.7062, 1e-4);
+	PT_TEST_NEAR(pti_t975(4), 2.7764, 1e-4);
+	PT_TEST_NEAR(pti_t975(30), 2.0423, 1e-4);
+	PT_TEST_NEAR(pti_t975(31), 2.0395, 1e-4);
+	PT_TEST_NEAR(pti_t975(63), 1.9983, 1e-4);
+	PT_TEST_NEAR(pti_t975(1000), 1.9623, 1e-4);
+	PT_TEST_TRUE(isnan(pti_t975(0)));
+}
+
+static void test_stats_paired(void)
+{
+	// pairs (1, 0.5), (2, 1.5), (3, 3.5); the fourth has a NaN
+	double a[] = {1, 2, 3, NAN}, b[] = {0.5, 1.5, 3.5, 1};
+	pti_paired p;
+	pti_paired_of(&p, a, b, 4);
+	PT_TEST_TRUE(p.d.n == 3 && p.a_more == 2 && p.b_more == 1 &&
+		     p.ties == 0);
+	PT_TEST_NEAR(p.d.mean, 1.0 / 6, 1e-12);
+	double half = 4.3027 * sqrt(1.0 / 3) / sqrt(3.0); // sd = sqrt(1/3)
+	PT_TEST_NEAR(p.lo, 1.0 / 6 - half, 1e-4);
+	PT_TEST_NEAR(p.hi, 1.0 / 6 + half, 1e-4);
+	// one pair: no interval
+	pti_paired_of(&p, a, b, 1);
+	PT_TEST_TRUE(p.d.n == 1 && isnan(p.lo) && isnan(p.hi));
+}
+
 static const pti_test_case cases[] = {
+    {"test_stats_t975", test_stats_t975},
+    {"test_stats_paired", test_stats_paired},
     {"test_stats_three", test_stats_three},
     {"test_stats_one", test_stats_one},
     {"test_stats_nan_skipped", test_stats_nan_skipped},

@@ -375,6 +375,7 @@ typedef struct cmp_set {
 	int sel_test;      // some job had no validation split
 	pti_dash *dash;    // --dashboard's server, or NULL
 	const char *tb;    // --tensorboard DIR, or ""
+	int base;          // --baseline's index in ms
 } cmp_set;
 
 static int to_target(int k)
@@ -383,14 +384,22 @@ static int to_target(int k)
 	       k == PTI_COL_TRAIN_TO;
 }
 
-// col_head prints column k's name, "_A" spelled as the target.
-static void col_head(FILE *f, int k, double target)
+// col_head_plain prints column k's name, "_A" spelled as the target;
+// col_head as a table cell.
+static void col_head_plain(FILE *f, int k, double target)
 {
 	const char *name = cmp_cols[k].name;
 	if (to_target(k))
-		fprintf(f, " %.*s%.4g |", (int)strlen(name) - 1, name, target);
+		fprintf(f, "%.*s%.4g", (int)strlen(name) - 1, name, target);
 	else
-		fprintf(f, " %s |", name);
+		fprintf(f, "%s", name);
+}
+
+static void col_head(FILE *f, int k, double target)
+{
+	fprintf(f, " ");
+	col_head_plain(f, k, target);
+	fprintf(f, " |");
 }
 
 // table_head prints the header of a table: lead (e.g. "mode | n"), every
@@ -642,6 +651,98 @@ static const char *report_defs =
     "idle_fraction, dropped_gradients and workers_lost are summary.json's "
     "(docs/OUTPUTS.md).\n";
 
+// The paired figures, each with the side that is better: +1 higher
+// (accuracy, throughput), -1 lower (examples, seconds, milliseconds).
+static const struct {
+	int col, better;
+} paired_cols[] = {{PTI_COL_BEST_VAL, 1}, {PTI_COL_BEST_VAL_TEST, 1},
+    {PTI_COL_FINAL_TEST, 1}, {PTI_COL_EXAMPLES_TO, -1},
+    {PTI_COL_TRAIN_TO, -1}, {PTI_COL_SAMPLES, 1}, {PTI_COL_STEP_MS, -1}};
+
+// paired_reading says what the interval of p (mode a minus mode b)
+// shows for a figure whose better side is `better`, into buf (size n);
+// failed: jobs of either mode that did not end ok.
+static void paired_reading(char *buf, size_t n, const pti_paired *p,
+    int better, int failed, const char *a, const char *b)
+{
+	if (failed > 0)
+		snprintf(buf, n, "not comparable (%d job%s failed)", failed,
+		    failed > 1 ? "s" : "");
+	else if (p->d.n < 2)
+		snprintf(buf, n, "too few pairs");
+	else if (p->lo > 0 || p->hi < 0)
+		snprintf(buf, n, "%s better", (p->lo > 0) == (better > 0) ? a : b);
+	else
+		snprintf(buf, n, "no difference detected");
+}
+
+// report_paired compares every mode with the baseline seed by seed: the
+// jobs of one seed share initial values and data order across modes.
+static void report_paired(FILE *f, const cmp_set *s)
+{
+	const char *base = s->ms[s->base].label;
+	char mean[48], iv[96], reading[96];
+	fprintf(f, "## Paired differences against %s, seed by seed\n\n"
+	    "The jobs of one seed share initial values and data order across "
+	    "modes, so each figure is compared seed by seed: the mean of MODE "
+	    "- %s over the seeds where both have it (pairs), its 95%% t "
+	    "interval (n - 1 degrees of freedom), and on how many seeds each "
+	    "was better. The reading is MODE or %s \"better\" when the "
+	    "interval lies on one side of 0 (higher accuracy and samples/s, "
+	    "fewer examples, seconds and ms), \"no difference detected\" when "
+	    "it holds 0, and \"not comparable (k jobs failed)\" when a job "
+	    "of either mode did not end ok (outcome other than ok: its "
+	    "figures are left out or are not the job asked for). The "
+	    "intervals assume the differences are roughly normal; with few "
+	    "seeds they are wide.\n", base, base, base);
+	for (int i = 0; i < s->n_modes; i++) {
+		if (i == s->base)
+			continue;
+		const char *mode = s->ms[i].label;
+		int failed = 0;
+		for (int r = 0; r < s->n_seeds; r++)
+			failed += (s->jobs[i * s->n_seeds + r].outcome !=
+				      PTI_OUT_OK) +
+				  (s->jobs[s->base * s->n_seeds + r].outcome !=
+				      PTI_OUT_OK);
+		fprintf(f, "\n### %s\n\n| figure | pairs | %s - %s | 95%% "
+		    "interval | seeds better (%s : %s) | reading |\n| --- | "
+		    "---: | ---: | ---: | ---: | --- |\n", mode, mode, base,
+		    mode, base);
+		for (size_t k = 0; k < sizeof(paired_cols) / sizeof(paired_cols[0]);
+		     k++) {
+			int col = paired_cols[k].col, better = paired_cols[k].better;
+			int prec = cmp_cols[col].prec;
+			double a[PTI_CMP_SEEDS_MAX], b[PTI_CMP_SEEDS_MAX];
+			for (int r = 0; r < s->n_seeds; r++) {
+				a[r] = s->jobs[i * s->n_seeds + r].col[col];
+				b[r] = s->jobs[s->base * s->n_seeds + r].col[col];
+			}
+			pti_paired p;
+			pti_paired_of(&p, a, b, (uint32_t)s->n_seeds);
+			paired_reading(reading, sizeof(reading), &p, better,
+			    failed, mode, base);
+			// "seeds better" counts a lower value as better where
+			// lower is.
+			uint32_t a_wins = better > 0 ? p.a_more : p.b_more;
+			uint32_t b_wins = better > 0 ? p.b_more : p.a_more;
+			snprintf(mean, sizeof(mean), "n/a");
+			snprintf(iv, sizeof(iv), "n/a");
+			if (p.d.n > 0)
+				snprintf(mean, sizeof(mean), "%.*f", prec,
+				    p.d.mean);
+			if (p.d.n >= 2)
+				snprintf(iv, sizeof(iv), "[%.*f, %.*f]", prec,
+				    p.lo, prec, p.hi);
+			fprintf(f, "| ");
+			col_head_plain(f, col, s->c->target_acc);
+			fprintf(f, " | %u | %s | %s | %u : %u | %s |\n", p.d.n,
+			    mean, iv, a_wins, b_wins, reading);
+		}
+	}
+	fprintf(f, "\n");
+}
+
 // job_network describes where job j ran into out: its placement and link
 // (summary.json's), or "one machine" and its transport.
 static void job_network(const pti_cmp_job *j, char *out, size_t n)
@@ -761,7 +862,10 @@ static int report_write(const cmp_set *s, int argc, char **argv)
 	report_note(f, s);
 	fprintf(f, "\n");
 	table_modes(f, s, 0);
-	fprintf(f, "\n%s\n## Min and max over seeds\n\n", report_defs);
+	fprintf(f, "\n%s\n", report_defs);
+	if (s->n_modes > 1)
+		report_paired(f, s);
+	fprintf(f, "## Min and max over seeds\n\n");
 	table_modes(f, s, 1);
 	fprintf(f, "\n## Every job\n\n");
 	table_jobs(f, s);
@@ -792,6 +896,16 @@ static int set_init(cmp_set *s, const pti_config *c)
 	if (pti_cmp_modes_parse(c, !c->report_only, s->ms, &s->n_modes) != 0 ||
 	    seeds_parse(c, s->seeds, &s->n_seeds) != 0)
 		return PTI_EXIT_USAGE;
+	s->base = c->baseline[0] == '\0' ? 0 : -1;
+	for (int i = 0; i < s->n_modes && s->base < 0; i++)
+		if (strcmp(s->ms[i].token, c->baseline) == 0 ||
+		    strcmp(s->ms[i].label, c->baseline) == 0)
+			s->base = i;
+	if (s->base < 0) {
+		fprintf(stderr, "pstrain compare: --baseline %s: not one of "
+		    "--modes %s\n", c->baseline, c->modes);
+		return PTI_EXIT_USAGE;
+	}
 	s->jobs = calloc((size_t)s->n_modes * s->n_seeds, sizeof(*s->jobs));
 	if (s->jobs == NULL) {
 		fprintf(stderr, "pstrain compare: out of memory\n");
