@@ -152,6 +152,19 @@ static int ring_recv(pti_ring *g, nng_socket s, uint32_t peer, nng_msg **m,
 #define RING_AHEAD 2
 
 #define RING_RETRY_MS 20 // the dialer's challenge, again, this often
+// The listening side's receive queue. The sender never runs more than
+// RING_AHEAD + 1 chunks ahead of what this side took, so the queue holds
+// that many at most while the ring sums; the room beyond is for joining:
+// nng 1.5.2's pair1 can crash the receiving thread (SIGSEGV in
+// pair1_sock_recv, reading the aio of a pipe already gone) when a
+// connection closes while the queue is full, its pipe's receive callback
+// marking a message ready after the pipe's stop cleared it. A stranger,
+// or a left neighbour saying its challenge every RING_RETRY_MS, filled
+// RING_AHEAD + 2 slots on a busy machine before the worker read them and
+// closed the stranger's connection (seen once in test_ar_stranger_
+// refused: worker 0 died with SIGSEGV in libnng). 64 slots are 1.3 s of
+// challenges unread.
+#define RING_RECVBUF 64
 #define RING_NO_REDIAL_MS (24 * 3600 * 1000) // after joining
 
 static void ring_mac(const pti_ring *g, const uint8_t *nonce,
@@ -367,7 +380,7 @@ int pti_ring_listen(pti_ring **out, const char *listen, uint32_t rank,
 		nng_pipe_notify(g->in, NNG_PIPE_EV_ADD_POST, ring_widen_cb, g);
 		nng_socket_set_ms(g->in, NNG_OPT_RECVTIMEO, ms);
 		nng_socket_set_ms(g->in, NNG_OPT_SENDTIMEO, ms);
-		nng_socket_set_int(g->in, NNG_OPT_RECVBUF, RING_AHEAD + 2);
+		nng_socket_set_int(g->in, NNG_OPT_RECVBUF, RING_RECVBUF);
 		rv = pti_transport_listen(&l, g->in, listen);
 	}
 	if (rv != 0) {
