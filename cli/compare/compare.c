@@ -310,6 +310,14 @@ static int job_read(pti_cmp_job *j, int status, double target)
 				: NAN;
 	if (j->outcome == PTI_OUT_MISSING)
 		return 0;
+	// A diverged job has no final parameters worth the name: its final
+	// accuracy enters the means as chance (1 / classes), said in the
+	// cell, rather than dropping out of them.
+	double classes = pti_json_num(j->json, "classes");
+	j->at_chance = j->outcome == PTI_OUT_DIVERGED &&
+		       isnan(j->col[PTI_COL_FINAL_TEST]) && classes >= 2;
+	if (j->at_chance)
+		j->col[PTI_COL_FINAL_TEST] = 1.0 / classes;
 	return job_eval(j, target);
 }
 
@@ -435,9 +443,9 @@ static void mode_stats(const cmp_set *s, int i, int k, pti_stats *st,
 }
 
 // cell_mean: "mean ± sd" ("—" for the sd of one value), then how many
-// reached the target, or how many had no value.
+// reached the target, or how many had no value, or entered at chance.
 static void cell_mean(char *buf, size_t n, const pti_stats *st,
-    uint32_t present, int k)
+    uint32_t present, int k, int chance)
 {
 	int prec = cmp_cols[k].prec, used = 0;
 	if (st->n == 0)
@@ -451,7 +459,10 @@ static void cell_mean(char *buf, size_t n, const pti_stats *st,
 		snprintf(buf + used, n - used, " (%u/%u reached)", st->n,
 		    present);
 	else if (st->n < present)
-		snprintf(buf + used, n - used, " (%u null)", present - st->n);
+		used += snprintf(buf + used, n - used, " (%u null)",
+		    present - st->n);
+	if (chance > 0 && (size_t)used < n)
+		snprintf(buf + used, n - used, " (%d at chance)", chance);
 }
 
 static void cell_range(char *buf, size_t n, const pti_stats *st, int k)
@@ -476,28 +487,54 @@ static void outcomes_cell(char *buf, size_t n, const cmp_set *s, int i)
 			    used ? ", " : "", outcome_names[k], count[k]);
 }
 
+// ok_final: mode i's final_test_acc over its ok jobs alone, into cell.
+static void ok_final(char *buf, size_t n, const cmp_set *s, int i)
+{
+	double x[PTI_CMP_SEEDS_MAX];
+	uint32_t k = 0;
+	pti_stats st;
+	for (int r = 0; r < s->n_seeds; r++) {
+		const pti_cmp_job *j = &s->jobs[i * s->n_seeds + r];
+		if (j->outcome == PTI_OUT_OK)
+			x[k++] = j->col[PTI_COL_FINAL_TEST];
+	}
+	pti_stats_of(&st, x, k);
+	cell_mean(buf, n, &st, k, PTI_COL_FINAL_TEST, 0);
+}
+
 // table_modes prints one row per mode: mean ± sd (range 0) or
-// [min, max] (range 1) of every column over the seeds.
+// [min, max] (range 1) of every column over the seeds; the first also
+// how many jobs failed (ended other than ok) and the final accuracy
+// of the ok jobs alone.
 static void table_modes(FILE *f, const cmp_set *s, int range)
 {
 	char cell[96];
-	table_head(f, range ? "mode" : "mode | n | outcomes", range ? 1 : 3,
-	    "", s->c->target_acc);
+	table_head(f, range ? "mode" : "mode | n | outcomes | failed | "
+	    "final_test_acc of ok jobs", range ? 1 : 5, "", s->c->target_acc);
 	for (int i = 0; i < s->n_modes; i++) {
 		pti_stats st;
 		uint32_t present;
+		int failed = 0, chance = 0;
+		for (int r = 0; r < s->n_seeds; r++) {
+			failed += s->jobs[i * s->n_seeds + r].outcome != PTI_OUT_OK;
+			chance += s->jobs[i * s->n_seeds + r].at_chance;
+		}
 		mode_stats(s, i, 0, &st, &present);
 		fprintf(f, "| %s |", s->ms[i].label);
 		if (!range) {
 			outcomes_cell(cell, sizeof(cell), s, i);
-			fprintf(f, " %u | %s |", present, cell);
+			fprintf(f, " %u | %s | %d/%d |", present, cell, failed,
+			    s->n_seeds);
+			ok_final(cell, sizeof(cell), s, i);
+			fprintf(f, " %s |", cell);
 		}
 		for (int k = 0; k < PTI_COLS; k++) {
 			mode_stats(s, i, k, &st, &present);
 			if (range)
 				cell_range(cell, sizeof(cell), &st, k);
 			else
-				cell_mean(cell, sizeof(cell), &st, present, k);
+				cell_mean(cell, sizeof(cell), &st, present, k,
+				    k == PTI_COL_FINAL_TEST ? chance : 0);
 			fprintf(f, " %s |", cell);
 		}
 		fprintf(f, "\n");
@@ -627,9 +664,15 @@ static void report_note(FILE *f, const cmp_set *s)
 static const char *report_defs =
     "n is the number of seeds whose job left a summary.json; outcomes "
     "counts them by summary.json \"outcome\" (missing: no "
-    "summary.json). Each cell is the mean ± the sample standard "
+    "summary.json); failed is how many of the seeds' jobs ended other "
+    "than ok (diverged, collapsed, damaged or missing), and the next "
+    "column the final test accuracy of the ok jobs alone. Each other "
+    "cell is the mean ± the sample standard "
     "deviation (n - 1 denominator; — when one value) over those seeds; "
-    "a null or missing value is left out and counted as \"(k null)\". "
+    "a null or missing value is left out and counted as \"(k null)\", "
+    "except a diverged job's final_test_acc, which enters as chance "
+    "(1 / classes), counted as \"(k at chance)\": a job that failed "
+    "does not drop out of the mean. "
     "final_test_acc: the final parameters on the test set. "
     "best_val_acc: the best validation accuracy of any evaluation "
     "(eval.csv); best_val_test_acc: test accuracy of those best-"

@@ -84,6 +84,7 @@ typedef struct pti_cmp_job {
 	int outcome;                // PTI_OUT_*
 	int sel_test;        // eval.csv has no val_acc: selection on test
 	double pwb;          // per_worker_batch; NaN when unknown
+	int at_chance;       // diverged: final_test_acc entered as chance
 	double col[PTI_COLS]; // NaN: null or missing
 } pti_cmp_job;
 

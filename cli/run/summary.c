@@ -569,6 +569,7 @@ int pti_summary_write(const pti_run_facts *r)
 	str(f, "optimizer", c->job.optimizer);
 	num(f, "batch", c->job.batch, 10);
 	num(f, "per_worker_batch", c->job.batch / c->job.workers, 10);
+	num(f, "classes", r->classes, 10);
 	num(f, "lr", c->job.lr, 10);
 	num(f, "seed", (double)c->job.seed, 20);
 	num(f, "epochs", (double)r->steps / r->spe, 6);
