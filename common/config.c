@@ -346,9 +346,11 @@ static const config_entry config_table[] = {
 	"DIR/LABEL/seed-S)"),
     E("modes", T_STR, modes, "sync,async", 0, 0, CMP, "LIST",
 	"modes to compare, each MODE[:S][:key=value...]: sync, async, "
-	"ssp:S or allreduce, then modifiers, each a flag of pstrain run for "
-	"that mode's jobs alone (:key for a switch), e.g. sync:backup=1, "
-	"async:matched-lr, sync:optimizer=adam:lr=0.001 (docs/COMPARE.md)"),
+	"ssp:S, allreduce or sgd-small (one worker at batch B/W and lr/W: "
+	"the small-batch control), then modifiers, each a flag of pstrain "
+	"run for that mode's jobs alone (:key for a switch), e.g. "
+	"sync:backup=1, async:matched-lr, sync:optimizer=adam:lr=0.001 "
+	"(docs/COMPARE.md)"),
     E("target-acc", T_F64, target_acc, "0.8", 0, 1, CMP, "A",
 	"validation accuracy (test accuracy with --validation 0) whose "
 	"first crossing the report times"),

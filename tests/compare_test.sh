@@ -3,8 +3,9 @@
 # by hand (two modes x three seeds), --report-only must give the mean ±
 # sd, min, max, outcome counts and k-of-n-reached worked out below, stop
 # on a damaged job, say when selection was on the test set, and draw
-# every plot as PNG and SVG from a script with relative paths. Real small
-# jobs: a 2-seed comparison, refusal to overwrite without --force,
+# every plot as PNG and SVG from a script with relative paths, and pair
+# the modes seed by seed. Real small jobs: a 2-seed comparison, the
+# small-batch control sgd-small, refusal to overwrite without --force,
 # modifiers (any run flag, through the flag table), determinism of sync,
 # bad --modes and --seeds. Prints
 # "ok NAME" / "FAIL NAME: why" per case.
@@ -310,6 +311,28 @@ test_compare_two_seeds() {
 	ok $n
 }
 
+test_compare_sgd_small() {
+	# The small-batch control beside sync (2 workers, batch 32, lr 0.2,
+	# 60 steps): one worker at batch 16 and lr 0.1 for 120 steps, the
+	# same 1,920 examples, and a table of its own in the paired
+	# differences.
+	n=test_compare_sgd_small
+	$P compare --modes sync,sgd-small --seeds 1 $D --out "$T/small" \
+		>"$T/small.log" 2>&1 ||
+		{ no $n "compare failed" "$T/small.log"; return; }
+	s=$T/small/sgd-small/seed-1/summary.json
+	for kv in workers=1 batch=16 per_worker_batch=16 lr=0.1 steps=120 \
+		samples=1920; do
+		[ "$(json "${kv%%=*}" "$s")" = "${kv#*=}" ] ||
+			{ no $n "$kv: got '$(json "${kv%%=*}" "$s")'" "$s"; return; }
+	done
+	[ "$(json samples "$T/small/sync/seed-1/summary.json")" = 1920 ] ||
+		{ no $n "sync's samples differ" "$T/small.log"; return; }
+	has "$T/small/report.md" "### sgd-small" ||
+		{ no $n "no paired table for sgd-small" "$T/small/report.md"; return; }
+	ok $n
+}
+
 test_compare_force() {
 	n=test_compare_force
 	# shellcheck disable=SC2086
@@ -473,6 +496,7 @@ test_compare_damaged
 test_compare_damaged_job
 test_compare_plots
 test_compare_two_seeds
+test_compare_sgd_small
 test_compare_force
 test_compare_deterministic
 test_compare_optimizer_modifier

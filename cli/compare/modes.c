@@ -1,6 +1,7 @@
 // cli/compare/modes.c - compare's --modes (compare.h): a comma-separated
 // list of MODE[:S][:key=value...], each token one mode of the comparison.
-// MODE is sync, async, ssp (its staleness bound S next) or allreduce; a
+// MODE is sync, async, ssp (its staleness bound S next), allreduce or
+// sgd-small (the small-batch control: sync with modifiers of its own); a
 // modifier is a flag of pstrain run for that mode's jobs alone, looked up
 // and checked by the flag table (common/config.c) as on run's command
 // line, so that every flag of the table is a modifier without code here.
@@ -129,6 +130,33 @@ static int mode_set(const char *tok, char *part, pti_config *job,
 	return 0;
 }
 
+// mode_small gives sgd-small, the small-batch control, its modifiers:
+// one worker at the others' per-worker batch B/W, at --lr / W (unless
+// --lr-scaling linear already scales the rate with the batch), and W
+// times --steps when --steps is given, so that it learns from the same
+// examples with the same step per example, without staleness: what an
+// async job's small updates do, without asynchrony.
+static int mode_small(const char *tok, const pti_config *c, pti_config *job,
+    pti_cmp_mode *m, int *opt)
+{
+	uint32_t w = c->job.workers;
+	char part[4][64];
+	int n = 0;
+	// (compare's --batch is a multiple of --workers: checked already)
+	snprintf(part[n++], sizeof(part[0]), "workers=1");
+	snprintf(part[n++], sizeof(part[0]), "batch=%u", c->job.batch / w);
+	if (c->job.lr_scaling != PT_LR_LINEAR) // lr: --lr, or the default
+		snprintf(part[n++], sizeof(part[0]), "lr=%.10g",
+		    c->job.lr / w);
+	if (c->steps > 0)
+		snprintf(part[n++], sizeof(part[0]), "steps=%llu",
+		    (unsigned long long)c->steps * w);
+	for (int i = 0; i < n; i++)
+		if (mode_set(tok, part[i], job, m, opt) != 0)
+			return -1;
+	return 0;
+}
+
 // mode_parse reads token tok into m, with c's flags for all that the
 // token does not set; check: check each job's flags together, as pstrain
 // run will. 0, or -1 after saying why. job is scratch space.
@@ -136,7 +164,7 @@ static int mode_parse(const pti_config *c, int check, const char *tok,
     pti_cmp_mode *m, pti_config *job)
 {
 	char buf[sizeof(m->token)], *part, *save = NULL;
-	int opt = 0, rv;
+	int opt = 0, rv, small = 0;
 	memset(m, 0, sizeof(*m));
 	if (strlen(tok) >= sizeof(m->token))
 		return mode_bad(tok, "longer than %zu characters",
@@ -154,11 +182,13 @@ static int mode_parse(const pti_config *c, int check, const char *tok,
 		m->mode = PT_MODE_ALLREDUCE;
 	else if (part != NULL && strcmp(part, "ssp") == 0)
 		m->mode = PT_MODE_SSP;
+	else if (part != NULL && strcmp(part, "sgd-small") == 0)
+		m->mode = PT_MODE_SYNC, small = 1;
 	else
-		return mode_bad(tok, "bad mode (expected sync, async, ssp:S or "
-		    "allreduce, then :key=value modifiers, :key alone for a "
-		    "switch, each a flag of pstrain run for this mode's jobs; "
-		    "docs/COMPARE.md)");
+		return mode_bad(tok, "bad mode (expected sync, async, ssp:S, "
+		    "allreduce or sgd-small, then :key=value modifiers, :key "
+		    "alone for a switch, each a flag of pstrain run for this "
+		    "mode's jobs; docs/COMPARE.md)");
 	if (m->mode == PT_MODE_SSP &&
 	    ((part = strtok_r(NULL, ":", &save)) == NULL ||
 		whole(part, &m->staleness) != 0))
@@ -171,6 +201,8 @@ static int mode_parse(const pti_config *c, int check, const char *tok,
 	job->job.backup_workers = 0;
 	if (job->layer_push == PT_LP_AUTO)
 		job->layer_push = PT_LP_OFF;
+	if (small && mode_small(tok, c, job, m, &opt) != 0)
+		return -1;
 	while ((part = strtok_r(NULL, ":", &save)) != NULL)
 		if (mode_set(tok, part, job, m, &opt) != 0)
 			return -1;
