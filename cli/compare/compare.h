@@ -16,6 +16,7 @@
 #define PTI_CMP_EXTRA 16 // words of command line a mode's modifiers add
 #define PTI_CMP_SEEDS_MAX 64
 #define PTI_CMP_SMOOTH 20 // steps in the moving average of loss curves
+#define PTI_CMP_LAST_K 5  // evaluations the lastK_acc column averages
 
 // One token of --modes (modes.c): a mode and its modifiers.
 typedef struct pti_cmp_mode {
@@ -60,6 +61,7 @@ enum {
 	PTI_COL_FINAL_TEST,
 	PTI_COL_BEST_VAL,
 	PTI_COL_BEST_VAL_TEST,
+	PTI_COL_LAST_K,
 	PTI_COL_UPDATES_TO,
 	PTI_COL_EXAMPLES_TO,
 	PTI_COL_TRAIN_TO,
