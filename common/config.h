@@ -94,6 +94,8 @@ typedef struct pti_config {
 	char modes[PT_PATH_MAX];
 	double target_acc;
 	char baseline[64];        // the mode the others are paired with
+	char lr_grid[256];        // rates to pick each mode's from, or ""
+	char tune_seeds[PT_PATH_MAX]; // seeds of that pick: N or S,S,...
 	char seeds[PT_PATH_MAX];  // "N" (1..N) or "S,S,..."; "" --seed alone
 	uint32_t allow_failures;  // go on past a damaged job
 	uint32_t report_only;     // re-make report and plots, run nothing

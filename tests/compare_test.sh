@@ -5,7 +5,8 @@
 # on a damaged job, say when selection was on the test set, and draw
 # every plot as PNG and SVG from a script with relative paths, and pair
 # the modes seed by seed. Real small jobs: a 2-seed comparison, the
-# small-batch control sgd-small, refusal to overwrite without --force,
+# small-batch control sgd-small, --lr-grid's pick on tuning seeds,
+# refusal to overwrite without --force,
 # modifiers (any run flag, through the flag table), determinism of sync,
 # bad --modes and --seeds. Prints
 # "ok NAME" / "FAIL NAME: why" per case.
@@ -335,6 +336,51 @@ test_compare_sgd_small() {
 	ok $n
 }
 
+test_compare_lr_grid() {
+	# --lr-grid: each mode at 0.1 and 0.2 on tuning seed 1001, into
+	# DIR/tune; each then compared at its picked rate on seeds 1 and 2.
+	# Seeds shared with --tune-seeds, and a mode with its own :lr=, are
+	# refused.
+	n=test_compare_lr_grid
+	$P compare --modes sync,async:matched-lr --lr-grid 0.2,0.1 \
+		--tune-seeds 1 --seeds 2 $D --out "$T/grid" >"$T/grid.log" 2>&1 ||
+		{ no $n "compare failed" "$T/grid.log"; return; }
+	R=$T/grid/report.md
+	for d in sync-lr-0.1 sync-lr-0.2 async-matched-lr-lr-0.1 \
+		async-matched-lr-lr-0.2; do
+		[ -f "$T/grid/tune/$d/seed-1001/summary.json" ] ||
+			{ no $n "no tuning job $d/seed-1001" "$T/grid.log"; return; }
+	done
+	for m in sync async-matched-lr; do
+		row=$(grep "^| $m | " "$R" | head -1)
+		lr=$(echo "$row" | sed 's/.* \([0-9.]*\) |$/\1/')
+		case $lr in 0.1 | 0.2) ;; *)
+			no $n "$m: no picked rate in '$row'" "$R"; return ;; esac
+		[ -f "$T/grid/$m-lr-$lr/seed-2/summary.json" ] ||
+			{ no $n "$m not compared at its rate $lr" "$T/grid.log"; return; }
+		# the pick is the best mean best_val_acc of the grid
+		best=$(for x in 0.1 0.2; do
+			echo "$(json best_val_acc "$T/grid/tune/$m-lr-$x/seed-1001/summary.json") $x"
+		done | sort -g | tail -1 | cut -d' ' -f2)
+		[ "$best" = "$lr" ] ||
+			{ no $n "$m: picked $lr, best was $best" "$R"; return; }
+	done
+	has "$R" "## Learning rates, picked on validation" &&
+		has "$R" "| mode | lr 0.1 | lr 0.2 | picked |" ||
+		{ no $n "no grid table" "$R"; return; }
+	$P compare --modes sync --lr-grid 0.1,0.2 --tune-seeds 1,2 --seeds 2 \
+		$D --out "$T/grid2" >"$T/grid2.log" 2>&1
+	rc=$?
+	[ "$rc" = 2 ] && has "$T/grid2.log" "seed 1 is in both --tune-seeds and --seeds" ||
+		{ no $n "shared seed: exit $rc" "$T/grid2.log"; return; }
+	$P compare --modes sync:lr=0.1 --lr-grid 0.1,0.2 $D --out "$T/grid3" \
+		>"$T/grid3.log" 2>&1
+	rc=$?
+	[ "$rc" = 2 ] && has "$T/grid3.log" "mode 'sync:lr=0.1' has one of its own" ||
+		{ no $n "own lr: exit $rc" "$T/grid3.log"; return; }
+	ok $n
+}
+
 test_compare_force() {
 	n=test_compare_force
 	# shellcheck disable=SC2086
@@ -499,6 +545,7 @@ test_compare_damaged_job
 test_compare_plots
 test_compare_two_seeds
 test_compare_sgd_small
+test_compare_lr_grid
 test_compare_force
 test_compare_deterministic
 test_compare_optimizer_modifier

@@ -1,20 +1,18 @@
 // cli/compare/compare.c - `pstrain compare`: `pstrain run` once per mode
 // and seed (sync, async, ssp:S with modifiers; seeds 1..N or a list) with
 // otherwise identical flags, seed-major so that slow drift of the machine
-// spreads over the modes; then DIR/report.md, mean ± sd, min and max over
-// seeds per mode (common/stats.c), and plots (plot.c). It reads the
-// jobs' files (docs/OUTPUTS.md) and never the jobs' memory, so
+// spreads over the modes (jobs.c; each mode's rate first with --lr-grid,
+// tune.c); then DIR/report.md, mean ± sd, min and max over seeds per
+// mode and paired differences (common/stats.c), and plots (plot.c). It
+// reads the jobs' files (docs/OUTPUTS.md) and never the jobs' memory, so
 // --report-only can re-make everything from a folder.
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -31,323 +29,12 @@
 #include "common/proto.h"
 #include "common/stats.h"
 
-static const char *outcome_names[PTI_OUT_N] = {"ok", "diverged",
-    "collapsed", "damaged", "missing"};
 
-// The report's columns: the name in the table header ("_A" becomes the
-// target), the summary.json key it comes from (NULL: computed from
-// eval.csv) and the decimals shown.
-static const struct cmp_col {
-	const char *name, *key;
-	int prec;
-} cmp_cols[PTI_COLS] = {
-    [PTI_COL_FINAL_TEST] = {"final_test_acc", "final_test_acc", 4},
-    [PTI_COL_BEST_VAL] = {"best_val_acc", "best_val_acc", 4},
-    [PTI_COL_BEST_VAL_TEST] = {"best_val_test_acc", "best_val_test_acc", 4},
-    [PTI_COL_LAST_K] = {"last5_acc", NULL, 4},
-    [PTI_COL_UPDATES_TO] = {"updates_to_A", NULL, 1},
-    [PTI_COL_EXAMPLES_TO] = {"examples_to_A", NULL, 0},
-    [PTI_COL_TRAIN_TO] = {"train_s_to_A", NULL, 3},
-    [PTI_COL_SAMPLES] = {"samples_per_s", "samples_per_s", 1},
-    [PTI_COL_STEP_MS] = {"step_ms_median", "step_ms_median", 2},
-    [PTI_COL_BOUND_MS] = {"comm_bound_ms", "comm_bound_ms", 2},
-    [PTI_COL_EVAL_S] = {"eval_s", "eval_s", 3},
-    [PTI_COL_MEAN_ST] = {"mean_staleness", "mean_staleness", 3},
-    [PTI_COL_MAX_ST] = {"max_staleness_seen", "max_staleness_seen", 1},
-    [PTI_COL_IDLE] = {"idle_fraction", "idle_fraction", 4},
-    [PTI_COL_DROPPED] = {"dropped_gradients", "dropped_gradients", 1},
-    [PTI_COL_LOST] = {"workers_lost", "workers_lost", 1},
-};
 
 // Record keys whose disagreement between jobs makes their numbers
 // incomparable (another machine, BLAS kernel or build).
 static const char *record_must_agree[] = {"openblas_core", "cpu_model",
     "version"};
-
-// ---------------------------------------------------------------------
-// Signals: Ctrl-C goes to the running job, then ends the comparison.
-
-static volatile sig_atomic_t cmp_signalled;
-static volatile pid_t cmp_child;
-
-static void cmp_on_signal(int sig)
-{
-	cmp_signalled = sig;
-	if (cmp_child > 0)
-		kill(cmp_child, sig);
-}
-
-// ---------------------------------------------------------------------
-// --seeds (--modes: modes.c)
-
-// seeds_parse reads --seeds: "" gives --seed alone, "N" seeds 1..N,
-// "S,S,..." those (distinct). 0, or prints why and returns -1.
-static int seeds_parse(const pti_config *c, uint64_t *seeds, int *n)
-{
-	char buf[PT_PATH_MAX], *p = buf;
-	*n = 0;
-	if (c->seeds[0] == '\0') {
-		seeds[(*n)++] = c->job.seed;
-		return 0;
-	}
-	snprintf(buf, sizeof(buf), "%s", c->seeds);
-	int list = strchr(buf, ',') != NULL;
-	for (char *next; p != NULL; p = next) {
-		char *end;
-		if ((next = strchr(p, ',')) != NULL)
-			*next++ = '\0';
-		errno = 0;
-		unsigned long long v = strtoull(p, &end, 10);
-		if (*p < '0' || *p > '9' || *end != '\0' || errno != 0 ||
-		    *n == PTI_CMP_SEEDS_MAX || (!list && (v < 1 ||
-		    v > PTI_CMP_SEEDS_MAX)))
-			goto bad;
-		for (int i = 0; i < *n; i++)
-			if (seeds[i] == v)
-				goto bad;
-		seeds[(*n)++] = v;
-	}
-	if (!list) { // "N": seeds 1..N
-		uint64_t count = seeds[0];
-		for (*n = 0; (uint64_t)*n < count; (*n)++)
-			seeds[*n] = (uint64_t)*n + 1;
-	}
-	return 0;
-bad:
-	fprintf(stderr, "pstrain compare: --seeds: bad value '%s' (expected "
-	    "N, 1 to %d, for seeds 1..N, or a list S,S,... of at most %d "
-	    "distinct seeds)\n", c->seeds, PTI_CMP_SEEDS_MAX,
-	    PTI_CMP_SEEDS_MAX);
-	return -1;
-}
-
-// ---------------------------------------------------------------------
-// Running one job
-
-// The words of job_argv's tail: --mode, --staleness, --backup-workers,
-// --seed, --out and --save-model, each with its value.
-enum { JOB_TAIL = 12 };
-
-// job_argv builds `pstrain run` for job j: every run flag of c, then this
-// job's mode, seed and folders, then its mode's modifiers, which override
-// the same flags given earlier, and with tb (compare's --tensorboard DIR)
-// its own TensorBoard folder DIR/LABEL/seed-S, the place of its outputs
-// in --out. NULL when out of memory (printed).
-static char **job_argv(const pti_config *c, const pti_cmp_job *j,
-    const char *tb)
-{
-	const pti_cmp_mode *m = j->m;
-	// "pstrain run", a "--flag value" pair per flag of the table at most
-	// (pti_config_to_argv), the tail, "--layer-push off", the modifiers,
-	// "--tensorboard DIR" and the NULL.
-	char **argv = calloc(2 + 2 * (size_t)pti_config_count() + JOB_TAIL + 2 +
-	    PTI_CMP_EXTRA + 2 + 1, sizeof(char *));
-	char save[PT_PATH_MAX + 112], stale[16], backup[16], seed[24];
-	int argc = 0, rv;
-	if (argv == NULL)
-		goto oom;
-	argv[argc++] = strdup("pstrain");
-	argv[argc++] = strdup("run");
-	if ((rv = pti_config_to_argv(c, PT_CMD_RUN, PT_CMD_RUN, argv, &argc)) !=
-	    0)
-		goto oom;
-	snprintf(save, sizeof(save), "%s/model.bin", j->dir);
-	snprintf(stale, sizeof(stale), "%u", m->staleness);
-	snprintf(backup, sizeof(backup), "%u", m->backup);
-	snprintf(seed, sizeof(seed), "%llu", (unsigned long long)j->seed);
-	const char *tail[] = {"--mode", pti_mode_name(m->mode), "--staleness",
-	    stale, "--backup-workers", backup, "--seed", seed, "--out",
-	    j->dir, "--save-model", save};
-	_Static_assert(sizeof(tail) / sizeof(tail[0]) == JOB_TAIL,
-	    "job_argv's room for the tail");
-	for (size_t i = 0; i < sizeof(tail) / sizeof(tail[0]); i++)
-		argv[argc++] = strdup(tail[i]);
-	// --layer-push auto would be on for some jobs only (sync ones whose
-	// processes fit the cores): one thing more than the mode would then
-	// differ. Off unless asked for.
-	if (c->layer_push == PT_LP_AUTO) {
-		argv[argc++] = strdup("--layer-push");
-		argv[argc++] = strdup("off");
-	}
-	for (int i = 0; i < m->n_extra; i++)
-		argv[argc++] = strdup(m->extra[i]);
-	if (tb[0] != '\0') {
-		char dir[2 * PT_PATH_MAX + 96];
-		snprintf(dir, sizeof(dir), "%s%s", tb,
-		    j->dir + strlen(c->job.out)); // "/LABEL/seed-S"
-		argv[argc++] = strdup("--tensorboard");
-		argv[argc++] = strdup(dir);
-	}
-	for (int i = 0; i < argc; i++)
-		if (argv[i] == NULL)
-			goto oom;
-	return argv;
-oom:
-	fprintf(stderr, "pstrain compare: out of memory\n");
-	for (int i = 0; argv != NULL && i < argc; i++)
-		free(argv[i]);
-	free(argv);
-	return NULL;
-}
-
-// job_run runs job j; returns its exit status, 128+N when it died of
-// signal N, or -1 when it could not start.
-static int job_run(const pti_config *c, const pti_cmp_job *j,
-    const char *tb)
-{
-	char **argv = job_argv(c, j, tb);
-	int status;
-	if (argv == NULL)
-		return -1;
-	fflush(stdout);
-	pid_t pid = fork();
-	if (pid == 0) {
-		execv(pti_self_exe(), argv);
-		fprintf(stderr, "pstrain compare: cannot execute itself: %s\n",
-		    strerror(errno));
-		_exit(127);
-	}
-	for (int i = 0; argv[i] != NULL; i++)
-		free(argv[i]);
-	free(argv);
-	if (pid < 0) {
-		fprintf(stderr, "pstrain compare: fork: %s\n", strerror(errno));
-		return -1;
-	}
-	cmp_child = pid;
-	if (cmp_signalled) // arrived before cmp_child was set
-		kill(pid, cmp_signalled);
-	while (waitpid(pid, &status, 0) != pid)
-		if (errno != EINTR) {
-			status = 1 << 8;
-			break;
-		}
-	cmp_child = 0;
-	return WIFEXITED(status) ? WEXITSTATUS(status)
-				 : 128 + WTERMSIG(status);
-}
-
-// ---------------------------------------------------------------------
-// Reading a job's files
-
-// job_outcome reads "outcome"; a job written before outcomes existed
-// counts as diverged when it says so or exited 3 (status; -1 unknown).
-static int job_outcome(const pti_cmp_job *j, int status)
-{
-	char val[32];
-	if (j->json == NULL)
-		return PTI_OUT_MISSING;
-	if (pti_json_text(j->json, "outcome", val, sizeof(val)) == 0) {
-		for (int k = 0; k < PTI_OUT_N; k++)
-			if (strcmp(val, outcome_names[k]) == 0)
-				return k;
-		return PTI_OUT_MISSING; // an outcome we do not know
-	}
-	if (status == PTI_EXIT_DIVERGED ||
-	    json_is_true(json_object_get(j->json, "diverged")))
-		return PTI_OUT_DIVERGED;
-	return PTI_OUT_OK;
-}
-
-// job_eval reads eval.csv: updates, examples and training time to the
-// first evaluation at or above target, and with no validation split (no
-// val_acc column) the best test accuracy, which then stands for both
-// selection columns.
-static int job_eval(pti_cmp_job *j, double target)
-{
-	const char *want[] = {PTI_COL(pti_csv_eval_val, PTI_EV_VERSION),
-	    PTI_COL(pti_csv_eval_val, PTI_EV_WALL),
-	    PTI_COL(pti_csv_eval_val, PTI_EV_ACC),
-	    PTI_COL(pti_csv_eval_test, PTI_EV_ACC)};
-	char path[PT_PATH_MAX + 128];
-	pti_csv ev;
-	snprintf(path, sizeof(path), "%s/eval.csv", j->dir);
-	if (pti_csv_read(path, 0, want, 4, &ev) != 0)
-		return -1;
-	j->sel_test = !ev.have[2];
-	int acc = j->sel_test ? 3 : 2;
-	double best = NAN, wall_at = NAN, last[PTI_CMP_LAST_K];
-	size_t n_last = 0;
-	// Training time counts from the job's first step (summary.json's
-	// startup_s after t0, where eval.csv's wall_s counts from).
-	double startup = pti_json_num(j->json, "startup_s");
-	for (size_t i = 0; i < ev.n_rows; i++) {
-		const double *row = ev.v + i * 4;
-		if (isnan(row[acc]))
-			continue;
-		if (isnan(best) || row[acc] > best)
-			best = row[acc];
-		last[n_last++ % PTI_CMP_LAST_K] = row[acc];
-		if (isnan(j->col[PTI_COL_UPDATES_TO]) && row[acc] >= target) {
-			j->col[PTI_COL_UPDATES_TO] = row[0];
-			wall_at = row[1];
-			j->col[PTI_COL_TRAIN_TO] = row[1] - startup;
-		}
-	}
-	if (j->sel_test)
-		j->col[PTI_COL_BEST_VAL] = j->col[PTI_COL_BEST_VAL_TEST] = best;
-	// The mean of the last evaluations: an endpoint steadier than one
-	// final evaluation, whose trajectory noise is about +-0.01.
-	if (n_last > 0) {
-		size_t k = n_last < PTI_CMP_LAST_K ? n_last : PTI_CMP_LAST_K;
-		double sum = 0;
-		for (size_t i = 0; i < k; i++)
-			sum += last[i];
-		j->col[PTI_COL_LAST_K] = sum / (double)k;
-	}
-	free(ev.v);
-	// Examples rather than updates compare modes fairly: an async
-	// update carries B/W examples, a sync step B.
-	if (!isnan(wall_at) && !isnan(j->pwb) &&
-	    pti_job_examples_at(j->dir, j->pwb, &wall_at,
-		&j->col[PTI_COL_EXAMPLES_TO], 1) != 0)
-		return -1;
-	return 0;
-}
-
-// job_read loads job j's summary.json and eval.csv into j; status is the
-// run's exit status, -1 when unknown (--report-only). -1 when out of
-// memory.
-static int job_read(pti_cmp_job *j, int status, double target)
-{
-	char path[PT_PATH_MAX + 128];
-	json_decref(j->json);
-	snprintf(path, sizeof(path), "%s/summary.json", j->dir);
-	j->json = pti_json_load(path);
-	j->outcome = job_outcome(j, status);
-	j->pwb = pti_json_num(j->json, "per_worker_batch");
-	for (int k = 0; k < PTI_COLS; k++)
-		j->col[k] = cmp_cols[k].key != NULL
-				? pti_json_num(j->json, cmp_cols[k].key)
-				: NAN;
-	if (j->outcome == PTI_OUT_MISSING)
-		return 0;
-	// A diverged job has no final parameters worth the name: its final
-	// accuracy enters the means as chance (1 / classes), said in the
-	// cell, rather than dropping out of them.
-	double classes = pti_json_num(j->json, "classes");
-	j->at_chance = j->outcome == PTI_OUT_DIVERGED &&
-		       isnan(j->col[PTI_COL_FINAL_TEST]) && classes >= 2;
-	if (j->at_chance)
-		j->col[PTI_COL_FINAL_TEST] = 1.0 / classes;
-	return job_eval(j, target);
-}
-
-// job_damaged says loudly why job j is damaged and what to do.
-static void job_damaged(const pti_cmp_job *j, int going_on)
-{
-	fprintf(stderr, "\npstrain compare: ******** DAMAGED JOB ********\n"
-	    "pstrain compare: mode %s, seed %llu (%s): workers_lost %.0f, "
-	    "worker_restarts %.0f, server_restarts %.0f\n",
-	    j->m->token, (unsigned long long)j->seed, j->dir,
-	    j->col[PTI_COL_LOST], pti_json_num(j->json, "worker_restarts"),
-	    pti_json_num(j->json, "server_restarts"));
-	fprintf(stderr, going_on
-	    ? "pstrain compare: --allow-failures: going on; it counts in "
-	      "the report as damaged\n\n"
-	    : "pstrain compare: its numbers are not those of an undisturbed "
-	      "job: stopping (--allow-failures goes on)\n\n");
-}
 
 // previous tells whether dir already holds a comparison: report.md, or
 // any LABEL/seed-S/summary.json.
@@ -384,19 +71,6 @@ static int previous(const char *dir)
 // ---------------------------------------------------------------------
 // The report
 
-// The whole comparison: modes, seeds and their jobs.
-typedef struct cmp_set {
-	const pti_config *c;
-	pti_cmp_mode ms[PTI_CMP_MODES_MAX];
-	int n_modes;
-	uint64_t seeds[PTI_CMP_SEEDS_MAX];
-	int n_seeds;
-	pti_cmp_job *jobs; // jobs[mode * n_seeds + seed index]
-	int sel_test;      // some job had no validation split
-	pti_dash *dash;    // --dashboard's server, or NULL
-	const char *tb;    // --tensorboard DIR, or ""
-	int base;          // --baseline's index in ms
-} cmp_set;
 
 static int to_target(int k)
 {
@@ -408,7 +82,7 @@ static int to_target(int k)
 // col_head as a table cell.
 static void col_head_plain(FILE *f, int k, double target)
 {
-	const char *name = cmp_cols[k].name;
+	const char *name = pti_cmp_cols[k].name;
 	if (to_target(k))
 		fprintf(f, "%.*s%.4g", (int)strlen(name) - 1, name, target);
 	else
@@ -440,7 +114,7 @@ static void table_head(FILE *f, const char *lead, int n_lead,
 
 // mode_stats summarises column k over mode i's jobs that have a
 // summary; *present is how many do.
-static void mode_stats(const cmp_set *s, int i, int k, pti_stats *st,
+static void mode_stats(const pti_cmp_set *s, int i, int k, pti_stats *st,
     uint32_t *present)
 {
 	double x[PTI_CMP_SEEDS_MAX];
@@ -459,7 +133,7 @@ static void mode_stats(const cmp_set *s, int i, int k, pti_stats *st,
 static void cell_mean(char *buf, size_t n, const pti_stats *st,
     uint32_t present, int k, int chance)
 {
-	int prec = cmp_cols[k].prec, used = 0;
+	int prec = pti_cmp_cols[k].prec, used = 0;
 	if (st->n == 0)
 		used = snprintf(buf, n, to_target(k) ? "never" : "n/a");
 	else if (st->n < 2)
@@ -479,7 +153,7 @@ static void cell_mean(char *buf, size_t n, const pti_stats *st,
 
 static void cell_range(char *buf, size_t n, const pti_stats *st, int k)
 {
-	int prec = cmp_cols[k].prec;
+	int prec = pti_cmp_cols[k].prec;
 	if (st->n == 0)
 		snprintf(buf, n, to_target(k) ? "never" : "n/a");
 	else
@@ -487,7 +161,7 @@ static void cell_range(char *buf, size_t n, const pti_stats *st, int k)
 }
 
 // outcomes_cell counts mode i's outcomes: "ok 4, collapsed 1".
-static void outcomes_cell(char *buf, size_t n, const cmp_set *s, int i)
+static void outcomes_cell(char *buf, size_t n, const pti_cmp_set *s, int i)
 {
 	int count[PTI_OUT_N] = {0}, used = 0;
 	buf[0] = '\0';
@@ -496,11 +170,11 @@ static void outcomes_cell(char *buf, size_t n, const cmp_set *s, int i)
 	for (int k = 0; k < PTI_OUT_N; k++)
 		if (count[k] > 0 && (size_t)used < n)
 			used += snprintf(buf + used, n - used, "%s%s %d",
-			    used ? ", " : "", outcome_names[k], count[k]);
+			    used ? ", " : "", pti_cmp_outcomes[k], count[k]);
 }
 
 // ok_final: mode i's final_test_acc over its ok jobs alone, into cell.
-static void ok_final(char *buf, size_t n, const cmp_set *s, int i)
+static void ok_final(char *buf, size_t n, const pti_cmp_set *s, int i)
 {
 	double x[PTI_CMP_SEEDS_MAX];
 	uint32_t k = 0;
@@ -518,7 +192,7 @@ static void ok_final(char *buf, size_t n, const cmp_set *s, int i)
 // [min, max] (range 1) of every column over the seeds; the first also
 // how many jobs failed (ended other than ok) and the final accuracy
 // of the ok jobs alone.
-static void table_modes(FILE *f, const cmp_set *s, int range)
+static void table_modes(FILE *f, const pti_cmp_set *s, int range)
 {
 	char cell[96];
 	table_head(f, range ? "mode" : "mode | n | outcomes | failed | "
@@ -554,7 +228,7 @@ static void table_modes(FILE *f, const cmp_set *s, int range)
 }
 
 // table_jobs prints the appendix: one row per (mode, seed).
-static void table_jobs(FILE *f, const cmp_set *s)
+static void table_jobs(FILE *f, const pti_cmp_set *s)
 {
 	table_head(f, "mode | seed | outcome", 3, "folder |",
 	    s->c->target_acc);
@@ -563,14 +237,14 @@ static void table_jobs(FILE *f, const cmp_set *s)
 			const pti_cmp_job *j = &s->jobs[i * s->n_seeds + r];
 			fprintf(f, "| %s | %llu | %s |", s->ms[i].label,
 			    (unsigned long long)j->seed,
-			    outcome_names[j->outcome]);
+			    pti_cmp_outcomes[j->outcome]);
 			for (int k = 0; k < PTI_COLS; k++)
 				if (isnan(j->col[k]))
 					fprintf(f, " %s |", to_target(k) &&
 					    j->outcome != PTI_OUT_MISSING
 					    ? "never" : "n/a");
 				else
-					fprintf(f, " %.*f |", cmp_cols[k].prec,
+					fprintf(f, " %.*f |", pti_cmp_cols[k].prec,
 					    j->col[k]);
 			fprintf(f, " %s/seed-%llu |\n", s->ms[i].label,
 			    (unsigned long long)j->seed);
@@ -578,7 +252,7 @@ static void table_jobs(FILE *f, const cmp_set *s)
 }
 
 // first_job is the first job with a summary in run order (seed-major).
-static const pti_cmp_job *first_job(const cmp_set *s)
+static const pti_cmp_job *first_job(const pti_cmp_set *s)
 {
 	for (int r = 0; r < s->n_seeds; r++)
 		for (int i = 0; i < s->n_modes; i++)
@@ -589,7 +263,7 @@ static const pti_cmp_job *first_job(const cmp_set *s)
 
 // record_check prints a loud line to f for each record_must_agree key on
 // which a job differs from the first; returns how many keys differ.
-static int record_check(FILE *f, const cmp_set *s, const char *prefix)
+static int record_check(FILE *f, const pti_cmp_set *s, const char *prefix)
 {
 	const pti_cmp_job *a = first_job(s);
 	int bad = 0;
@@ -625,7 +299,7 @@ static int record_check(FILE *f, const cmp_set *s, const char *prefix)
 
 // report_record lists the run record of the first job, then any
 // disagreement between jobs.
-static void report_record(FILE *f, const cmp_set *s)
+static void report_record(FILE *f, const pti_cmp_set *s)
 {
 	const pti_cmp_job *a = first_job(s);
 	const json_t *rec = a != NULL ? json_object_get(a->json, "record") : NULL;
@@ -654,7 +328,7 @@ static void report_record(FILE *f, const cmp_set *s)
 }
 
 // report_note says where selection happened (validation or test set).
-static void report_note(FILE *f, const cmp_set *s)
+static void report_note(FILE *f, const pti_cmp_set *s)
 {
 	if (s->sel_test)
 		fprintf(f, "**Selection was on the TEST set**: some jobs had "
@@ -738,7 +412,7 @@ static void paired_reading(char *buf, size_t n, const pti_paired *p,
 
 // report_paired compares every mode with the baseline seed by seed: the
 // jobs of one seed share initial values and data order across modes.
-static void report_paired(FILE *f, const cmp_set *s)
+static void report_paired(FILE *f, const pti_cmp_set *s)
 {
 	const char *base = s->ms[s->base].label;
 	char mean[48], iv[96], reading[96];
@@ -772,7 +446,7 @@ static void report_paired(FILE *f, const cmp_set *s)
 		for (size_t k = 0; k < sizeof(paired_cols) / sizeof(paired_cols[0]);
 		     k++) {
 			int col = paired_cols[k].col, better = paired_cols[k].better;
-			int prec = cmp_cols[col].prec;
+			int prec = pti_cmp_cols[col].prec;
 			double a[PTI_CMP_SEEDS_MAX], b[PTI_CMP_SEEDS_MAX];
 			for (int r = 0; r < s->n_seeds; r++) {
 				a[r] = s->jobs[i * s->n_seeds + r].col[col];
@@ -840,7 +514,7 @@ static void job_network(const pti_cmp_job *j, char *out, size_t n)
 // one line when every job ran alike, else one per mode (as when a mode's
 // modifiers set --placement or --servers), and loudly a job that ran
 // unlike the rest of its mode.
-static void report_network(FILE *f, const cmp_set *s)
+static void report_network(FILE *f, const pti_cmp_set *s)
 {
 	char line[PTI_CMP_MODES_MAX][256], nb[256];
 	int alike = 1, have = 0;
@@ -882,7 +556,7 @@ static void report_network(FILE *f, const cmp_set *s)
 	fprintf(f, "\n(summary.json's placement, link and hosts.)\n\n");
 }
 
-static int report_write(const cmp_set *s, int argc, char **argv)
+static int report_write(const pti_cmp_set *s, int argc, char **argv)
 {
 	const pti_config *c = s->c;
 	char path[PT_PATH_MAX + 32];
@@ -918,6 +592,8 @@ static int report_write(const cmp_set *s, int argc, char **argv)
 		    c->evals_per_epoch, c->job.out);
 	report_record(f, s);
 	report_network(f, s);
+	if (s->tune != NULL)
+		pti_cmp_tune_report(f, s->tune);
 	fprintf(f, "## Results: mean ± sd over seeds\n\n");
 	report_note(f, s);
 	fprintf(f, "\n");
@@ -948,49 +624,6 @@ static int report_write(const cmp_set *s, int argc, char **argv)
 // ---------------------------------------------------------------------
 // The command
 
-// set_init fills s from c: modes, seeds, a job per (mode, seed). The
-// exit status on failure (2: a bad flag), else -1.
-static int set_init(cmp_set *s, const pti_config *c)
-{
-	s->c = c;
-	if (pti_cmp_modes_parse(c, !c->report_only, s->ms, &s->n_modes) != 0 ||
-	    seeds_parse(c, s->seeds, &s->n_seeds) != 0)
-		return PTI_EXIT_USAGE;
-	s->base = c->baseline[0] == '\0' ? 0 : -1;
-	for (int i = 0; i < s->n_modes && s->base < 0; i++)
-		if (strcmp(s->ms[i].token, c->baseline) == 0 ||
-		    strcmp(s->ms[i].label, c->baseline) == 0)
-			s->base = i;
-	if (s->base < 0) {
-		fprintf(stderr, "pstrain compare: --baseline %s: not one of "
-		    "--modes %s\n", c->baseline, c->modes);
-		return PTI_EXIT_USAGE;
-	}
-	s->jobs = calloc((size_t)s->n_modes * s->n_seeds, sizeof(*s->jobs));
-	if (s->jobs == NULL) {
-		fprintf(stderr, "pstrain compare: out of memory\n");
-		return 1;
-	}
-	for (int i = 0; i < s->n_modes; i++)
-		for (int r = 0; r < s->n_seeds; r++) {
-			pti_cmp_job *j = &s->jobs[i * s->n_seeds + r];
-			j->m = &s->ms[i];
-			j->seed = s->seeds[r];
-			j->outcome = PTI_OUT_MISSING;
-			snprintf(j->dir, sizeof(j->dir), "%s/%s/seed-%llu",
-			    c->job.out, s->ms[i].label,
-			    (unsigned long long)s->seeds[r]);
-		}
-	return -1;
-}
-
-static void set_fini(cmp_set *s)
-{
-	for (int i = 0; s->jobs != NULL && i < s->n_modes * s->n_seeds; i++)
-		json_decref(s->jobs[i].json);
-	free(s->jobs);
-}
-
 // ---------------------------------------------------------------------
 // --dashboard: one page of every job, served by this process
 
@@ -1008,7 +641,7 @@ static uint64_t cmp_steps(const pti_cmp_mode *m, uint64_t n_train)
 
 // cmp_dashboard serves every job of s, each waiting to run. 0, or the
 // exit status after saying why.
-static int cmp_dashboard(cmp_set *s)
+static int cmp_dashboard(pti_cmp_set *s)
 {
 	const pti_config *c = s->c;
 	uint32_t n = (uint32_t)(s->n_modes * s->n_seeds);
@@ -1059,93 +692,10 @@ static int cmp_dashboard(cmp_set *s)
 	return 0;
 }
 
-// set_run runs every job, seed-major. 0, or the exit status.
-static int set_run(cmp_set *s)
-{
-	const pti_config *c = s->c;
-	int total = s->n_modes * s->n_seeds, done = 0;
-	pti_on_stop_signals(cmp_on_signal);
-	for (int r = 0; r < s->n_seeds; r++)
-		for (int i = 0; i < s->n_modes; i++) {
-			pti_cmp_job *j = &s->jobs[i * s->n_seeds + r];
-			printf("pstrain compare: run %d of %d: mode %s, seed "
-			    "%llu, output in %s\n", ++done, total, j->m->token,
-			    (unsigned long long)j->seed, j->dir);
-			uint32_t k = (uint32_t)(i * s->n_seeds + r);
-			pti_dash_state(s->dash, k, PTI_DASH_RUNNING,
-			    pti_wall_s());
-			int rv = job_run(c, j, s->tb);
-			pti_dash_state(s->dash, k, rv == 0 || rv ==
-			    PTI_EXIT_DIVERGED ? PTI_DASH_DONE : PTI_DASH_FAILED,
-			    0);
-			if (cmp_signalled) {
-				fprintf(stderr, "\npstrain compare: stopped on "
-				    "signal %d during mode %s, seed %llu\n",
-				    (int)cmp_signalled, j->m->token,
-				    (unsigned long long)j->seed);
-				return PTI_EXIT_SIGNAL;
-			}
-			if (job_read(j, rv, c->target_acc) != 0) {
-				fprintf(stderr, "pstrain compare: out of "
-				    "memory\n");
-				return 1;
-			}
-			if (j->outcome == PTI_OUT_DAMAGED) {
-				job_damaged(j, c->allow_failures);
-				if (!c->allow_failures)
-					return 1;
-			} else if (rv == PTI_EXIT_DIVERGED) {
-				fprintf(stderr, "pstrain compare: mode %s, seed "
-				    "%llu diverged; going on\n", j->m->token,
-				    (unsigned long long)j->seed);
-			} else if (rv != 0) {
-				fprintf(stderr, "pstrain compare: mode %s, seed "
-				    "%llu failed (%s %d); its output is in %s\n",
-				    j->m->token, (unsigned long long)j->seed,
-				    rv > 128 ? "signal" : "exit status",
-				    rv > 128 ? rv - 128 : rv, j->dir);
-				return 1;
-			}
-		}
-	return 0;
-}
-
-// set_read reads every job already in DIR (--report-only). 0, or the
-// exit status.
-static int set_read(cmp_set *s)
-{
-	int found = 0;
-	for (int r = 0; r < s->n_seeds; r++)
-		for (int i = 0; i < s->n_modes; i++) {
-			pti_cmp_job *j = &s->jobs[i * s->n_seeds + r];
-			if (job_read(j, -1, s->c->target_acc) != 0) {
-				fprintf(stderr, "pstrain compare: out of "
-				    "memory\n");
-				return 1;
-			}
-			found += j->outcome != PTI_OUT_MISSING;
-			if (j->outcome == PTI_OUT_MISSING)
-				fprintf(stderr, "pstrain compare: no %s/summary."
-				    "json: counted as missing\n", j->dir);
-			if (j->outcome == PTI_OUT_DAMAGED) {
-				job_damaged(j, s->c->allow_failures);
-				if (!s->c->allow_failures)
-					return 1;
-			}
-		}
-	if (found == 0) {
-		fprintf(stderr, "pstrain compare: --report-only: no job of "
-		    "--modes %s and these seeds in %s\n", s->c->modes,
-		    s->c->job.out);
-		return 1;
-	}
-	return 0;
-}
-
 int pti_cmd_compare(int argc, char **argv)
 {
 	static pti_config c;
-	static cmp_set s;
+	static pti_cmp_set s;
 	char plots[PT_PATH_MAX + 16];
 	int rv = pti_cli_config(&c, PT_CMD_COMPARE, "compare",
 	    "Run `pstrain run` once per mode of --modes and seed of --seeds, "
@@ -1199,7 +749,7 @@ int pti_cmd_compare(int argc, char **argv)
 	    !pti_config_given(&c, "eval-every"))
 		c.evals_per_epoch = 10;
 	s.tb = tb;
-	if ((rv = set_init(&s, &c)) >= 0)
+	if ((rv = pti_cmp_set_init(&s, &c)) >= 0)
 		goto out;
 	rv = 2;
 	if (!c.report_only && !c.force && previous(c.job.out)) {
@@ -1216,9 +766,23 @@ int pti_cmd_compare(int argc, char **argv)
 		    strerror(errno));
 		goto out;
 	}
+	// --lr-grid: each mode's rate first, picked on other seeds; the
+	// comparison is then of each mode at its rate.
+	static pti_cmp_tune tune;
+	if (c.lr_grid[0] != '\0') {
+		if ((rv = pti_cmp_tune_run(&c, &tune)) != 0)
+			goto out;
+		pti_cmp_set_fini(&s);
+		memset(&s, 0, sizeof(s));
+		s.tb = tb;
+		if ((rv = pti_cmp_set_init(&s, &c)) >= 0)
+			goto out;
+		s.tune = &tune;
+		rv = 1;
+	}
 	if (dashboard && (rv = cmp_dashboard(&s)) != 0)
 		goto out;
-	if ((rv = c.report_only ? set_read(&s) : set_run(&s)) != 0)
+	if ((rv = c.report_only ? pti_cmp_set_read(&s) : pti_cmp_set_run(&s)) != 0)
 		goto out;
 	rv = 1;
 	for (int i = 0; i < s.n_modes * s.n_seeds; i++)
@@ -1246,6 +810,6 @@ out:
 		fprintf(stderr, "pstrain compare: dashboard closed (pstrain "
 		    "dashboard %s serves it again)\n", c.job.out);
 	}
-	set_fini(&s);
+	pti_cmp_set_fini(&s);
 	return rv;
 }

@@ -1,13 +1,15 @@
-// cli/compare/compare.h - what `pstrain compare`'s two halves share:
-// compare.c (modes, seeds, running the jobs, reading their files, the
-// report) and plot.c (the CSV reader, curves across seeds, the gnuplot
-// script).
+// cli/compare/compare.h - what `pstrain compare`'s files share:
+// compare.c (the command and the report), jobs.c (a set of modes and
+// seeds: running the jobs, reading their files), modes.c (--modes),
+// tune.c (--lr-grid) and plot.c (the CSV reader, curves across seeds,
+// the gnuplot script).
 // Internal to the pstrain binary; nothing here is thread-safe.
 #ifndef PT_CLI_COMPARE_COMPARE_H
 #define PT_CLI_COMPARE_COMPARE_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "common/config.h"
 #include "common/outputs.h"
@@ -55,6 +57,8 @@ enum {
 	PTI_OUT_MISSING,
 	PTI_OUT_N,
 };
+// pti_cmp_outcomes names them as summary.json does (jobs.c).
+extern const char *const pti_cmp_outcomes[PTI_OUT_N];
 
 // The report's numeric columns, in table order (compare.c names them).
 enum {
@@ -89,6 +93,63 @@ typedef struct pti_cmp_job {
 	int at_chance;       // diverged: final_test_acc entered as chance
 	double col[PTI_COLS]; // NaN: null or missing
 } pti_cmp_job;
+
+// --lr-grid (tune.c): each mode at each rate over the tuning seeds, and
+// the rate picked for each (the index in lr of the best mean
+// best_val_acc, a failed job counting 0).
+#define PTI_TUNE_LR_MAX 8
+typedef struct pti_cmp_tune {
+	double lr[PTI_TUNE_LR_MAX]; // ascending
+	int n_lr, n_modes, n_seeds;
+	char token[PTI_CMP_MODES_MAX][64], label[PTI_CMP_MODES_MAX][64];
+	double score[PTI_CMP_MODES_MAX][PTI_TUNE_LR_MAX];
+	int failed[PTI_CMP_MODES_MAX][PTI_TUNE_LR_MAX];
+	int chosen[PTI_CMP_MODES_MAX];
+	char seeds[PT_PATH_MAX]; // the tuning seeds, as a list
+} pti_cmp_tune;
+
+// pti_cmp_tune_run runs (or, with --report-only, reads) the grid of c's
+// --lr-grid into DIR/tune, picks each mode's rate and rewrites c->modes
+// (and c->baseline) with each token at its rate (TOKEN:lr=RATE). 0, or
+// the exit status after saying why. pti_cmp_tune_report writes the
+// grid's table into report.md.
+int pti_cmp_tune_run(pti_config *c, pti_cmp_tune *t);
+void pti_cmp_tune_report(FILE *f, const pti_cmp_tune *t);
+
+// The report's columns (jobs.c): the name in the table header ("_A"
+// becomes the target), the summary.json key it comes from (NULL:
+// computed from eval.csv) and the decimals shown.
+typedef struct pti_cmp_col {
+	const char *name, *key;
+	int prec;
+} pti_cmp_col;
+extern const pti_cmp_col pti_cmp_cols[PTI_COLS];
+
+// The whole comparison: modes, seeds and their jobs (jobs.c). The lr
+// grid (tune.c) runs one of its own before the comparison.
+typedef struct pti_cmp_set {
+	const pti_config *c;
+	pti_cmp_mode ms[PTI_CMP_MODES_MAX];
+	int n_modes;
+	uint64_t seeds[PTI_CMP_SEEDS_MAX];
+	int n_seeds;
+	pti_cmp_job *jobs; // jobs[mode * n_seeds + seed index]
+	int sel_test;      // some job had no validation split
+	struct pti_dash *dash; // --dashboard's server, or NULL
+	const char *tb;    // --tensorboard DIR, or ""
+	int base;          // --baseline's index in ms
+	const struct pti_cmp_tune *tune; // the lr grid's result, or NULL
+} pti_cmp_set;
+
+// pti_cmp_set_init fills s from c (its modes, seeds and out): a job per
+// (mode, seed); the exit status on failure (2: a bad flag), else -1.
+// pti_cmp_set_run runs every job, seed-major; pti_cmp_set_read reads
+// those already in c's out (--report-only): 0, or the exit status.
+// pti_cmp_set_fini frees what s holds.
+int pti_cmp_set_init(pti_cmp_set *s, const pti_config *c);
+int pti_cmp_set_run(pti_cmp_set *s);
+int pti_cmp_set_read(pti_cmp_set *s);
+void pti_cmp_set_fini(pti_cmp_set *s);
 
 // pti_job_examples_at writes into at[i], for each of the n wall times
 // t[i] (seconds since the job started), how many examples all workers of
