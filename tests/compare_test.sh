@@ -368,6 +368,9 @@ test_compare_lr_grid() {
 	has "$R" "## Learning rates, picked on validation" &&
 		has "$R" "| mode | lr 0.1 | lr 0.2 | picked |" ||
 		{ no $n "no grid table" "$R"; return; }
+	png "$T/grid/lr-grid.png" && [ -s "$T/grid/lr-grid.svg" ] &&
+		grep -q "^# sync$" "$T/grid/plots/lr-grid.dat" ||
+		{ no $n "no lr-grid figure" "$T/grid.log"; return; }
 	$P compare --modes sync --lr-grid 0.1,0.2 --tune-seeds 1,2 --seeds 2 \
 		$D --out "$T/grid2" >"$T/grid2.log" 2>&1
 	rc=$?

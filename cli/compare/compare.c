@@ -798,7 +798,7 @@ int pti_cmd_compare(int argc, char **argv)
 	printf("\nreport: %s/report.md\n", c.job.out);
 	fflush(stdout);
 	if (pti_cmp_plot(c.job.out, s.ms, s.n_modes, s.jobs, s.n_seeds,
-	    s.sel_test) != 0)
+	    s.sel_test, s.tune) != 0)
 		goto out;
 	printf("plots: %s/*.png and *.svg (script %s/plot.gp)\n", c.job.out,
 	    plots);

@@ -159,13 +159,15 @@ void pti_cmp_set_fini(pti_cmp_set *s);
 int pti_job_examples_at(const char *dir, double pwb, const double *t,
     double *at, size_t n);
 
-// pti_cmp_plot writes DIR/plots/*.dat and DIR/plots/plot.gp from the
+// pti_cmp_plot writes DIR/plots/*.dat and DIR/plots/plot.gp (with the
+// figure lr-grid when tune is not NULL) from the
 // jobs (jobs[mode * n_seeds + seed], MISSING ones skipped), then runs
 // gnuplot with DIR as its working directory, so every path in the script
 // is relative and DIR can be moved. sel_test: accuracy curves are test
 // accuracy. Returns 0, or -1 after printing why (gnuplot missing: how to
 // install it).
 int pti_cmp_plot(const char *dir, const pti_cmp_mode *ms, int n_modes,
-    const pti_cmp_job *jobs, int n_seeds, int sel_test);
+    const pti_cmp_job *jobs, int n_seeds, int sel_test,
+    const pti_cmp_tune *tune);
 
 #endif // PT_CLI_COMPARE_COMPARE_H

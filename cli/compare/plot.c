@@ -601,6 +601,64 @@ static void gp_figure(FILE *f, const plot_set *p, const struct figure *g)
 	}
 }
 
+// grid_data writes DIR/plots/lr-grid.dat: one block per mode of the lr
+// grid, a row per rate (rate, mean best_val_acc, failed jobs, picked).
+static int grid_data(const char *dir, const pti_cmp_tune *t)
+{
+	char path[PT_PATH_MAX + 64];
+	snprintf(path, sizeof(path), "%s/plots/lr-grid.dat", dir);
+	FILE *f = fopen(path, "w");
+	if (f == NULL)
+		return -1;
+	fprintf(f, "# --lr-grid: lr, mean best_val_acc over the tuning seeds "
+	    "(a failed job counts 0),\n# failed jobs, picked (1); one block "
+	    "per mode\n");
+	for (int i = 0; i < t->n_modes; i++) {
+		fprintf(f, "# %s\n", t->label[i]);
+		for (int k = 0; k < t->n_lr; k++)
+			fprintf(f, "%g %.6f %d %d\n", t->lr[k], t->score[i][k],
+			    t->failed[i][k], k == t->chosen[i]);
+		fprintf(f, "\n\n");
+	}
+	return fclose(f);
+}
+
+// gp_grid writes the figure lr-grid: each mode's mean best validation
+// accuracy against the rate, failed rates ringed, each pick starred.
+static void gp_grid(FILE *f, const pti_cmp_tune *t)
+{
+	static const char *formats[] = {"png", "svg"};
+	for (int fm = 0; fm < 2; fm++) {
+		fprintf(f, "\nreset\n");
+		if (fm == 0)
+			fprintf(f, "eval('set terminal '.png_term.' size 900,550 "
+			    "noenhanced')\n");
+		else
+			fprintf(f, "set terminal svg size 900,550 noenhanced\n");
+		fprintf(f, "set output 'lr-grid.%s'\nset grid\n", formats[fm]);
+		gp_styles(f, t->n_modes);
+		fprintf(f, "set logscale x 2\nset xlabel 'learning rate "
+		    "(--lr)'\nset ylabel 'mean best validation accuracy'\n"
+		    "set title 'the lr grid, over the tuning seeds'\n"
+		    "set key outside right\nset xtics (");
+		for (int k = 0; k < t->n_lr; k++)
+			fprintf(f, "%s'%g' %g", k ? ", " : "", t->lr[k], t->lr[k]);
+		fprintf(f, ")\nset offsets graph 0.05, graph 0.05, 0, 0\n"
+		    "plot ");
+		for (int i = 0; i < t->n_modes; i++)
+			fprintf(f, "'plots/lr-grid.dat' index %d using 1:2 with "
+			    "linespoints ls %d title '%s', '' index %d using "
+			    "1:($3 > 0 ? $2 : 1/0) with points pt 6 ps 2.5 lc "
+			    "rgb 'black' notitle, '' index %d using 1:($4 > 0 ? "
+			    "$2 : 1/0) with points pt 3 ps 3 lc rgb 'black' "
+			    "notitle, ", i, i + 1, t->label[i], i, i);
+		fprintf(f, "1/0 with points pt 6 ps 2.5 lc rgb 'black' title "
+		    "'a tuning job failed (counts 0)', 1/0 with points pt 3 "
+		    "ps 3 lc rgb 'black' title 'the rate picked'\n"
+		    "set output\n");
+	}
+}
+
 // gp_run runs gnuplot on plots/plot.gp from dir.
 static int gp_run(const char *dir)
 {
@@ -632,7 +690,8 @@ static int gp_run(const char *dir)
 }
 
 int pti_cmp_plot(const char *dir, const pti_cmp_mode *ms, int n_modes,
-    const pti_cmp_job *jobs, int n_seeds, int sel_test)
+    const pti_cmp_job *jobs, int n_seeds, int sel_test,
+    const pti_cmp_tune *tune)
 {
 	static plot_set p;
 	char path[PT_PATH_MAX + 64];
@@ -665,7 +724,9 @@ int pti_cmp_plot(const char *dir, const pti_cmp_mode *ms, int n_modes,
 	    "'pngcairo') > 0 ? 'pngcairo' : 'png'\n");
 	for (size_t g = 0; g < sizeof(figures) / sizeof(figures[0]); g++)
 		gp_figure(f, &p, &figures[g]);
-	if (fclose(f) != 0)
+	if (tune != NULL)
+		gp_grid(f, tune);
+	if (fclose(f) != 0 || (tune != NULL && grid_data(dir, tune) != 0))
 		goto fail;
 	return gp_run(dir);
 fail:

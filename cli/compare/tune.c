@@ -231,7 +231,8 @@ void pti_cmp_tune_report(FILE *f, const pti_cmp_tune *t)
 	    "counting 0 (\"k failed\"); each mode's rate is the best cell "
 	    "(the lower rate on a tie), picked on the validation split "
 	    "alone. The comparison below ran each mode at its rate on the "
-	    "seeds of --seeds, none of them a tuning seed.\n\n| mode |",
+	    "seeds of --seeds, none of them a tuning seed. Figure: "
+	    "lr-grid.png.\n\n| mode |",
 	    t->seeds);
 	for (int k = 0; k < t->n_lr; k++)
 		fprintf(f, " lr %g |", t->lr[k]);
