@@ -366,9 +366,11 @@ static const config_entry config_table[] = {
     E("tune-seeds", T_STR, tune_seeds, "2", 0, 0, CMP, "N|S,S,...",
 	"the seeds --lr-grid picks the rates on: N for 1001..1000+N, or a "
 	"list; never one of --seeds"),
-    E("seeds", T_STR, seeds, "", 0, 0, CMP, "N|S,S,...",
+    E("seeds", T_STR, seeds, "", 0, 0, CMP, "N|S,S,...|auto[:CAP]",
 	"run every mode with seeds 1..N, or with the seeds listed; report "
-	"mean, sd, min and max over them (default: --seed alone)"),
+	"mean, sd, min and max over them (default: --seed alone); auto: "
+	"seeds 1..3, then one more while a mode's paired interval of "
+	"best_val_acc against --baseline holds 0, up to CAP (10)"),
     E("allow-failures", T_BOOL, allow_failures, "0", 0, 1, CMP, "",
 	"go on when a job is damaged (a worker lost or restarted, a server "
 	"restarted) instead of stopping the comparison"),

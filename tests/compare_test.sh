@@ -6,6 +6,7 @@
 # every plot as PNG and SVG from a script with relative paths, and pair
 # the modes seed by seed. Real small jobs: a 2-seed comparison, the
 # small-batch control sgd-small, --lr-grid's pick on tuning seeds,
+# --seeds auto,
 # refusal to overwrite without --force,
 # modifiers (any run flag, through the flag table), determinism of sync,
 # bad --modes and --seeds. Prints
@@ -384,6 +385,40 @@ test_compare_lr_grid() {
 	ok $n
 }
 
+test_compare_seeds_auto() {
+	# --seeds auto:5 on sync at lr 0.2 and 0.1: seeds 1..3, then one
+	# more while the best_val_acc interval holds 0, up to 5. Whatever
+	# N it stops at, the folders, the report and the reading agree.
+	n=test_compare_seeds_auto
+	$P compare --modes sync,sync:lr=0.1 --seeds auto:5 $D \
+		--out "$T/auto" >"$T/auto.log" 2>&1 ||
+		{ no $n "compare failed" "$T/auto.log"; return; }
+	N=$(ls -d "$T"/auto/sync/seed-* | wc -l)
+	added=$(grep -c "^pstrain compare: --seeds auto: an interval" "$T/auto.log")
+	R=$T/auto/report.md
+	if [ "$N" -lt 3 ] || [ "$N" -gt 5 ] || [ "$added" != $((N - 3)) ] ||
+		[ "$(ls -d "$T"/auto/sync-lr-0.1/seed-* | wc -l)" != "$N" ] ||
+		! grep -q "it stopped at $N, " "$R"; then
+		no $n "$N seeds, $added added" "$T/auto.log"
+		return
+	fi
+	if [ "$N" -lt 5 ] && grep -q "^| best_val_acc | $N | .* | no difference detected |" "$R"; then
+		no $n "stopped at $N with the interval holding 0" "$R"
+		return
+	fi
+	$P compare --modes sync --seeds auto:2 $D --out "$T/auto2" \
+		>"$T/auto2.log" 2>&1
+	rc=$?
+	[ "$rc" = 2 ] && has "$T/auto2.log" "--seeds: bad value 'auto:2'" ||
+		{ no $n "auto:2: exit $rc" "$T/auto2.log"; return; }
+	$P compare --modes sync --seeds auto --report-only $D \
+		--out "$T/auto" >"$T/auto3.log" 2>&1
+	rc=$?
+	[ "$rc" = 2 ] && has "$T/auto3.log" "--seeds auto with --report-only: not done yet" ||
+		{ no $n "auto --report-only: exit $rc" "$T/auto3.log"; return; }
+	ok $n
+}
+
 test_compare_force() {
 	n=test_compare_force
 	# shellcheck disable=SC2086
@@ -549,6 +584,7 @@ test_compare_plots
 test_compare_two_seeds
 test_compare_sgd_small
 test_compare_lr_grid
+test_compare_seeds_auto
 test_compare_force
 test_compare_deterministic
 test_compare_optimizer_modifier

@@ -410,6 +410,33 @@ static void paired_reading(char *buf, size_t n, const pti_paired *p,
 		snprintf(buf, n, "no difference detected");
 }
 
+// paired_open tells whether --seeds auto should add a seed: some mode
+// whose jobs all ended ok has an interval of best_val_acc (validation:
+// the test set decides nothing) against the baseline that holds 0, or
+// fewer than 2 pairs.
+static int paired_open(const pti_cmp_set *s)
+{
+	for (int i = 0; i < s->n_modes; i++) {
+		double a[PTI_CMP_SEEDS_MAX], b[PTI_CMP_SEEDS_MAX];
+		int failed = 0;
+		if (i == s->base)
+			continue;
+		for (int r = 0; r < s->n_seeds; r++) {
+			const pti_cmp_job *x = &s->jobs[i * s->n_seeds + r];
+			const pti_cmp_job *y = &s->jobs[s->base * s->n_seeds + r];
+			failed += x->outcome != PTI_OUT_OK ||
+				  y->outcome != PTI_OUT_OK;
+			a[r] = x->col[PTI_COL_BEST_VAL];
+			b[r] = y->col[PTI_COL_BEST_VAL];
+		}
+		pti_paired p;
+		pti_paired_of(&p, a, b, (uint32_t)s->n_seeds);
+		if (failed == 0 && (p.d.n < 2 || (p.lo <= 0 && p.hi >= 0)))
+			return 1;
+	}
+	return 0;
+}
+
 // report_paired compares every mode with the baseline seed by seed: the
 // jobs of one seed share initial values and data order across modes.
 static void report_paired(FILE *f, const pti_cmp_set *s)
@@ -601,6 +628,14 @@ static int report_write(const pti_cmp_set *s, int argc, char **argv)
 	fprintf(f, "\n%s\n", report_defs);
 	if (s->n_modes > 1)
 		report_paired(f, s);
+	if (s->auto_cap > 0)
+		fprintf(f, "Seeds: --seeds auto ran seeds 1 to 3, then one more "
+		    "while an interval of best_val_acc (validation) against "
+		    "%s held 0 for a mode whose jobs all ended ok, up to %d "
+		    "seeds: it stopped at %d, %s.\n\n", s->ms[s->base].label,
+		    s->auto_cap, s->n_seeds, paired_open(s)
+		    ? "the cap, with an interval still holding 0"
+		    : "no such interval holding 0");
 	fprintf(f, "## Min and max over seeds\n\n");
 	table_modes(f, s, 1);
 	fprintf(f, "\n## Every job\n\n");
@@ -727,6 +762,12 @@ int pti_cmd_compare(int argc, char **argv)
 		    "--report-only: no job runs to write event files\n");
 		return PTI_EXIT_USAGE;
 	}
+	if (strncmp(c.seeds, "auto", 4) == 0 && (c.report_only || c.dashboard)) {
+		fprintf(stderr, "pstrain compare: --seeds auto with %s: not "
+		    "done yet; give --seeds N (a report names its seeds)\n",
+		    c.report_only ? "--report-only" : "--dashboard");
+		return PTI_EXIT_USAGE;
+	}
 	if (c.dashboard && c.report_only) {
 		fprintf(stderr, "pstrain compare: --dashboard with "
 		    "--report-only: no job runs; pstrain dashboard %s serves "
@@ -784,6 +825,15 @@ int pti_cmd_compare(int argc, char **argv)
 		goto out;
 	if ((rv = c.report_only ? pti_cmp_set_read(&s) : pti_cmp_set_run(&s)) != 0)
 		goto out;
+	// --seeds auto: one more seed while a pair's interval holds 0.
+	while (s.auto_cap > 0 && s.n_seeds < s.auto_cap && paired_open(&s)) {
+		printf("pstrain compare: --seeds auto: an interval of "
+		    "best_val_acc against %s holds 0 after %d seeds: seed %d\n",
+		    s.ms[s.base].label, s.n_seeds, s.n_seeds + 1);
+		if ((rv = pti_cmp_set_more(&s)) != 0 ||
+		    (rv = pti_cmp_set_run(&s)) != 0)
+			goto out;
+	}
 	rv = 1;
 	for (int i = 0; i < s.n_modes * s.n_seeds; i++)
 		s.sel_test |= s.jobs[i].outcome != PTI_OUT_MISSING &&

@@ -17,6 +17,7 @@
 #define PTI_CMP_MODES_MAX 32
 #define PTI_CMP_EXTRA 16 // words of command line a mode's modifiers add
 #define PTI_CMP_SEEDS_MAX 64
+#define PTI_CMP_AUTO_CAP 10 // --seeds auto: seeds at most, unless given
 #define PTI_CMP_SMOOTH 20 // steps in the moving average of loss curves
 #define PTI_CMP_LAST_K 5  // evaluations the lastK_acc column averages
 
@@ -91,6 +92,7 @@ typedef struct pti_cmp_job {
 	int sel_test;        // eval.csv has no val_acc: selection on test
 	double pwb;          // per_worker_batch; NaN when unknown
 	int at_chance;       // diverged: final_test_acc entered as chance
+	int ran;             // run by pti_cmp_set_run (not again)
 	double col[PTI_COLS]; // NaN: null or missing
 } pti_cmp_job;
 
@@ -138,6 +140,7 @@ typedef struct pti_cmp_set {
 	struct pti_dash *dash; // --dashboard's server, or NULL
 	const char *tb;    // --tensorboard DIR, or ""
 	int base;          // --baseline's index in ms
+	int auto_cap;      // --seeds auto: at most this many seeds; 0 not auto
 	const struct pti_cmp_tune *tune; // the lr grid's result, or NULL
 } pti_cmp_set;
 
@@ -148,6 +151,9 @@ typedef struct pti_cmp_set {
 // pti_cmp_set_fini frees what s holds.
 int pti_cmp_set_init(pti_cmp_set *s, const pti_config *c);
 int pti_cmp_set_run(pti_cmp_set *s);
+// pti_cmp_set_more adds the next seed (--seeds auto: n + 1) to s, its
+// jobs not yet run; 0, or 1 after saying why.
+int pti_cmp_set_more(pti_cmp_set *s);
 int pti_cmp_set_read(pti_cmp_set *s);
 void pti_cmp_set_fini(pti_cmp_set *s);
 

@@ -65,13 +65,30 @@ static void cmp_on_signal(int sig)
 // --seeds (--modes: modes.c)
 
 // seeds_parse reads --seeds: "" gives --seed alone, "N" seeds 1..N,
-// "S,S,..." those (distinct). 0, or prints why and returns -1.
-static int seeds_parse(const pti_config *c, uint64_t *seeds, int *n)
+// "S,S,..." those (distinct), "auto" or "auto:CAP" seeds 1..3 to begin
+// with and *cap (else 0) the most seeds to add up to. 0, or prints why
+// and returns -1.
+static int seeds_parse(const pti_config *c, uint64_t *seeds, int *n,
+    int *cap)
 {
 	char buf[PT_PATH_MAX], *p = buf;
 	*n = 0;
+	*cap = 0;
 	if (c->seeds[0] == '\0') {
 		seeds[(*n)++] = c->job.seed;
+		return 0;
+	}
+	if (strncmp(c->seeds, "auto", 4) == 0) {
+		char *end;
+		long k = c->seeds[4] == '\0' ? PTI_CMP_AUTO_CAP :
+			 c->seeds[4] == ':' ? strtol(c->seeds + 5, &end, 10) : -1;
+		if (c->seeds[4] == ':' && (*end != '\0' || end == c->seeds + 5))
+			k = -1;
+		if (k < 3 || k > PTI_CMP_SEEDS_MAX)
+			goto bad;
+		*cap = (int)k;
+		for (*n = 0; *n < 3; (*n)++)
+			seeds[*n] = (uint64_t)*n + 1;
 		return 0;
 	}
 	snprintf(buf, sizeof(buf), "%s", c->seeds);
@@ -99,9 +116,9 @@ static int seeds_parse(const pti_config *c, uint64_t *seeds, int *n)
 	return 0;
 bad:
 	fprintf(stderr, "pstrain compare: --seeds: bad value '%s' (expected "
-	    "N, 1 to %d, for seeds 1..N, or a list S,S,... of at most %d "
-	    "distinct seeds)\n", c->seeds, PTI_CMP_SEEDS_MAX,
-	    PTI_CMP_SEEDS_MAX);
+	    "N, 1 to %d, for seeds 1..N, a list S,S,... of at most %d "
+	    "distinct seeds, or auto[:CAP], CAP 3 to %d)\n", c->seeds,
+	    PTI_CMP_SEEDS_MAX, PTI_CMP_SEEDS_MAX, PTI_CMP_SEEDS_MAX);
 	return -1;
 }
 
@@ -333,13 +350,24 @@ static void job_damaged(const pti_cmp_job *j, int going_on)
 	      "job: stopping (--allow-failures goes on)\n\n");
 }
 
+// set_job makes j the job of mode i and seed index r, not yet run.
+static void set_job(const pti_cmp_set *s, pti_cmp_job *j, int i, int r)
+{
+	memset(j, 0, sizeof(*j));
+	j->m = &s->ms[i];
+	j->seed = s->seeds[r];
+	j->outcome = PTI_OUT_MISSING;
+	snprintf(j->dir, sizeof(j->dir), "%s/%s/seed-%llu", s->c->job.out,
+	    s->ms[i].label, (unsigned long long)s->seeds[r]);
+}
+
 // pti_cmp_set_init fills s from c: modes, seeds, a job per (mode, seed). The
 // exit status on failure (2: a bad flag), else -1.
 int pti_cmp_set_init(pti_cmp_set *s, const pti_config *c)
 {
 	s->c = c;
 	if (pti_cmp_modes_parse(c, !c->report_only, s->ms, &s->n_modes) != 0 ||
-	    seeds_parse(c, s->seeds, &s->n_seeds) != 0)
+	    seeds_parse(c, s->seeds, &s->n_seeds, &s->auto_cap) != 0)
 		return PTI_EXIT_USAGE;
 	s->base = c->baseline[0] == '\0' ? 0 : -1;
 	for (int i = 0; i < s->n_modes && s->base < 0; i++)
@@ -357,16 +385,30 @@ int pti_cmp_set_init(pti_cmp_set *s, const pti_config *c)
 		return 1;
 	}
 	for (int i = 0; i < s->n_modes; i++)
-		for (int r = 0; r < s->n_seeds; r++) {
-			pti_cmp_job *j = &s->jobs[i * s->n_seeds + r];
-			j->m = &s->ms[i];
-			j->seed = s->seeds[r];
-			j->outcome = PTI_OUT_MISSING;
-			snprintf(j->dir, sizeof(j->dir), "%s/%s/seed-%llu",
-			    c->job.out, s->ms[i].label,
-			    (unsigned long long)s->seeds[r]);
-		}
+		for (int r = 0; r < s->n_seeds; r++)
+			set_job(s, &s->jobs[i * s->n_seeds + r], i, r);
 	return -1;
+}
+
+int pti_cmp_set_more(pti_cmp_set *s)
+{
+	int n = s->n_seeds + 1;
+	pti_cmp_job *jobs = calloc((size_t)s->n_modes * n, sizeof(*jobs));
+	if (jobs == NULL || n > PTI_CMP_SEEDS_MAX) {
+		free(jobs);
+		fprintf(stderr, "pstrain compare: out of memory\n");
+		return 1;
+	}
+	s->seeds[s->n_seeds] = (uint64_t)n; // seeds are 1..n under auto
+	for (int i = 0; i < s->n_modes; i++) {
+		memcpy(&jobs[i * n], &s->jobs[i * s->n_seeds],
+		    (size_t)s->n_seeds * sizeof(*jobs));
+		set_job(s, &jobs[i * n + s->n_seeds], i, s->n_seeds);
+	}
+	free(s->jobs);
+	s->jobs = jobs;
+	s->n_seeds = n;
+	return 0;
 }
 
 void pti_cmp_set_fini(pti_cmp_set *s)
@@ -380,11 +422,16 @@ void pti_cmp_set_fini(pti_cmp_set *s)
 int pti_cmp_set_run(pti_cmp_set *s)
 {
 	const pti_config *c = s->c;
-	int total = s->n_modes * s->n_seeds, done = 0;
+	int total = 0, done = 0;
+	for (int k = 0; k < s->n_modes * s->n_seeds; k++)
+		total += !s->jobs[k].ran;
 	pti_on_stop_signals(cmp_on_signal);
 	for (int r = 0; r < s->n_seeds; r++)
 		for (int i = 0; i < s->n_modes; i++) {
 			pti_cmp_job *j = &s->jobs[i * s->n_seeds + r];
+			if (j->ran)
+				continue; // --seeds auto: an earlier round's
+			j->ran = 1;
 			printf("pstrain compare: run %d of %d: mode %s, seed "
 			    "%llu, output in %s\n", ++done, total, j->m->token,
 			    (unsigned long long)j->seed, j->dir);

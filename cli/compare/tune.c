@@ -178,6 +178,9 @@ int pti_cmp_tune_run(pti_config *c, pti_cmp_tune *t)
 		pti_cmp_set_fini(&ts);
 		return rv;
 	}
+	// (--seeds auto may go on to seeds up to its cap)
+	for (int b = fs.n_seeds; b < fs.auto_cap; b++)
+		fs.seeds[fs.n_seeds++] = (uint64_t)b + 1;
 	for (int a = 0; a < ts.n_seeds; a++)
 		for (int b = 0; b < fs.n_seeds; b++)
 			if (ts.seeds[a] == fs.seeds[b]) {
