@@ -27,9 +27,10 @@ static FILE *record_csv(const pti_config *c, const char *name,
 	return f;
 }
 
-// record_sent flushes f, DIR/name, and closes it when close is set:
-// PT_EIO naming the file and the system's error when a write failed (a
-// full disk), so that no record goes missing unsaid.
+// record_sent flushes f, DIR/name (NULL: this worker's worker-R.csv),
+// and closes it when close is set: PT_EIO naming the file and the
+// system's error when a write failed (a full disk), so that no record
+// goes missing unsaid.
 static int record_sent(const pti_config *c, FILE *f, const char *name,
     int close)
 {
@@ -39,6 +40,9 @@ static int record_sent(const pti_config *c, FILE *f, const char *name,
 		bad = 1, e = errno;
 	if (!bad)
 		return 0;
+	if (name == NULL)
+		return pti_err_set(PT_EIO, "%s/worker-%u.csv: %s", c->job.out,
+		    c->rank, strerror(e));
 	return pti_err_set(PT_EIO, "%s/%s: %s", c->job.out, name,
 	    strerror(e));
 }
@@ -81,9 +85,7 @@ int pti_record_step(pti_trainer *w, const pti_step *st)
 		    (unsigned long long)w->steps, st->loss);
 		w->t_log = st->t_end;
 	}
-	char name[64];
-	snprintf(name, sizeof(name), "worker-%u.csv", w->c->rank);
-	return record_sent(w->c, w->csv, name, 0);
+	return record_sent(w->c, w->csv, NULL, 0);
 }
 
 int pti_record_eval(pti_trainer *w, const double *row)

@@ -410,6 +410,24 @@ static void paired_reading(char *buf, size_t n, const pti_paired *p,
 		snprintf(buf, n, "no difference detected");
 }
 
+// mode_pair compares column col of mode i with the baseline's, seed by
+// seed, into *p, and returns how many jobs of the two modes did not end
+// ok.
+static int mode_pair(const pti_cmp_set *s, int i, int col, pti_paired *p)
+{
+	double a[PTI_CMP_SEEDS_MAX], b[PTI_CMP_SEEDS_MAX];
+	int failed = 0;
+	for (int r = 0; r < s->n_seeds; r++) {
+		const pti_cmp_job *x = &s->jobs[i * s->n_seeds + r];
+		const pti_cmp_job *y = &s->jobs[s->base * s->n_seeds + r];
+		failed += (x->outcome != PTI_OUT_OK) + (y->outcome != PTI_OUT_OK);
+		a[r] = x->col[col];
+		b[r] = y->col[col];
+	}
+	pti_paired_of(p, a, b, (uint32_t)s->n_seeds);
+	return failed;
+}
+
 // paired_open tells whether --seeds auto should add a seed: some mode
 // whose jobs all ended ok has an interval of best_val_acc (validation:
 // the test set decides nothing) against the baseline that holds 0, or
@@ -417,21 +435,9 @@ static void paired_reading(char *buf, size_t n, const pti_paired *p,
 static int paired_open(const pti_cmp_set *s)
 {
 	for (int i = 0; i < s->n_modes; i++) {
-		double a[PTI_CMP_SEEDS_MAX], b[PTI_CMP_SEEDS_MAX];
-		int failed = 0;
-		if (i == s->base)
-			continue;
-		for (int r = 0; r < s->n_seeds; r++) {
-			const pti_cmp_job *x = &s->jobs[i * s->n_seeds + r];
-			const pti_cmp_job *y = &s->jobs[s->base * s->n_seeds + r];
-			failed += x->outcome != PTI_OUT_OK ||
-				  y->outcome != PTI_OUT_OK;
-			a[r] = x->col[PTI_COL_BEST_VAL];
-			b[r] = y->col[PTI_COL_BEST_VAL];
-		}
 		pti_paired p;
-		pti_paired_of(&p, a, b, (uint32_t)s->n_seeds);
-		if (failed == 0 && (p.d.n < 2 || (p.lo <= 0 && p.hi >= 0)))
+		if (i != s->base && mode_pair(s, i, PTI_COL_BEST_VAL, &p) == 0 &&
+		    (p.d.n < 2 || (p.lo <= 0 && p.hi >= 0)))
 			return 1;
 	}
 	return 0;
@@ -460,12 +466,6 @@ static void report_paired(FILE *f, const pti_cmp_set *s)
 		if (i == s->base)
 			continue;
 		const char *mode = s->ms[i].label;
-		int failed = 0;
-		for (int r = 0; r < s->n_seeds; r++)
-			failed += (s->jobs[i * s->n_seeds + r].outcome !=
-				      PTI_OUT_OK) +
-				  (s->jobs[s->base * s->n_seeds + r].outcome !=
-				      PTI_OUT_OK);
 		fprintf(f, "\n### %s\n\n| figure | pairs | %s - %s | 95%% "
 		    "interval | seeds better (%s : %s) | reading |\n| --- | "
 		    "---: | ---: | ---: | ---: | --- |\n", mode, mode, base,
@@ -474,13 +474,8 @@ static void report_paired(FILE *f, const pti_cmp_set *s)
 		     k++) {
 			int col = paired_cols[k].col, better = paired_cols[k].better;
 			int prec = pti_cmp_cols[col].prec;
-			double a[PTI_CMP_SEEDS_MAX], b[PTI_CMP_SEEDS_MAX];
-			for (int r = 0; r < s->n_seeds; r++) {
-				a[r] = s->jobs[i * s->n_seeds + r].col[col];
-				b[r] = s->jobs[s->base * s->n_seeds + r].col[col];
-			}
 			pti_paired p;
-			pti_paired_of(&p, a, b, (uint32_t)s->n_seeds);
+			int failed = mode_pair(s, i, col, &p);
 			paired_reading(reading, sizeof(reading), &p, better,
 			    failed, mode, base);
 			// "seeds better" counts a lower value as better where
@@ -738,18 +733,19 @@ int pti_cmd_compare(int argc, char **argv)
 	    "DIR/report.md (mean ± sd, min\nand max over seeds per mode, and "
 	    "every job) and plots (gnuplot).\n\nA mode is "
 	    "MODE[:S][:key=value...]: sync, async, ssp:S (S the "
-	    "staleness\nbound) or allreduce, then modifiers, each a flag of "
-	    "pstrain run for that\nmode's jobs alone (:key for a switch), "
-	    "such as sync:backup=1,\nasync:matched-lr, "
-	    "sync:weight-decay=0.0001 or "
-	    "sync:optimizer=adam:lr=0.001;\n--mode, --staleness, --seed, "
-	    "--out and the like are compare's to set. The\njob of mode M and "
-	    "seed S goes to DIR/LABEL/seed-S, LABEL being M with ':'\nand '=' "
-	    "turned into '-'. --validation defaults to 10% and "
-	    "--evals-per-epoch\nto 10 here. A diverged job is a result; a "
-	    "damaged one stops the comparison\nunless --allow-failures. DIR "
-	    "must not hold a comparison already unless\n--force; "
-	    "--report-only re-makes report and plots from DIR "
+	    "staleness\nbound), allreduce or sgd-small (the small-batch "
+	    "control), then modifiers,\neach a flag of "
+	    "pstrain run for that mode's jobs alone (:key for a switch),\n"
+	    "such as sync:backup=1, async:matched-lr, "
+	    "sync:weight-decay=0.0001 or\n"
+	    "sync:optimizer=adam:lr=0.001; --mode, --staleness, --seed, "
+	    "--out and\nthe like are compare's to set. The job of mode M and "
+	    "seed S goes to\nDIR/LABEL/seed-S, LABEL being M with ':' and '=' "
+	    "turned into '-'.\n--validation defaults to 10% and "
+	    "--evals-per-epoch to 10 here. A diverged job\nis a result; a "
+	    "damaged one stops the comparison unless --allow-failures.\nDIR "
+	    "must not hold a comparison already unless --force; "
+	    "--report-only\nre-makes report and plots from DIR "
 	    "(docs/COMPARE.md).\n\nexample:\n"
 	    "  pstrain compare --modes sync,async,ssp:4,sync:backup=1 "
 	    "--seeds 5 \\\n      --workers 4 --model mlp:128 --epochs 5 "
