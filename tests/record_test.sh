@@ -62,8 +62,25 @@ test_record_collapsed() {
 	d="$T/col"
 	job $n "$d" --workers 2 --batch 32 --steps 30 --lr 1e-7 || return
 	how=$(jstr outcome "$d/summary.json")
-	[ "$how" = collapsed ] && grep -q ": collapsed" "$d.log" && ok $n ||
-		no $n "outcome '$how'" "$d/summary.json"
+	[ "$how" = collapsed ] && grep -q ": collapsed" "$d.log" ||
+		{ no $n "outcome '$how'" "$d/summary.json"; return; }
+	# The accuracy floor: twice chance unless given. The same job at
+	# lr 0.2 learns (ok); with --acc-floor above its final training
+	# accuracy it is collapsed by the floor alone (its loss is well
+	# under chance's).
+	job $n "$T/fl" --workers 2 --batch 32 --steps 30 || return
+	job $n "$T/fl2" --workers 2 --batch 32 --steps 30 --acc-floor 0.99 || return
+	s=$T/fl/summary.json s2=$T/fl2/summary.json
+	acc=$(json final_train_acc "$s") loss=$(json final_train_loss "$s")
+	if [ "$(jstr outcome "$s")" != ok ] || [ "$(json acc_floor "$s")" != 0.2 ] ||
+		[ "$(jstr outcome "$s2")" != collapsed ] ||
+		[ "$(json acc_floor "$s2")" != 0.99 ] ||
+		[ "$(json final_train_acc "$s2")" != "$acc" ] ||
+		! awk "BEGIN { exit !($acc < 0.99 && $loss < 0.9 * log(10)) }"; then
+		no $n "floor: acc $acc loss $loss, $(jstr outcome "$s2")" "$s2"
+		return
+	fi
+	ok $n
 }
 
 test_record_refuses_overwrite() {

@@ -347,6 +347,34 @@ static void report_note(FILE *f, const pti_cmp_set *s)
 		    "and best_val_test_acc.\n");
 }
 
+// report_outcomes states the outcome rule with the accuracy floors the
+// jobs' summary.json files name (acc_floor; none from older jobs).
+static void report_outcomes(FILE *f, const pti_cmp_set *s)
+{
+	double floors[8];
+	int n = 0;
+	for (int k = 0; k < s->n_modes * s->n_seeds; k++) {
+		json_t *v = json_object_get(s->jobs[k].json, "acc_floor");
+		int seen = !json_is_number(v);
+		for (int i = 0; i < n && !seen; i++)
+			seen = floors[i] == json_number_value(v);
+		if (!seen && n < 8)
+			floors[n++] = json_number_value(v);
+	}
+	fprintf(f, "Outcomes (summary.json, docs/OUTPUTS.md), in this order: "
+	    "diverged (a worker's loss became NaN, infinite or ran away; the "
+	    "job was stopped), damaged (a worker or server lost or "
+	    "restarted, a gradient refused, a record missing), collapsed "
+	    "(the final training loss on the whole training set above 0.9 "
+	    "ln(classes), or the final training accuracy under the accuracy "
+	    "floor, --acc-floor, twice chance unless given), else ok. The "
+	    "accuracy floor of these jobs: ");
+	for (int i = 0; i < n; i++)
+		fprintf(f, "%s%g", i ? ", " : "", floors[i]);
+	fprintf(f, "%s.\n\n", n == 0 ? "not recorded (jobs from before "
+	    "the floor)" : "");
+}
+
 static const char *report_defs =
     "n is the number of seeds whose job left a summary.json; outcomes "
     "counts them by summary.json \"outcome\" (missing: no "
@@ -621,6 +649,7 @@ static int report_write(const pti_cmp_set *s, int argc, char **argv)
 	fprintf(f, "\n");
 	table_modes(f, s, 0);
 	fprintf(f, "\n%s\n", report_defs);
+	report_outcomes(f, s);
 	if (s->n_modes > 1)
 		report_paired(f, s);
 	if (s->auto_cap > 0)

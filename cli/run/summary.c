@@ -448,13 +448,20 @@ json_t *pti_record_json(const char *cmdline, double t0)
 	return o;
 }
 
+double pti_acc_floor(const pti_run_facts *r)
+{
+	return r->c->acc_floor > 0 ? r->c->acc_floor :
+	       2.0 / (r->classes > 0 ? r->classes : 1);
+}
+
 const char *pti_outcome(const pti_run_facts *r, const pti_final *fin)
 {
 	if (r->diverged || fin == NULL)
 		return "diverged";
 	if (r->workers_lost || r->worker_restarts || r->server_restarts)
 		return "damaged";
-	if (!(fin->train_loss < PTI_COLLAPSE_SHARE * log((double)r->classes)))
+	if (!(fin->train_loss < PTI_COLLAPSE_SHARE * log((double)r->classes)) ||
+	    !(fin->train_acc >= pti_acc_floor(r)))
 		return "collapsed";
 	return "ok";
 }
@@ -570,6 +577,7 @@ int pti_summary_write(const pti_run_facts *r)
 	num(f, "batch", c->job.batch, 10);
 	num(f, "per_worker_batch", c->job.batch / c->job.workers, 10);
 	num(f, "classes", r->classes, 10);
+	num(f, "acc_floor", pti_acc_floor(r), 6);
 	num(f, "lr", c->job.lr, 10);
 	num(f, "seed", (double)c->job.seed, 20);
 	num(f, "epochs", (double)r->steps / r->spe, 6);

@@ -53,9 +53,11 @@ int pti_final_read(const char *dir, pti_final *out);
 // pti_outcome names how a job ended: "diverged" (the workers stopped it),
 // "damaged" (a worker lost or restarted, a server restarted), "collapsed"
 // (its final training loss is still above PTI_COLLAPSE_SHARE x
-// ln(classes)), else "ok"; in that order of precedence. fin may be NULL
-// (no final.csv).
+// ln(classes), or its final training accuracy is under pti_acc_floor),
+// else "ok"; in that order of precedence. fin may be NULL (no
+// final.csv). pti_acc_floor is --acc-floor, or twice chance.
 const char *pti_outcome(const pti_run_facts *r, const pti_final *fin);
+double pti_acc_floor(const pti_run_facts *r);
 
 // pti_record_json is the run record as a JSON object (the caller's):
 // command line, pstrain version, host, CPU model and cores, OpenBLAS core
