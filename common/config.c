@@ -362,11 +362,13 @@ static const config_entry config_table[] = {
 	"the mode (a token of --modes, or its label) every other mode is "
 	"compared with seed by seed in the report's paired differences "
 	"(default: the first of --modes)"),
-    E("lr-grid", T_STR, lr_grid, "", 0, 0, CMP, "LR,LR,...",
+    E("lr-grid", T_STR, lr_grid, "", 0, 0, CMP, "LR,LR,...|auto",
 	"run each mode at each of these rates over --tune-seeds first (into "
 	"DIR/tune), pick each mode's rate by its mean best validation "
 	"accuracy (a failed job counts 0), then compare the modes each at "
-	"its own rate over --seeds (2 to 8 rates)"),
+	"its own rate over --seeds (2 to 8 rates); auto: --lr / 2, --lr and "
+	"2 --lr, then a factor of 2 further past whichever end a mode's "
+	"best rate is at, until it is inside (at most 8 rates a mode)"),
     E("tune-seeds", T_STR, tune_seeds, "2", 0, 0, CMP, "N|S,S,...",
 	"the seeds --lr-grid picks the rates on: N for 1001..1000+N, or a "
 	"list; never one of --seeds"),

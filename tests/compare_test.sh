@@ -385,6 +385,46 @@ test_compare_lr_grid() {
 	ok $n
 }
 
+test_compare_lr_grid_auto() {
+	# --lr-grid auto from --lr 0.05: sync's best rate lies above 0.1, so
+	# its range grows by factors of 2, a round of jobs at a time, until
+	# the pick is inside it. The pick is the best tuning job's rate (a
+	# job not ok counting 0, the lower rate on a tie); --report-only
+	# reads the same rounds and picks the same rate.
+	n=test_compare_lr_grid_auto
+	$P compare --modes sync --lr-grid auto $D --lr 0.05 --tune-seeds 1 \
+		--seeds 1 --out "$T/ga" >"$T/ga.log" 2>&1 ||
+		{ no $n "compare failed" "$T/ga.log"; return; }
+	R=$T/ga/report.md
+	rounds=$(grep -c "^pstrain compare: --lr-grid auto: round" "$T/ga.log")
+	rates=$(ls -d "$T"/ga/tune/sync-lr-*/seed-1001 |
+		sed 's|.*/sync-lr-\([^/]*\)/seed-1001|\1|' | sort -g)
+	[ "$rounds" -ge 2 ] && [ "$(echo "$rates" | wc -l)" = $((rounds + 2)) ] ||
+		{ no $n "$rounds rounds, rates $rates" "$T/ga.log"; return; }
+	best=$(for x in $rates; do
+		s=$T/ga/tune/sync-lr-$x/seed-1001/summary.json
+		a=0
+		[ "$(jstr outcome "$s")" = ok ] && a=$(json best_val_acc "$s")
+		echo "$a $x"
+	done | sort -k1,1g -k2,2gr | tail -1 | cut -d' ' -f2)
+	lo=$(echo "$rates" | head -1) hi=$(echo "$rates" | tail -1)
+	row=$(grep "^| sync | " "$R" | head -1)
+	if [ "$best" = "$lo" ] || [ "$best" = "$hi" ] ||
+		[ "${row##*| }" != "$best |" ] ||
+		! [ -f "$T/ga/sync-lr-$best/seed-1/summary.json" ] ||
+		! has "$R" "--lr-grid auto: each mode ran at --lr / 2"; then
+		no $n "picked '${row##*| }', best $best of $lo..$hi" "$R"
+		return
+	fi
+	sed -n '/^## Learning rates/,/^## Results/p' "$R" >"$T/ga.grid"
+	$P compare --modes sync --lr-grid auto $D --lr 0.05 --tune-seeds 1 \
+		--seeds 1 --out "$T/ga" --report-only >"$T/ga2.log" 2>&1 &&
+		sed -n '/^## Learning rates/,/^## Results/p' "$R" |
+		cmp -s - "$T/ga.grid" ||
+		{ no $n "--report-only picked otherwise" "$T/ga2.log"; return; }
+	ok $n
+}
+
 test_compare_seeds_auto() {
 	# --seeds auto:5 on sync at lr 0.2 and 0.1: seeds 1..3, then one
 	# more while the best_val_acc interval holds 0, up to 5. Whatever
@@ -411,11 +451,21 @@ test_compare_seeds_auto() {
 	rc=$?
 	[ "$rc" = 2 ] && has "$T/auto2.log" "--seeds: bad value 'auto:2'" ||
 		{ no $n "auto:2: exit $rc" "$T/auto2.log"; return; }
-	$P compare --modes sync --seeds auto --report-only $D \
-		--out "$T/auto" >"$T/auto3.log" 2>&1
-	rc=$?
-	[ "$rc" = 2 ] && has "$T/auto3.log" "--seeds auto with --report-only: not done yet" ||
-		{ no $n "auto --report-only: exit $rc" "$T/auto3.log"; return; }
+	# --report-only reads the seeds it ran the same way, and stops at
+	# the first seed it did not run.
+	grep "^Seeds: " "$R" >"$T/auto.seeds"
+	$P compare --modes sync,sync:lr=0.1 --seeds auto:5 --report-only $D \
+		--out "$T/auto" >"$T/auto3.log" 2>&1 &&
+		grep "^Seeds: " "$R" | cmp -s - "$T/auto.seeds" ||
+		{ no $n "--report-only read other seeds" "$T/auto3.log"; return; }
+	if [ "$N" -gt 3 ]; then
+		rm -r "$T/auto/sync/seed-$N" "$T/auto/sync-lr-0.1/seed-$N"
+		$P compare --modes sync,sync:lr=0.1 --seeds auto:5 --report-only \
+			$D --out "$T/auto" >"$T/auto4.log" 2>&1 &&
+			has "$T/auto4.log" "seed $N is not in $T/auto: the report stops at $((N - 1)) seeds" &&
+			has "$R" "it stopped at $((N - 1)), the next seed not run" ||
+			{ no $n "stopped --report-only" "$T/auto4.log"; return; }
+	fi
 	ok $n
 }
 
@@ -584,6 +634,7 @@ test_compare_plots
 test_compare_two_seeds
 test_compare_sgd_small
 test_compare_lr_grid
+test_compare_lr_grid_auto
 test_compare_seeds_auto
 test_compare_force
 test_compare_deterministic

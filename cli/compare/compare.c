@@ -471,6 +471,20 @@ static int paired_open(const pti_cmp_set *s)
 	return 0;
 }
 
+// seed_ran tells whether any mode's job of seed `seed` left a
+// summary.json in the comparison's folder.
+static int seed_ran(const pti_cmp_set *s, int seed)
+{
+	char path[PT_PATH_MAX + 160];
+	for (int i = 0; i < s->n_modes; i++) {
+		snprintf(path, sizeof(path), "%s/%s/seed-%d/summary.json",
+		    s->c->job.out, s->ms[i].label, seed);
+		if (access(path, F_OK) == 0)
+			return 1;
+	}
+	return 0;
+}
+
 // report_paired compares every mode with the baseline seed by seed: the
 // jobs of one seed share initial values and data order across modes.
 static void report_paired(FILE *f, const pti_cmp_set *s)
@@ -657,8 +671,9 @@ static int report_write(const pti_cmp_set *s, int argc, char **argv)
 		    "while an interval of best_val_acc (validation) against "
 		    "%s held 0 for a mode whose jobs all ended ok, up to %d "
 		    "seeds: it stopped at %d, %s.\n\n", s->ms[s->base].label,
-		    s->auto_cap, s->n_seeds, paired_open(s)
-		    ? "the cap, with an interval still holding 0"
+		    s->auto_cap, s->n_seeds, s->auto_short ? "the next seed "
+		    "not run (the comparison was stopped before its end)" :
+		    paired_open(s) ? "the cap, with an interval still holding 0"
 		    : "no such interval holding 0");
 	fprintf(f, "## Min and max over seeds\n\n");
 	table_modes(f, s, 1);
@@ -787,10 +802,10 @@ int pti_cmd_compare(int argc, char **argv)
 		    "--report-only: no job runs to write event files\n");
 		return PTI_EXIT_USAGE;
 	}
-	if (strncmp(c.seeds, "auto", 4) == 0 && (c.report_only || c.dashboard)) {
-		fprintf(stderr, "pstrain compare: --seeds auto with %s: not "
-		    "done yet; give --seeds N (a report names its seeds)\n",
-		    c.report_only ? "--report-only" : "--dashboard");
+	if (strncmp(c.seeds, "auto", 4) == 0 && c.dashboard) {
+		fprintf(stderr, "pstrain compare: --seeds auto with "
+		    "--dashboard: not done yet; give --seeds N, or watch the "
+		    "folder with pstrain dashboard %s\n", c.job.out);
 		return PTI_EXIT_USAGE;
 	}
 	if (c.dashboard && c.report_only) {
@@ -851,12 +866,21 @@ int pti_cmd_compare(int argc, char **argv)
 	if ((rv = c.report_only ? pti_cmp_set_read(&s) : pti_cmp_set_run(&s)) != 0)
 		goto out;
 	// --seeds auto: one more seed while a pair's interval holds 0.
+	// With --report-only, the seeds it ran are read the same way, up to
+	// the first it did not run (a comparison stopped early).
 	while (s.auto_cap > 0 && s.n_seeds < s.auto_cap && paired_open(&s)) {
+		if (c.report_only && !seed_ran(&s, s.n_seeds + 1)) {
+			printf("pstrain compare: --seeds auto: seed %d is not in "
+			    "%s: the report stops at %d seeds\n", s.n_seeds + 1,
+			    c.job.out, s.n_seeds);
+			s.auto_short = 1;
+			break;
+		}
 		printf("pstrain compare: --seeds auto: an interval of "
 		    "best_val_acc against %s holds 0 after %d seeds: seed %d\n",
 		    s.ms[s.base].label, s.n_seeds, s.n_seeds + 1);
-		if ((rv = pti_cmp_set_more(&s)) != 0 ||
-		    (rv = pti_cmp_set_run(&s)) != 0)
+		if ((rv = pti_cmp_set_more(&s)) != 0 || (rv = c.report_only ?
+		    pti_cmp_set_read(&s) : pti_cmp_set_run(&s)) != 0)
 			goto out;
 	}
 	rv = 1;

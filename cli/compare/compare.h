@@ -92,20 +92,29 @@ typedef struct pti_cmp_job {
 	int sel_test;        // eval.csv has no val_acc: selection on test
 	double pwb;          // per_worker_batch; NaN when unknown
 	int at_chance;       // diverged: final_test_acc entered as chance
-	int ran;             // run by pti_cmp_set_run (not again)
+	int ran;             // run or read by pti_cmp_set_run / _read
 	double col[PTI_COLS]; // NaN: null or missing
 } pti_cmp_job;
 
 // --lr-grid (tune.c): each mode at each rate over the tuning seeds, and
 // the rate picked for each (the index in lr of the best mean
-// best_val_acc, a failed job counting 0).
-#define PTI_TUNE_LR_MAX 8
+// best_val_acc, a failed job counting 0). With --lr-grid auto each mode
+// runs at the rates lr[lo[i]..hi[i]] only, at most PTI_TUNE_SPAN of
+// them, ran[i][k] saying which were run; raw is the mean best_val_acc
+// with failed jobs at theirs (a diverged one at 0): where every rate of
+// a mode failed, auto widens its range toward the best raw cell.
+#define PTI_TUNE_LR_MAX 16
+#define PTI_TUNE_SPAN 8
 typedef struct pti_cmp_tune {
 	double lr[PTI_TUNE_LR_MAX]; // ascending
 	int n_lr, n_modes, n_seeds;
+	int is_auto, rounds; // --lr-grid auto; rounds of jobs it took
 	char token[PTI_CMP_MODES_MAX][64], label[PTI_CMP_MODES_MAX][64];
 	double score[PTI_CMP_MODES_MAX][PTI_TUNE_LR_MAX];
+	double raw[PTI_CMP_MODES_MAX][PTI_TUNE_LR_MAX]; // failed jobs too
 	int failed[PTI_CMP_MODES_MAX][PTI_TUNE_LR_MAX];
+	unsigned char ran[PTI_CMP_MODES_MAX][PTI_TUNE_LR_MAX];
+	int lo[PTI_CMP_MODES_MAX], hi[PTI_CMP_MODES_MAX];
 	int chosen[PTI_CMP_MODES_MAX];
 	char seeds[PT_PATH_MAX]; // the tuning seeds, as a list
 } pti_cmp_tune;
@@ -141,6 +150,7 @@ typedef struct pti_cmp_set {
 	const char *tb;    // --tensorboard DIR, or ""
 	int base;          // --baseline's index in ms
 	int auto_cap;      // --seeds auto: at most this many seeds; 0 not auto
+	int auto_short;    // --report-only found fewer seeds than auto ran to
 	const struct pti_cmp_tune *tune; // the lr grid's result, or NULL
 } pti_cmp_set;
 

@@ -482,6 +482,9 @@ int pti_cmp_set_read(pti_cmp_set *s)
 	for (int r = 0; r < s->n_seeds; r++)
 		for (int i = 0; i < s->n_modes; i++) {
 			pti_cmp_job *j = &s->jobs[i * s->n_seeds + r];
+			if (j->ran)
+				continue; // --seeds auto: an earlier round's
+			j->ran = 1;
 			if (job_read(j, -1, s->c->target_acc) != 0) {
 				fprintf(stderr, "pstrain compare: out of "
 				    "memory\n");

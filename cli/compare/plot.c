@@ -602,7 +602,8 @@ static void gp_figure(FILE *f, const plot_set *p, const struct figure *g)
 }
 
 // grid_data writes DIR/plots/lr-grid.dat: one block per mode of the lr
-// grid, a row per rate (rate, mean best_val_acc, failed jobs, picked).
+// grid, a row per rate it ran (rate, mean best_val_acc, failed jobs,
+// picked).
 static int grid_data(const char *dir, const pti_cmp_tune *t)
 {
 	char path[PT_PATH_MAX + 64];
@@ -616,8 +617,10 @@ static int grid_data(const char *dir, const pti_cmp_tune *t)
 	for (int i = 0; i < t->n_modes; i++) {
 		fprintf(f, "# %s\n", t->label[i]);
 		for (int k = 0; k < t->n_lr; k++)
-			fprintf(f, "%g %.6f %d %d\n", t->lr[k], t->score[i][k],
-			    t->failed[i][k], k == t->chosen[i]);
+			if (t->ran[i][k])
+				fprintf(f, "%g %.6f %d %d\n", t->lr[k],
+				    t->score[i][k], t->failed[i][k],
+				    k == t->chosen[i]);
 		fprintf(f, "\n\n");
 	}
 	return fclose(f);
