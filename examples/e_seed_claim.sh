@@ -10,13 +10,18 @@
 # validation over 2 tuning seeds from 0.025, 0.05, 0.1 and 0.2 (x 4 by
 # the linear rule), and the small-batch control sgd-small (one worker at
 # batch 128) joins: what async at the matched lr owes to small batches.
+# GRID=auto picks the rates by --lr-grid auto instead (0.05, 0.1 and
+# 0.2, then a factor of 2 further past whichever end the best is at).
 #   sh examples/e_seed_claim.sh [OUT] [more compare flags]
 #   GRID=1 sh examples/e_seed_claim.sh runs/examples/e-grid
+#   GRID=auto sh examples/e_seed_claim.sh runs/examples/e-auto
 cd "$(dirname "$0")/.." && make -s bin/pstrain >/dev/null || exit 1
 out=${1:-runs/examples/e}
 [ $# -gt 0 ] && shift
 modes=sync,async,async:matched-lr
-[ -n "$GRID" ] && set -- --lr-grid 0.025,0.05,0.1,0.2 --tune-seeds 2 "$@" &&
+grid=0.025,0.05,0.1,0.2
+[ "$GRID" = auto ] && grid=auto
+[ -n "$GRID" ] && set -- --lr-grid $grid --tune-seeds 2 "$@" &&
 	modes=$modes,sgd-small
 exec bin/pstrain compare --modes $modes \
 	--servers 2 --workers 8 --model mlp:128 --data fashion-mnist \
