@@ -120,9 +120,10 @@ static const config_entry config_table[] = {
     E("workers", T_U32, job.workers, "1", 1, 1024, RUN | SRV | WRK, "W",
 	"number of workers"),
     E("model", T_STR, model, "softmax", 0, 0, RUN | SRV | WRK, "SPEC",
-	"softmax, mlp:H1,H2,... (ReLU hidden layers) or cnn:C1,... (1 to 4 "
-	"3x3 conv layers of C channels, each with ReLU and 2x2 max-pool, on "
-	"square one-channel images)"),
+	"softmax, mlp:H1,H2,... (ReLU hidden layers) or cnn:C1,...[/H1,...] "
+	"(1 to 4 3x3 conv layers of C channels, each with ReLU and 2x2 "
+	"max-pool, on square one-channel images, then up to 3 ReLU dense "
+	"layers of H units)"),
     E("data", T_STR, data, "fashion-mnist", 0, 0, RUN | SRV | WRK | EVL,
 	"SPEC",
 	"fashion-mnist, fashion-mnist:DIR (the four IDX .gz files) or "

@@ -73,8 +73,10 @@ static int layout_sizes(const char *spec, const char *p, uint32_t *out,
 }
 
 // layout_cnn lays out conv layers of chan[1..n] channels over the square
-// image of l->width[0] pixels, then the dense layer to classes.
-static int layout_cnn(pti_layout *l, uint32_t n, uint32_t classes)
+// image of l->width[0] pixels, then the m hidden dense layers of
+// hidden[0..m) units and the dense layer to classes.
+static int layout_cnn(pti_layout *l, uint32_t n, const uint32_t *hidden,
+    uint32_t m, uint32_t classes)
 {
 	uint32_t dim = l->width[0], s = 0;
 	while ((uint64_t)(s + 1) * (s + 1) <= dim)
@@ -107,11 +109,15 @@ static int layout_cnn(pti_layout *l, uint32_t n, uint32_t classes)
 		uint64_t f = (uint64_t)l->side[i + 1] * l->side[i + 1] * co;
 		l->width[i + 1] = (uint32_t)f;
 	}
-	l->n_layers = n + 1;
-	l->width[n + 1] = classes;
+	l->n_conv = n;
+	l->n_layers = n + m + 1;
+	for (uint32_t j = 0; j < m; j++)
+		l->width[n + 1 + j] = hidden[j];
+	l->width[n + m + 1] = classes;
 	for (uint32_t i = 0; i < n; i++)
 		layout_add_layer(l, i, 9 * l->chan[i], l->chan[i + 1]);
-	layout_add_layer(l, n, l->width[n], classes);
+	for (uint32_t i = n; i <= n + m; i++)
+		layout_add_layer(l, i, l->width[i], l->width[i + 1]);
 	return 0;
 }
 
@@ -138,18 +144,26 @@ int pti_layout_init(pti_layout *l, const char *spec, uint32_t in_dim,
 			 "hidden layers", "mlp:256,128")) != 0)
 			return rv;
 	} else if (strncmp(spec, "cnn:", 4) == 0) {
-		uint32_t n;
+		char conv[PT_SPEC_MAX], *dense = NULL;
+		uint32_t n, m = 0, hidden[PT_CNN_MAX_DENSE];
 		l->kind = PT_MODEL_CNN;
-		if ((rv = layout_sizes(spec, spec + 4, l->chan + 1, &n,
+		snprintf(conv, sizeof(conv), "%s", spec + 4);
+		if ((dense = strchr(conv, '/')) != NULL)
+			*dense++ = '\0';
+		if ((rv = layout_sizes(spec, conv, l->chan + 1, &n,
 			 PT_CNN_MAX_CONV, LAYOUT_MAX_CHANNELS,
 			 "channel counts", "conv layers", "cnn:32,64")) != 0 ||
-		    (rv = layout_cnn(l, n, classes)) != 0)
+		    (dense != NULL && (rv = layout_sizes(spec, dense, hidden,
+			 &m, PT_CNN_MAX_DENSE, LAYOUT_MAX_WIDTH,
+			 "dense sizes after '/'", "hidden dense layers",
+			 "cnn:32,64/1024")) != 0) ||
+		    (rv = layout_cnn(l, n, hidden, m, classes)) != 0)
 			return rv;
 		return 0;
 	} else {
 		return pti_err_set(PT_EINVAL,
 		    "--model %s: unknown model (use softmax, mlp:H1,H2,... "
-		    "or cnn:C1,C2,...)",
+		    "or cnn:C1,C2,...[/H1,...])",
 		    spec);
 	}
 	l->n_layers = n_hidden + 1;

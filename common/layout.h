@@ -29,6 +29,7 @@ enum {
 };
 
 #define PT_CNN_MAX_CONV 4 // conv layers of a "cnn:C1,..." spec
+#define PT_CNN_MAX_DENSE 3 // hidden dense layers of "cnn:C1,.../H1,..."
 
 typedef struct pti_var {
 	char name[PT_VAR_NAME]; // "w0", "b0", "w1", ...
@@ -41,7 +42,11 @@ typedef struct pti_var {
 } pti_var;
 
 // The CNN ("cnn:C1,...,Cn", kind PT_MODEL_CNN) has n_layers = n + 1: conv
-// layers 0 .. n-1, then the dense output layer n. Conv layer l takes
+// layers 0 .. n-1, then the dense output layer n. With hidden dense
+// layers ("cnn:C1,...,Cn/H1,...,Hm", n_conv = n) it has n + m + 1: the
+// conv layers, then dense layers n .. n+m-1 of H1 .. Hm units with ReLU
+// (width[n + 1 + j] = H_{j+1}), then the output layer n + m, each dense
+// w (width[l], width[l + 1]). Conv layer l takes
 // side[l] x side[l] images of chan[l] channels (chan[0] = 1, the input)
 // to chan[l + 1] = C_{l+1} channels: a 3x3 convolution, stride 1, zero
 // padding 1, plus bias, ReLU, then a 2x2 max-pool of stride 2, so
@@ -56,6 +61,7 @@ typedef struct pti_layout {
 	char spec[PT_SPEC_MAX]; // "softmax", "mlp:256,128", "cnn:32,64", "vars"
 	int kind;
 	uint32_t n_layers;               // weight layers, output included
+	uint32_t n_conv;                 // CNN only: conv layers
 	uint32_t width[PT_MAX_LAYERS + 1]; // width[0] = input dim, last = classes
 	uint32_t chan[PT_MAX_LAYERS + 1];  // CNN only: channels, see above
 	uint32_t side[PT_MAX_LAYERS + 1];  // CNN only: image side, see above
@@ -70,7 +76,8 @@ typedef struct pti_range {
 } pti_range;
 
 // pti_layout_init parses spec ("softmax", "mlp:H1,H2,..." or
-// "cnn:C1,...", 1 to PT_CNN_MAX_CONV conv layers) for inputs of in_dim
+// "cnn:C1,...[/H1,...]", 1 to PT_CNN_MAX_CONV conv layers and up to
+// PT_CNN_MAX_DENSE hidden dense layers) for inputs of in_dim
 // features and `classes` outputs. Returns PT_EINVAL, with a detail naming
 // the spec, when it does not parse or a size is 0 or too large; for a
 // CNN also when in_dim is not a square (one-channel image) or the image

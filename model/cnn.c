@@ -1,13 +1,14 @@
-// model/cnn.c - the "cnn:C1,..." model (common/layout.h): 3x3 same
-// convolutions with bias, ReLU and 2x2 max-pools, then a dense layer to
-// the logits. Convolutions are matrix products on common/blas.h: im2col
+// model/cnn.c - the "cnn:C1,...[/H1,...]" model (common/layout.h): 3x3
+// same convolutions with bias, ReLU and 2x2 max-pools, then hidden dense
+// layers with ReLU, if any, and a dense layer to the logits. Convolutions are matrix products on common/blas.h: im2col
 // turns a chunk of images into rows of 3x3 patches, (positions, 9 C_in),
 // times w_l (9 C_in, C_out) gives (positions, C_out); backward turns the
 // patches' gradient back into the image's with col2im.
 //
-// Scratch, sized once: per layer, for the whole batch, the pooled output,
-// where each pooled value came from (its argmax) and, in backward, the
-// gradient of the pooled output; per chunk of CNN_CHUNK images, one patch
+// Scratch, sized once: per conv layer, for the whole batch, the pooled
+// output, where each pooled value came from (its argmax) and, in
+// backward, the gradient of the pooled output; per hidden dense layer,
+// its output and the gradient before its ReLU; per chunk of CNN_CHUNK images, one patch
 // matrix and one pre-pool buffer, reused by every layer and both passes
 // (a patch matrix of the whole batch would be tens of MB). Backward runs
 // the chain of pooled gradients first (it reads the weights), then each
@@ -29,14 +30,16 @@
 #define CNN_CHUNK 16u // images per patch matrix
 
 typedef struct cnn {
-	uint32_t n_conv, classes, max_batch;
+	uint32_t n_conv, n_layers, classes, max_batch;
 	uint32_t side[PT_MAX_LAYERS + 1], chan[PT_MAX_LAYERS + 1];
-	uint32_t feat;                  // the dense layer's fan-in
+	uint32_t width[PT_MAX_LAYERS + 1]; // [l >= n_conv] dense fan-in
 	uint64_t w_off[PT_MAX_LAYERS];  // [l] w_l in the flat vector
-	uint64_t b_off[PT_MAX_LAYERS];  // [l] b_l; l = n_conv is the dense
+	uint64_t b_off[PT_MAX_LAYERS];  // [l] b_l; l >= n_conv dense
 	float *pool[PT_MAX_LAYERS];     // [l] (max_batch, out_n(l)) outputs
 	uint32_t *arg[PT_MAX_LAYERS];   // [l] like pool: argmax in the image
 	float *dpool[PT_MAX_LAYERS];    // [l] like pool: dL/dpool
+	float *h[PT_MAX_LAYERS];        // [l] hidden dense: relu output
+	float *dh[PT_MAX_LAYERS];       // [l] like h: dL/d(pre-ReLU)
 	float *logits;                  // (max_batch, classes)
 	float *col;                     // (CNN_CHUNK max positions, max 9 C_in)
 	float *z;                       // (CNN_CHUNK max positions x C_out)
@@ -67,13 +70,14 @@ static void cnn_free(void *p)
 
 static int cnn_alloc(void **out, const pti_layout *l, uint32_t max_batch)
 {
-	uint32_t n = l->n_layers - 1;
-	if (l->kind != PT_MODEL_CNN || n < 1 || n > PT_CNN_MAX_CONV)
+	uint32_t n = l->n_conv, top = l->n_layers - 1;
+	if (l->kind != PT_MODEL_CNN || n < 1 || n > PT_CNN_MAX_CONV ||
+	    top < n || top > n + PT_CNN_MAX_DENSE)
 		return pti_err_set(PT_EINVAL, "model %s: not a CNN", l->spec);
 	uint64_t at = 0;
-	for (uint32_t i = 0; i <= n; i++) {
-		uint64_t rows = i < n ? 9ull * l->chan[i] : l->width[n];
-		uint64_t cols = i < n ? l->chan[i + 1] : l->width[n + 1];
+	for (uint32_t i = 0; i <= top; i++) {
+		uint64_t rows = i < n ? 9ull * l->chan[i] : l->width[i];
+		uint64_t cols = i < n ? l->chan[i + 1] : l->width[i + 1];
 		if (l->vars[2 * i].off != at || l->vars[2 * i].n != rows * cols ||
 		    l->vars[2 * i + 1].off != at + rows * cols ||
 		    l->vars[2 * i + 1].n != cols)
@@ -86,12 +90,13 @@ static int cnn_alloc(void **out, const pti_layout *l, uint32_t max_batch)
 	if (c == NULL)
 		return pti_err_set(PT_ENOMEM, "model %s", l->spec);
 	c->n_conv = n;
-	c->classes = l->width[n + 1];
+	c->n_layers = l->n_layers;
+	c->classes = l->width[top + 1];
 	c->max_batch = max_batch;
-	c->feat = l->width[n];
+	memcpy(c->width, l->width, sizeof(c->width));
 	memcpy(c->side, l->side, sizeof(c->side));
 	memcpy(c->chan, l->chan, sizeof(c->chan));
-	for (uint32_t i = 0; i <= n; i++) {
+	for (uint32_t i = 0; i <= top; i++) {
 		c->w_off[i] = l->vars[2 * i].off;
 		c->b_off[i] = l->vars[2 * i + 1].off;
 	}
@@ -105,6 +110,8 @@ static int cnn_alloc(void **out, const pti_layout *l, uint32_t max_batch)
 		cols = k > cols ? k : cols;
 		zs = zz > zs ? zz : zs;
 	}
+	for (uint32_t i = n + 1; i <= top; i++) // hidden dense outputs
+		per += c->width[i];
 	uint64_t nf = 2 * per * max_batch + (uint64_t)max_batch * c->classes +
 		      CNN_CHUNK * (cols + zs);
 	uint64_t ni = per * max_batch;
@@ -124,6 +131,12 @@ static int cnn_alloc(void **out, const pti_layout *l, uint32_t max_batch)
 		c->arg[i] = q;
 		p += 2 * k;
 		q += k;
+	}
+	for (uint32_t i = n; i < top; i++) {
+		size_t k = (size_t)max_batch * c->width[i + 1];
+		c->h[i] = p;
+		c->dh[i] = p + k;
+		p += 2 * k;
 	}
 	c->logits = p;
 	p += (size_t)max_batch * c->classes;
@@ -254,6 +267,13 @@ static const float *cnn_input(const cnn *c, const float *x, uint32_t l,
 	return (l == 0 ? x : c->pool[l - 1]) + i0 * per;
 }
 
+// dense_input is dense layer l's input: the last pooled output, or the
+// hidden dense layer below.
+static const float *dense_input(const cnn *c, uint32_t l)
+{
+	return l == c->n_conv ? c->pool[l - 1] : c->h[l - 1];
+}
+
 // conv_forward computes conv layer l for images [i0, i0 + g).
 static void conv_forward(cnn *c, const float *params, const float *x,
     uint32_t l, uint32_t i0, uint32_t g)
@@ -284,16 +304,23 @@ static int cnn_forward(cnn *c, const float *params, const float *x,
 			conv_forward(c, params, x, l, i0,
 			    b - i0 < CNN_CHUNK ? b - i0 : CNN_CHUNK);
 	}
-	uint32_t n = c->n_conv;
-	if (ready != NULL && (rv = ready(arg, n)) != 0)
-		return rv;
-	const float *bias = params + c->b_off[n];
-	for (uint32_t i = 0; i < b; i++)
-		memcpy(c->logits + (size_t)i * c->classes, bias,
-		    c->classes * sizeof(float));
-	pti_blas_sgemm(0, 0, b, c->classes, c->feat, 1.0f, c->pool[n - 1],
-	    c->feat, params + c->w_off[n], c->classes, 1.0f, c->logits,
-	    c->classes);
+	// The dense layers: each output starts from its bias, ReLU on all
+	// but the logits.
+	uint32_t top = c->n_layers - 1;
+	for (uint32_t l = c->n_conv; l <= top; l++) {
+		if (ready != NULL && (rv = ready(arg, l)) != 0)
+			return rv;
+		uint32_t in = c->width[l], o = c->width[l + 1];
+		float *y = l < top ? c->h[l] : c->logits;
+		const float *bias = params + c->b_off[l];
+		for (uint32_t i = 0; i < b; i++)
+			memcpy(y + (size_t)i * o, bias, o * sizeof(float));
+		pti_blas_sgemm(0, 0, b, o, in, 1.0f, dense_input(c, l), in,
+		    params + c->w_off[l], o, 1.0f, y, o);
+		if (l < top)
+			for (size_t k = 0; k < (size_t)b * o; k++)
+				y[k] = y[k] > 0.0f ? y[k] : 0.0f;
+	}
 	return 0;
 }
 
@@ -309,13 +336,29 @@ static const float *cnn_logits(void *p, const float *params,
 // Backward
 // ---------------------------------------------------------------------
 
-// dense_chain writes dpool[n-1] = dlogits w_n^T (reads w_n).
+// dense_dout is the gradient of dense layer l's output before its ReLU
+// (the logits' for the top layer: pti_xent_mean leaves it there).
+static float *dense_dout(cnn *c, uint32_t l)
+{
+	return l == c->n_layers - 1 ? c->logits : c->dh[l];
+}
+
+// dense_chain runs the dense layers' chain from the top: each layer's
+// input gradient dout(l) w_l^T, into dh[l - 1] masked by that layer's
+// ReLU, or into dpool[n - 1] for the lowest (reads every dense w).
 static void dense_chain(cnn *c, const float *params, uint32_t b)
 {
 	uint32_t n = c->n_conv;
-	pti_blas_sgemm(0, 1, b, c->feat, c->classes, 1.0f, c->logits,
-	    c->classes, params + c->w_off[n], c->classes, 0.0f, c->dpool[n - 1],
-	    c->feat);
+	for (uint32_t l = c->n_layers - 1; l >= n; l--) {
+		uint32_t in = c->width[l], o = c->width[l + 1];
+		float *din = l == n ? c->dpool[n - 1] : c->dh[l - 1];
+		pti_blas_sgemm(0, 1, b, in, o, 1.0f, dense_dout(c, l), o,
+		    params + c->w_off[l], o, 0.0f, din, in);
+		if (l == n)
+			break;
+		for (size_t k = 0; k < (size_t)b * in; k++)
+			din[k] = c->h[l - 1][k] > 0.0f ? din[k] : 0.0f;
+	}
 }
 
 // conv_chain writes dpool[l-1], the gradient of layer l's input, from
@@ -365,24 +408,25 @@ static void conv_wgrad(cnn *c, float *grad, const float *x, uint32_t l,
 	}
 }
 
-// dense_wgrad writes dw_n = pool[n-1]^T dlogits and db_n, the column sums
-// of dlogits in row order.
-static void dense_wgrad(cnn *c, float *grad, uint32_t b)
+// dense_wgrad writes dense layer l's dw_l = input^T dout(l) and db_l,
+// the column sums of dout(l) in row order.
+static void dense_wgrad(cnn *c, float *grad, uint32_t l, uint32_t b)
 {
-	uint32_t n = c->n_conv, cl = c->classes;
-	float *gb = grad + c->b_off[n];
-	pti_blas_sgemm(1, 0, c->feat, cl, b, 1.0f, c->pool[n - 1], c->feat,
-	    c->logits, cl, 0.0f, grad + c->w_off[n], cl);
-	memcpy(gb, c->logits, cl * sizeof(float));
+	uint32_t in = c->width[l], o = c->width[l + 1];
+	const float *d = dense_dout(c, l);
+	float *gb = grad + c->b_off[l];
+	pti_blas_sgemm(1, 0, in, o, b, 1.0f, dense_input(c, l), in, d, o,
+	    0.0f, grad + c->w_off[l], o);
+	memcpy(gb, d, o * sizeof(float));
 	for (uint32_t i = 1; i < b; i++)
-		for (uint32_t j = 0; j < cl; j++)
-			gb[j] += c->logits[(size_t)i * cl + j];
+		for (uint32_t j = 0; j < o; j++)
+			gb[j] += d[(size_t)i * o + j];
 }
 
 // cnn_piece is the length of [w_l, b_l] in the flat vector.
 static uint64_t cnn_piece(const cnn *c, uint32_t l)
 {
-	uint64_t cols = l < c->n_conv ? c->chan[l + 1] : c->classes;
+	uint64_t cols = l < c->n_conv ? c->chan[l + 1] : c->width[l + 1];
 	return c->b_off[l] + cols - c->w_off[l];
 }
 
@@ -402,11 +446,11 @@ static int cnn_grad(void *p, float *grad, double *loss, const float *params,
 	dense_chain(c, params, b);
 	for (uint32_t l = n - 1; l > 0; l--)
 		conv_chain(c, params, l, b);
-	for (uint32_t l = 0; l <= n; l++) {
+	for (uint32_t l = 0; l < c->n_layers; l++) {
 		if (l < n)
 			conv_wgrad(c, grad, x, l, b);
 		else
-			dense_wgrad(c, grad, b);
+			dense_wgrad(c, grad, l, b);
 		if (done != NULL)
 			done(hk->arg, c->w_off[l], cnn_piece(c, l), mean);
 	}

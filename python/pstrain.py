@@ -160,7 +160,7 @@ class Job:
 
     def model(self, spec, dim, classes):
         """Declares pstrain's model spec ("softmax", "mlp:H1,...",
-        "cnn:C1,...") as the job's variables w0, b0, w1, ..., for inputs of
+        "cnn:C1,...[/H1,...]") as the job's variables w0, b0, w1, ..., for inputs of
         dim floats and classes classes, initialized as pstrain run
         initializes them. Only on a job with no variables yet."""
         _check(_job_model(self._p, spec.encode(), dim, classes),

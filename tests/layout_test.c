@@ -67,13 +67,30 @@ static void test_layout_cnn_shapes(void)
 	PT_TEST_OK(pti_layout_init(&l, "cnn:1,2,3,4", 784, 10));
 	PT_TEST_TRUE(l.n_layers == 5 && l.side[4] == 1 && l.width[4] == 4);
 	PT_TEST_TRUE(l.vars[6].rows == 27 && l.vars[6].cols == 4);
+	// Hidden dense layers after '/': cnn:32,64/1024 is TensorFlow's
+	// "deep MNIST" CNN, 3136 -> 1024 -> 10 after the convolutions.
+	PT_TEST_OK(pti_layout_init(&l, "cnn:32,64/1024", 784, 10));
+	PT_TEST_TRUE(l.n_conv == 2 && l.n_layers == 4 && l.n_vars == 8);
+	PT_TEST_TRUE(l.width[2] == 3136 && l.width[3] == 1024 &&
+		     l.width[4] == 10);
+	PT_TEST_TRUE(l.vars[4].rows == 3136 && l.vars[4].cols == 1024);
+	PT_TEST_TRUE(l.vars[6].rows == 1024 && l.vars[6].cols == 10);
+	PT_TEST_TRUE(strcmp(l.vars[6].name, "w3") == 0);
+	PT_TEST_NEAR(l.vars[6].bound, 1.0 / sqrt(1024), 1e-7);
+	PT_TEST_TRUE(l.n_params == 9 * 32 + 32 + 288 * 64 + 64 +
+				       3136 * 1024 + 1024 + 1024 * 10 + 10);
+	PT_TEST_OK(pti_layout_init(&l, "cnn:4/8,6", 784, 10));
+	PT_TEST_TRUE(l.n_conv == 1 && l.n_layers == 4 &&
+		     l.width[1] == 14 * 14 * 4 && l.width[2] == 8 &&
+		     l.width[3] == 6 && l.width[4] == 10);
 }
 
 static void test_layout_cnn_refused(void)
 {
 	pti_layout l;
 	const char *bad[] = {"cnn:", "cnn:0", "cnn:8,", "cnn:,8", "cnn:-4",
-	    "cnn:8x", "cnn:1,2,3,4,5", "cnn:1025", "cnnx:8", "cnn"};
+	    "cnn:8x", "cnn:1,2,3,4,5", "cnn:1025", "cnnx:8", "cnn", "cnn:8/",
+	    "cnn:8/0", "cnn:/8", "cnn:8/4/4", "cnn:8/1,2,3,4", "cnn:8/4,"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		PT_TEST_ERR(pti_layout_init(&l, bad[i], 784, 10), PT_EINVAL);
 		PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "--model");
@@ -81,6 +98,8 @@ static void test_layout_cnn_refused(void)
 	}
 	PT_TEST_ERR(pti_layout_init(&l, "cnn:1,2,3,4,5", 784, 10), PT_EINVAL);
 	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "at most 4 conv layers");
+	PT_TEST_ERR(pti_layout_init(&l, "cnn:8/1,2,3,4", 784, 10), PT_EINVAL);
+	PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "at most 3 hidden dense layers");
 	// Not a square image: the message names the spec and the dim.
 	uint32_t dims[] = {785, 783, 64 * 3, 2};
 	for (int i = 0; i < 4; i++) {

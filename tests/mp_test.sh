@@ -246,14 +246,15 @@ test_mp_eval_matches_summary() {
 		no $n "eval says '$got', summary says '$want'"
 }
 
-# --model cnn:4,8 on Fashion-MNIST's 28 x 28 images, 1 server x 2
-# workers (Adam: plain SGD sits on the first steps' plateau at ln 10 for
-# longer than 30 steps): every logged loss is finite, the last 5 steps'
-# mean is well below the first step's (2.31 -> 0.9 here), and pstrain
-# eval of the saved model prints the accuracy the job reported.
+# --model cnn:4,8/16 (a hidden dense layer of 16 after the convolutions)
+# on Fashion-MNIST's 28 x 28 images, 1 server x 2 workers (Adam: plain
+# SGD sits on the first steps' plateau at ln 10 for longer than 30
+# steps): every logged loss is finite, the last 5 steps' mean is well
+# below the first step's, and pstrain eval of the saved model prints the
+# accuracy the job reported.
 test_mp_cnn() {
 	n=test_mp_cnn
-	$P run --mode sync --servers 1 --workers 2 --model cnn:4,8 \
+	$P run --mode sync --servers 1 --workers 2 --model cnn:4,8/16 \
 		--data fashion-mnist --seed 5 --batch 64 --steps 30 \
 		--optimizer adam --lr 0.01 --out "$T/cnn" --save-model "$T/cnn/m.bin" >"$T/cnn.log" 2>&1 ||
 		{ no $n "run failed" "$T/cnn.log"; return; }
