@@ -136,8 +136,8 @@ static const config_entry config_table[] = {
 	"global batch; each worker computes on B/W examples"),
     E("lr", T_F64, job.lr, "0", 0, 1e6, RUN | SRV | WRK, "LR",
 	"learning rate of the optimizer (the servers', or allreduce "
-	"workers'); 0: its usual one, 0.1 for sgd, momentum and nesterov, "
-	"0.01 for adagrad, 0.001 for adam"),
+	"workers'); 0: its usual one, 0.1 for sgd, momentum, nesterov and "
+	"ftrl (its alpha), 0.01 for adagrad, 0.001 for adam"),
     E("seed", T_U64, job.seed, "1", 0, 2e19, RUN | SRV | WRK | EVL, "N",
 	"seeds initial values, data order and synthetic data"),
     E("eval-every", T_U64, eval_every, "0", 0, 1e12, RUN | WRK, "N",
@@ -235,9 +235,11 @@ static const config_entry config_table[] = {
 	"K", "async/ssp: drop (and count) gradients staler than K (-1: "
 	"keep all)"),
     E("optimizer", T_STR, job.optimizer, "sgd", 0, 0, RUN | SRV | WRK,
-	"sgd|momentum:M|nesterov:M|adagrad|adam[:B1,B2,EPS]",
+	"sgd|momentum:M|nesterov:M|adagrad|adam[:B1,B2,EPS]|ftrl[:BETA,L1,L2]",
 	"the optimizer; its state lives with each server's shard (allreduce: "
-	"with every worker)"),
+	"with every worker); ftrl is FTRL-proximal (defaults 1, 0, 0), which "
+	"computes each value from its state alone: a value's start is "
+	"forgotten at its first update"),
     E("weight-decay", T_F64, job.weight_decay, "0", 0, 1e3, RUN | SRV | WRK,
 	"WD",
 	"L2 weight decay: each gradient gains WD x parameter"),

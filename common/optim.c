@@ -55,7 +55,7 @@ void pti_optim_apply(const pti_optim *o, float *restrict p,
 			p[i] -= flr * gi / (sqrtf(s1[i]) + eps);
 		}
 		break;
-	default: // adam
+	case PT_OPT_ADAM:
 		for (uint64_t i = 0; i < n; i++) {
 			float gi = GI;
 			s1[i] = b1 * s1[i] + (1 - b1) * gi;
@@ -63,6 +63,20 @@ void pti_optim_apply(const pti_optim *o, float *restrict p,
 			p[i] -= flr * (s1[i] / c1) / (sqrtf(s2[i] / c2) + eps);
 		}
 		break;
+	default: { // ftrl: z in s1, n in s2; lr is alpha
+		const float beta = (float)o->beta, l1 = (float)o->l1;
+		const float l2 = (float)o->l2;
+		for (uint64_t i = 0; i < n; i++) {
+			float gi = GI, nn = s2[i] + gi * gi;
+			float sigma = (sqrtf(nn) - sqrtf(s2[i])) / flr;
+			s1[i] += gi - sigma * p[i];
+			s2[i] = nn;
+			float z = s1[i], shrunk = z - copysignf(l1, z);
+			p[i] = fabsf(z) <= l1 ? 0.0f :
+			       -shrunk / ((beta + sqrtf(nn)) / flr + l2);
+		}
+		break;
+	}
 	}
 #undef GI
 }

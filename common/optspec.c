@@ -35,10 +35,17 @@ int pti_optim_parse(pti_optim *o, const char *spec)
 		   a >= 0 && a < 1 && b >= 0 && b < 1 && c > 0) {
 		o->kind = PT_OPT_ADAM, o->n_state = 2;
 		o->b1 = a, o->b2 = b, o->eps = c;
+	} else if (strcmp(spec, "ftrl") == 0) {
+		o->kind = PT_OPT_FTRL, o->n_state = 2, o->beta = 1;
+	} else if (sscanf(spec, "ftrl:%lf,%lf,%lf%c", &a, &b, &c, &tail) == 3 &&
+		   a >= 0 && b >= 0 && c >= 0) {
+		o->kind = PT_OPT_FTRL, o->n_state = 2;
+		o->beta = a, o->l1 = b, o->l2 = c;
 	} else {
 		return pti_err_set(PT_EINVAL,
 		    "--optimizer %s: expected sgd, momentum:M, nesterov:M, "
-		    "adagrad or adam[:B1,B2,EPS] (M, B1, B2 in [0, 1))",
+		    "adagrad, adam[:B1,B2,EPS] (M, B1, B2 in [0, 1)) or "
+		    "ftrl[:BETA,L1,L2] (each >= 0)",
 		    spec);
 	}
 	return 0;

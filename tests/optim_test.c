@@ -88,12 +88,30 @@ static void test_optim_adam(void)
 	PT_TEST_NEAR(q, want, 1e-5);
 }
 
+static void test_optim_ftrl(void)
+{
+	// FTRL-proximal (McMahan et al. 2013), alpha = lr = 0.1, beta 1:
+	// from p0 = 1 and g = 0.5, n = 0.25, sigma = 0.5 / 0.1 = 5,
+	// z = 0.5 - 5 = -4.5, p = 4.5 / ((1 + 0.5) / 0.1) = 0.3; then
+	// n = 0.5, sigma = (sqrt(0.5) - 0.5) / 0.1, z -= ..., p from z.
+	float p[2];
+	run("ftrl", 0, 0.5f, 1, 2, p);
+	PT_TEST_NEAR(p[0], 0.3, 1e-6);
+	double sigma = (sqrt(0.5) - 0.5) / 0.1, z = -4.5 + 0.5 - sigma * 0.3;
+	PT_TEST_NEAR(p[1], -z / ((1 + sqrt(0.5)) / 0.1), 1e-5);
+	// L1 at least |z| gives an exact 0; L2 adds to the denominator.
+	run("ftrl:1,5,0", 0, 0.5f, 1, 1, p);
+	PT_TEST_TRUE(p[0] == 0.0f);
+	run("ftrl:1,1,2", 0, 0.5f, 1, 1, p);
+	PT_TEST_NEAR(p[0], 3.5 / (15 + 2), 1e-6);
+}
+
 static void test_optim_bad_specs(void)
 {
 	pti_optim o;
 	const char *bad[] = {"", "sgd2", "momentum", "momentum:1.5",
 	    "nesterov:x", "adam:0.9", "adam:0.9,0.999", "adam:1,0.9,1e-8",
-	    "rmsprop"};
+	    "rmsprop", "ftrl:1", "ftrl:1,-1,0", "ftrlx"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		PT_TEST_ERR(pti_optim_parse(&o, bad[i]), PT_EINVAL);
 		PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), "--optimizer");
@@ -152,6 +170,7 @@ static const pti_test_case cases[] = {
     {"test_optim_momentum", test_optim_momentum},
     {"test_optim_nesterov", test_optim_nesterov},
     {"test_optim_adagrad", test_optim_adagrad},
+    {"test_optim_ftrl", test_optim_ftrl},
     {"test_optim_adam", test_optim_adam},
     {"test_optim_bad_specs", test_optim_bad_specs},
     {"test_optim_lr_warmup", test_optim_lr_warmup},
