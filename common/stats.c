@@ -3,6 +3,7 @@
 #include "common/stats.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 void pti_stats_of(pti_stats *out, const double *x, uint32_t n)
 {
@@ -100,4 +101,42 @@ void pti_paired_of(pti_paired *out, const double *a, const double *b,
 		out->lo = out->d.mean - half;
 		out->hi = out->d.mean + half;
 	}
+}
+
+static int scored_cmp(const void *a, const void *b)
+{
+	float x = ((const pti_scored *)a)->score;
+	float y = ((const pti_scored *)b)->score;
+	return (x > y) - (x < y);
+}
+
+double pti_auc(pti_scored *items, uint32_t n)
+{
+	qsort(items, n, sizeof(*items), scored_cmp);
+	double pos = 0, rank_sum = 0;
+	for (uint32_t i = 0; i < n;) {
+		uint32_t j = i, p = 0;
+		while (j < n && items[j].score == items[i].score)
+			p += items[j++].y != 0;
+		// ranks i + 1 .. j share their mean
+		rank_sum += p * (i + 1 + j) / 2.0;
+		pos += p;
+		i = j;
+	}
+	double neg = n - pos;
+	if (pos == 0 || neg == 0)
+		return NAN;
+	return (rank_sum - pos * (pos + 1) / 2) / (pos * neg);
+}
+
+double pti_logloss(const float *p, const uint8_t *y, uint32_t n)
+{
+	if (n == 0)
+		return NAN;
+	double sum = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		double q = fmin(fmax(p[i], 1e-7), 1 - 1e-7);
+		sum -= y[i] ? log(q) : log(1 - q);
+	}
+	return sum / n;
 }

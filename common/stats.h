@@ -2,8 +2,9 @@
 // mean, sample standard deviation, min and max, skipping NaN (a value
 // that was null or missing), per value list or per point index of
 // several curves of unequal length; paired differences with a 95% t
-// interval. Pure functions, no allocation, safe
-// from any thread.
+// interval; AUC and log loss of a binary classifier. Pure functions, no
+// allocation of their own (pti_auc sorts in place with qsort), safe from
+// any thread.
 #ifndef PT_COMMON_STATS_H
 #define PT_COMMON_STATS_H
 
@@ -53,5 +54,21 @@ typedef struct pti_paired {
 // pti_paired_of compares a[0..n) with b[0..n), pair by pair, into *out.
 void pti_paired_of(pti_paired *out, const double *a, const double *b,
     uint32_t n);
+
+// One example of a binary classifier: its score and its label (0, 1).
+typedef struct pti_scored {
+	float score;
+	uint8_t y;
+} pti_scored;
+
+// pti_auc sorts items[0..n) by score and returns the area under the ROC
+// curve: the chance that a random positive scores above a random
+// negative, a tie counting half (the Mann-Whitney U over the counts).
+// NaN when every label is the same.
+double pti_auc(pti_scored *items, uint32_t n);
+
+// pti_logloss is the mean of -log p(label) over n probabilities p of
+// label 1, each clipped to [1e-7, 1 - 1e-7]; NaN for n = 0.
+double pti_logloss(const float *p, const uint8_t *y, uint32_t n);
 
 #endif // PT_COMMON_STATS_H
