@@ -1,0 +1,84 @@
+// model/sparse.c - sparse logistic regression and the factorization
+// machine over embedding rows (sparse.h).
+#include "model/sparse.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int pair_cmp(const void *a, const void *b)
+{
+	const uint64_t *x = a, *y = b;
+	int c = (x[0] > y[0]) - (x[0] < y[0]);
+	return c != 0 ? c : (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+uint32_t pti_sparse_unique(const uint64_t *ids, uint32_t n, uint64_t *uniq,
+    uint32_t *slot, uint64_t *scratch)
+{
+	// (id, position) pairs sorted by id: each run of one id becomes one
+	// row, and every position in it points there.
+	for (uint32_t i = 0; i < n; i++) {
+		scratch[2 * i] = ids[i];
+		scratch[2 * i + 1] = i;
+	}
+	qsort(scratch, n, 2 * sizeof(*scratch), pair_cmp);
+	uint32_t u = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		if (i == 0 || scratch[2 * i] != scratch[2 * i - 2])
+			uniq[u++] = scratch[2 * i];
+		slot[scratch[2 * i + 1]] = u - 1;
+	}
+	return u;
+}
+
+// log1p(exp(z)) without overflow: the loss of label 0 at logit z.
+static double softplus(double z)
+{
+	return z > 0 ? z + log1p(exp(-z)) : log1p(exp(z));
+}
+
+void pti_fm_grad(uint32_t k, const float *rows, uint32_t n_rows,
+    const uint32_t *slot, uint32_t b, uint32_t fields, float bias,
+    const uint8_t *y, float *grows, float *gbias, double *loss,
+    float *logits, float *scratch)
+{
+	uint32_t w = 1 + k;
+	float *sum = scratch; // (k) each factor summed over the fields
+	double total = 0, gb = 0;
+	memset(grows, 0, (size_t)n_rows * w * sizeof(float));
+	for (uint32_t e = 0; e < b; e++) {
+		const uint32_t *s = slot + (size_t)e * fields;
+		double z = bias, sq = 0;
+		if (k > 0)
+			memset(sum, 0, k * sizeof(float));
+		for (uint32_t i = 0; i < fields; i++) {
+			const float *r = rows + (size_t)s[i] * w;
+			z += r[0];
+			for (uint32_t j = 0; j < k; j++) {
+				sum[j] += r[1 + j];
+				sq += (double)r[1 + j] * r[1 + j];
+			}
+		}
+		double pairs = 0;
+		for (uint32_t j = 0; j < k; j++)
+			pairs += (double)sum[j] * sum[j];
+		z += (pairs - sq) / 2;
+		if (logits != NULL)
+			logits[e] = (float)z;
+		// The mean log loss and its derivative in the logit,
+		// sigmoid(z) - y, over b.
+		total += softplus(z) - (y[e] ? z : 0);
+		double g = (1 / (1 + exp(-z)) - (y[e] ? 1 : 0)) / b;
+		gb += g;
+		for (uint32_t i = 0; i < fields; i++) {
+			const float *r = rows + (size_t)s[i] * w;
+			float *gr = grows + (size_t)s[i] * w;
+			gr[0] += (float)g;
+			for (uint32_t j = 0; j < k; j++)
+				gr[1 + j] += (float)(g * (sum[j] - r[1 + j]));
+		}
+	}
+	*loss = b > 0 ? total / b : 0;
+	*gbias = (float)gb;
+}

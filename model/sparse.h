@@ -1,0 +1,38 @@
+// model/sparse.h - sparse models over embedding rows (issue 35): sparse
+// logistic regression (--model lr) and the factorization machine
+// (--model fm:K), each example a list of ids, one per field.
+//
+// A batch's ids are first made unique (pti_sparse_unique): the rows to
+// pull are those ids, once each, and every (example, field) names its
+// row by slot. Row u holds 1 + K floats: the id's weight, then its K
+// factors (K = 0: logistic regression). The model's one dense value is
+// the bias. The logit of an example with rows r_1..r_F is
+//     bias + sum_i w_i + 1/2 sum_k ((sum_i v_ik)^2 - sum_i v_ik^2),
+// its loss the log loss of sigmoid(logit) against the click y, and the
+// gradient of the batch's mean loss goes to each unique row once, summed
+// over every place its id appears: the rows to push.
+//
+// Pure functions on the caller's arrays; safe from any thread.
+#ifndef PT_MODEL_SPARSE_H
+#define PT_MODEL_SPARSE_H
+
+#include <stdint.h>
+
+// pti_sparse_unique writes the distinct values of ids[0..n) ascending to
+// uniq and, for each i, the index in uniq of ids[i] to slot[i]; returns
+// how many are distinct. scratch holds 2 n words. uniq and slot hold n.
+uint32_t pti_sparse_unique(const uint64_t *ids, uint32_t n, uint64_t *uniq,
+    uint32_t *slot, uint64_t *scratch);
+
+// pti_fm_grad computes, for b examples of `fields` slots each (slot,
+// into rows of 1 + k floats), their logits (out, b floats; may be NULL),
+// the mean log loss (*loss) against y, the gradient of that mean for
+// every row (grows, like rows: zero where a row appears nowhere) and for
+// the bias (*gbias). n_rows is the number of rows. k = 0: logistic
+// regression. scratch holds k floats.
+void pti_fm_grad(uint32_t k, const float *rows, uint32_t n_rows,
+    const uint32_t *slot, uint32_t b, uint32_t fields, float bias,
+    const uint8_t *y, float *grows, float *gbias, double *loss,
+    float *logits, float *scratch);
+
+#endif // PT_MODEL_SPARSE_H
