@@ -102,7 +102,8 @@ typedef struct pti_cmp_job {
 // runs at the rates lr[lo[i]..hi[i]] only, at most PTI_TUNE_SPAN of
 // them, ran[i][k] saying which were run; raw is the mean best_val_acc
 // with failed jobs at theirs (a diverged one at 0): where every rate of
-// a mode failed, auto widens its range toward the best raw cell.
+// a mode failed, auto widens its range upward only if raw rises to its
+// highest rate, else downward.
 #define PTI_TUNE_LR_MAX 16
 #define PTI_TUNE_SPAN 8
 typedef struct pti_cmp_tune {

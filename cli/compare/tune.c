@@ -109,9 +109,10 @@ static void tune_pick(pti_cmp_tune *t, int i)
 
 // tune_extend (--lr-grid auto) widens each mode's rates by a factor of 2
 // past the end its pick is at, unless it holds PTI_TUNE_SPAN rates. A
-// mode whose every rate failed (its pick scored 0) is widened past the
-// end its best raw cell is at, if that is an end. Returns how many modes
-// it widened.
+// mode whose every rate failed (its pick scored 0) is widened upward
+// only when its raw cells rise all the way to its highest rate (the
+// rates were too small to learn), else downward (they diverged or
+// collapsed). Returns how many modes it widened.
 static int tune_extend(pti_cmp_tune *t)
 {
 	int n = 0;
@@ -119,10 +120,12 @@ static int tune_extend(pti_cmp_tune *t)
 		if (t->hi[i] - t->lo[i] + 1 >= PTI_TUNE_SPAN)
 			continue;
 		int at = t->chosen[i];
-		if (t->score[i][at] == 0)
-			for (int k = t->lo[i]; k <= t->hi[i]; k++)
-				if (t->raw[i][k] > t->raw[i][at])
-					at = k;
+		if (t->score[i][at] == 0) {
+			at = t->hi[i];
+			for (int k = t->lo[i]; k < t->hi[i]; k++)
+				if (!(t->raw[i][k + 1] > t->raw[i][k]))
+					at = t->lo[i];
+		}
 		if (at == t->lo[i]) {
 			if (t->lo[i] == 0 && tune_grow(t, 0, t->lr[0] / 2) != 0)
 				continue;
