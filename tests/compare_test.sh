@@ -390,7 +390,8 @@ test_compare_lr_grid_auto() {
 	# its range grows by factors of 2, a round of jobs at a time, until
 	# the pick is inside it. The pick is the best tuning job's rate (a
 	# job not ok counting 0, the lower rate on a tie); --report-only
-	# reads the same rounds and picks the same rate.
+	# reads the same rounds and picks the same rate. From --lr 16, where
+	# every rate diverges, it widens downward.
 	n=test_compare_lr_grid_auto
 	$P compare --modes sync --lr-grid auto $D --lr 0.05 --tune-seeds 1 \
 		--seeds 1 --out "$T/ga" >"$T/ga.log" 2>&1 ||
@@ -422,6 +423,19 @@ test_compare_lr_grid_auto() {
 		sed -n '/^## Learning rates/,/^## Results/p' "$R" |
 		cmp -s - "$T/ga.grid" ||
 		{ no $n "--report-only picked otherwise" "$T/ga2.log"; return; }
+	# From --lr 16 every rate of the first round diverges: the range
+	# widens downward until a rate learns, and that rate is picked.
+	$P compare --modes sync --lr-grid auto $D --lr 16 --tune-seeds 1 \
+		--seeds 1 --out "$T/gb" >"$T/gb.log" 2>&1 ||
+		{ no $n "compare from 16 failed" "$T/gb.log"; return; }
+	row=$(grep "^| sync | " "$T/gb/report.md" | head -1)
+	lr=${row##*| } lr=${lr% |}
+	if ! grep -q "round 3: sync:lr=2 " "$T/gb.log" ||
+		! awk "BEGIN { exit !($lr < 4) }" ||
+		[ "$(jstr outcome "$T/gb/tune/sync-lr-$lr/seed-1001/summary.json")" != ok ]; then
+		no $n "from 16: picked '$lr'" "$T/gb.log"
+		return
+	fi
 	ok $n
 }
 
