@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/optim.h"
 #include "common/rng.h"
 
 #define ROWS_SAMPLE 16         // rows sampled to pick one to evict
@@ -309,6 +310,24 @@ int pti_rows_touch(pti_rows *r, uint64_t id, pti_row *row)
 			     (((r->meta[k] >> LFU_SHIFT) + (r->meta[k] <
 			     LFU_MAX)) << LFU_SHIFT) | (r->clock & LFU_CLOCK);
 	rows_fill(r, (uint64_t)k, row);
+	return 0;
+}
+
+int pti_rows_apply(pti_rows *r, const pti_optim *o, uint64_t id,
+    const float *g, double gdiv, double lr)
+{
+	pti_row row;
+	if ((uint32_t)o->n_state != r->o.n_state)
+		return pti_err_set(PT_EINVAL, "table %llu: the optimizer keeps "
+		    "%d state vectors, the rows %u",
+		    (unsigned long long)r->o.table, o->n_state, r->o.n_state);
+	int rv = pti_rows_touch(r, id, &row);
+	if (rv != 0)
+		return rv;
+	uint64_t t = 1;
+	if (row.t != NULL)
+		t = ++*row.t;
+	pti_optim_apply(o, row.v, row.s1, row.s2, g, r->o.dim, gdiv, lr, t);
 	return 0;
 }
 

@@ -2,12 +2,14 @@
 // initial values that depend only on (seed, table, id), an index that
 // finds every row through growth and evictions, LRU and LFU eviction,
 // the admission threshold, ids in order, memory within 1.3x of the rows'
-// bytes, and ids spread over servers.
+// bytes, ids spread over servers, and each row's optimizer state moving
+// only when that row is updated.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/err.h"
+#include "common/optim.h"
 #include "common/rng.h"
 #include "ps/rows.h"
 #include "tests/test.h"
@@ -262,6 +264,48 @@ static void test_rows_servers(void)
 	PT_TEST_TRUE(pti_row_server(12345, 1) == 0);
 }
 
+static void test_rows_lazy_optimizer(void)
+{
+	// Adam on rows: row 1 updated three times, row 2 once. Each row's
+	// own count drives its bias correction, so row 2 after one update
+	// equals one Adam step from its initial values, whatever row 1 did;
+	// an id below the admission threshold takes no update.
+	pti_optim adam, sgd;
+	PT_TEST_OK(pti_optim_parse(&adam, "adam"));
+	PT_TEST_OK(pti_optim_parse(&sgd, "sgd"));
+	pti_rows_opts o = opts(4, 2);
+	o.admit = 2;
+	pti_rows *r;
+	PT_TEST_OK(pti_rows_new(&r, &o));
+	float g[4] = {0.5f, -1, 2, 0}, want[4], m[4] = {0}, v[4] = {0};
+	PT_TEST_ERR(pti_rows_apply(r, &sgd, 1, g, 1, 0.1), PT_EINVAL);
+	PT_TEST_TRUE(pti_rows_apply(r, &adam, 1, g, 1, 0.01) == 1); // refused
+	for (int k = 0; k < 3; k++)
+		PT_TEST_OK(pti_rows_apply(r, &adam, 1, g, 1, 0.01));
+	PT_TEST_TRUE(pti_rows_apply(r, &adam, 2, g, 1, 0.01) == 1);
+	PT_TEST_OK(pti_rows_apply(r, &adam, 2, g, 2, 0.01));
+	pti_row row;
+	PT_TEST_OK(pti_rows_touch(r, 1, &row));
+	PT_TEST_TRUE(*row.t == 3);
+	PT_TEST_OK(pti_rows_touch(r, 2, &row));
+	PT_TEST_TRUE(*row.t == 1);
+	pti_rows_init_values(&o, 2, want);
+	pti_optim_apply(&adam, want, m, v, g, 4, 2, 0.01, 1);
+	PT_TEST_TRUE(memcmp(row.v, want, sizeof(want)) == 0);
+	PT_TEST_TRUE(memcmp(row.s1, m, sizeof(m)) == 0);
+	pti_rows_free(r);
+	// SGD keeps no state: the row moves by lr times the mean gradient.
+	pti_rows_opts p = opts(4, 0);
+	PT_TEST_OK(pti_rows_new(&r, &p));
+	PT_TEST_OK(pti_rows_apply(r, &sgd, 9, g, 2, 0.1));
+	pti_rows_init_values(&p, 9, want);
+	float got[4];
+	pti_rows_read(r, 9, got);
+	for (int j = 0; j < 4; j++)
+		PT_TEST_TRUE(got[j] == want[j] - (float)(0.1 / 2) * g[j]);
+	pti_rows_free(r);
+}
+
 static void test_rows_bad_options(void)
 {
 	pti_rows *r;
@@ -284,6 +328,7 @@ static const pti_test_case cases[] = {
     {"test_rows_admission", test_rows_admission},
     {"test_rows_memory", test_rows_memory},
     {"test_rows_servers", test_rows_servers},
+    {"test_rows_lazy_optimizer", test_rows_lazy_optimizer},
     {"test_rows_bad_options", test_rows_bad_options},
     {NULL, NULL},
 };
