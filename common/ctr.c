@@ -109,15 +109,14 @@ static double zHinv(double x, double s)
 	return exp(helper1(t) * x);
 }
 
-uint64_t pti_zipf(uint64_t v, double skew, double (*u)(void *state),
-    void *state)
+uint64_t pti_zipf(uint64_t v, double skew, pti_rng *r)
 {
 	if (v == 1)
 		return 1;
 	double hx1 = zH(1.5, skew) - 1, hn = zH((double)v + 0.5, skew);
 	double sv = 2 - zHinv(zH(2.5, skew) - zh(2, skew), skew);
 	for (;;) {
-		double w = hn + u(state) * (hx1 - hn);
+		double w = hn + pti_rng_unit(r) * (hx1 - hn);
 		double x = zHinv(w, skew);
 		double k = floor(x + 0.5);
 		if (k < 1)
@@ -129,12 +128,13 @@ uint64_t pti_zipf(uint64_t v, double skew, double (*u)(void *state),
 	}
 }
 
-// normal is a standard normal deviate from two hashed words (Box-Muller).
-static double normal(uint64_t key, uint64_t a, uint64_t b)
+// normal is a standard normal deviate of its own for (key, id, j): the
+// first of a stream named by them, so no state is kept.
+static double normal(uint64_t key, uint64_t id, uint64_t j)
 {
-	double u1 = 1.0 - pti_u64_to_unit(pti_hash3(key, a, 2 * b));
-	double u2 = pti_u64_to_unit(pti_hash3(key, a, 2 * b + 1));
-	return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+	pti_rng r;
+	pti_rng_seed(&r, pti_hash3(key, id, j), 0);
+	return pti_rng_normal(&r);
 }
 
 double pti_ctr_logit(const pti_ctr_spec *s, const uint64_t *ids)
@@ -164,11 +164,6 @@ double pti_ctr_logit(const pti_ctr_spec *s, const uint64_t *ids)
 	return z;
 }
 
-static double rng_unit(void *state)
-{
-	return pti_rng_unit(state);
-}
-
 int pti_ctr_make(pti_ctr *d, const pti_ctr_spec *s, uint32_t n,
     uint64_t stream)
 {
@@ -189,7 +184,7 @@ int pti_ctr_make(pti_ctr *d, const pti_ctr_spec *s, uint32_t n,
 		uint64_t *ids = d->ids + (size_t)e * s->fields;
 		for (uint32_t f = 0; f < s->fields; f++)
 			ids[f] = f * s->vocab +
-				 pti_zipf(s->vocab, s->skew, rng_unit, &r) - 1;
+				 pti_zipf(s->vocab, s->skew, &r) - 1;
 		double p = 1 / (1 + exp(-pti_ctr_logit(s, ids)));
 		d->p[e] = (float)p;
 		d->y[e] = pti_rng_unit(&r) < p;

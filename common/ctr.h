@@ -13,6 +13,8 @@
 
 #include <stdint.h>
 
+#include "common/rng.h"
+
 #define PTI_CTR_K 4 // the planted model's factors per id
 
 typedef struct pti_ctr_spec {
@@ -50,9 +52,7 @@ double pti_ctr_logit(const pti_ctr_spec *s, const uint64_t *ids);
 
 // pti_zipf draws a rank in [1, v] with probability proportional to
 // rank^-skew (Hörmann and Derflinger's rejection-inversion: O(1) memory
-// and time for any v) from u, a function returning uniform [0, 1)
-// values of state.
-uint64_t pti_zipf(uint64_t v, double skew, double (*u)(void *state),
-    void *state);
+// and time for any v) from r's stream.
+uint64_t pti_zipf(uint64_t v, double skew, pti_rng *r);
 
 #endif // PT_COMMON_CTR_H

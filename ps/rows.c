@@ -59,9 +59,16 @@ void pti_rows_init_values(const pti_rows_opts *o, uint64_t id, float *out)
 	}
 }
 
+// GROW reallocs array a to n items; 0, or -1 (a untouched) when there
+// is no memory. tmp is a void * of the caller's.
+#define GROW(a, n, tmp) \
+	(((tmp) = realloc((a), (n) * sizeof(*(a)))) != NULL ? ((a) = (tmp), 0) \
+							    : -1)
+
 // rows_grow makes room for at least `want` rows: the arrays by 1/8 more
 // (a store stays within 1.3x of its rows' bytes), the index doubled
-// while it would be over 3/4 full. PT_ENOMEM leaves r as it was.
+// while it would be over 3/4 full. PT_ENOMEM leaves r's rows as they
+// were (some arrays may be longer).
 static int rows_grow(pti_rows *r, uint64_t want)
 {
 	if (want > r->room) {
@@ -71,30 +78,13 @@ static int rows_grow(pti_rows *r, uint64_t want)
 			room = 64;
 		if (r->o.capacity > 0 && room > r->o.capacity)
 			room = r->o.capacity;
-		uint64_t *ids = realloc(r->ids, room * sizeof(*ids));
-		if (ids == NULL)
+		void *tmp;
+		if (GROW(r->ids, room, tmp) != 0 ||
+		    GROW(r->vals, room * r->stride, tmp) != 0 ||
+		    (r->o.n_state == 2 && GROW(r->t, room, tmp) != 0) ||
+		    (r->o.capacity > 0 && GROW(r->meta, room, tmp) != 0))
 			return pti_err_set(PT_ENOMEM, "rows of table %llu",
 			    (unsigned long long)r->o.table);
-		r->ids = ids;
-		float *vals = realloc(r->vals, room * r->stride * sizeof(*vals));
-		if (vals == NULL)
-			return pti_err_set(PT_ENOMEM, "rows of table %llu",
-			    (unsigned long long)r->o.table);
-		r->vals = vals;
-		if (r->o.n_state == 2) {
-			uint64_t *t = realloc(r->t, room * sizeof(*t));
-			if (t == NULL)
-				return pti_err_set(PT_ENOMEM, "rows of table %llu",
-				    (unsigned long long)r->o.table);
-			r->t = t;
-		}
-		if (r->o.capacity > 0) {
-			uint64_t *m = realloc(r->meta, room * sizeof(*m));
-			if (m == NULL)
-				return pti_err_set(PT_ENOMEM, "rows of table %llu",
-				    (unsigned long long)r->o.table);
-			r->meta = m;
-		}
 		r->room = room;
 	}
 	uint64_t slots = r->mask + 1;
