@@ -34,6 +34,12 @@ int pt_job_var(pt_job *j, const char *name, uint64_t n, double bound)
 	return rv != 0 ? -rv : (int)j->l.n_vars - 1;
 }
 
+int pt_job_table(pt_job *j, const char *name, uint32_t dim, double init)
+{
+	int rv = pti_layout_table(&j->l, name, dim, init);
+	return rv != 0 ? -rv : (int)j->l.n_tables - 1;
+}
+
 int pt_job_model(pt_job *j, const char *spec, uint32_t dim,
     uint32_t classes)
 {
@@ -46,6 +52,9 @@ int pt_job_model(pt_job *j, const char *spec, uint32_t dim,
 		return pti_err_set(PT_EINVAL, "model: no spec, or too long");
 	if ((rv = pti_layout_init(&l, spec, dim, classes)) != 0)
 		return rv;
+	// Tables declared before the model stay the job's.
+	l.n_tables = j->l.n_tables;
+	memcpy(l.tables, j->l.tables, sizeof(l.tables));
 	j->l = l;
 	return 0;
 }

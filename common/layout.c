@@ -189,13 +189,52 @@ int pti_layout_find(const pti_layout *l, const char *name)
 }
 
 #define LAYOUT_MAX_PARAMS ((uint64_t)1 << 40)
+#define SALT_SERVER 0x73727672ULL // keeps the row's server hash apart
+
+static int table_find(const pti_layout *l, const char *name)
+{
+	for (uint32_t i = 0; i < l->n_tables; i++)
+		if (strcmp(l->tables[i].name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+int pti_layout_table(pti_layout *l, const char *name, uint32_t dim,
+    double bound)
+{
+	if (name == NULL || name[0] == '\0' || strlen(name) >= PT_VAR_NAME)
+		return pti_err_set(PT_EINVAL, "table name \"%s\": must be 1 to "
+		    "%d bytes", name ? name : "", PT_VAR_NAME - 1);
+	if (pti_layout_find(l, name) >= 0 || table_find(l, name) >= 0)
+		return pti_err_set(PT_EINVAL, "table %s: the name is taken",
+		    name);
+	if (l->n_tables >= PT_MAX_TABLES)
+		return pti_err_set(PT_ERANGE, "table %s: at most %d tables",
+		    name, PT_MAX_TABLES);
+	if (dim == 0 || dim > PT_TABLE_MAX_DIM)
+		return pti_err_set(PT_EINVAL, "table %s: dim %u (1 to %d)",
+		    name, dim, PT_TABLE_MAX_DIM);
+	if (!(bound >= 0 && bound < 1e30))
+		return pti_err_set(PT_EINVAL, "table %s: initial bound %g "
+		    "(must be finite and >= 0)", name, bound);
+	pti_emb_table *t = &l->tables[l->n_tables++];
+	snprintf(t->name, sizeof(t->name), "%s", name);
+	t->dim = dim;
+	t->bound = (float)bound;
+	return 0;
+}
+
+uint32_t pti_layout_row_server(uint64_t id, uint32_t n)
+{
+	return (uint32_t)(((pti_mix64(id ^ SALT_SERVER) >> 32) * n) >> 32);
+}
 
 int pti_layout_add(pti_layout *l, const char *name, uint64_t n, double bound)
 {
 	if (name == NULL || name[0] == '\0' || strlen(name) >= PT_VAR_NAME)
 		return pti_err_set(PT_EINVAL, "variable name \"%s\": must be "
 		    "1 to %d bytes", name ? name : "", PT_VAR_NAME - 1);
-	if (pti_layout_find(l, name) >= 0)
+	if (pti_layout_find(l, name) >= 0 || table_find(l, name) >= 0)
 		return pti_err_set(PT_EINVAL, "variable %s: declared twice",
 		    name);
 	if (l->n_vars >= PT_MAX_VARS)
@@ -234,6 +273,14 @@ uint64_t pti_layout_hash(const pti_layout *l)
 		memcpy(&b, &v->bound, sizeof(b));
 		h = pti_hash3(h, v->n, b);
 		for (const char *p = v->name; *p; p++)
+			h = pti_mix64(h ^ (uint8_t)*p);
+	}
+	for (uint32_t i = 0; i < l->n_tables; i++) {
+		const pti_emb_table *t = &l->tables[i];
+		uint32_t b;
+		memcpy(&b, &t->bound, sizeof(b));
+		h = pti_hash3(h, t->dim, b);
+		for (const char *p = t->name; *p; p++)
 			h = pti_mix64(h ^ (uint8_t)*p);
 	}
 	return h;

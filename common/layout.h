@@ -20,6 +20,8 @@
 #define PT_MAX_VARS 64
 #define PT_VAR_NAME 32 // bytes of a variable name, with its NUL
 #define PT_SPEC_MAX 96
+#define PT_MAX_TABLES 8 // embedding tables of a job (issue 35)
+#define PT_TABLE_MAX_DIM 65536 // floats of a table's row, at most
 
 enum {
 	PT_MODEL_SOFTMAX = 1,
@@ -30,6 +32,17 @@ enum {
 
 #define PT_CNN_MAX_CONV 4 // conv layers of a "cnn:C1,..." spec
 #define PT_CNN_MAX_DENSE 3 // hidden dense layers of "cnn:C1,.../H1,..."
+
+// An embedding table: rows of dim floats addressed by 64-bit ids, kept
+// apart from the flat vector. Row id lives on server
+// pti_layout_row_server(id, S), created there on first touch with initial
+// values uniform in [-bound, bound] that depend only on (seed, table, id)
+// (ps/rows.h), so that any number of servers holds the same rows.
+typedef struct pti_emb_table {
+	char name[PT_VAR_NAME];
+	uint32_t dim;
+	float bound;
+} pti_emb_table;
 
 typedef struct pti_var {
 	char name[PT_VAR_NAME]; // "w0", "b0", "w1", ...
@@ -69,6 +82,8 @@ typedef struct pti_layout {
 	// w0, b0, w1, b1, ... (MLP: w_l is width[l] x width[l+1]; CNN: above)
 	pti_var vars[PT_MAX_VARS];
 	uint64_t n_params;
+	uint32_t n_tables;
+	pti_emb_table tables[PT_MAX_TABLES];
 } pti_layout;
 
 typedef struct pti_range {
@@ -96,10 +111,24 @@ void pti_layout_vars(pti_layout *l);
 // PT_MAX_VARS variables.
 int pti_layout_add(pti_layout *l, const char *name, uint64_t n, double bound);
 
+// pti_layout_table appends embedding table `name` of rows of dim floats,
+// initial values uniform in [-bound, bound], to a layout of any kind.
+// Its index is the table's number on the wire. PT_EINVAL naming the
+// table when the name is empty, too long or taken (by a variable or a
+// table), dim is 0 or over PT_TABLE_MAX_DIM, bound is negative or not
+// finite; PT_ERANGE beyond PT_MAX_TABLES tables.
+int pti_layout_table(pti_layout *l, const char *name, uint32_t dim,
+    double bound);
+
+// pti_layout_row_server is the server (of n) that holds row id of every
+// table: a hash of the id, the same in every process.
+uint32_t pti_layout_row_server(uint64_t id, uint32_t n);
+
 // pti_layout_find returns the index of variable name, or -1.
 int pti_layout_find(const pti_layout *l, const char *name);
 
-// pti_layout_hash is a 64-bit digest of the spec and every variable's shape;
+// pti_layout_hash is a 64-bit digest of the spec, every variable's shape
+// and every table's name, dim and initial bound;
 // processes compare it to check that they run the same model.
 uint64_t pti_layout_hash(const pti_layout *l);
 

@@ -100,6 +100,18 @@ PT_API void pt_job_free(pt_job *job);
 PT_API int pt_job_var(pt_job *job, const char *name, uint64_t n,
     double bound);
 
+// pt_job_table declares the next embedding table: `name` (1 to 31 bytes,
+// unique among variables and tables), rows of dim floats (1 to 65536)
+// addressed by 64-bit ids, kept apart from the variables' key space. Row
+// id lives on one server, chosen by a hash of the id, and is created
+// there when first pushed to, with initial values uniform in [-init,
+// init] that depend only on (the job's seed, the table, id): any number
+// of servers gives the same values. A job with tables needs at least one
+// variable as well. Returns the table's index (>= 0), or -PT_EINVAL /
+// -PT_ERANGE (past 8 tables).
+PT_API int pt_job_table(pt_job *job, const char *name, uint32_t dim,
+    double init);
+
 // pt_job_set sets option `name` to value, checked as pstrain's flag of
 // that name is (docs/API.md). The options are the job's own: mode,
 // servers, workers, batch, lr, seed, out, tls-cert, tls-key, tls-ca,

@@ -17,9 +17,8 @@
 #define LFU_MAX (((1ULL << 24) - 1) << LFU_SHIFT)
 
 // Salts that keep the hashes of one id apart: the index slot, the
-// server, the initial values and each row of the sketch.
+// initial values and each row of the sketch (the server's: layout.c).
 #define SALT_SLOT 0x736c6f74ULL
-#define SALT_SERVER 0x73727672ULL
 #define SALT_INIT 0x696e6974ULL
 #define SALT_SKETCH 0x736b6368ULL
 
@@ -29,7 +28,7 @@ struct pti_rows {
 	uint64_t n, room; // rows, and rows the arrays hold
 	uint64_t *ids;    // [k] row k's id
 	float *vals;      // [k stride ...] row k's values and state
-	uint64_t *t;      // [k] updates row k's state has seen (Adam), or NULL
+	uint64_t *t;      // [k] updates row k has had (Adam's count; staleness)
 	uint64_t *meta;   // [k] last touch (LRU), or touches and last touch
 			  // (LFU); NULL without a capacity
 	uint32_t *slot;   // the index: row + 1, 0 empty
@@ -43,11 +42,6 @@ struct pti_rows {
 static uint64_t slot_of(const pti_rows *r, uint64_t id)
 {
 	return pti_mix64(id ^ SALT_SLOT) & r->mask;
-}
-
-uint32_t pti_row_server(uint64_t id, uint32_t n)
-{
-	return (uint32_t)(((pti_mix64(id ^ SALT_SERVER) >> 32) * n) >> 32);
 }
 
 void pti_rows_init_values(const pti_rows_opts *o, uint64_t id, float *out)
@@ -81,7 +75,7 @@ static int rows_grow(pti_rows *r, uint64_t want)
 		void *tmp;
 		if (GROW(r->ids, room, tmp) != 0 ||
 		    GROW(r->vals, room * r->stride, tmp) != 0 ||
-		    (r->o.n_state == 2 && GROW(r->t, room, tmp) != 0) ||
+		    GROW(r->t, room, tmp) != 0 ||
 		    (r->o.capacity > 0 && GROW(r->meta, room, tmp) != 0))
 			return pti_err_set(PT_ENOMEM, "rows of table %llu",
 			    (unsigned long long)r->o.table);
@@ -178,15 +172,17 @@ static int64_t rows_find(const pti_rows *r, uint64_t id, uint64_t *at)
 	return -1;
 }
 
-void pti_rows_read(const pti_rows *r, uint64_t id, float *out)
+uint64_t pti_rows_read(const pti_rows *r, uint64_t id, float *out)
 {
 	uint64_t at;
 	int64_t k = rows_find(r, id, &at);
-	if (k < 0)
+	if (k < 0) {
 		pti_rows_init_values(&r->o, id, out);
-	else
-		memcpy(out, r->vals + (uint64_t)k * r->stride,
-		    r->o.dim * sizeof(float));
+		return 0;
+	}
+	memcpy(out, r->vals + (uint64_t)k * r->stride,
+	    r->o.dim * sizeof(float));
+	return r->t[k];
 }
 
 // rows_unslot empties slot i with a backward shift: each following entry
@@ -228,8 +224,7 @@ static void rows_evict(pti_rows *r)
 		r->ids[victim] = r->ids[last];
 		memcpy(r->vals + victim * r->stride, r->vals + last * r->stride,
 		    r->stride * sizeof(float));
-		if (r->t != NULL)
-			r->t[victim] = r->t[last];
+		r->t[victim] = r->t[last];
 		r->meta[victim] = r->meta[last];
 	}
 	r->n--;
@@ -261,7 +256,7 @@ static void rows_fill(pti_rows *r, uint64_t k, pti_row *row)
 	row->v = v;
 	row->s1 = r->o.n_state > 0 ? v + r->o.dim : NULL;
 	row->s2 = r->o.n_state > 1 ? v + 2 * (uint64_t)r->o.dim : NULL;
-	row->t = r->t != NULL ? &r->t[k] : NULL;
+	row->t = &r->t[k];
 }
 
 int pti_rows_touch(pti_rows *r, uint64_t id, pti_row *row)
@@ -287,8 +282,7 @@ int pti_rows_touch(pti_rows *r, uint64_t id, pti_row *row)
 		pti_rows_init_values(&r->o, id, v);
 		memset(v + r->o.dim, 0,
 		    (size_t)(r->stride - r->o.dim) * sizeof(float));
-		if (r->t != NULL)
-			r->t[k] = 0;
+		r->t[k] = 0;
 		if (r->meta != NULL)
 			r->meta[k] = 0;
 		r->created++;
@@ -314,10 +308,8 @@ int pti_rows_apply(pti_rows *r, const pti_optim *o, uint64_t id,
 	int rv = pti_rows_touch(r, id, &row);
 	if (rv != 0)
 		return rv;
-	uint64_t t = 1;
-	if (row.t != NULL)
-		t = ++*row.t;
-	pti_optim_apply(o, row.v, row.s1, row.s2, g, r->o.dim, gdiv, lr, t);
+	pti_optim_apply(o, row.v, row.s1, row.s2, g, r->o.dim, gdiv, lr,
+	    ++*row.t);
 	return 0;
 }
 
@@ -340,7 +332,7 @@ void pti_rows_stats_of(const pti_rows *r, pti_rows_stats *s)
 	s->evictions = r->evictions;
 	s->refusals = r->refusals;
 	s->bytes = sizeof(*r) + r->room * (sizeof(uint64_t) +
-	    r->stride * sizeof(float) + (r->t != NULL ? sizeof(uint64_t) : 0) +
+	    r->stride * sizeof(float) + sizeof(uint64_t) +
 	    (r->meta != NULL ? sizeof(uint64_t) : 0)) +
 	    (r->mask + 1) * sizeof(uint32_t) +
 	    (r->sketch != NULL ? (uint64_t)SKETCH_DEPTH * SKETCH_WIDTH : 0);

@@ -50,7 +50,7 @@ typedef struct pti_rows_stats {
 typedef struct pti_rows pti_rows;
 
 // One row, for an update: its values, state vectors (NULL past
-// n_state) and the 1-based count of updates its state has seen.
+// n_state) and the count of updates it has had (1-based once updated).
 typedef struct pti_row {
 	float *v, *s1, *s2;
 	uint64_t *t;
@@ -66,8 +66,9 @@ void pti_rows_free(pti_rows *r);
 void pti_rows_init_values(const pti_rows_opts *o, uint64_t id, float *out);
 
 // pti_rows_read writes row id's values to out (dim floats): the row's,
-// or its initial values when it is not a row. Counts no touch.
-void pti_rows_read(const pti_rows *r, uint64_t id, float *out);
+// or its initial values when it is not a row, and returns the updates
+// the row has had (0 when it is not a row). Counts no touch.
+uint64_t pti_rows_read(const pti_rows *r, uint64_t id, float *out);
 
 // pti_rows_touch finds or creates row id for an update and fills *row:
 // 1. An id below the admission threshold is counted and refused: 0, and
@@ -90,9 +91,5 @@ int pti_rows_apply(pti_rows *r, const pti_optim *o, uint64_t id,
 void pti_rows_ids(const pti_rows *r, uint64_t *ids);
 
 void pti_rows_stats_of(const pti_rows *r, pti_rows_stats *s);
-
-// pti_row_server is the server (of n) that holds id's rows: a hash of the
-// id, the same in every process.
-uint32_t pti_row_server(uint64_t id, uint32_t n);
 
 #endif // PT_PS_ROWS_H

@@ -1,7 +1,9 @@
 // tests/layout_test.c - model specs, placement across servers, and
 // initial values computed piecewise.
+#include <stdio.h>
 #include <stdlib.h>
 
+#include "common/err.h"
 #include "common/layout.h"
 #include "tests/test.h"
 
@@ -165,6 +167,45 @@ static void test_layout_hash_differs(void)
 	PT_TEST_TRUE(pti_layout_hash(&b) == h[0]);
 }
 
+static void test_layout_tables(void)
+{
+	pti_layout a, b;
+	PT_TEST_OK(pti_layout_init(&a, "softmax", 784, 10));
+	uint64_t bare = pti_layout_hash(&a);
+	PT_TEST_OK(pti_layout_table(&a, "emb", 16, 0.01));
+	PT_TEST_TRUE(a.n_tables == 1 && a.tables[0].dim == 16);
+	PT_TEST_TRUE(pti_layout_hash(&a) != bare);
+	// The hash tells tables apart by name, dim and initial bound.
+	const char *name[] = {"emb", "emb", "emc"};
+	uint32_t dim[] = {16, 8, 16};
+	double bound[] = {0.02, 0.01, 0.01};
+	for (int i = 0; i < 3; i++) {
+		PT_TEST_OK(pti_layout_init(&b, "softmax", 784, 10));
+		PT_TEST_OK(pti_layout_table(&b, name[i], dim[i], bound[i]));
+		PT_TEST_TRUE(pti_layout_hash(&b) != pti_layout_hash(&a));
+	}
+	PT_TEST_OK(pti_layout_init(&b, "softmax", 784, 10));
+	PT_TEST_OK(pti_layout_table(&b, "emb", 16, 0.01));
+	PT_TEST_TRUE(pti_layout_hash(&b) == pti_layout_hash(&a));
+	// Names are shared with variables; dims and bounds are bounded.
+	PT_TEST_TRUE(pti_layout_table(&b, "emb", 4, 0) == PT_EINVAL);
+	PT_TEST_TRUE(pti_layout_table(&b, "w0", 4, 0) == PT_EINVAL);
+	PT_TEST_TRUE(pti_layout_table(&b, "x", 0, 0) == PT_EINVAL);
+	PT_TEST_TRUE(pti_layout_table(&b, "x", PT_TABLE_MAX_DIM + 1, 0) ==
+		     PT_EINVAL);
+	PT_TEST_TRUE(pti_layout_table(&b, "x", 4, -1) == PT_EINVAL);
+	PT_TEST_TRUE(pti_layout_table(&b, "", 4, 0) == PT_EINVAL);
+	pti_layout_vars(&b);
+	PT_TEST_OK(pti_layout_table(&b, "t", 4, 0));
+	PT_TEST_TRUE(pti_layout_add(&b, "t", 4, 0) == PT_EINVAL);
+	for (int i = 1; i < PT_MAX_TABLES; i++) {
+		char n[8];
+		snprintf(n, sizeof(n), "t%d", i);
+		PT_TEST_OK(pti_layout_table(&b, n, 4, 0));
+	}
+	PT_TEST_TRUE(pti_layout_table(&b, "more", 4, 0) == PT_ERANGE);
+}
+
 static void test_layout_init_piecewise(void)
 {
 	pti_layout l;
@@ -212,6 +253,7 @@ static const pti_test_case cases[] = {
     {"test_layout_cnn_refused", test_layout_cnn_refused},
     {"test_layout_shards_cover_evenly", test_layout_shards_cover_evenly},
     {"test_layout_hash_differs", test_layout_hash_differs},
+    {"test_layout_tables", test_layout_tables},
     {"test_layout_init_piecewise", test_layout_init_piecewise},
     {NULL, NULL},
 };

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/layout.h"
 #include "common/optim.h"
 #include "common/rng.h"
 #include "ps/rows.h"
@@ -255,13 +256,13 @@ static void test_rows_servers(void)
 	// Ids spread evenly over servers, the same each time.
 	uint32_t count[4] = {0};
 	for (uint64_t id = 0; id < 40000; id++) {
-		uint32_t s = pti_row_server(id, 4);
-		PT_TEST_TRUE(s < 4 && s == pti_row_server(id, 4));
+		uint32_t s = pti_layout_row_server(id, 4);
+		PT_TEST_TRUE(s < 4 && s == pti_layout_row_server(id, 4));
 		count[s]++;
 	}
 	for (int s = 0; s < 4; s++)
 		PT_TEST_TRUE(count[s] > 9500 && count[s] < 10500);
-	PT_TEST_TRUE(pti_row_server(12345, 1) == 0);
+	PT_TEST_TRUE(pti_layout_row_server(12345, 1) == 0);
 }
 
 static void test_rows_lazy_optimizer(void)
