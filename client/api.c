@@ -2,6 +2,7 @@
 // job's variables, over the client's calls (client.h). A range is cut at
 // the servers' shard edges, one part per server it touches.
 #include "client/api.h"
+#include "client/worker.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -13,17 +14,6 @@
 #include "common/err.h"
 #include "common/job.h"
 #include "common/mode.h"
-
-struct pt_worker {
-	pti_jobopt job;   // the job's options, the worker's own copy
-	uint32_t rank;
-	char connect[PT_URLS_MAX]; // the servers' addresses, by rank
-	const pti_mode *mode; // what the job's mode asks of a worker
-	pti_layout l;
-	pti_client *client;
-	int64_t start;    // the step it went on from at its last hello
-	int64_t next_ver; // sync: the version after the last step pushed
-};
 
 int pt_worker_open(pt_worker **out, const pt_job *job, uint32_t rank,
     const char *urls)
@@ -78,6 +68,7 @@ void pt_worker_close(pt_worker *w)
 	if (w == NULL)
 		return;
 	pti_client_close(w->client);
+	pti_worker_rows_free(w);
 	free(w);
 }
 

@@ -761,6 +761,11 @@ pti_hdr *pti_call_reply(pt_req *q, uint32_t i)
 	return i < q->n ? &q->parts[i]->hdr : NULL;
 }
 
+const void *pti_call_payload(pt_req *q, uint32_t i)
+{
+	return i < q->n ? q->parts[i]->pay : NULL;
+}
+
 int pti_call_lends(const pt_req *q)
 {
 	return q->lent != NULL;

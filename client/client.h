@@ -80,6 +80,10 @@ int pti_call_send(pt_req *q, uint32_t i, const pti_hdr *h, const float *pay,
     uint64_t n, float *dst);
 int pti_call_wait(pt_req *q, pti_client_step *info);
 pti_hdr *pti_call_reply(pt_req *q, uint32_t i);
+// pti_call_payload is part i's reply's payload (pti_call_reply's n
+// words, possibly unaligned), after a wait; NULL when it has none. It
+// lives until pti_call_free.
+const void *pti_call_payload(pt_req *q, uint32_t i);
 void pti_call_free(pt_req *q);
 
 // Lent values (pstrain.h, pt_wait_lent): a call may lend one reply's

@@ -20,6 +20,7 @@ static const char *const op_names[PT_OP_MAX] = {
 	[PT_OP_SHUTDOWN] = "shutdown",
 	[PT_OP_CHALLENGE] = "challenge",
 	[PT_OP_RING] = "ring",
+	[PT_OP_ROWS] = "rows",
 };
 
 const char *pti_op_name(uint32_t op)
@@ -172,7 +173,7 @@ static uint32_t hdr_count(const pti_hdr *h)
 	    {PTI_H_STEP, 1}, {PTI_H_VER, 1}, {PTI_H_VAR, 1},
 	    {PTI_H_RANGE, 2}, {PTI_H_STATUS, 2}, {PTI_H_LAYOUT, 2},
 	    {PTI_H_SHARD, 6}, {PTI_H_STALE, 1}, {PTI_H_STATS, 9},
-	    {PTI_H_LR, 1}, {PTI_H_NONCE, 1}, {PTI_H_MAC, 1},
+	    {PTI_H_LR, 1}, {PTI_H_NONCE, 1}, {PTI_H_MAC, 1}, {PTI_H_ROWS, 3},
 	};
 	uint32_t n = 4; // pv, op, role, rank
 	if ((h->has & PTI_H_STATS) && h->hist != NULL)
@@ -304,6 +305,11 @@ int pti_msg_encode_in(nng_msg *m, const pti_hdr *h, const float *payload,
 		msgpack_pack_bin(&pk, PT_MAC_LEN);
 		msgpack_pack_bin_body(&pk, hh.mac, PT_MAC_LEN);
 	}
+	if (hh.has & PTI_H_ROWS) {
+		pack_u(&pk, "tb", hh.table);
+		pack_u(&pk, "k", hh.k);
+		pack_u(&pk, "kp", hh.kp);
+	}
 	if (hh.has & PTI_H_STATS) {
 		pack_u(&pk, "updates", hh.updates);
 		pack_u(&pk, "rejected", hh.rejected);
@@ -420,6 +426,8 @@ static const hdr_field hdr_fields[] = {
     F("servers", n_servers, 'u', PTI_H_SHARD),
     F("srank", server_rank, 'u', PTI_H_SHARD),
     F("stale", staleness, 'i', PTI_H_STALE),
+    F("tb", table, 'u', PTI_H_ROWS), F("k", k, 'u', PTI_H_ROWS),
+    F("kp", kp, 'u', PTI_H_ROWS),
     F("updates", updates, 'U', PTI_H_STATS),
     F("rejected", rejected, 'U', PTI_H_STATS),
     F("dropped", dropped, 'U', PTI_H_STATS),
@@ -523,6 +531,27 @@ static int hdr_set(pti_hdr *h, uint64_t *hist, const msgpack_object *k,
 	return 0; // unknown keys are ignored: later versions may add some
 }
 
+// rows_shape checks a rows request's counts against its payload: n
+// words must be the k pushed rows' ids, counts and whole rows of
+// gradient, then the kp pulled ids (pti_rows_words). The server checks
+// the row's width against the table's dim.
+static int rows_shape(const pti_hdr *h)
+{
+	uint64_t n = (h->has & PTI_H_RANGE) ? h->n : 0;
+	uint64_t k = h->k, kp = h->kp;
+	if (!(h->has & PTI_H_ROWS) || k > PTI_ROWS_MAX || kp > PTI_ROWS_MAX)
+		return pti_err_set(PT_EPROTO, "rows: needs \"tb\", \"k\" and "
+		    "\"kp\", each of k and kp at most %u", PTI_ROWS_MAX);
+	uint64_t fixed = pti_rows_words(k, kp, 0);
+	if (n < fixed || (k == 0 && n != fixed) ||
+	    (k > 0 && (n - fixed) % k != 0))
+		return pti_err_set(PT_EPROTO, "rows: %llu words do not hold "
+		    "%llu pushed rows and %llu pulled ids",
+		    (unsigned long long)n, (unsigned long long)k,
+		    (unsigned long long)kp);
+	return 0;
+}
+
 // msg_parse decodes m into h (see pti_msg_decode) and, when hist is not
 // NULL, the staleness histogram into it.
 static int msg_parse(pti_hdr *h, uint64_t *hist, const void **payload,
@@ -587,7 +616,8 @@ static int msg_parse(pti_hdr *h, uint64_t *hist, const void **payload,
 		return pti_err_set(PT_EPROTO, "header padding is truncated");
 	uint64_t want = (h->has & PTI_H_RANGE) ? h->n : 0;
 	int carries = h->op == PT_OP_PUSH || h->op == PT_OP_PUSHPULL ||
-		      h->op == PT_OP_RING || (h->has & PTI_H_STATUS);
+		      h->op == PT_OP_RING || h->op == PT_OP_ROWS ||
+		      (h->has & PTI_H_STATUS);
 	if (pay % sizeof(float) != 0 ||
 	    (carries && pay / sizeof(float) != want) ||
 	    (!carries && pay != 0))
@@ -595,6 +625,9 @@ static int msg_parse(pti_hdr *h, uint64_t *hist, const void **payload,
 		    "%s: payload of %zu bytes, header says %llu floats",
 		    pti_op_name(h->op), pay,
 		    (unsigned long long)(carries ? want : 0));
+	if (h->op == PT_OP_ROWS && h->role != PT_ROLE_SERVER &&
+	    (rv = rows_shape(h)) != 0)
+		return rv;
 	*payload = pay ? body + at : NULL;
 	return 0;
 }

@@ -40,6 +40,7 @@ enum pti_op {
 	PT_OP_SHUTDOWN = 7, // stop the server after replying
 	PT_OP_CHALLENGE = 8, // reply: a nonce for this connection's hello
 	PT_OP_RING = 9,      // allreduce: a segment between ring neighbours
+	PT_OP_ROWS = 10,     // rows of an embedding table: push k, pull kp
 	PT_OP_MAX
 };
 
@@ -72,7 +73,22 @@ enum {
 	PTI_H_NONCE = 1u << 10, // the server's challenge; a hello's own
 	PTI_H_MAC = 1u << 11,   // a hello's proof of the job secret, and its
 				// reply's (the server's, over the hello's nonce)
+	PTI_H_ROWS = 1u << 12,  // table, k rows pushed, kp rows pulled
 };
+
+// A rows request's payload, in 4-byte words (docs/PROTOCOL.md): the k
+// pushed rows' ids (8 bytes each), the update count each was read at (4
+// bytes: the low bits of the count its pull returned), their gradients
+// (k x dim floats), then the kp pulled rows' ids. Its reply: the kp
+// rows' update counts (4 bytes each), then their values (kp x dim
+// floats). Ids and counts are little-endian, read with memcpy.
+#define PTI_ROWS_MAX (1u << 24) // rows of one request, pushed or pulled
+#define PTI_ROWS_UNSEEN 0xffffffffu // a pushed row's count: never pulled
+#define PTI_ROWS_BYTES_MAX ((size_t)64 << 20) // bytes of a rows message
+static inline uint64_t pti_rows_words(uint64_t k, uint64_t kp, uint64_t dim)
+{
+	return 3 * k + k * dim + 2 * kp;
+}
 
 typedef struct pti_hdr {
 	uint32_t has; // PTI_H_* bits
@@ -94,6 +110,7 @@ typedef struct pti_hdr {
 	double lr;
 	uint8_t nonce[PT_NONCE_LEN];
 	uint8_t mac[PT_MAC_LEN];
+	uint32_t table, k, kp; // rows: the table, rows pushed, rows pulled
 	// stats
 	uint64_t updates, rejected, dropped, stale_sum, stale_max;
 	uint32_t n_hello, n_done, n_lost;

@@ -252,6 +252,29 @@ PT_API int pt_pull(pt_worker *w, int var, uint64_t off, uint64_t n,
 PT_API int pt_pushpull(pt_worker *w, int64_t step, int var, uint64_t off,
     uint64_t n, const float *grad, float *vals, pt_req **req);
 
+// Rows of embedding tables (pt_job_table), each on the server a hash of
+// its id picks. The calls block until every server concerned has
+// answered. pt_pushpull_rows pushes the gradients of n rows of `table`
+// (ids, grads n x dim; an id given more than once has its gradients
+// summed) for step `step`, then pulls the values of n_pull rows
+// (pull_ids, into vals n_pull x dim; an id may repeat). In sync mode a
+// push is this worker's part of the table's step: every worker pushes
+// (n may be 0) once per step, the step closes when every live worker's
+// part is in, each row is updated once with the mean of its gradients,
+// and the pulled rows are those of the closed step. In async and ssp
+// each push is applied as it arrives and the pull reads the rows as they
+// are. pt_pull_rows (no push, no step) reads rows as they are;
+// pt_push_rows pushes and pulls nothing. A row never pushed to reads as
+// its initial values. 0, or PT_ERANGE (no such table), PT_EINVAL, or an
+// error of the servers naming the row or table.
+PT_API int pt_pushpull_rows(pt_worker *w, int table, int64_t step,
+    uint64_t n, const uint64_t *ids, const float *grads, uint64_t n_pull,
+    const uint64_t *pull_ids, float *vals);
+PT_API int pt_pull_rows(pt_worker *w, int table, uint64_t n,
+    const uint64_t *ids, float *vals);
+PT_API int pt_push_rows(pt_worker *w, int table, int64_t step, uint64_t n,
+    const uint64_t *ids, const float *grads);
+
 // pt_wait blocks until req is answered, writes any values, and frees
 // req. Returns 0, or the first server's error (PT_ESTATE for a step out
 // of turn, PT_ERANGE for a range outside the variables, PT_ETIMEDOUT,

@@ -1,4 +1,6 @@
-// ps/bound.c - the gradient norm bound (--grad-bound K): a push whose
+// ps/bound.c - the checks on a gradient's values before any is applied:
+// finite (pti_push_finite), and under the gradient norm bound
+// (--grad-bound K, pti_bound_check). Under the bound: a push whose
 // gradient, as root mean square over its range, is more than K times the
 // median of the last PS_BOUND_WINDOW pushes the server accepted for the
 // same range (or than K x PS_BOUND_FLOOR, when that is larger) is refused, counted and logged, so that one poisoned push
@@ -9,6 +11,7 @@
 // more than PS_BOUND_SLOTS are in use. The bound applies once a range's
 // window is full; a refused push does not enter it.
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -112,4 +115,47 @@ int pti_bound_check(ps_server *s, const pti_hdr *h, const void *pay,
 	b->next = (b->next + 1) % PS_BOUND_WINDOW;
 	b->count += b->count < PS_BOUND_WINDOW;
 	return 0;
+}
+
+// pti_push_finite refuses a gradient with a NaN or infinite value: one would
+// make every parameter it touches non-finite for good. The refusals are
+// counted, and logged (the first ten, then every thousandth).
+int pti_push_finite(ps_server *s, const pti_hdr *h, const void *pay,
+    uint64_t n)
+{
+	const unsigned char *b = pay;
+	uint64_t i = 0;
+	// Blocks of bits tested together (the loop vectorizes; the bytes
+	// may be unaligned), then the first bad value found in its block.
+	for (uint64_t lo = 0; lo < n && i == 0; lo += 1024) {
+		uint64_t hi = n - lo < 1024 ? n : lo + 1024;
+		uint32_t bad = 0;
+		for (uint64_t j = lo; j < hi; j++) {
+			uint32_t u;
+			memcpy(&u, b + j * 4, 4);
+			bad |= (u & 0x7f800000u) == 0x7f800000u;
+		}
+		for (uint64_t j = lo; bad && j < hi; j++) {
+			float v;
+			memcpy(&v, b + j * sizeof(float), sizeof(float));
+			if (!isfinite(v)) {
+				i = j + 1;
+				break;
+			}
+		}
+	}
+	if (i-- == 0)
+		return 0;
+	float v;
+	memcpy(&v, b + i * sizeof(float), sizeof(float));
+	s->nonfinite++;
+	if (s->nonfinite <= 10 || s->nonfinite % 1000 == 0)
+		pti_log(PT_LOG_WARN, "server %u: refused a push of worker %u with a "
+		    "non-finite value (%g at offset %llu); %llu so far",
+		    s->rank, h->rank, (double)v,
+		    (unsigned long long)(h->off + i),
+		    (unsigned long long)s->nonfinite);
+	return pti_err_set(PT_EINVAL, "worker %u pushed a non-finite "
+	    "gradient value at offset %llu", h->rank,
+	    (unsigned long long)(h->off + i));
 }

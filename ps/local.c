@@ -16,7 +16,8 @@ struct pti_local_server {
 	char gone_workers[PT_PATH_MAX];
 };
 
-int pti_local_open(pti_local_server **out, const pti_config *c)
+int pti_local_open(pti_local_server **out, const pti_config *c,
+    const pti_layout *l)
 {
 	pti_local_server *ls = calloc(1, sizeof(*ls));
 	int rv;
@@ -33,7 +34,7 @@ int pti_local_open(pti_local_server **out, const pti_config *c)
 	    c->gone_workers);
 	pti_server_proc p = {c->rank, "", "", ls->gone_workers,
 	    (int)c->supervised, 0};
-	rv = pti_server_init(s, &ls->job, &p, &j->l);
+	rv = pti_server_init(s, &ls->job, &p, l != NULL ? l : &j->l);
 	pt_job_free(j);
 	if (rv != 0)
 		goto fail;

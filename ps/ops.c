@@ -60,31 +60,6 @@ static int shard_range(ps_server *s, const pti_hdr *h, uint64_t *off,
 	*n = cnt;
 	return 0;
 }
-// park_full: whether connection pipe has PS_PARK_MAX requests parked, as
-// many as the contexts kept for each worker allow (a worker that asks for
-// more is refused rather than let stop the server receiving).
-static int park_full(const ps_server *s, uint32_t pipe)
-{
-	uint32_t k = 0;
-	for (const ps_ctx *x = s->waiting; x != NULL; x = x->next)
-		k += x->r_pipe == pipe;
-	return k >= PS_PARK_MAX;
-}
-
-static void park(ps_server *s, ps_ctx *x, uint32_t op, int64_t ver,
-    uint64_t off, uint64_t n, double lr, int64_t stale)
-{
-	x->state = CTX_WAIT;
-	x->r_op = op;
-	x->r_lr = lr;
-	x->r_stale = stale;
-	x->wait_ver = ver;
-	x->r_off = off;
-	x->r_n = n;
-	x->next = s->waiting;
-	s->waiting = x;
-}
-
 // ---------------------------------------------------------------- ops
 
 typedef nng_msg *(*op_fn)(ps_server *, ps_ctx *, const pti_hdr *,
@@ -193,56 +168,13 @@ static nng_msg *op_pull(ps_server *s, ps_ctx *x, const pti_hdr *h,
 		}
 		if (s->policy->ahead(s, off, n))
 			return pti_server_values(s, h->op, off, n, h->ver, -1, 0);
-		if (park_full(s, x->r_pipe))
+		if (pti_park_full(s, x->r_pipe))
 			return pti_server_error(s, h, PT_ESTATE,
 			    "too many requests of this connection wait");
-		park(s, x, h->op, h->ver, off, n, -1, 0);
+		pti_park(s, x, h->op, h->ver, off, n, -1, 0);
 		return NULL;
 	}
 	return pti_server_values(s, h->op, off, n, s->version, -1, 0);
-}
-
-// push_finite refuses a gradient with a NaN or infinite value: one would
-// make every parameter it touches non-finite for good. The refusals are
-// counted, and logged (the first ten, then every thousandth).
-static int push_finite(ps_server *s, const pti_hdr *h, const void *pay,
-    uint64_t n)
-{
-	const unsigned char *b = pay;
-	uint64_t i = 0;
-	// Blocks of bits tested together (the loop vectorizes; the bytes
-	// may be unaligned), then the first bad value found in its block.
-	for (uint64_t lo = 0; lo < n && i == 0; lo += 1024) {
-		uint64_t hi = n - lo < 1024 ? n : lo + 1024;
-		uint32_t bad = 0;
-		for (uint64_t j = lo; j < hi; j++) {
-			uint32_t u;
-			memcpy(&u, b + j * 4, 4);
-			bad |= (u & 0x7f800000u) == 0x7f800000u;
-		}
-		for (uint64_t j = lo; bad && j < hi; j++) {
-			float v;
-			memcpy(&v, b + j * sizeof(float), sizeof(float));
-			if (!isfinite(v)) {
-				i = j + 1;
-				break;
-			}
-		}
-	}
-	if (i-- == 0)
-		return 0;
-	float v;
-	memcpy(&v, b + i * sizeof(float), sizeof(float));
-	s->nonfinite++;
-	if (s->nonfinite <= 10 || s->nonfinite % 1000 == 0)
-		pti_log(PT_LOG_WARN, "server %u: refused a push of worker %u with a "
-		    "non-finite value (%g at offset %llu); %llu so far",
-		    s->rank, h->rank, (double)v,
-		    (unsigned long long)(h->off + i),
-		    (unsigned long long)s->nonfinite);
-	return pti_err_set(PT_EINVAL, "worker %u pushed a non-finite "
-	    "gradient value at offset %llu", h->rank,
-	    (unsigned long long)(h->off + i));
 }
 
 // push_take validates a gradient and hands it to the policy, which
@@ -270,7 +202,7 @@ static int push_take(ps_server *s, const pti_hdr *h, const void *pay,
 		    "versions to %lld", h->rank, (long long)h->step,
 		    (long long)h->ver, (long long)s->step_max,
 		    (long long)PS_STEP_MAX);
-	if ((rv = push_finite(s, h, pay, *n)) != 0 ||
+	if ((rv = pti_push_finite(s, h, pay, *n)) != 0 ||
 	    (rv = pti_bound_check(s, h, pay, *off, *n)) != 0)
 		return rv;
 	if ((rv = s->policy->take(s, h, pay, *off, *n, t)) != 0)
@@ -286,7 +218,7 @@ static nng_msg *op_push(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	ps_take t;
 	// A pushpull whose reply might have to wait is refused before its
 	// gradient is taken when no more may wait.
-	if (h->op == PT_OP_PUSHPULL && park_full(s, x->r_pipe))
+	if (h->op == PT_OP_PUSHPULL && pti_park_full(s, x->r_pipe))
 		return pti_server_error(s, h, PT_ESTATE,
 		    "too many requests of this connection wait");
 	int rv = push_take(s, h, pay, &off, &n, &t, wake);
@@ -299,7 +231,7 @@ static nng_msg *op_push(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	int64_t after = h->op == PT_OP_PUSHPULL
 			    ? s->policy->reply_after(s, h, &t) : -1;
 	if (after >= 0) {
-		park(s, x, h->op, after, off, n, t.lr, t.stale);
+		pti_park(s, x, h->op, after, off, n, t.lr, t.stale);
 		return NULL;
 	}
 	if (h->op == PT_OP_PUSH) {
@@ -386,6 +318,7 @@ static const struct {
 	[PT_OP_STATS] = {op_stats, 0},
 	[PT_OP_SHUTDOWN] = {op_shutdown, 0},
 	[PT_OP_CHALLENGE] = {pti_op_challenge, 0},
+	[PT_OP_ROWS] = {pti_op_rows, OP_WORKER},
 };
 
 // handle runs one request under the lock. NULL means parked.

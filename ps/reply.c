@@ -1,8 +1,8 @@
 // ps/reply.c - replies and the wait list: a reply encoded into a kept
 // request where one can carry it (a spare, or the one whose values are
 // the shard's already), an error reply that names the server and the
-// op, and the parked requests woken with their replies once the policy
-// allows. Everything here runs under the server lock.
+// op, requests parked on the wait list, and woken with their replies
+// once the policy allows. Everything here runs under the server lock.
 #include <stdio.h>
 #include <string.h>
 
@@ -121,9 +121,10 @@ static void wake_when(ps_server *s, ps_ctx **wake, int ahead)
 	ps_ctx **pp = &s->waiting;
 	while (*pp != NULL) {
 		ps_ctx *x = *pp;
-		if (ahead ? x->wait_ver != ver ||
-				!s->policy->ahead(s, x->r_off, x->r_n)
-			  : x->wait_ver > key) {
+		if (x->r_op == PT_OP_ROWS || // their tables wake them
+		    (ahead ? x->wait_ver != ver ||
+				 !s->policy->ahead(s, x->r_off, x->r_n)
+			   : x->wait_ver > key)) {
 			pp = &x->next;
 			continue;
 		}
@@ -145,3 +146,40 @@ void pti_server_wake_ahead(ps_server *s, ps_ctx **wake)
 	wake_when(s, wake, 1);
 }
 
+// ---------------------------------------------------------------- parking
+
+// pti_park_full: whether connection pipe has PS_PARK_MAX requests parked, as
+// many as the contexts kept for each worker allow (a worker that asks for
+// more is refused rather than let stop the server receiving).
+int pti_park_full(const ps_server *s, uint32_t pipe)
+{
+	uint32_t k = 0;
+	for (const ps_ctx *x = s->waiting; x != NULL; x = x->next)
+		k += x->r_pipe == pipe;
+	return k >= PS_PARK_MAX;
+}
+
+void pti_park(ps_server *s, ps_ctx *x, uint32_t op, int64_t ver,
+    uint64_t off, uint64_t n, double lr, int64_t stale)
+{
+	x->state = CTX_WAIT;
+	x->r_op = op;
+	x->r_lr = lr;
+	x->r_stale = stale;
+	x->wait_ver = ver;
+	x->r_off = off;
+	x->r_n = n;
+	x->next = s->waiting;
+	s->waiting = x;
+}
+
+int pti_park_rows(ps_server *s, ps_ctx *x, uint32_t tb, int64_t ver,
+    nng_msg *m)
+{
+	if (pti_park_full(s, x->r_pipe))
+		return PT_ESTATE;
+	pti_park(s, x, PT_OP_ROWS, ver, 0, 0, -1, 0);
+	x->r_table = tb;
+	x->r_keep = m;
+	return 0;
+}

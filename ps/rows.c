@@ -60,8 +60,8 @@ void pti_rows_init_values(const pti_rows_opts *o, uint64_t id, float *out)
 							    : -1)
 
 // rows_grow makes room for at least `want` rows: the arrays by 1/8 more
-// (a store stays within 1.3x of its rows' bytes), the index doubled
-// while it would be over 3/4 full. PT_ENOMEM leaves r's rows as they
+// (a store stays within 1.3x of its rows' ids, values, state and update
+// counts), the index doubled while it would be over 3/4 full. PT_ENOMEM leaves r's rows as they
 // were (some arrays may be longer).
 static int rows_grow(pti_rows *r, uint64_t want)
 {
@@ -170,6 +170,13 @@ static int64_t rows_find(const pti_rows *r, uint64_t id, uint64_t *at)
 	}
 	*at = i;
 	return -1;
+}
+
+uint64_t pti_rows_count(const pti_rows *r, uint64_t id)
+{
+	uint64_t at;
+	int64_t k = rows_find(r, id, &at);
+	return k < 0 ? 0 : r->t[k];
 }
 
 uint64_t pti_rows_read(const pti_rows *r, uint64_t id, float *out)
@@ -319,10 +326,15 @@ static int id_cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+void pti_rows_sort(uint64_t *ids, uint64_t n)
+{
+	qsort(ids, n, sizeof(*ids), id_cmp);
+}
+
 void pti_rows_ids(const pti_rows *r, uint64_t *ids)
 {
 	memcpy(ids, r->ids, r->n * sizeof(*ids));
-	qsort(ids, r->n, sizeof(*ids), id_cmp);
+	pti_rows_sort(ids, r->n);
 }
 
 void pti_rows_stats_of(const pti_rows *r, pti_rows_stats *s)

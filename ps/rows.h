@@ -70,6 +70,10 @@ void pti_rows_init_values(const pti_rows_opts *o, uint64_t id, float *out);
 // the row has had (0 when it is not a row). Counts no touch.
 uint64_t pti_rows_read(const pti_rows *r, uint64_t id, float *out);
 
+// pti_rows_count returns the updates row id has had (0 when it is not a
+// row). Counts no touch.
+uint64_t pti_rows_count(const pti_rows *r, uint64_t id);
+
 // pti_rows_touch finds or creates row id for an update and fills *row:
 // 1. An id below the admission threshold is counted and refused: 0, and
 // the caller drops its gradient. PT_ENOMEM when a row cannot be made.
@@ -89,6 +93,9 @@ int pti_rows_apply(pti_rows *r, const pti_optim *o, uint64_t id,
 // pti_rows_stats's rows), for a checkpoint that must not depend on the
 // order rows were made in.
 void pti_rows_ids(const pti_rows *r, uint64_t *ids);
+
+// pti_rows_sort sorts n ids ascending.
+void pti_rows_sort(uint64_t *ids, uint64_t n);
 
 void pti_rows_stats_of(const pti_rows *r, pti_rows_stats *s);
 

@@ -309,6 +309,9 @@ static int server_listen(pt_server *ps)
 	// Bound what one peer can make us buffer: the largest legal message
 	// of this job is a header and a shard.
 	s->recv_max = 4 + PT_HDR_MAX + 4 + (size_t)s->n * sizeof(float);
+	// A rows request of a table may be larger than the shard.
+	if (s->layout.n_tables > 0 && s->recv_max < PTI_ROWS_BYTES_MAX)
+		s->recv_max = PTI_ROWS_BYTES_MAX;
 	nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, s->recv_max);
 	s->n_ctx = PS_N_CTX(ps->job.workers);
 	if ((s->ctxs = calloc(s->n_ctx, sizeof(ps_ctx))) == NULL)

@@ -42,10 +42,12 @@ int pti_server_open(pt_server **out, const pt_job *job,
 // pti_local_disconnect stand for a connection's arrival and close;
 // pti_local_request runs one request (m stays the caller's) as if it came
 // on connection `pipe` and returns the reply (the caller's), or NULL when
-// it was parked or every context is.
+// it was parked or every context is. pti_local_open serves layout l (NULL:
+// the config's model; a program's own, with tables, otherwise).
 typedef struct pti_local_server pti_local_server;
 struct nng_msg;
-int pti_local_open(pti_local_server **out, const pti_config *c);
+int pti_local_open(pti_local_server **out, const pti_config *c,
+    const pti_layout *l);
 int pti_local_connect(pti_local_server *s, uint32_t pipe);
 void pti_local_disconnect(pti_local_server *s, uint32_t pipe);
 struct nng_msg *pti_local_request(pti_local_server *s, uint32_t pipe,

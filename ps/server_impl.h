@@ -100,6 +100,8 @@ struct ps_ctx {
 	uint32_t r_op;
 	double r_lr;      // learning rate applied to the parked push
 	int64_t r_stale;  // its staleness
+	uint32_t r_table;  // rows: the table
+	nng_msg *r_keep;   // rows: the request, held by its table's step
 	struct ps_ctx *next; // wait list, then wake list
 };
 
@@ -113,6 +115,16 @@ typedef struct ps_member {
 	double seen;   // when it was last heard from
 	int64_t clock; // async, ssp: the steps it has pushed
 } ps_member;
+
+// ps_table: one embedding table's rows on this server (tables.c).
+typedef struct ps_table {
+	struct pti_rows *rows;
+	int64_t ver;    // sync: steps closed; else requests applied
+	nng_msg **held; // (workers) sync: each worker's part of the open step
+	uint32_t n_in;  // parts held
+	uint64_t pushed, pulled;     // rows moved
+	uint64_t stale_sum, stale_max; // row staleness of the rows pushed
+} ps_table;
 
 struct ps_server {
 	const pti_jobopt *job;    // the job's options
@@ -154,6 +166,7 @@ struct ps_server {
 			   // the slowest worker's clock
 	pti_optim opt;
 	float *state1, *state2; // (n) the optimizer's state, or NULL
+	ps_table *tables;       // (layout.n_tables) or NULL
 	pti_ckpt_sched ckpt; // when checkpoints are due
 	uint64_t ckpt_failures;  // checkpoint writes that failed
 	char ckpt_error[PT_PATH_MAX + 128]; // the last one's error, or ""
@@ -326,6 +339,35 @@ void pti_peer_close(uint32_t id);
 void pti_peer_name(nng_pipe p, char *buf, size_t size);
 int pti_note_due(uint64_t count);
 const char *pti_role_name(uint32_t role);
+
+// The embedding tables (tables.c): pti_tables_init makes this server's
+// empty stores of the layout's tables (refused with checkpoints, which do
+// not hold them yet); pti_tables_fini frees them and the parts they hold;
+// pti_tables_settle closes the sync steps that no longer wait for a lost
+// worker (whose part leaves them); pti_op_rows is the rows op.
+int pti_tables_init(ps_server *s);
+void pti_tables_fini(ps_server *s);
+void pti_tables_settle(ps_server *s, ps_ctx **wake);
+nng_msg *pti_op_rows(ps_server *s, ps_ctx *x, const pti_hdr *h,
+    const void *pay, ps_ctx **wake);
+
+// Parking (reply.c): pti_park puts x on the wait list until the
+// policy's key reaches ver, with the reply's op, range, and the learning
+// rate and staleness of the push it follows; pti_park_full tells whether
+// connection pipe has PS_PARK_MAX requests parked already; pti_park_rows
+// parks rows request x until its table tb reaches ver, keeping m (NULL:
+// none) to answer from, or PT_ESTATE when its connection has as many
+// parked as it may.
+void pti_park(ps_server *s, ps_ctx *x, uint32_t op, int64_t ver,
+    uint64_t off, uint64_t n, double lr, int64_t stale);
+int pti_park_full(const ps_server *s, uint32_t pipe);
+int pti_park_rows(ps_server *s, ps_ctx *x, uint32_t tb, int64_t ver,
+    nng_msg *m);
+
+// bound.c: pti_push_finite refuses (PT_EINVAL, counted and logged) n
+// gradient values at pay with a NaN or an infinity.
+int pti_push_finite(ps_server *s, const pti_hdr *h, const void *pay,
+    uint64_t n);
 
 // bound.c: pti_bound_check refuses (PT_ERANGE, counted and logged) a
 // push of worker h->rank whose gradient (n floats at pay, range off of

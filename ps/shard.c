@@ -17,6 +17,7 @@
 #include "common/job.h"
 #include "common/outputs.h"
 #include "ps/policy.h"
+#include "ps/rows.h"
 
 // Connections that have not proven the job secret: at most this many
 // more than the job's workers at once (a new one beyond it closes the
@@ -122,6 +123,7 @@ static void settle(ps_server *s, ps_ctx **wake)
 	t.clock_to = -1;
 	s->policy->settle(s, &t);
 	pti_server_act(s, UINT32_MAX, &t, wake);
+	pti_tables_settle(s, wake);
 }
 // ---------------------------------------------------------------- members
 
@@ -220,6 +222,44 @@ static double cpu_s(const struct rusage *ru)
 	       (double)ru->ru_stime.tv_sec + ru->ru_stime.tv_usec * 1e-6;
 }
 
+// tables_json: each embedding table's rows on this server, what evicting
+// and admitting did, the rows moved and their staleness.
+static json_t *tables_json(const ps_server *s)
+{
+	json_t *a = json_array();
+	for (uint32_t i = 0; s->tables != NULL && i < s->layout.n_tables;
+	     i++) {
+		const ps_table *t = &s->tables[i];
+		pti_rows_stats st;
+		pti_rows_stats_of(t->rows, &st);
+		json_t *o = json_object();
+		json_object_set_new(o, "name",
+		    pti_json_str(s->layout.tables[i].name));
+		json_object_set_new(o, "dim",
+		    json_integer(s->layout.tables[i].dim));
+		const struct {
+			const char *key;
+			uint64_t v;
+		} f[] = {
+		    {"version", (uint64_t)t->ver},
+		    {"rows", st.rows},
+		    {"rows_created", st.created},
+		    {"evictions", st.evictions},
+		    {"admission_refusals", st.refusals},
+		    {"bytes", st.bytes},
+		    {"rows_pushed", t->pushed},
+		    {"rows_pulled", t->pulled},
+		    {"row_staleness_sum", t->stale_sum},
+		    {"row_staleness_max", t->stale_max},
+		};
+		for (size_t j = 0; j < sizeof(f) / sizeof(f[0]); j++)
+			json_object_set_new(o, f[j].key,
+			    json_integer((json_int_t)f[j].v));
+		json_array_append_new(a, o);
+	}
+	return a;
+}
+
 void pti_server_write_stats(const ps_server *s)
 {
 	const pti_jobopt *c = s->job;
@@ -255,6 +295,7 @@ void pti_server_write_stats(const ps_server *s)
 	for (int i = 0; i < PT_STALE_BUCKETS; i++)
 		json_array_append_new(hist, json_integer((json_int_t)s->hist[i]));
 	json_object_set_new(o, "staleness_hist", hist);
+	json_object_set_new(o, "tables", tables_json(s));
 	json_object_set_new(o, "grad_ratio_max", json_real(s->grad_ratio_max));
 	json_object_set_new(o, "ready_s", isnan(s->ready_s) ? json_null() :
 	    json_real(s->ready_s));
@@ -321,6 +362,7 @@ void pti_server_fini(ps_server *s)
 	free(s->scan);
 	free(s->state1);
 	free(s->state2);
+	pti_tables_fini(s);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cv);
 }
@@ -409,6 +451,8 @@ int pti_server_init(ps_server *s, const pti_jobopt *c,
 	if (s->opt.n_state >= 2 &&
 	    (s->state2 = calloc(s->n, sizeof(float))) == NULL)
 		return pti_err_set(PT_ENOMEM, "optimizer state");
+	if ((rv = pti_tables_init(s)) != 0)
+		return rv;
 	s->ckpt.every = c->ckpt_every;
 	s->ckpt.seconds = c->ckpt_seconds;
 	s->ckpt.last = pti_clock_s();

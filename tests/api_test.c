@@ -5,8 +5,12 @@
 // see that a lent reply carries the next request once given back.
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
 
 #include "client/api.h"
 #include "client/client.h"
@@ -30,8 +34,9 @@ static void *serve_cb(void *arg)
 	return NULL;
 }
 
-// api_job_new: variables a (n_a floats) and b (3), the given options,
-// then n servers listening on free ports, each served by a thread.
+// api_job_new: variables a (n_a floats) and b (3), the given options
+// (the pseudo-option "table" NAME:DIM:INIT declares a table), then n
+// servers listening on free ports, each served by a thread.
 static void api_job_new(api_job *j, uint64_t n_a, uint32_t servers,
     const char *const *opts)
 {
@@ -43,8 +48,17 @@ static void api_job_new(api_job *j, uint64_t n_a, uint32_t servers,
 	snprintf(buf, sizeof(buf), "%u", servers);
 	PT_TEST_OK(pt_job_set(j->job, "servers", buf));
 	PT_TEST_OK(pt_job_set(j->job, "lr", "0.5"));
-	for (; opts && *opts; opts += 2)
-		PT_TEST_OK(pt_job_set(j->job, opts[0], opts[1]));
+	for (; opts && *opts; opts += 2) {
+		char name[32];
+		unsigned dim;
+		double init;
+		if (strcmp(opts[0], "table") != 0)
+			PT_TEST_OK(pt_job_set(j->job, opts[0], opts[1]));
+		else if (sscanf(opts[1], "%31[^:]:%u:%lf", name, &dim,
+			     &init) != 3 ||
+			 pt_job_table(j->job, name, dim, init) < 0)
+			PT_TEST_TRUE(!"a table option that does not parse");
+	}
 	for (uint32_t i = 0; i < servers; i++) {
 		char url[256];
 		PT_TEST_OK(pt_server_open(&j->s[i], j->job, i,
@@ -779,6 +793,148 @@ static void test_api_net_refusals(void)
 	pt_job_free(b);
 }
 
+// ---------------------------------------------------------------- rows
+
+// A worker of the rows cases: steps of pushes (ids with repeats, and
+// ids the other worker pushes too), each pulling rows 0..15 of the step
+// that closed, into out (16 x 4).
+typedef struct rows_worker {
+	pt_worker *w;
+	int rank, steps;
+	float out[64];
+	int rv;
+} rows_worker;
+
+static void *rows_worker_cb(void *arg)
+{
+	rows_worker *r = arg;
+	uint64_t ids[2][3] = {{3, 3, 7}, {3, 9, 12}};
+	uint64_t all[16];
+	float g[3 * 4];
+	for (int i = 0; i < 16; i++)
+		all[i] = (uint64_t)i;
+	for (int step = 0; step < r->steps && r->rv == 0; step++) {
+		for (int i = 0; i < 12; i++)
+			g[i] = (float)((r->rank * 3 + i / 4 + 1) * (step + 1)) +
+			       0.1f * (float)(i % 4);
+		r->rv = pt_pushpull_rows(r->w, 0, step, 3, ids[r->rank], g, 16,
+		    all, r->out);
+	}
+	return NULL;
+}
+
+// rows_sync runs 2 workers for `steps` sync steps over `servers`
+// servers; out gets worker 0's last rows, init the rows before.
+static void rows_sync(uint32_t servers, int steps, float out[64],
+    float init[64])
+{
+	static const char *const opts[] = {"workers", "2", "table",
+	    "emb:4:0.5", NULL};
+	api_job j;
+	rows_worker r[2];
+	pthread_t t[2];
+	uint64_t all[16];
+	for (int i = 0; i < 16; i++)
+		all[i] = (uint64_t)i;
+	api_job_new(&j, 5, servers, opts);
+	for (int i = 0; i < 2; i++) {
+		memset(&r[i], 0, sizeof(r[i]));
+		r[i].rank = i;
+		r[i].steps = steps;
+		PT_TEST_OK(pt_worker_open(&r[i].w, j.job, (uint32_t)i, j.urls));
+	}
+	PT_TEST_OK(pt_pull_rows(r[0].w, 0, 16, all, init));
+	for (int i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, rows_worker_cb, &r[i]);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(t[i], NULL);
+		PT_TEST_OK(r[i].rv);
+	}
+	// Both workers read the same rows of the closed step.
+	PT_TEST_TRUE(memcmp(r[0].out, r[1].out, sizeof(r[0].out)) == 0);
+	memcpy(out, r[0].out, sizeof(r[0].out));
+	for (int i = 0; i < 2; i++)
+		pt_worker_close(r[i].w);
+	api_job_close(&j);
+}
+
+// Sync rows: each pushed row moves once a step by lr x the mean of the
+// workers' gradients (a row given twice by one worker summed first);
+// rows never pushed keep their initial values; and 1 or 2 servers give
+// the same bits, at every step.
+static void test_api_rows_sync(void)
+{
+	float one[64], init[64], init2[64], out1[64], out2[64];
+	rows_sync(1, 1, one, init);
+	for (int e = 0; e < 4; e++) {
+		float d = 0.1f * (float)e;
+		// row 3: worker 0 twice (1, 2), worker 1 once (4); row 7:
+		// worker 0 (3); row 9: worker 1 (5); row 12: worker 1 (6).
+		PT_TEST_NEAR(one[3 * 4 + e],
+		    init[3 * 4 + e] - 0.5 * (1 + 2 + 4 + 3 * d) / 2, 1e-5);
+		PT_TEST_NEAR(one[7 * 4 + e], init[7 * 4 + e] - 0.5 * (3 + d) / 2,
+		    1e-5);
+		PT_TEST_NEAR(one[9 * 4 + e], init[9 * 4 + e] - 0.5 * (5 + d) / 2,
+		    1e-5);
+		PT_TEST_NEAR(one[12 * 4 + e],
+		    init[12 * 4 + e] - 0.5 * (6 + d) / 2, 1e-5);
+		PT_TEST_TRUE(one[5 * 4 + e] == init[5 * 4 + e]);
+		PT_TEST_TRUE(init[e] >= -0.5f && init[e] <= 0.5f);
+	}
+	rows_sync(1, 3, out1, init);
+	rows_sync(2, 3, out2, init2);
+	PT_TEST_TRUE(memcmp(init, init2, sizeof(init)) == 0);
+	PT_TEST_TRUE(memcmp(out1, out2, sizeof(out1)) == 0);
+	PT_TEST_TRUE(memcmp(out1, one, sizeof(out1)) != 0);
+}
+
+// Async rows: each push is applied as it comes, and a row's staleness
+// is the updates it had between the pull a worker read it from and
+// that worker's push (server-0.json). Bad requests name what is wrong.
+static void test_api_rows_async(void)
+{
+	char dir[] = "/tmp/pstrain-rows-XXXXXX";
+	PT_TEST_TRUE(mkdtemp(dir) != NULL);
+	const char *const opts[] = {"workers", "2", "mode", "async", "table",
+	    "emb:2:0.1", "out", dir, NULL};
+	api_job j;
+	pt_worker *w0, *w1;
+	uint64_t id = 77;
+	float v0[2], v[2], g[2] = {1, 2};
+	api_job_new(&j, 5, 1, opts);
+	PT_TEST_OK(pt_worker_open(&w0, j.job, 0, j.urls));
+	PT_TEST_OK(pt_worker_open(&w1, j.job, 1, j.urls));
+	PT_TEST_OK(pt_pull_rows(w0, 0, 1, &id, v0));
+	PT_TEST_OK(pt_push_rows(w1, 0, 0, 1, &id, g)); // never read: not
+	PT_TEST_OK(pt_push_rows(w1, 0, 1, 1, &id, g)); // counted
+	PT_TEST_OK(pt_pushpull_rows(w0, 0, 0, 1, &id, g, 1, &id, v));
+	for (int e = 0; e < 2; e++)
+		PT_TEST_NEAR(v[e], v0[e] - 3 * 0.5 * g[e], 1e-6);
+	// Refusals: no such table, a push without a step, NULL rows.
+	PT_TEST_ERR(pt_pull_rows(w0, 1, 1, &id, v), PT_ERANGE);
+	PT_TEST_STR_HAS(pt_errmsg(PT_ERANGE), "table 1");
+	PT_TEST_ERR(pt_push_rows(w0, 0, -1, 1, &id, g), PT_EINVAL);
+	PT_TEST_ERR(pt_push_rows(w0, 0, 0, 1, &id, NULL), PT_EINVAL);
+	pt_worker_close(w0);
+	pt_worker_close(w1);
+	api_job_close(&j);
+	char path[64];
+	snprintf(path, sizeof(path), "%s/server-0.json", dir);
+	json_t *o = json_load_file(path, 0, NULL);
+	PT_TEST_TRUE(o != NULL);
+	json_t *t = json_array_get(json_object_get(o, "tables"), 0);
+	PT_TEST_TRUE(json_integer_value(json_object_get(t, "rows")) == 1);
+	PT_TEST_TRUE(json_integer_value(json_object_get(t,
+	    "rows_pushed")) == 3);
+	PT_TEST_TRUE(json_integer_value(json_object_get(t,
+	    "row_staleness_max")) == 2);
+	PT_TEST_TRUE(json_integer_value(json_object_get(t,
+	    "row_staleness_sum")) == 2);
+	json_decref(o);
+	unlink(path);
+	rmdir(dir);
+}
+
 static const pti_test_case cases[] = {
     {"test_api_net_trains_model", test_api_net_trains_model},
     {"test_api_net_refusals", test_api_net_refusals},
@@ -793,6 +949,8 @@ static const pti_test_case cases[] = {
     {"test_api_lent_reuse", test_api_lent_reuse},
     {"test_api_lent_unaligned", test_api_lent_unaligned},
     {"test_api_lent_close_frees_loans", test_api_lent_close_frees_loans},
+    {"test_api_rows_sync", test_api_rows_sync},
+    {"test_api_rows_async", test_api_rows_async},
     {NULL, NULL},
 };
 

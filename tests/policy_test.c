@@ -85,7 +85,7 @@ static void job_open_spec(job *j, const char *mode, uint32_t workers,
 	pti_config_defaults(&j->c);
 	PT_TEST_OK(pti_config_parse(&j->c, PT_CMD_SERVER, argc, argv, &help));
 	PT_TEST_OK(pti_layout_init(&j->l, spec, 64, 10));
-	PT_TEST_OK(pti_local_open(&j->s, &j->c));
+	PT_TEST_OK(pti_local_open(&j->s, &j->c, NULL));
 	j->n = j->l.n_params;
 	j->g = malloc(j->n * sizeof(float));
 	for (uint64_t i = 0; i < j->n; i++)

@@ -251,6 +251,49 @@ static void test_proto_payload_mismatch(void)
 	PT_TEST_ERR(decode(m, &h), PT_EPROTO);
 }
 
+static void test_proto_rows_shape(void)
+{
+	pti_hdr h;
+	nng_msg *m;
+	float w[64] = {0};
+	// 2 rows of dim 4 pushed, 3 pulled: 2 (2 + 1 + 4) + 3 x 2 words.
+	uint64_t n = pti_rows_words(2, 3, 4);
+	PT_TEST_TRUE(n == 20);
+	pti_hdr_init(&h, PT_OP_ROWS, PT_ROLE_WORKER, 1);
+	h.has |= PTI_H_ROWS | PTI_H_STEP;
+	h.table = 1, h.k = 2, h.kp = 3, h.step = 7;
+	PT_TEST_OK(pti_msg_encode(&m, &h, w, n));
+	pti_hdr d;
+	PT_TEST_OK(decode(m, &d));
+	PT_TEST_TRUE(d.op == PT_OP_ROWS && d.table == 1 && d.k == 2 &&
+		     d.kp == 3 && d.n == 20 && d.step == 7);
+	// Pulls only, and an empty request (a sync step's "nothing here").
+	h.k = 0;
+	PT_TEST_OK(pti_msg_encode(&m, &h, w, 6));
+	PT_TEST_OK(decode(m, &d));
+	h.kp = 0;
+	PT_TEST_OK(pti_msg_encode(&m, &h, NULL, 0));
+	PT_TEST_OK(decode(m, &d));
+	// Words that are no whole rows, too few, or ids left over.
+	h.k = 2, h.kp = 3;
+	PT_TEST_OK(pti_msg_encode(&m, &h, w, n + 1));
+	PT_TEST_ERR(decode(m, &d), PT_EPROTO);
+	PT_TEST_STR_HAS(pt_errmsg(PT_EPROTO), "pulled ids");
+	PT_TEST_OK(pti_msg_encode(&m, &h, w, 11));
+	PT_TEST_ERR(decode(m, &d), PT_EPROTO);
+	h.k = 0;
+	PT_TEST_OK(pti_msg_encode(&m, &h, w, 7));
+	PT_TEST_ERR(decode(m, &d), PT_EPROTO);
+	// Counts past the bound, and a request without them.
+	h.k = PTI_ROWS_MAX + 1, h.kp = 0;
+	PT_TEST_OK(pti_msg_encode(&m, &h, w, 64));
+	PT_TEST_ERR(decode(m, &d), PT_EPROTO);
+	pti_hdr_init(&h, PT_OP_ROWS, PT_ROLE_WORKER, 1);
+	PT_TEST_OK(pti_msg_encode(&m, &h, NULL, 0));
+	PT_TEST_ERR(decode(m, &d), PT_EPROTO);
+	PT_TEST_STR_HAS(pt_errmsg(PT_EPROTO), "\"kp\"");
+}
+
 static void test_proto_check_walks(void)
 {
 	size_t used;
@@ -387,6 +430,7 @@ static const pti_test_case cases[] = {
     {"test_proto_missing_op", test_proto_missing_op},
     {"test_proto_wrong_types", test_proto_wrong_types},
     {"test_proto_payload_mismatch", test_proto_payload_mismatch},
+    {"test_proto_rows_shape", test_proto_rows_shape},
     {"test_proto_check_walks", test_proto_check_walks},
     {"test_proto_reuse_in_place", test_proto_reuse_in_place},
     {"test_proto_values_already_in_place",

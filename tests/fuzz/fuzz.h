@@ -18,10 +18,12 @@
 #include <stdint.h>
 
 #include "common/config.h"
+#include "common/layout.h"
 
 #define FUZZ_SECRET "00112233445566778899aabbccddeeff0011223344556677"
 #define FUZZ_SPEC "mlp:8"
 #define FUZZ_DATA "synthetic:100" // 64 features, 10 classes
+#define FUZZ_TABLE_DIM 4 // the layout's one embedding table, "emb"
 
 // fuzz_config fills c for the server of mode 1..3.
 static inline void fuzz_config(pti_config *c, int mode)
@@ -36,6 +38,14 @@ static inline void fuzz_config(pti_config *c, int mode)
 	c->job.seed = 5;
 	snprintf(c->model, sizeof(c->model), "%s", FUZZ_SPEC);
 	snprintf(c->data, sizeof(c->data), "%s", FUZZ_DATA);
+}
+
+// fuzz_layout fills l: FUZZ_SPEC over FUZZ_DATA's features, and table
+// "emb" of FUZZ_TABLE_DIM floats a row. 0, or the layout's error.
+static inline int fuzz_layout(pti_layout *l)
+{
+	int rv = pti_layout_init(l, FUZZ_SPEC, 64, 10);
+	return rv != 0 ? rv : pti_layout_table(l, "emb", FUZZ_TABLE_DIM, 0.1);
 }
 
 #endif // PT_TESTS_FUZZ_H

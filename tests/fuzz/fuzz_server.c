@@ -75,8 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 1)
 		return 0;
 	fuzz_config(&c, 1 + data[0] % 3);
-	if (pti_layout_init(&l, FUZZ_SPEC, 64, 10) != 0 ||
-	    pti_local_open(&s, &c) != 0)
+	if (fuzz_layout(&l) != 0 || pti_local_open(&s, &c, &l) != 0)
 		abort();
 	for (uint32_t p = 1; p <= 4; p++)
 		pti_local_connect(s, p);

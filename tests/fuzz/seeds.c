@@ -57,6 +57,26 @@ static void seq_add(uint8_t conn, const pti_hdr *h, const float *pay,
 	nng_msg_free(m);
 }
 
+// rows_add adds worker r's rows request of table 0: a read of two rows
+// (push 0), or its part of step 0 that pushes and pulls them.
+static void rows_add(uint32_t r, int push)
+{
+	uint64_t ids[2][2] = {{1, 2}, {2, 3}};
+	float w[64] = {0};
+	pti_hdr h;
+	pti_hdr_init(&h, PT_OP_ROWS, PT_ROLE_WORKER, r);
+	h.has |= PTI_H_ROWS | (push ? PTI_H_STEP : 0);
+	h.k = push ? 2 : 0;
+	h.kp = 2;
+	uint64_t nw = pti_rows_words(h.k, h.kp, FUZZ_TABLE_DIM);
+	for (uint32_t i = 0; i < h.k; i++)
+		memcpy(w + 2 * i, &ids[r][i], 8);
+	for (uint32_t i = 0; i < h.k * FUZZ_TABLE_DIM; i++)
+		w[3 * h.k + i] = 0.25f * (float)i;
+	memcpy(w + nw - 4, ids[r], 16);
+	seq_add((uint8_t)(1 + r), &h, w, nw);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -66,7 +86,7 @@ int main(int argc, char **argv)
 	}
 	dir = argv[1];
 	pti_layout l;
-	if (pti_layout_init(&l, FUZZ_SPEC, 64, 10) != 0)
+	if (fuzz_layout(&l) != 0)
 		return 1;
 	uint64_t n = l.n_params;
 	float *g = calloc(n, sizeof(float));
@@ -144,6 +164,18 @@ int main(int argc, char **argv)
 		h.has |= PTI_H_STEP | PTI_H_VER | PTI_H_RANGE;
 		h.off = 0;
 		seq_add(2, &h, g, n);
+		put("server", seq, seq_n);
+		// rows of table 0: worker 0 reads, both push a step's part
+		// (ids 1 and 2, then 2 and 3) and pull them back, then a
+		// control client asks for stats
+		seq_start(mode);
+		for (uint32_t r = 0; r < 2; r++) {
+			if (r == 0)
+				rows_add(0, 0);
+			rows_add(r, 1);
+		}
+		pti_hdr_init(&h, PT_OP_STATS, PT_ROLE_CONTROL, 0);
+		seq_add(3, &h, NULL, 0);
 		put("server", seq, seq_n);
 	}
 	free(g);
