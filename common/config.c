@@ -12,6 +12,7 @@
 
 #include "common/data.h"
 #include "common/err.h"
+#include "common/layout.h"
 #include "common/outputs.h"
 #include "common/proto.h"
 #include "common/transport.h"
@@ -120,14 +121,19 @@ static const config_entry config_table[] = {
     E("workers", T_U32, job.workers, "1", 1, 1024, RUN | SRV | WRK, "W",
 	"number of workers"),
     E("model", T_STR, model, "softmax", 0, 0, RUN | SRV | WRK, "SPEC",
-	"softmax, mlp:H1,H2,... (ReLU hidden layers) or cnn:C1,...[/H1,...] "
+	"softmax, mlp:H1,H2,... (ReLU hidden layers), cnn:C1,...[/H1,...] "
 	"(1 to 4 3x3 conv layers of C channels, each with ReLU and 2x2 "
 	"max-pool, on square one-channel images, then up to 3 ReLU dense "
-	"layers of H units)"),
+	"layers of H units); on a click set, lr (sparse logistic "
+	"regression) or fm:K (a factorization machine of K factors), whose "
+	"rows of ids live in an embedding table on the servers"),
     E("data", T_STR, data, "fashion-mnist", 0, 0, RUN | SRV | WRK | EVL,
 	"SPEC",
-	"fashion-mnist, fashion-mnist:DIR (the four IDX .gz files) or "
-	"synthetic:N"),
+	"fashion-mnist, fashion-mnist:DIR (the four IDX .gz files), "
+	"synthetic:N, or ctr:N,F,V[,SEED[,SKEW]] (a click set: N examples "
+	"of F fields, each an id of V with Zipf frequencies of exponent "
+	"SKEW (1.1), clicks from a planted factorization machine whose AUC "
+	"is the best any model can reach; SEED (1) is the data's own)"),
     E("epochs", T_U32, epochs, "1", 1, 100000, RUN | WRK, "E",
 	"passes over the training set"),
     E("steps", T_U64, steps, "0", 0, 1e12, RUN | WRK, "N",
@@ -975,6 +981,34 @@ int pti_jobopt_check_proc(const pti_jobopt *o, uint32_t cmd, uint32_t rank,
 	return pti_transport_check_addrs(o, cmd, addrs);
 }
 
+// config_sparse: a sparse model (lr, fm:K) goes with a sparse data set
+// (ctr:...) and no other, trains on servers (its rows live there), and
+// is not checkpointed yet.
+static int config_sparse(const pti_config *c)
+{
+	int model = pti_layout_sparse(c->model), data = pti_data_sparse(c->data);
+	if (model != data)
+		return pti_err_set(PT_EINVAL, "--model %s does not go with --data "
+		    "%s: the sparse models (lr, fm:K) train on a click set "
+		    "(ctr:N,F,V), and the others on features", c->model,
+		    c->data);
+	if (!model)
+		return 0;
+	if (c->job.mode == PT_MODE_ALLREDUCE)
+		return pti_err_set(PT_EINVAL, "--model %s needs parameter "
+		    "servers: its embedding rows live there, not in a ring",
+		    c->model);
+	if (c->layer_push == PT_LP_ON)
+		return pti_err_set(PT_EINVAL, "--layer-push on is for the dense "
+		    "models; --model %s has no layers", c->model);
+	if (c->job.checkpoint_every[0] != '\0' || c->resume[0] != '\0' ||
+	    c->save_model[0] != '\0')
+		return pti_err_set(PT_EINVAL, "--model %s: checkpoints and model "
+		    "files do not hold embedding tables yet (no "
+		    "--checkpoint-every, --resume, --save-model)", c->model);
+	return 0;
+}
+
 int pti_config_check(const pti_config *c, uint32_t cmd)
 {
 	if (cmd == PT_CMD_EVAL) {
@@ -996,6 +1030,8 @@ int pti_config_check(const pti_config *c, uint32_t cmd)
 		    "known only when it closes, so no piece can be applied "
 		    "ahead", c->job.backup_workers);
 	if (c->job.mode == PT_MODE_ALLREDUCE && (rv = config_allreduce(c, cmd)))
+		return rv;
+	if ((rv = config_sparse(c)) != 0)
 		return rv;
 	if (c->job.mode != PT_MODE_ALLREDUCE && cmd == PT_CMD_WORKER &&
 	    (c->ring_dir[0] != '\0' || c->listen[0] != '\0'))

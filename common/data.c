@@ -9,6 +9,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "common/ctr.h"
 #include "common/err.h"
 #include "common/rng.h"
 
@@ -20,7 +21,8 @@
 #define DATA_PATH_MAX 4096
 
 #define FASHION_DIR "/usr/share/datasets/fashion-mnist"
-#define SPEC_HELP "use fashion-mnist, fashion-mnist:DIR or synthetic:N"
+#define SPEC_HELP "use fashion-mnist, fashion-mnist:DIR, synthetic:N or " \
+		  "ctr:N,F,V[,SEED[,SKEW]]"
 
 // Streams of the synthetic set. Their high bits are set, so they cannot
 // meet the epoch streams 0x7065726d ^ epoch of pti_data_perm.
@@ -287,12 +289,13 @@ int pti_idx_read_labels(const char *path, uint8_t **y, uint32_t *n)
 // Specs
 // ---------------------------------------------------------------------
 
-enum { SPEC_FASHION = 1, SPEC_SYNTH = 2 };
+enum { SPEC_FASHION = 1, SPEC_SYNTH = 2, SPEC_CTR = 3 };
 
 typedef struct data_spec {
 	int kind;
 	const char *dir; // SPEC_FASHION: points into the spec or FASHION_DIR
 	uint32_t n;      // SPEC_SYNTH: training examples
+	pti_ctr_spec ctr; // SPEC_CTR
 } data_spec;
 
 static int spec_parse(data_spec *out, const char *spec)
@@ -327,6 +330,11 @@ static int spec_parse(data_spec *out, const char *spec)
 			    spec, PT_DATA_MAX_N);
 		s.kind = SPEC_SYNTH;
 		s.n = (uint32_t)v;
+	} else if (strncmp(spec, "ctr:", 4) == 0) {
+		int rv = pti_ctr_parse(spec, &s.ctr);
+		if (rv != 0)
+			return rv;
+		s.kind = SPEC_CTR;
 	} else {
 		return pti_err_set(PT_EINVAL,
 		    "--data %s: unknown data set (%s)", spec, SPEC_HELP);
@@ -449,6 +457,30 @@ static int synth_split(pti_dataset *d, const double *centers, uint32_t n,
 	return 0;
 }
 
+// ctr_set moves a drawn click set into s.
+static void ctr_set(pti_dataset *s, pti_ctr *c)
+{
+	*s = (pti_dataset){c->n, c->fields, 2, NULL, c->y, c->ids, c->p};
+	memset(c, 0, sizeof(*c));
+}
+
+// ctr_load draws the click set of spec: train stream 0, test stream 1.
+static int ctr_load(pti_data *d, const pti_ctr_spec *spec)
+{
+	pti_ctr tr, te;
+	int rv = pti_ctr_make(&tr, spec, spec->n, 0);
+	if (rv != 0)
+		return rv;
+	if ((rv = pti_ctr_make(&te, spec, spec->n / 5 > 0 ? spec->n / 5 : 1,
+		 1)) != 0) {
+		pti_ctr_free(&tr);
+		return rv;
+	}
+	ctr_set(&d->train, &tr);
+	ctr_set(&d->test, &te);
+	return 0;
+}
+
 static int synth_load(pti_data *d, uint32_t n, uint64_t seed)
 {
 	double centers[PT_DATA_CLASSES * PT_DATA_SYNTH_DIM];
@@ -480,6 +512,8 @@ int pti_data_load(pti_data *out, const char *spec, uint64_t seed)
 		return rv;
 	if (s.kind == SPEC_FASHION)
 		rv = fashion_load(&d, s.dir);
+	else if (s.kind == SPEC_CTR)
+		rv = ctr_load(&d, &s.ctr);
 	else
 		rv = synth_load(&d, s.n, seed);
 	if (rv != 0) {
@@ -488,6 +522,11 @@ int pti_data_load(pti_data *out, const char *spec, uint64_t seed)
 	}
 	*out = d;
 	return 0;
+}
+
+int pti_data_sparse(const char *spec)
+{
+	return spec != NULL && strncmp(spec, "ctr:", 4) == 0;
 }
 
 int pti_data_dims(const char *spec, uint32_t *dim, uint32_t *classes)
@@ -499,20 +538,56 @@ int pti_data_dims(const char *spec, uint32_t *dim, uint32_t *classes)
 		return rv;
 	if (s.kind == SPEC_FASHION && (rv = fashion_dims(s.dir, &dm)) != 0)
 		return rv;
-	*dim = dm;
-	*classes = PT_DATA_CLASSES;
+	*dim = s.kind == SPEC_CTR ? s.ctr.fields : dm;
+	*classes = s.kind == SPEC_CTR ? 2 : PT_DATA_CLASSES;
 	return 0;
+}
+
+static void set_free(pti_dataset *s)
+{
+	free(s->x);
+	free(s->y);
+	free(s->ids);
+	free(s->p);
 }
 
 void pti_data_fini(pti_data *d)
 {
-	free(d->train.x);
-	free(d->train.y);
-	free(d->val.x);
-	free(d->val.y);
-	free(d->test.x);
-	free(d->test.y);
+	set_free(&d->train);
+	set_free(&d->val);
+	set_free(&d->test);
 	memset(d, 0, sizeof(*d));
+}
+
+// set_alloc makes room for n examples shaped like `like`: the arrays it
+// has, no others. 0, or -1 when memory ran out (what was made is freed).
+static int set_alloc(pti_dataset *s, const pti_dataset *like, uint32_t n)
+{
+	*s = (pti_dataset){n, like->dim, like->classes, NULL, NULL, NULL,
+	    NULL};
+	size_t k = n > 0 ? n : 1;
+	if ((like->x && !(s->x = malloc(k * like->dim))) ||
+	    !(s->y = malloc(k)) ||
+	    (like->ids && !(s->ids = malloc(k * like->dim * 8))) ||
+	    (like->p && !(s->p = malloc(k * sizeof(float))))) {
+		set_free(s);
+		return -1;
+	}
+	return 0;
+}
+
+// set_copy copies example i of from to example at of to.
+static void set_copy(pti_dataset *to, uint32_t at, const pti_dataset *from,
+    uint32_t i)
+{
+	size_t dim = from->dim;
+	if (from->x)
+		memcpy(to->x + at * dim, from->x + i * dim, dim);
+	if (from->ids)
+		memcpy(to->ids + at * dim, from->ids + i * dim, dim * 8);
+	if (from->p)
+		to->p[at] = from->p[i];
+	to->y[at] = from->y[i];
 }
 
 int pti_data_holdout(pti_data *d, uint32_t n_val)
@@ -525,13 +600,14 @@ int pti_data_holdout(pti_data *d, uint32_t n_val)
 		    "training examples", n_val, tr->n);
 	uint32_t n_tr = tr->n - n_val, *perm = malloc(tr->n * sizeof(*perm));
 	uint8_t *is_val = calloc(tr->n, 1);
-	pti_dataset v = {n_val, tr->dim, tr->classes,
-	    malloc((size_t)n_val * tr->dim), malloc(n_val)};
-	pti_dataset t = {n_tr, tr->dim, tr->classes,
-	    malloc((size_t)n_tr * tr->dim), malloc(n_tr)};
-	if (!perm || !is_val || !v.x || !v.y || !t.x || !t.y) {
+	pti_dataset v, t;
+	int no_v = set_alloc(&v, tr, n_val), no_t = set_alloc(&t, tr, n_tr);
+	if (!perm || !is_val || no_v || no_t) {
 		free(perm), free(is_val);
-		free(v.x), free(v.y), free(t.x), free(t.y);
+		if (!no_v)
+			set_free(&v);
+		if (!no_t)
+			set_free(&t);
 		return pti_err_set(PT_ENOMEM, "validation split");
 	}
 	// A fixed stream, not the job seed: every seed of a comparison
@@ -541,17 +617,11 @@ int pti_data_holdout(pti_data *d, uint32_t n_val)
 		is_val[perm[i]] = 1;
 	// Both parts keep the original order of the examples.
 	uint32_t iv = 0, it = 0;
-	for (uint32_t i = 0; i < tr->n; i++) {
-		pti_dataset *to = is_val[i] ? &v : &t;
-		uint32_t at = is_val[i] ? iv++ : it++;
-		memcpy(to->x + (size_t)at * tr->dim, tr->x + (size_t)i * tr->dim,
-		    tr->dim);
-		to->y[at] = tr->y[i];
-	}
+	for (uint32_t i = 0; i < tr->n; i++)
+		set_copy(is_val[i] ? &v : &t, is_val[i] ? iv++ : it++, tr, i);
 	free(perm);
 	free(is_val);
-	free(tr->x);
-	free(tr->y);
+	set_free(tr);
 	d->train = t;
 	d->val = v;
 	return 0;
@@ -580,6 +650,17 @@ static void gather_row(float *restrict o, const uint8_t *restrict x,
 {
 	for (size_t j = 0; j < dim; j++)
 		o[j] = (float)x[j] / 255.0f;
+}
+
+void pti_data_gather_ids(uint64_t *ids, uint8_t *yout, const pti_dataset *d,
+    const uint32_t *idx, uint32_t b)
+{
+	const size_t dim = d->dim;
+	for (uint32_t i = 0; i < b; i++) {
+		memcpy(ids + (size_t)i * dim, d->ids + (size_t)idx[i] * dim,
+		    dim * sizeof(*ids));
+		yout[i] = d->y[idx[i]];
+	}
 }
 
 void pti_data_gather(float *xout, uint8_t *yout, const pti_dataset *d,

@@ -20,10 +20,16 @@
 
 typedef struct pti_dataset {
 	uint32_t n;       // examples
-	uint32_t dim;     // features per example (784 for Fashion-MNIST)
-	uint32_t classes; // 10
-	uint8_t *x;       // (n, dim) raw values 0..255; features = x / 255
-	uint8_t *y;       // (n) labels < classes
+	uint32_t dim;     // features per example (784 for Fashion-MNIST);
+			  // sparse: ids per example (the fields)
+	uint32_t classes; // 10; a click set: 2
+	uint8_t *x;       // (n, dim) raw values 0..255; features = x / 255;
+			  // NULL for a sparse set
+	uint8_t *y;       // (n) labels < classes (clicks: 0, 1)
+	uint64_t *ids;    // (n, dim) a sparse set's ids (embedding rows), or
+			  // NULL
+	float *p;         // (n) a click set's planted click probabilities,
+			  // or NULL
 } pti_dataset;
 
 typedef struct pti_data {
@@ -46,7 +52,12 @@ typedef struct pti_data {
 //                        contents under those names are read too);
 //   "synthetic:N"        N training examples of 64 features around 10
 //                        seeded class centres, and a test set of
-//                        max(N/5, 1) examples from another stream.
+//                        max(N/5, 1) examples from another stream;
+//   "ctr:N,F,V[,SEED[,SKEW]]"  a sparse click set (common/ctr.h): N
+//                        training examples of F ids each, clicks from a
+//                        planted factorization machine, and a test set of
+//                        max(N/5, 1) examples from another stream; SEED is
+//                        the data's own, not the job's.
 // Any image size is accepted from IDX files as long as train and test
 // agree; labels must be below 10. Returns 0, PT_EINVAL for a bad spec,
 // PT_ENOENT for a missing file, PT_EIO when reading fails, PT_ECORRUPT for
@@ -55,8 +66,12 @@ typedef struct pti_data {
 // frees them with pti_data_fini; on failure *out is untouched.
 int pti_data_load(pti_data *out, const char *spec, uint64_t seed);
 
-// pti_data_dims writes the features per example and the classes of the
-// data spec names, reading only the headers of the two image files, so a
+// pti_data_sparse says whether spec names a sparse set (ids, not
+// features): 1 or 0, without reading anything.
+int pti_data_sparse(const char *spec);
+
+// pti_data_dims writes the features (sparse: ids) per example and the
+// classes of the data spec names, reading only the headers of the two image files, so a
 // server can lay out the model without loading images. Returns the codes
 // of pti_data_load; *dim and *classes are written only on success.
 int pti_data_dims(const char *spec, uint32_t *dim, uint32_t *classes);
@@ -97,6 +112,11 @@ void pti_data_perm(uint32_t *out, uint32_t n, uint64_t seed,
 // xout (b, d->dim) and their labels into yout (b). Every idx[i] must be
 // below d->n. No allocation.
 void pti_data_gather(float *xout, uint8_t *yout, const pti_dataset *d,
+    const uint32_t *idx, uint32_t b);
+
+// pti_data_gather_ids is pti_data_gather for a sparse set: the examples'
+// ids into ids (b, d->dim).
+void pti_data_gather_ids(uint64_t *ids, uint8_t *yout, const pti_dataset *d,
     const uint32_t *idx, uint32_t b);
 
 #endif // PT_COMMON_DATA_H

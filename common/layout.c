@@ -121,6 +121,34 @@ static int layout_cnn(pti_layout *l, uint32_t n, const uint32_t *hidden,
 	return 0;
 }
 
+int pti_layout_sparse(const char *spec)
+{
+	return spec != NULL &&
+	       (strcmp(spec, "lr") == 0 || strncmp(spec, "fm:", 3) == 0);
+}
+
+// layout_fm lays out "lr" or "fm:K" (pti_layout_sparse).
+static int layout_fm(pti_layout *l, const char *spec, uint32_t classes)
+{
+	uint32_t k = 0, n = 0;
+	int rv;
+	l->kind = PT_MODEL_FM;
+	if (spec[0] == 'f' && (rv = layout_sizes(spec, spec + 3, &k, &n, 1,
+				   PT_FM_MAX_K, "factor count", "factor counts",
+				   "fm:8")) != 0)
+		return rv;
+	if (classes != 2)
+		return pti_err_set(PT_EINVAL, "--model %s: a click model needs "
+		    "a click set (--data ctr:N,F,V), not %u classes", spec,
+		    classes);
+	l->fm_k = k;
+	l->width[1] = 2;
+	if ((rv = pti_layout_add(l, "bias", PT_FM_DENSE, 0)) != 0 ||
+	    (rv = pti_layout_table(l, "emb", 1 + k, k > 0 ? 0.01 : 0)) != 0)
+		return rv;
+	return 0;
+}
+
 int pti_layout_init(pti_layout *l, const char *spec, uint32_t in_dim,
     uint32_t classes)
 {
@@ -160,10 +188,12 @@ int pti_layout_init(pti_layout *l, const char *spec, uint32_t in_dim,
 		    (rv = layout_cnn(l, n, hidden, m, classes)) != 0)
 			return rv;
 		return 0;
+	} else if (pti_layout_sparse(spec)) {
+		return layout_fm(l, spec, classes);
 	} else {
 		return pti_err_set(PT_EINVAL,
-		    "--model %s: unknown model (use softmax, mlp:H1,H2,... "
-		    "or cnn:C1,C2,...[/H1,...])",
+		    "--model %s: unknown model (use softmax, mlp:H1,H2,..., "
+		    "cnn:C1,C2,...[/H1,...], lr or fm:K)",
 		    spec);
 	}
 	l->n_layers = n_hidden + 1;

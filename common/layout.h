@@ -28,7 +28,15 @@ enum {
 	PT_MODEL_MLP = 2,
 	PT_MODEL_VARS = 3,
 	PT_MODEL_CNN = 4,
+	PT_MODEL_FM = 5, // "lr" and "fm:K": a bias and one table (issue 35)
 };
+
+#define PT_FM_MAX_K 256 // factors of "fm:K"
+// Floats of a sparse model's dense variable "bias": its first is the
+// bias, and the others stay 0, so that any number of servers (up to
+// --servers' 256) each hold part of the dense vector and move with
+// every step, as the servers of a dense model do.
+#define PT_FM_DENSE 256
 
 #define PT_CNN_MAX_CONV 4 // conv layers of a "cnn:C1,..." spec
 #define PT_CNN_MAX_DENSE 3 // hidden dense layers of "cnn:C1,.../H1,..."
@@ -75,6 +83,7 @@ typedef struct pti_layout {
 	int kind;
 	uint32_t n_layers;               // weight layers, output included
 	uint32_t n_conv;                 // CNN only: conv layers
+	uint32_t fm_k;                   // FM only: factors (0: "lr")
 	uint32_t width[PT_MAX_LAYERS + 1]; // width[0] = input dim, last = classes
 	uint32_t chan[PT_MAX_LAYERS + 1];  // CNN only: channels, see above
 	uint32_t side[PT_MAX_LAYERS + 1];  // CNN only: image side, see above
@@ -90,15 +99,23 @@ typedef struct pti_range {
 	uint64_t lo, hi; // [lo, hi) in the flat vector
 } pti_range;
 
-// pti_layout_init parses spec ("softmax", "mlp:H1,H2,..." or
+// pti_layout_init parses spec ("softmax", "mlp:H1,H2,...",
 // "cnn:C1,...[/H1,...]", 1 to PT_CNN_MAX_CONV conv layers and up to
-// PT_CNN_MAX_DENSE hidden dense layers) for inputs of in_dim
+// PT_CNN_MAX_DENSE hidden dense layers, "lr" or "fm:K") for inputs of in_dim
 // features and `classes` outputs. Returns PT_EINVAL, with a detail naming
 // the spec, when it does not parse or a size is 0 or too large; for a
 // CNN also when in_dim is not a square (one-channel image) or the image
 // is too small for its poolings (the detail names the dim).
 int pti_layout_init(pti_layout *l, const char *spec, uint32_t in_dim,
     uint32_t classes);
+
+// The sparse models, "lr" (logistic regression) and "fm:K" (a
+// factorization machine of K factors, 1 to PT_FM_MAX_K), over examples of
+// in_dim ids each and 2 classes (a click set): variable "bias"
+// (PT_FM_DENSE floats, the first the bias, all 0 at first) and table "emb" of rows of 1 + K floats (the id's weight,
+// then its factors; uniform in [-0.01, 0.01] at first for fm, 0 for lr).
+// pti_layout_sparse says whether spec names one.
+int pti_layout_sparse(const char *spec);
 
 // pti_layout_vars starts an empty layout of named variables (spec "vars")
 // for pti_layout_add.

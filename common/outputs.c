@@ -24,10 +24,12 @@ const pti_table pti_csv_worker = {worker_cols, COUNT(worker_cols)};
 static const pti_column eval_val_cols[] = {
     {"step", "%.0f"}, {"wall_s", "%.3f"}, {"val_loss", "%.6f"},
     {"val_acc", "%.4f"}, {"worker_step", "%.0f"}, {"eval_s", "%.4f"},
+    {"val_auc", "%.4f"},
 };
 static const pti_column eval_test_cols[] = {
     {"step", "%.0f"}, {"wall_s", "%.3f"}, {"test_loss", "%.6f"},
     {"test_acc", "%.4f"}, {"worker_step", "%.0f"}, {"eval_s", "%.4f"},
+    {"test_auc", "%.4f"},
 };
 const pti_table pti_csv_eval_val = {eval_val_cols, COUNT(eval_val_cols)};
 const pti_table pti_csv_eval_test = {eval_test_cols, COUNT(eval_test_cols)};
@@ -39,8 +41,12 @@ static const pti_column final_cols[] = {
     {"best_val_acc", "%.4f"}, {"best_val_step", "%.0f"},
     {"best_val_version", "%.0f"}, {"best_val_test_loss", "%.6f"},
     {"best_val_test_acc", "%.4f"}, {"eval_wait_s", "%.3f"},
+    {"train_auc", "%.4f"}, {"test_auc", "%.4f"},
+    {"best_val_test_auc", "%.4f"}, {"planted_auc", "%.4f"},
 };
 const pti_table pti_csv_final = {final_cols, COUNT(final_cols)};
+_Static_assert(COUNT(final_cols) == PTI_FN_N && PTI_FN_N <= PTI_CSV_COLS,
+    "final.csv's columns must all fit one read");
 
 static const pti_column staleness_cols[] = {
     {"staleness", "%.0f"}, {"count", "%.0f"},

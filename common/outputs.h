@@ -29,10 +29,11 @@ enum {
 extern const pti_table pti_csv_worker;
 
 // eval.csv: one row per evaluation, on the validation set (val_loss,
-// val_acc) or, without one, on the test set (test_loss, test_acc).
+// val_acc, val_auc) or, without one, on the test set (test_loss,
+// test_acc, test_auc). AUCs are a click model's; nan for the others.
 enum {
 	PTI_EV_VERSION, PTI_EV_WALL, PTI_EV_LOSS, PTI_EV_ACC, PTI_EV_WSTEP,
-	PTI_EV_EVAL_S, PTI_EV_N
+	PTI_EV_EVAL_S, PTI_EV_AUC, PTI_EV_N
 };
 extern const pti_table pti_csv_eval_val, pti_csv_eval_test;
 
@@ -42,7 +43,8 @@ enum {
 	PTI_FN_TRAIN_ACC, PTI_FN_TEST_LOSS, PTI_FN_TEST_ACC, PTI_FN_VAL_LOSS,
 	PTI_FN_VAL_ACC, PTI_FN_BEST_VAL_ACC, PTI_FN_BEST_VAL_STEP,
 	PTI_FN_BEST_VAL_VERSION, PTI_FN_BEST_VAL_TEST_LOSS,
-	PTI_FN_BEST_VAL_TEST_ACC, PTI_FN_EVAL_WAIT_S, PTI_FN_N
+	PTI_FN_BEST_VAL_TEST_ACC, PTI_FN_EVAL_WAIT_S, PTI_FN_TRAIN_AUC,
+	PTI_FN_TEST_AUC, PTI_FN_BEST_VAL_TEST_AUC, PTI_FN_PLANTED_AUC, PTI_FN_N
 };
 extern const pti_table pti_csv_final;
 
@@ -58,7 +60,7 @@ extern const pti_table pti_csv_staleness;
 void pti_csv_header(FILE *f, const pti_table *t);
 void pti_csv_row(FILE *f, const pti_table *t, const double *v);
 
-#define PTI_CSV_COLS 16 // columns one read may want, at most
+#define PTI_CSV_COLS 24 // columns one read may want, at most
 
 typedef struct pti_csv {
 	double *v;              // n_rows x n_cols, row-major

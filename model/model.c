@@ -18,6 +18,9 @@ struct pti_model {
 
 int pti_model_alloc(pti_model **out, const pti_layout *l, uint32_t max_batch)
 {
+	if (l->kind == PT_MODEL_FM)
+		return pti_err_set(PT_EINVAL, "model %s: a sparse model has no "
+		    "dense net (model/sparse.h computes it)", l->spec);
 	if (max_batch == 0 || l->n_layers == 0 || l->n_layers > PT_MAX_LAYERS)
 		return pti_err_set(PT_EINVAL,
 		    "model %s: batch of %u rows, %u layers", l->spec,

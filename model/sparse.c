@@ -32,10 +32,39 @@ uint32_t pti_sparse_unique(const uint64_t *ids, uint32_t n, uint64_t *uniq,
 	return u;
 }
 
-// log1p(exp(z)) without overflow: the loss of label 0 at logit z.
-static double softplus(double z)
+double pti_softplus(double z)
 {
 	return z > 0 ? z + log1p(exp(-z)) : log1p(exp(z));
+}
+
+// fm_logit is the logit of one example of rows s[0..fields); sum (k)
+// gets each factor summed over the fields.
+static double fm_logit(uint32_t k, const float *rows, const uint32_t *s,
+    uint32_t fields, float bias, float *sum)
+{
+	uint32_t w = 1 + k;
+	double z = bias, sq = 0, pairs = 0;
+	if (k > 0)
+		memset(sum, 0, k * sizeof(float));
+	for (uint32_t i = 0; i < fields; i++) {
+		const float *r = rows + (size_t)s[i] * w;
+		z += r[0];
+		for (uint32_t j = 0; j < k; j++) {
+			sum[j] += r[1 + j];
+			sq += (double)r[1 + j] * r[1 + j];
+		}
+	}
+	for (uint32_t j = 0; j < k; j++)
+		pairs += (double)sum[j] * sum[j];
+	return z + (pairs - sq) / 2;
+}
+
+void pti_fm_logits(uint32_t k, const float *rows, const uint32_t *slot,
+    uint32_t b, uint32_t fields, float bias, float *logits, float *scratch)
+{
+	for (uint32_t e = 0; e < b; e++)
+		logits[e] = (float)fm_logit(k, rows, slot + (size_t)e * fields,
+		    fields, bias, scratch);
 }
 
 void pti_fm_grad(uint32_t k, const float *rows, uint32_t n_rows,
@@ -49,26 +78,12 @@ void pti_fm_grad(uint32_t k, const float *rows, uint32_t n_rows,
 	memset(grows, 0, (size_t)n_rows * w * sizeof(float));
 	for (uint32_t e = 0; e < b; e++) {
 		const uint32_t *s = slot + (size_t)e * fields;
-		double z = bias, sq = 0;
-		if (k > 0)
-			memset(sum, 0, k * sizeof(float));
-		for (uint32_t i = 0; i < fields; i++) {
-			const float *r = rows + (size_t)s[i] * w;
-			z += r[0];
-			for (uint32_t j = 0; j < k; j++) {
-				sum[j] += r[1 + j];
-				sq += (double)r[1 + j] * r[1 + j];
-			}
-		}
-		double pairs = 0;
-		for (uint32_t j = 0; j < k; j++)
-			pairs += (double)sum[j] * sum[j];
-		z += (pairs - sq) / 2;
+		double z = fm_logit(k, rows, s, fields, bias, sum);
 		if (logits != NULL)
 			logits[e] = (float)z;
 		// The mean log loss and its derivative in the logit,
 		// sigmoid(z) - y, over b.
-		total += softplus(z) - (y[e] ? z : 0);
+		total += pti_softplus(z) - (y[e] ? z : 0);
 		double g = (1 / (1 + exp(-z)) - (y[e] ? 1 : 0)) / b;
 		gb += g;
 		for (uint32_t i = 0; i < fields; i++) {

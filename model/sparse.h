@@ -35,4 +35,13 @@ void pti_fm_grad(uint32_t k, const float *rows, uint32_t n_rows,
     const uint8_t *y, float *grows, float *gbias, double *loss,
     float *logits, float *scratch);
 
+// pti_fm_logits is pti_fm_grad's forward pass alone: the logits of b
+// examples into logits. scratch holds k floats.
+void pti_fm_logits(uint32_t k, const float *rows, const uint32_t *slot,
+    uint32_t b, uint32_t fields, float bias, float *logits, float *scratch);
+
+// pti_softplus is log(1 + exp(z)) without overflow: the log loss of label
+// 0 at logit z (of label 1: pti_softplus(z) - z).
+double pti_softplus(double z);
+
 #endif // PT_MODEL_SPARSE_H

@@ -2,6 +2,7 @@
 // files that break the format in each way we refuse, data specs, the
 // synthetic set, epoch permutations and minibatch gather.
 #include <dirent.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "common/ctr.h"
 #include "common/data.h"
 #include "common/rng.h"
 #include "tests/test.h"
@@ -766,6 +768,48 @@ static void test_data_holdout(void)
 	pti_data_fini(&d);
 }
 
+// A click set: its shapes and dims, the same bytes from the same spec
+// whatever the job seed, ids gathered as they are, and a validation
+// split that keeps each example's ids, click and planted probability
+// together.
+static void test_data_ctr(void)
+{
+	pti_data d, e;
+	uint32_t dim, classes;
+	const char *spec = "ctr:500,6,1000,7";
+	PT_TEST_TRUE(pti_data_sparse(spec) && !pti_data_sparse("synthetic:5"));
+	PT_TEST_OK(pti_data_dims(spec, &dim, &classes));
+	PT_TEST_TRUE(dim == 6 && classes == 2);
+	PT_TEST_OK(pti_data_load(&d, spec, 1));
+	PT_TEST_OK(pti_data_load(&e, spec, 2));
+	PT_TEST_TRUE(d.train.n == 500 && d.test.n == 100 && d.train.dim == 6);
+	PT_TEST_TRUE(d.train.x == NULL && d.train.ids && d.train.p);
+	PT_TEST_TRUE(memcmp(d.train.ids, e.train.ids, 500 * 6 * 8) == 0);
+	PT_TEST_TRUE(memcmp(d.test.ids, d.train.ids, 100 * 6 * 8) != 0);
+	pti_ctr_spec cs;
+	PT_TEST_OK(pti_ctr_parse(spec, &cs));
+	uint64_t want[18];
+	for (uint32_t i = 0; i < 18; i++)
+		want[i] = e.train.ids[(i / 6 * 7 + 3) * 6 + i % 6];
+	PT_TEST_OK(pti_data_holdout(&e, 50));
+	PT_TEST_TRUE(e.train.n == 450 && e.val.n == 50 && e.val.ids &&
+		     e.val.p && e.val.x == NULL);
+	for (uint32_t i = 0; i < 50; i++) {
+		double p = 1 / (1 + exp(-pti_ctr_logit(&cs,
+				       e.val.ids + (size_t)i * 6)));
+		PT_TEST_NEAR(e.val.p[i], p, 1e-6);
+	}
+	uint32_t idx[3] = {3, 10, 17};
+	uint64_t ids[18];
+	uint8_t y[3];
+	pti_data_gather_ids(ids, y, &d.train, idx, 3);
+	PT_TEST_TRUE(memcmp(ids, want, sizeof(ids)) == 0);
+	PT_TEST_TRUE(y[1] == d.train.y[10]);
+	PT_TEST_ERR(pti_data_load(&e, "ctr:5,0,10", 1), PT_EINVAL);
+	pti_data_fini(&d);
+	pti_data_fini(&e);
+}
+
 static const pti_test_case cases[] = {
 	{"test_data_fashion_loads", test_data_fashion_loads},
 	{"test_data_dims", test_data_dims},
@@ -791,6 +835,7 @@ static const pti_test_case cases[] = {
 	{"test_data_gather_every_byte", test_data_gather_every_byte},
 	{"test_data_fini_zeroed", test_data_fini_zeroed},
 	{"test_data_holdout", test_data_holdout},
+	{"test_data_ctr", test_data_ctr},
 	{NULL, NULL},
 };
 

@@ -119,7 +119,7 @@ test_record_validation_split() {
 	if [ "$(json validation_examples "$s")" = 120 ] &&
 		[ "$(json train_examples "$s")" = 1080 ] &&
 		[ "$(json steps_per_epoch "$s")" = 16 ] &&
-		[ "$h" = "step,wall_s,val_loss,val_acc,worker_step,eval_s" ] &&
+		[ "$h" = "step,wall_s,val_loss,val_acc,worker_step,eval_s,val_auc" ] &&
 		[ "$rows" = 12 ] &&
 		[ "$(json best_val_acc "$s")" = "$best" ] &&
 		[ -n "$(json best_val_test_acc "$s")" ] &&

@@ -44,6 +44,8 @@ prefetch_test sh tests/prefetch_test.sh
 mp_test sh tests/mp_test.sh
 allreduce_test sh tests/allreduce_test.sh
 research_test sh tests/research_test.sh
+tables_test sh tests/tables_test.sh
+asan-tables_test env PSTRAIN=build/asan/pstrain sh tests/tables_test.sh
 record_test sh tests/record_test.sh
 compare_test sh tests/compare_test.sh
 ckpt_test sh tests/ckpt_test.sh

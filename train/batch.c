@@ -14,8 +14,11 @@ struct pti_batches {
 	uint32_t spe, batch, rank, b; // steps per epoch, B, rank, B / W
 	uint32_t *perm;               // the permutation of epoch `epoch`
 	uint32_t epoch;               // UINT32_MAX: none yet
-	float *x[2];                  // (b, dim) each
+	float *x[2];                  // (b, dim) each; NULL for a sparse set
+	uint64_t *ids[2];             // (b, dim) a sparse set's, or NULL
 	uint8_t *y[2];                // (b)
+	uint32_t *perm2;              // pti_batches_ids's own permutation
+	uint32_t epoch2;              // of this epoch (UINT32_MAX: none)
 	uint64_t step[2];             // the step buffer i holds; UINT64_MAX:
 				      // none
 	int ahead;                    // a thread gathers the next step
@@ -26,18 +29,28 @@ struct pti_batches {
 	int busy, stop; // the thread is gathering; it is to end
 };
 
-// gather fills buffer i with step t's slice of the global batch: block
-// t % spe of epoch t / spe's seeded permutation, this worker's part.
-static void gather(pti_batches *bs, int i, uint64_t t)
+// slice is this worker's part of step t's global batch: block t % spe of
+// epoch t / spe's seeded permutation, kept in perm (of *epoch).
+static const uint32_t *slice(const pti_batches *bs, uint32_t *perm,
+    uint32_t *epoch, uint64_t t)
 {
 	uint32_t e = (uint32_t)(t / bs->spe);
-	if (e != bs->epoch) {
-		pti_data_perm(bs->perm, bs->d->n, bs->seed, e);
-		bs->epoch = e;
+	if (e != *epoch) {
+		pti_data_perm(perm, bs->d->n, bs->seed, e);
+		*epoch = e;
 	}
-	const uint32_t *slice = bs->perm + (size_t)(t % bs->spe) * bs->batch +
-				(size_t)bs->rank * bs->b;
-	pti_data_gather(bs->x[i], bs->y[i], bs->d, slice, bs->b);
+	return perm + (size_t)(t % bs->spe) * bs->batch +
+	       (size_t)bs->rank * bs->b;
+}
+
+// gather fills buffer i with step t's examples.
+static void gather(pti_batches *bs, int i, uint64_t t)
+{
+	const uint32_t *s = slice(bs, bs->perm, &bs->epoch, t);
+	if (bs->d->ids != NULL)
+		pti_data_gather_ids(bs->ids[i], bs->y[i], bs->d, s, bs->b);
+	else
+		pti_data_gather(bs->x[i], bs->y[i], bs->d, s, bs->b);
 	bs->step[i] = t;
 }
 
@@ -79,13 +92,22 @@ int pti_batches_open(pti_batches **out, const pti_dataset *d, uint64_t seed,
 	bs->spe = d->n / batch;
 	bs->epoch = UINT32_MAX;
 	bs->want = UINT64_MAX;
+	bs->epoch2 = UINT32_MAX;
 	bs->perm = malloc((size_t)d->n * sizeof(uint32_t));
+	int sparse = d->ids != NULL, no = 0;
 	for (int i = 0; i < 2; i++) {
-		bs->x[i] = malloc((size_t)bs->b * d->dim * sizeof(float));
-		bs->y[i] = malloc(bs->b);
+		if (sparse)
+			no |= !(bs->ids[i] = malloc((size_t)bs->b * d->dim *
+						    sizeof(uint64_t)));
+		else
+			no |= !(bs->x[i] = malloc((size_t)bs->b * d->dim *
+						  sizeof(float)));
+		no |= !(bs->y[i] = malloc(bs->b));
 		bs->step[i] = UINT64_MAX;
 	}
-	if (!bs->perm || !bs->x[0] || !bs->x[1] || !bs->y[0] || !bs->y[1]) {
+	if (sparse)
+		no |= !(bs->perm2 = malloc((size_t)d->n * sizeof(uint32_t)));
+	if (!bs->perm || no) {
 		pti_batches_close(bs);
 		return pti_err_set(PT_ENOMEM, "batches of %u rows", bs->b);
 	}
@@ -127,6 +149,19 @@ void pti_batches_get(pti_batches *bs, uint64_t t, const float **x,
 	}
 }
 
+const uint64_t *pti_batches_ids(const pti_batches *bs, uint64_t t)
+{
+	int i = (int)(t % 2);
+	return bs->step[i] == t ? bs->ids[i] : NULL;
+}
+
+void pti_batches_ids_of(pti_batches *bs, uint64_t t, uint64_t *ids,
+    uint8_t *y)
+{
+	pti_data_gather_ids(ids, y, bs->d, slice(bs, bs->perm2, &bs->epoch2, t),
+	    bs->b);
+}
+
 void pti_batches_close(pti_batches *bs)
 {
 	if (bs == NULL)
@@ -141,8 +176,10 @@ void pti_batches_close(pti_batches *bs)
 	pthread_mutex_destroy(&bs->mu);
 	pthread_cond_destroy(&bs->cv);
 	free(bs->perm);
+	free(bs->perm2);
 	for (int i = 0; i < 2; i++) {
 		free(bs->x[i]);
+		free(bs->ids[i]);
 		free(bs->y[i]);
 	}
 	free(bs);

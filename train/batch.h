@@ -26,6 +26,16 @@ int pti_batches_open(pti_batches **out, const struct pti_dataset *d,
 void pti_batches_get(pti_batches *bs, uint64_t t, const float **x,
     const uint8_t **y);
 
+// A sparse set's steps (ids, not features: pti_batches_get points *x at
+// NULL): pti_batches_ids is step t's ids (b, dim) when pti_batches_get
+// last gave step t, else NULL; pti_batches_ids_of gathers step t's ids
+// and clicks into the caller's ids (b, dim) and y (b), changing nothing
+// pti_batches_get sees (a step ahead: its rows are pulled before it
+// begins). One thread at a time.
+const uint64_t *pti_batches_ids(const pti_batches *bs, uint64_t t);
+void pti_batches_ids_of(pti_batches *bs, uint64_t t, uint64_t *ids,
+    uint8_t *y);
+
 void pti_batches_close(pti_batches *bs);
 
 #endif // PT_TRAIN_BATCH_H

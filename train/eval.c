@@ -14,8 +14,10 @@
 #include "common/err.h"
 #include "common/modelfile.h"
 #include "common/outputs.h"
+#include "common/stats.h"
 #include "common/testhook.h"
 #include "train/record.h"
+#include "train/sparse.h"
 
 int pti_train_evaluate(pti_model *m, const float *params,
     const pti_dataset *d, uint32_t max_batch, float *xbuf, uint8_t *ybuf,
@@ -41,12 +43,24 @@ int pti_train_evaluate(pti_model *m, const float *params,
 	return 0;
 }
 
-static int eval_on(pti_trainer *w, const float *params, const pti_dataset *d,
-    double *loss, double *acc)
+// evaluate computes params' loss, accuracy and AUC (a click model's;
+// NaN for the others) on d, with model m and the buffers given.
+static int evaluate(pti_trainer *w, pti_model *m, float *x, uint8_t *y,
+    uint32_t *idx, const float *params, const pti_dataset *d, double *loss,
+    double *acc, double *auc)
 {
-	return pti_train_evaluate(w->model, params, d,
-	    PTI_EVAL_CHUNK > w->b ? PTI_EVAL_CHUNK : w->b, w->x, w->y, w->idx,
-	    loss, acc);
+	if (w->sparse != NULL)
+		return pti_sparse_evaluate(w, params, d, loss, acc, auc);
+	*auc = NAN;
+	return pti_train_evaluate(m, params, d, PTI_EVAL_CHUNK > w->b ?
+	    PTI_EVAL_CHUNK : w->b, x, y, idx, loss, acc);
+}
+
+static int eval_on(pti_trainer *w, const float *params, const pti_dataset *d,
+    double *loss, double *acc, double *auc)
+{
+	return evaluate(w, w->model, w->x, w->y, w->idx, params, d, loss, acc,
+	    auc);
 }
 
 int pti_eval_due(const pti_trainer *w, uint64_t t)
@@ -63,20 +77,19 @@ int pti_eval_due(const pti_trainer *w, uint64_t t)
 // validation so far.
 static int eval_write(pti_trainer *w, pti_model *m, float *x, uint8_t *y,
     uint32_t *idx, const float *params, int64_t ver, uint64_t wstep,
-    double t, double *loss_out, double *acc_out)
+    double t, double *loss_out, double *acc_out, double *auc_out)
 {
 	const pti_dataset *d = w->data.val.n > 0 ? &w->data.val : &w->data.test;
-	double loss, acc, began = pti_clock_s();
-	int rv = pti_train_evaluate(m, params, d, PTI_EVAL_CHUNK > w->b ?
-	    PTI_EVAL_CHUNK : w->b, x, y, idx, &loss, &acc);
+	double loss, acc, auc, began = pti_clock_s();
+	int rv = evaluate(w, m, x, y, idx, params, d, &loss, &acc, &auc);
 	if (rv != 0)
 		return rv;
 	double row[PTI_EV_N] = {(double)ver, t - w->t0, loss, acc,
-	    (double)wstep, pti_clock_s() - began};
+	    (double)wstep, pti_clock_s() - began, auc};
 	if ((rv = pti_record_eval(w, row)) != 0)
 		return rv;
 	if (w->data.val.n > 0 && acc > w->best_acc) {
-		size_t bytes = w->layout.n_params * sizeof(float);
+		size_t bytes = w->n_eval * sizeof(float);
 		if (w->best == NULL && (w->best = malloc(bytes)) == NULL)
 			return pti_err_set(PT_ENOMEM, "best parameters");
 		memcpy(w->best, params, bytes);
@@ -88,6 +101,8 @@ static int eval_write(pti_trainer *w, pti_model *m, float *x, uint8_t *y,
 		*loss_out = loss;
 	if (acc_out != NULL)
 		*acc_out = acc;
+	if (auc_out != NULL)
+		*auc_out = auc;
 	return 0;
 }
 
@@ -144,7 +159,8 @@ static void *evq_main(void *arg)
 		// not wait for its evaluations.
 		pti_test_hold(PTI_HOLD_EVAL);
 		int rv = e->rv ? e->rv : eval_write(w, e->model, e->x, e->y,
-		    e->idx, s->params, s->ver, s->wstep, s->t, NULL, NULL);
+		    e->idx, s->params, s->ver, s->wstep, s->t, NULL, NULL,
+		    NULL);
 		pthread_mutex_lock(&e->mu);
 		if (rv != 0 && e->rv == 0)
 			e->rv = rv;
@@ -159,7 +175,7 @@ static void *evq_main(void *arg)
 // evq_start makes w's evaluator and starts its thread.
 static int evq_start(pti_trainer *w)
 {
-	size_t bytes = w->layout.n_params * sizeof(float);
+	size_t bytes = w->n_eval * sizeof(float);
 	uint32_t chunk = PTI_EVAL_CHUNK > w->b ? PTI_EVAL_CHUNK : w->b;
 	pti_evaluator *e = calloc(1, sizeof(*e));
 	int rv;
@@ -175,7 +191,8 @@ static int evq_start(pti_trainer *w)
 	    (e->y = malloc(chunk)) == NULL ||
 	    (e->idx = malloc(chunk * sizeof(uint32_t))) == NULL)
 		return pti_err_set(PT_ENOMEM, "evaluator's buffers");
-	if ((rv = pti_model_alloc(&e->model, &w->layout, chunk)) != 0)
+	if (w->sparse == NULL &&
+	    (rv = pti_model_alloc(&e->model, &w->layout, chunk)) != 0)
 		return rv;
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_cond_init(&e->cv, NULL);
@@ -195,6 +212,9 @@ int pti_eval_row(pti_trainer *w, int64_t ver, uint64_t wstep)
 	int rv;
 	if (w->evaluator == NULL && (rv = evq_start(w)) != 0)
 		return rv;
+	// A sparse model's rows to evaluate: read between two steps.
+	if (w->sparse != NULL && (rv = pti_sparse_fill(w)) != 0)
+		return rv;
 	pti_evaluator *e = w->evaluator;
 	pthread_mutex_lock(&e->mu);
 	if (e->n == e->cap) {
@@ -206,7 +226,7 @@ int pti_eval_row(pti_trainer *w, int64_t ver, uint64_t wstep)
 	evq_slot *s = &e->slot[(e->head + e->n) % e->cap];
 	pthread_mutex_unlock(&e->mu);
 	// The slot is the caller's until it is counted in n.
-	size_t bytes = w->layout.n_params * sizeof(float);
+	size_t bytes = w->n_eval * sizeof(float);
 	if (s->params == NULL && (s->params = malloc(bytes)) == NULL)
 		return pti_err_set(PT_ENOMEM, "a copy of the parameters to "
 		    "evaluate");
@@ -265,6 +285,22 @@ void pti_eval_stop(pti_trainer *w)
 	w->evaluator = NULL;
 }
 
+// planted_auc: the AUC of a click set's planted probabilities on d, the
+// best any model can reach there; NaN for other data.
+static double planted_auc(const pti_dataset *d)
+{
+	if (d->p == NULL || d->n == 0)
+		return NAN;
+	pti_scored *s = malloc(d->n * sizeof(*s));
+	if (s == NULL)
+		return NAN;
+	for (uint32_t i = 0; i < d->n; i++)
+		s[i] = (pti_scored){d->p[i], d->y[i]};
+	double auc = pti_auc(s, d->n);
+	free(s);
+	return auc;
+}
+
 int pti_eval_final(pti_trainer *w, int64_t ver, double train_s)
 {
 	const pti_config *c = w->c;
@@ -273,22 +309,27 @@ int pti_eval_final(pti_trainer *w, int64_t ver, double train_s)
 	// (they may be the best; the test set when there is none), then the
 	// test set, once, for the final and for the best-validation
 	// parameters.
-	double row_loss, row_acc, tr_loss, tr_acc, te_loss, te_acc;
+	double row_loss, row_acc, row_auc, tr_loss, tr_acc, tr_auc;
+	double te_loss, te_acc, te_auc, bt_auc = NAN;
 	double va_loss = NAN, va_acc = NAN, bt_loss = NAN, bt_acc = NAN;
 	int val = w->data.val.n > 0;
 	double waited;
 	if ((rv = pti_eval_drain(w, &waited)) != 0 ||
+	    (w->sparse != NULL && ((rv = pti_sparse_fill(w)) != 0 ||
+				      (rv = pti_sparse_fill_train(w)) != 0)) ||
 	    (rv = eval_write(w, w->model, w->x, w->y, w->idx, w->params, ver,
-		 w->steps, pti_wall_s(), &row_loss, &row_acc)) != 0 ||
-	    (rv = eval_on(w, w->params, &w->data.train, &tr_loss,
-		 &tr_acc)) != 0)
+		 w->steps, pti_wall_s(), &row_loss, &row_acc, &row_auc)) != 0 ||
+	    (rv = eval_on(w, w->params, &w->data.train, &tr_loss, &tr_acc,
+		 &tr_auc)) != 0)
 		return rv;
 	if (!val) {
 		te_loss = row_loss;
 		te_acc = row_acc;
+		te_auc = row_auc;
 	} else if ((rv = eval_on(w, w->params, &w->data.test, &te_loss,
-			&te_acc)) != 0 ||
-	    (rv = eval_on(w, w->best, &w->data.test, &bt_loss, &bt_acc)) != 0) {
+			&te_acc, &te_auc)) != 0 ||
+	    (rv = eval_on(w, w->best, &w->data.test, &bt_loss, &bt_acc,
+		 &bt_auc)) != 0) {
 		return rv;
 	} else {
 		va_loss = row_loss;
@@ -299,7 +340,8 @@ int pti_eval_final(pti_trainer *w, int64_t ver, double train_s)
 	double row[PTI_FN_N] = {(double)ver, (double)w->steps,
 	    train_s, tr_loss, tr_acc, te_loss, te_acc, va_loss, va_acc,
 	    w->best ? w->best_acc : NAN, (double)w->best_step,
-	    (double)w->best_ver, bt_loss, bt_acc, waited};
+	    (double)w->best_ver, bt_loss, bt_acc, waited, tr_auc, te_auc,
+	    bt_auc, planted_auc(&w->data.test)};
 	if ((rv = pti_record_final(w, row)) != 0)
 		return rv;
 	w->finished = 1;

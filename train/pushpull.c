@@ -6,7 +6,6 @@
 #include "common/blas.h"
 #include "common/clock.h"
 #include "common/err.h"
-#include "common/mode.h"
 #include "train/sender.h"
 
 typedef struct pushpull {
@@ -43,8 +42,7 @@ static int pushpull_send(void *s, pti_step *st)
 	    w->layout.n_params, w->grad, w->params, &p->req);
 }
 
-// pushpull_wait: in sync mode the servers' version is the next step; with
-// backup workers a late worker skips to it.
+// pushpull_wait waits for the step's values.
 static int pushpull_wait(void *s, pti_step **done)
 {
 	pushpull *p = s;
@@ -55,15 +53,7 @@ static int pushpull_wait(void *s, pti_step **done)
 	p->req = NULL;
 	if (rv != 0)
 		return rv;
-	st->t_end = pti_wall_s();
-	st->step_s = st->t_end - st->t_a;
-	st->compute_s = p->t_c - st->t_b;
-	st->comm_s = st->t_end - p->t_c;
-	st->ver = st->info.ver_min;
-	uint64_t next = pti_mode_of(w->c->job.mode)->lockstep && st->info.ver_min > 0
-			    ? (uint64_t)st->info.ver_min
-			    : st->t + 1;
-	st->next = next > st->t ? next : st->t + 1;
+	pti_step_ended(w, st, p->t_c, 0);
 	*done = st;
 	return 0;
 }

@@ -16,9 +16,11 @@
 
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/mode.h"
 #include "common/rng.h"
 #include "common/testhook.h"
 #include "train/eval.h"
+#include "train/sparse.h"
 
 void pti_train_sleep_ms(double ms)
 {
@@ -54,8 +56,11 @@ int pti_trainer_init(pti_trainer *w, const pti_config *c)
 	    c->steps ? c->steps : (uint64_t)c->epochs * w->spe);
 	uint32_t rows = w->b > PTI_EVAL_CHUNK ? w->b : PTI_EVAL_CHUNK;
 	uint64_t np = w->layout.n_params;
-	w->params = malloc(np * sizeof(float));
-	w->grad = malloc(np * sizeof(float));
+	w->n_eval = np;
+	if (w->layout.kind == PT_MODEL_FM && (rv = pti_sparse_init(w)) != 0)
+		return rv;
+	w->params = calloc(w->n_eval, sizeof(float));
+	w->grad = calloc(np, sizeof(float));
 	w->x = malloc((size_t)rows * w->data.train.dim * sizeof(float));
 	w->y = malloc(rows);
 	w->idx = malloc(rows * sizeof(uint32_t));
@@ -64,7 +69,8 @@ int pti_trainer_init(pti_trainer *w, const pti_config *c)
 	if ((rv = pti_batches_open(&w->batches, &w->data.train, c->job.seed,
 		 c->job.batch, c->job.workers, c->rank, (int)c->prefetch)) != 0)
 		return rv;
-	return pti_model_alloc(&w->model, &w->layout, rows);
+	return w->sparse != NULL ? 0 : pti_model_alloc(&w->model, &w->layout,
+					   rows);
 }
 
 void pti_trainer_fini(pti_trainer *w)
@@ -79,6 +85,7 @@ void pti_trainer_fini(pti_trainer *w)
 	// The prefetch thread may still be gathering the step after the
 	// last from w->data: joined before the data is freed.
 	pti_batches_close(w->batches);
+	pti_sparse_fini(w);
 	pti_data_fini(&w->data);
 	free(w->params);
 	free(w->grad);
@@ -114,6 +121,21 @@ void pti_trainer_batch(pti_trainer *w, pti_step *st, uint64_t t,
 	st->delay = trainer_delay(w, t);
 	pti_train_sleep_ms(st->delay);
 	st->t_b = pti_wall_s();
+}
+
+void pti_step_ended(const pti_trainer *w, pti_step *st, double t_c,
+    double pre_s)
+{
+	st->t_end = pti_wall_s();
+	st->step_s = st->t_end - st->t_a;
+	st->compute_s = t_c - st->t_b - pre_s;
+	st->comm_s = st->t_end - t_c + pre_s;
+	st->ver = st->info.ver_min;
+	uint64_t next = pti_mode_of(w->c->job.mode)->lockstep &&
+				st->info.ver_min > 0
+			    ? (uint64_t)st->info.ver_min
+			    : st->t + 1;
+	st->next = next > st->t ? next : st->t + 1;
 }
 
 double pti_trainer_limit(const pti_trainer *w)

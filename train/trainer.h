@@ -19,6 +19,7 @@
 #define PTI_EVAL_CHUNK 500u // examples per forward pass when evaluating
 
 typedef struct pti_evaluator pti_evaluator; // worker 0's (train/eval.c)
+typedef struct pti_sparse pti_sparse; // a sparse model's (train/sparse.c)
 
 typedef struct pti_trainer {
 	const pti_config *c;
@@ -27,13 +28,16 @@ typedef struct pti_trainer {
 	pti_model *model;
 	pt_worker *pw;         // the library's worker, once it has joined
 	pti_client *client;    // its connection to the servers
-	float *params, *grad;  // (n_params)
+	float *params, *grad;  // (n_params); params (n_eval)
+	uint64_t n_eval;       // floats an evaluation reads: n_params, and a
+			       // sparse model's rows behind them
+	pti_sparse *sparse;    // a sparse model's views, or NULL
 	float *x;              // (max(b, PTI_EVAL_CHUNK), dim)
 	uint8_t *y;
 	uint32_t *idx;
 	pti_batches *batches;  // each step's examples (--prefetch: ahead)
 	pti_evaluator *evaluator; // its evaluator thread, or NULL
-	float *best;           // (n_params) best-validation parameters, or NULL
+	float *best;           // (n_eval) best-validation parameters, or NULL
 	double best_acc;       // their validation accuracy; -1: none yet
 	uint64_t best_step;    // worker steps done when they were evaluated
 	int64_t best_ver;      // their version
@@ -74,6 +78,14 @@ void pti_trainer_fini(pti_trainer *w);
 // batch.h) and the step's injected delay, slept before it returns.
 void pti_trainer_batch(pti_trainer *w, pti_step *st, uint64_t t,
     const float **x, const uint8_t **y);
+
+// pti_step_ended fills st's times and the step to go on with once its
+// replies (st->info) are in: it was sent at t_c, and pre_s seconds of its
+// compute time before that were communication (rows pulled for it). In
+// sync mode the servers' version is the next step; with backup workers
+// a late worker skips to it.
+void pti_step_ended(const pti_trainer *w, pti_step *st, double t_c,
+    double pre_s);
 
 // pti_trainer_limit: a loss above it has diverged. Far above its start:
 // ten times the first step's loss, and at least twice chance level (a

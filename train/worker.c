@@ -1,7 +1,7 @@
 // train/worker.c - one worker of pstrain's own trainer (see worker.h):
 // its state (trainer.c), then the loop of its mode: a parameter-server
 // job's (loop.c), through the way of sending --layer-push asks for
-// (pushpull.c, layerpush.c), or --mode allreduce's (allreduce.c, over
+// (pushpull.c, layerpush.c) or a sparse model's (sparse.c), or --mode allreduce's (allreduce.c, over
 // ring.c). batch.c gives each step's examples, session.c joins and ends
 // the job, eval.c evaluates, record.c writes the rows.
 #include "train/worker.h"
@@ -10,6 +10,7 @@
 #include "train/allreduce.h"
 #include "train/loop.h"
 #include "train/sender.h"
+#include "train/sparse.h"
 #include "train/trainer.h"
 
 // worker_train runs a parameter-server job's loop through its way of
@@ -17,8 +18,9 @@
 static int worker_train(pti_trainer *w)
 {
 	pti_sender s = {NULL, NULL};
-	int rv = w->c->layer_push == PT_LP_ON ? pti_layerpush_open(&s, w)
-					      : pti_pushpull_open(&s, w);
+	int rv = w->sparse != NULL		 ? pti_sparse_open(&s, w)
+		 : w->c->layer_push == PT_LP_ON ? pti_layerpush_open(&s, w)
+						 : pti_pushpull_open(&s, w);
 	if (rv == 0)
 		rv = pti_train_loop(w, &s);
 	if (s.ops != NULL)

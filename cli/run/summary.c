@@ -43,7 +43,9 @@ int pti_final_read(const char *dir, pti_final *out)
 		    v[PTI_FN_TEST_ACC], v[PTI_FN_VAL_LOSS], v[PTI_FN_VAL_ACC],
 		    v[PTI_FN_BEST_VAL_ACC], v[PTI_FN_BEST_VAL_STEP],
 		    v[PTI_FN_BEST_VAL_VERSION], v[PTI_FN_BEST_VAL_TEST_LOSS],
-		    v[PTI_FN_BEST_VAL_TEST_ACC], v[PTI_FN_EVAL_WAIT_S]};
+		    v[PTI_FN_BEST_VAL_TEST_ACC], v[PTI_FN_EVAL_WAIT_S],
+		    v[PTI_FN_TRAIN_AUC], v[PTI_FN_TEST_AUC],
+		    v[PTI_FN_BEST_VAL_TEST_AUC], v[PTI_FN_PLANTED_AUC]};
 		*out = r;
 	}
 	free(t.v);
@@ -507,7 +509,7 @@ int pti_summary_write(const pti_run_facts *r)
 	if (!have) {
 		double nan = NAN;
 		pti_final none = {nan, nan, nan, nan, nan, nan, nan, nan, nan,
-		    nan, nan, nan, nan, nan, nan};
+		    nan, nan, nan, nan, nan, nan, nan, nan, nan, nan};
 		fin = none;
 	}
 	memset(&st, 0, sizeof(st));
@@ -643,6 +645,10 @@ int pti_summary_write(const pti_run_facts *r)
 	num(f, "best_val_version", val ? fin.best_val_version : NAN, 20);
 	num(f, "best_val_test_loss", val ? fin.best_val_test_loss : NAN, 6);
 	num(f, "best_val_test_acc", val ? fin.best_val_test_acc : NAN, 4);
+	num(f, "final_train_auc", fin.train_auc, 4);
+	num(f, "final_test_auc", fin.test_auc, 4);
+	num(f, "best_val_test_auc", val ? fin.best_val_test_auc : NAN, 4);
+	num(f, "planted_auc", fin.planted_auc, 4);
 	json_object_set_new(f, "config", pti_config_json(c, PT_CMD_RUN));
 	json_object_set_new(f, "record", pti_record_json(r->cmdline, r->t0));
 	// Each number was rounded above to its digits: 15 significant
@@ -672,6 +678,9 @@ int pti_summary_write(const pti_run_facts *r)
 	    (double)r->steps / r->spe, from, r->wall, rate,
 	    st.rows ? st.first_s : NAN, train_s, st.eval_s,
 	    fin.train_loss, fin.test_loss, fin.test_acc);
+	if (!isnan(fin.test_auc))
+		printf("  test AUC %.4f (the planted model's %.4f), train AUC "
+		       "%.4f\n", fin.test_auc, fin.planted_auc, fin.train_auc);
 	if (val)
 		printf("  best validation accuracy %.4f at step %.0f (test "
 		       "accuracy there %.4f); final validation accuracy "

@@ -44,6 +44,8 @@ typedef struct pti_final {
 	    test_acc, val_loss, val_acc, best_val_acc, best_val_step,
 	    best_val_version, best_val_test_loss, best_val_test_acc,
 	    eval_wait_s;
+	// A click model's (NaN for the others, and in older files).
+	double train_auc, test_auc, best_val_test_auc, planted_auc;
 } pti_final;
 
 // pti_final_read reads DIR/final.csv into *out. Returns 0, or -1 when it

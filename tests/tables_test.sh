@@ -1,0 +1,87 @@
+#!/bin/sh
+# tests/tables_test.sh - embedding tables through pstrain run (issue 35):
+# the sparse models on a click set, trained by real server and worker
+# processes. Sync gives the same numbers on 1 and 3 servers; each set-up
+# learns (AUC well above chance, below the planted model's); async counts
+# row staleness; a sparse model with dense data (and the reverse) is
+# refused. Prints "ok NAME" / "FAIL NAME" lines.
+cd "$(dirname "$0")/.." || exit 2
+P=${PSTRAIN:-bin/pstrain}
+T=$(mktemp -d "${TMPDIR:-/tmp}/pt-tb-XXXXXX")
+trap 'rm -rf "$T"' EXIT
+D="--data ctr:20000,8,1000 --batch 256 --epochs 3 --validation 10% --seed 3"
+
+. tests/lib.sh
+
+# learned SUMMARY: its test AUC is above 0.6 and below the planted one.
+learned() {
+	awk -v a="$(json final_test_auc "$1")" -v p="$(json planted_auc "$1")" \
+		'BEGIN { exit !(a > 0.6 && a < p && p > 0.75) }'
+}
+
+test_tables_sync_placement() {
+	n=test_tables_sync_placement
+	for s in 1 3; do
+		$P run --model fm:4 --mode sync --servers $s --workers 2 $D \
+			--lr 1 --out "$T/s$s" >"$T/s$s.log" 2>&1 ||
+			{ no $n "sync run on $s servers failed" "$T/s$s.log"; return; }
+	done
+	# Every number of the two jobs but the times.
+	for s in 1 3; do
+		cut -d, -f1,2,4-14,16- "$T/s$s/final.csv" >"$T/s$s.final"
+		cut -d, -f1,3,4,7 "$T/s$s/eval.csv" >"$T/s$s.eval"
+	done
+	if ! cmp -s "$T/s1.final" "$T/s3.final" ||
+		! cmp -s "$T/s1.eval" "$T/s3.eval"; then
+		no $n "1 and 3 servers differ" "$T/s3/final.csv"
+	elif ! learned "$T/s1/summary.json"; then
+		no $n "test AUC $(json final_test_auc "$T/s1/summary.json")," \
+			"planted $(json planted_auc "$T/s1/summary.json")"
+	elif [ "$(grep -c 'nan' "$T/s1.eval")" != 0 ]; then
+		no $n "an evaluation without its AUC" "$T/s1/eval.csv"
+	else
+		ok $n
+	fi
+}
+
+test_tables_async_staleness() {
+	n=test_tables_async_staleness
+	$P run --model lr --mode async --servers 2 --workers 4 $D --lr 1 \
+		--out "$T/a" >"$T/a.log" 2>&1 ||
+		{ no $n "async run failed" "$T/a.log"; return; }
+	# Each server's rows: every pushed row was read by its worker first.
+	pushed=0
+	for s in 0 1; do
+		p=$(sed -n 's/.*"rows_pushed": \([0-9]*\).*/\1/p' "$T/a/server-$s.json")
+		pushed=$((pushed + ${p:-0}))
+	done
+	if [ "$pushed" -gt 0 ] && learned "$T/a/summary.json" &&
+		grep -q '"row_staleness_max"' "$T/a/server-1.json"; then
+		ok $n
+	else
+		no $n "rows pushed $pushed, test AUC" \
+			"$(json final_test_auc "$T/a/summary.json")" "$T/a.log"
+	fi
+}
+
+test_tables_refused() {
+	n=test_tables_refused
+	$P run --model fm:4 --data synthetic:100 --out "$T/r1" >"$T/r1.log" 2>&1
+	r1=$?
+	$P run --model mlp:8 --data ctr:100,4,50 --out "$T/r2" >"$T/r2.log" 2>&1
+	r2=$?
+	$P run --model lr --data ctr:100,4,50 --mode allreduce --out "$T/r3" \
+		>"$T/r3.log" 2>&1
+	r3=$?
+	if [ "$r1" = 2 ] && [ "$r2" = 2 ] && [ "$r3" = 2 ] &&
+		grep -q "does not go with --data synthetic" "$T/r1.log" &&
+		grep -q "needs parameter servers" "$T/r3.log"; then
+		ok $n
+	else
+		no $n "exits $r1 $r2 $r3" "$T/r1.log"
+	fi
+}
+
+test_tables_sync_placement
+test_tables_async_staleness
+test_tables_refused
