@@ -126,6 +126,7 @@ struct pti_client {
 	pt_lent *loans; // lent replies not given back yet
 	uint64_t reused; // requests written into a kept reply
 	uint64_t copied; // loans whose values had to be copied (unaligned)
+	uint64_t tx, rx; // bytes of the messages sent and received
 	int skew; // test hook: lent replies are moved to an unaligned body
 };
 
@@ -178,6 +179,8 @@ static void part_cb(void *arg)
 	else if (rv == 0)
 		p->reply = nng_aio_get_msg(p->aio);
 	pthread_mutex_lock(&c->mu);
+	if (rv == 0 && p->state == PART_RECV)
+		c->rx += nng_msg_len(p->reply);
 	p->rv = rv;
 	p->state = PART_DONE;
 	client_part **pp = &p->k->busy;
@@ -519,6 +522,7 @@ static int call_send(pt_req *q, uint32_t server, const pti_hdr *h,
 	p->want_n = n;
 	p->unanswered = 0;
 	c->reused += (uint64_t)reused;
+	c->tx += nng_msg_len(m);
 	if (lend)
 		q->lent = p;
 	// Not connected: fail at once (the caller waits and rejoins) rather
@@ -858,6 +862,14 @@ void pti_lent_free(pti_client *c, pt_lent *l)
 	nng_msg_free(drop);
 	free(l->copy);
 	free(l);
+}
+
+void pti_client_bytes(pti_client *c, uint64_t *tx, uint64_t *rx)
+{
+	pthread_mutex_lock(&c->mu);
+	*tx = c->tx;
+	*rx = c->rx;
+	pthread_mutex_unlock(&c->mu);
 }
 
 void pti_client_counts(pti_client *c, uint64_t *reused, uint64_t *copied)

@@ -110,6 +110,12 @@ void pti_lent_free(pti_client *c, pt_lent *l);
 // since the client opened. For tests and statistics.
 void pti_client_counts(pti_client *c, uint64_t *reused, uint64_t *copied);
 
+// pti_client_bytes: bytes of the messages this client has sent (*tx)
+// and received (*rx) since it opened, pstrain's headers and payloads
+// (nng adds a 4-byte request id, and tcp and ipc an 8-byte length, to
+// each message).
+void pti_client_bytes(pti_client *c, uint64_t *tx, uint64_t *rx);
+
 // pti_client_shard gives server i's shard [*lo, *hi) as its hello said,
 // and returns the server count. pti_client_ver: the version of the values
 // last received from server i.

@@ -3,8 +3,8 @@
 # the sparse models on a click set, trained by real server and worker
 # processes. Sync gives the same numbers on 1 and 3 servers; each set-up
 # learns (AUC well above chance, below the planted model's); async counts
-# row staleness; a sparse model with dense data (and the reverse) is
-# refused. Prints "ok NAME" / "FAIL NAME" lines.
+# row staleness; a step moves its rows only (bytes_pulled_per_step); a
+# sparse model with dense data (and the reverse) is refused. Prints "ok NAME" / "FAIL NAME" lines.
 cd "$(dirname "$0")/.." || exit 2
 P=${PSTRAIN:-bin/pstrain}
 T=$(mktemp -d "${TMPDIR:-/tmp}/pt-tb-XXXXXX")
@@ -64,6 +64,21 @@ test_tables_async_staleness() {
 	fi
 }
 
+test_tables_bytes() {
+	# A table of 10^7 possible ids (26 fields of 384,615) x 16 floats
+	# (fm:15), a worker's batch of 256 x 26 ids: a step moves its rows
+	# only, at most 0.5 MB.
+	n=test_tables_bytes
+	$P run --model fm:15 --data ctr:20000,26,384615 --batch 256 \
+		--servers 2 --workers 1 --steps 20 --lr 1 --out "$T/b" \
+		>"$T/b.log" 2>&1 || { no $n "run failed" "$T/b.log"; return; }
+	rx=$(json bytes_pulled_per_step "$T/b/summary.json")
+	tx=$(json bytes_pushed_per_step "$T/b/summary.json")
+	awk -v rx="$rx" -v tx="$tx" 'BEGIN { exit !(rx > 100000 &&
+		rx <= 524288 && tx > 100000) }' && ok $n ||
+		no $n "pulled $rx, pushed $tx bytes a step" "$T/b/summary.json"
+}
+
 test_tables_refused() {
 	n=test_tables_refused
 	$P run --model fm:4 --data synthetic:100 --out "$T/r1" >"$T/r1.log" 2>&1
@@ -84,4 +99,5 @@ test_tables_refused() {
 
 test_tables_sync_placement
 test_tables_async_staleness
+test_tables_bytes
 test_tables_refused

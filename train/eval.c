@@ -212,9 +212,17 @@ int pti_eval_row(pti_trainer *w, int64_t ver, uint64_t wstep)
 	int rv;
 	if (w->evaluator == NULL && (rv = evq_start(w)) != 0)
 		return rv;
-	// A sparse model's rows to evaluate: read between two steps.
-	if (w->sparse != NULL && (rv = pti_sparse_fill(w)) != 0)
-		return rv;
+	// A sparse model's rows to evaluate: read between two steps, their
+	// bytes no step's.
+	if (w->sparse != NULL) {
+		uint64_t tx0, rx0, tx1, rx1;
+		pti_client_bytes(w->client, &tx0, &rx0);
+		if ((rv = pti_sparse_fill(w)) != 0)
+			return rv;
+		pti_client_bytes(w->client, &tx1, &rx1);
+		w->tx_mark += tx1 - tx0;
+		w->rx_mark += rx1 - rx0;
+	}
 	pti_evaluator *e = w->evaluator;
 	pthread_mutex_lock(&e->mu);
 	if (e->n == e->cap) {

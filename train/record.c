@@ -59,6 +59,9 @@ int pti_record_open(pti_trainer *w, int append)
 	const pti_config *c = w->c;
 	char name[64];
 	snprintf(name, sizeof(name), "worker-%u.csv", c->rank);
+	// The bytes of joining are no step's.
+	if (w->client != NULL)
+		pti_client_bytes(w->client, &w->tx_mark, &w->rx_mark);
 	w->csv = record_csv(c, name, &pti_csv_worker, append);
 	if (w->csv == NULL)
 		return PT_EIO;
@@ -73,11 +76,22 @@ int pti_record_step(pti_trainer *w, const pti_step *st)
 	const pti_client_step *info = &st->info;
 	struct rusage ru; // the process's page faults and memory
 	getrusage(RUSAGE_SELF, &ru);
+	// The bytes this worker's messages took since its last row (a ring
+	// worker has no client: NaN).
+	double tx = NAN, rx = NAN;
+	if (w->client != NULL) {
+		uint64_t t, r;
+		pti_client_bytes(w->client, &t, &r);
+		tx = (double)(t - w->tx_mark);
+		rx = (double)(r - w->rx_mark);
+		w->tx_mark = t;
+		w->rx_mark = r;
+	}
 	double row[PTI_WK_N] = {(double)(st->t + 1), st->epoch,
 	    st->t_end - w->t0, st->loss, sqrt(st->sumsq), st->step_s * 1e3,
 	    st->compute_s * 1e3, st->comm_s * 1e3, (double)info->stale_max,
 	    info->lr, st->delay, (double)info->ver_min, (double)ru.ru_minflt,
-	    (double)ru.ru_maxrss / 1024};
+	    (double)ru.ru_maxrss / 1024, tx, rx};
 	pti_csv_row(w->csv, &pti_csv_worker, row);
 	if (st->t_end - w->t_log >= 10.0) {
 		fprintf(stderr, "worker %u: step %llu/%llu loss %.4f\n",

@@ -51,6 +51,8 @@ typedef struct pti_trainer {
 	double first_loss;     // the first step's loss; -1 before it
 	int finished;          // this worker finished the job (pti_eval_final)
 	uint32_t lost;         // the workers lost then, by server 0's count
+	uint64_t tx_mark, rx_mark; // the client's bytes when the last row
+				   // was written, less those of evaluations
 } pti_trainer;
 
 // One step, as its row of worker-R.csv says it. The loop fills t and the

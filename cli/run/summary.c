@@ -80,6 +80,7 @@ typedef struct sum_stats {
 	// span, and the largest resident size.
 	double srv_faults, srv_cpu_s, srv_updates, srv_rss_mb;
 	double wk_faults, wk_steps, wk_rss_mb;
+	double tx_bytes, rx_bytes, n_bytes; // over the rows that have them
 } sum_stats;
 
 // Steps after which a worker's steady state is taken to begin (as the
@@ -293,7 +294,9 @@ static void gather_workers(const pti_run_facts *r, sum_stats *st)
 	    PTI_COL(pti_csv_worker, PTI_WK_STEP_MS),
 	    PTI_COL(pti_csv_worker, PTI_WK_COMM_MS),
 	    PTI_COL(pti_csv_worker, PTI_WK_FAULTS),
-	    PTI_COL(pti_csv_worker, PTI_WK_RSS_MB)};
+	    PTI_COL(pti_csv_worker, PTI_WK_RSS_MB),
+	    PTI_COL(pti_csv_worker, PTI_WK_TX_BYTES),
+	    PTI_COL(pti_csv_worker, PTI_WK_RX_BYTES)};
 	enum { K = sizeof(want) / sizeof(want[0]) };
 	for (uint32_t w = 0; w < c->job.workers; w++) {
 		pti_csv t;
@@ -333,6 +336,11 @@ static void gather_workers(const pti_run_facts *r, sum_stats *st)
 			if (!isnan(t.v[K * i + 4]))
 				st->wk_rss_mb = fmax(st->wk_rss_mb,
 				    t.v[K * i + 4]);
+			if (!isnan(t.v[K * i + 5]) && !isnan(t.v[K * i + 6])) {
+				st->tx_bytes += t.v[K * i + 5];
+				st->rx_bytes += t.v[K * i + 6];
+				st->n_bytes++;
+			}
 			if (isnan(wall) || isnan(step_ms) || isnan(comm_ms))
 				continue;
 			st->step_ms_sum += step_ms;
@@ -626,6 +634,10 @@ int pti_summary_write(const pti_run_facts *r)
 	num(f, "worker_faults_per_step", st.wk_steps > 0
 	    ? st.wk_faults / st.wk_steps : NAN, 4);
 	num(f, "worker_max_rss_mb", st.wk_rss_mb > 0 ? st.wk_rss_mb : NAN, 5);
+	num(f, "bytes_pushed_per_step", st.n_bytes > 0 ? st.tx_bytes /
+	    st.n_bytes : NAN, 10);
+	num(f, "bytes_pulled_per_step", st.n_bytes > 0 ? st.rx_bytes /
+	    st.n_bytes : NAN, 10);
 	num(f, "worker_restarts", r->worker_restarts, 10);
 	num(f, "workers_lost", r->workers_lost, 10);
 	num(f, "server_restarts", r->server_restarts, 10);
