@@ -14,6 +14,8 @@
 
 #include <stdint.h>
 
+#include "common/clock.h"
+#include "common/mode.h"
 #include "train/trainer.h"
 
 // Each operation takes the way's state (pti_sender.s). A step is done
@@ -38,6 +40,26 @@ typedef struct pti_sender {
 	const pti_sender_ops *ops;
 	void *s;
 } pti_sender;
+
+// pti_step_ended fills st's times and the step to go on with once its
+// replies (st->info) are in: it was sent at t_c, and pre_s seconds of its
+// compute time before that were communication (rows pulled for it). In
+// sync mode the servers' version is the next step; with backup workers
+// a late worker skips to it.
+static inline void pti_step_ended(const pti_trainer *w, pti_step *st,
+    double t_c, double pre_s)
+{
+	st->t_end = pti_wall_s();
+	st->step_s = st->t_end - st->t_a;
+	st->compute_s = t_c - st->t_b - pre_s;
+	st->comm_s = st->t_end - t_c + pre_s;
+	st->ver = st->info.ver_min;
+	uint64_t next = pti_mode_of(w->c->job.mode)->lockstep &&
+				st->info.ver_min > 0
+			    ? (uint64_t)st->info.ver_min
+			    : st->t + 1;
+	st->next = next > st->t ? next : st->t + 1;
+}
 
 // pti_pushpull_open and pti_layerpush_open make a way of sending for w,
 // which must outlive it; *out is then the caller's, to out->ops->close.

@@ -16,7 +16,6 @@
 
 #include "common/clock.h"
 #include "common/err.h"
-#include "common/mode.h"
 #include "common/rng.h"
 #include "common/testhook.h"
 #include "train/eval.h"
@@ -121,21 +120,6 @@ void pti_trainer_batch(pti_trainer *w, pti_step *st, uint64_t t,
 	st->delay = trainer_delay(w, t);
 	pti_train_sleep_ms(st->delay);
 	st->t_b = pti_wall_s();
-}
-
-void pti_step_ended(const pti_trainer *w, pti_step *st, double t_c,
-    double pre_s)
-{
-	st->t_end = pti_wall_s();
-	st->step_s = st->t_end - st->t_a;
-	st->compute_s = t_c - st->t_b - pre_s;
-	st->comm_s = st->t_end - t_c + pre_s;
-	st->ver = st->info.ver_min;
-	uint64_t next = pti_mode_of(w->c->job.mode)->lockstep &&
-				st->info.ver_min > 0
-			    ? (uint64_t)st->info.ver_min
-			    : st->t + 1;
-	st->next = next > st->t ? next : st->t + 1;
 }
 
 double pti_trainer_limit(const pti_trainer *w)

@@ -81,14 +81,6 @@ void pti_trainer_fini(pti_trainer *w);
 void pti_trainer_batch(pti_trainer *w, pti_step *st, uint64_t t,
     const float **x, const uint8_t **y);
 
-// pti_step_ended fills st's times and the step to go on with once its
-// replies (st->info) are in: it was sent at t_c, and pre_s seconds of its
-// compute time before that were communication (rows pulled for it). In
-// sync mode the servers' version is the next step; with backup workers
-// a late worker skips to it.
-void pti_step_ended(const pti_trainer *w, pti_step *st, double t_c,
-    double pre_s);
-
 // pti_trainer_limit: a loss above it has diverged. Far above its start:
 // ten times the first step's loss, and at least twice chance level (a
 // resumed job starts low); none before the first step.
