@@ -18,7 +18,7 @@
 #include "common/transport.h"
 
 enum { T_U32, T_U64, T_I64, T_F64, T_STR, T_MODE, T_TRANSPORT, T_PLACE, T_BOOL,
-	T_LIST, T_LRSCALE, T_LPUSH };
+	T_LIST, T_LRSCALE, T_LPUSH, T_EVICT };
 
 typedef struct config_entry {
 	const char *name;
@@ -42,8 +42,8 @@ typedef struct config_entry {
 	    hi, cmds, mv, help}
 
 // The names a flag of a few choices takes (T_MODE, T_TRANSPORT, T_PLACE,
-// T_LRSCALE, T_LPUSH: stored as an int), in the order its error lists
-// them; the first also names a value that is none of them.
+// T_LRSCALE, T_LPUSH, T_EVICT: stored as an int), in the order its error
+// lists them; the first also names a value that is none of them.
 typedef struct config_choice {
 	const char *name;
 	int value;
@@ -61,6 +61,8 @@ static const config_choice choice_lrscale[] = {{"none", PT_LR_NONE},
     {"linear", PT_LR_LINEAR}, {NULL, 0}};
 static const config_choice choice_lpush[] = {{"auto", PT_LP_AUTO},
     {"on", PT_LP_ON}, {"off", PT_LP_OFF}, {NULL, 0}};
+static const config_choice choice_evict[] = {{"lru", PTI_EVICT_LRU},
+    {"lfu", PTI_EVICT_LFU}, {NULL, 0}};
 
 // config_choices is the names of a choice type, or NULL.
 static const config_choice *config_choices(int type)
@@ -76,6 +78,8 @@ static const config_choice *config_choices(int type)
 		return choice_lrscale;
 	case T_LPUSH:
 		return choice_lpush;
+	case T_EVICT:
+		return choice_evict;
 	}
 	return NULL;
 }
@@ -320,6 +324,19 @@ static const config_entry config_table[] = {
 	"32 pushes it took for that range (a median under 1e-4 counts as "
 	"1e-4): one poisoned push changes nothing and the job ends damaged "
 	"(0: no bound)"),
+    E("table-capacity", T_U64, job.table_capacity, "0", 0, 1e15,
+	RUN | SRV, "N",
+	"embedding tables: each server holds at most N rows of each table; "
+	"a new row past it evicts one (--table-evict), which then reads as "
+	"its initial values again (0: no limit)"),
+    E("table-evict", T_EVICT, job.table_evict, "lru", 0, 0, RUN | SRV,
+	"lru|lfu",
+	"the row a table at --table-capacity evicts: the least recently "
+	"or the least often touched of 16 sampled"),
+    E("table-admit", T_U32, job.table_admit, "1", 1, 1000000, RUN | SRV, "K",
+	"embedding tables: an id becomes a row at its K-th push (a "
+	"count-min sketch counts the ones before); until then its "
+	"gradients are dropped and it reads as its initial values"),
     E("alone-timeout", T_F64, job.alone_timeout, "60", 0, 1e6, SRV, "S",
 	"without --supervised: a worker that has not arrived S seconds "
 	"after the server started counts as lost, and the server stops "

@@ -54,6 +54,16 @@ typedef struct pti_jobopt {
 				// (push, hello); 0: 2^50
 	double grad_bound; // server: a push's gradient RMS over this many
 			   // times its range's recent median is refused; 0 off
+	// embedding tables (ps/rows.h), each server's rows of each table
+	uint64_t table_capacity; // rows at most; 0: no limit
+	int table_evict;         // PTI_EVICT_*: which row makes room
+	uint32_t table_admit;    // touches before an id becomes a row
 } pti_jobopt;
+
+// Which row a table at its capacity evicts for a new one.
+enum {
+	PTI_EVICT_LRU = 1, // the least recently touched
+	PTI_EVICT_LFU,     // the least often touched
+};
 
 #endif // PT_COMMON_JOBOPT_H

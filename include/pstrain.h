@@ -118,7 +118,8 @@ PT_API int pt_job_table(pt_job *job, const char *name, uint32_t dim,
 // rpc-timeout, auth-timeout, secret-file, staleness, backup-workers,
 // staleness-lr, max-staleness, optimizer, weight-decay, checkpoint-dir,
 // checkpoint-every, resume-version, worker-timeout, lr-scaling,
-// matched-lr, alone-timeout, connect-timeout, step-max; and
+// matched-lr, alone-timeout, connect-timeout, step-max, grad-bound,
+// table-capacity, table-evict, table-admit; and
 // warmup-steps, which ramps the learning rate linearly from 0 over that
 // many steps. Options about pstrain's own trainer and data (model, data,
 // epochs, ...) are refused. Switches take true or false. PT_EINVAL naming the option.

@@ -274,7 +274,7 @@ int pti_rows_touch(pti_rows *r, uint64_t id, pti_row *row)
 	if (k < 0) {
 		if (!rows_admit(r, id)) {
 			r->refusals++;
-			return 1;
+			return PTI_ROWS_REFUSED;
 		}
 		if (r->o.capacity > 0 && r->n == r->o.capacity)
 			rows_evict(r);

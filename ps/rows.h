@@ -20,12 +20,8 @@
 
 #include <stdint.h>
 
+#include "common/jobopt.h" // PTI_EVICT_*
 #include "common/optspec.h"
-
-enum {
-	PTI_EVICT_LRU = 1,
-	PTI_EVICT_LFU,
-};
 
 typedef struct pti_rows_opts {
 	uint32_t dim;      // floats per row, 1 to 65536
@@ -74,15 +70,20 @@ uint64_t pti_rows_read(const pti_rows *r, uint64_t id, float *out);
 // row). Counts no touch.
 uint64_t pti_rows_count(const pti_rows *r, uint64_t id);
 
+// What pti_rows_touch and pti_rows_apply return for an id below the
+// admission threshold (no PT_E* code is negative).
+#define PTI_ROWS_REFUSED (-1)
+
 // pti_rows_touch finds or creates row id for an update and fills *row:
-// 1. An id below the admission threshold is counted and refused: 0, and
-// the caller drops its gradient. PT_ENOMEM when a row cannot be made.
+// 0. An id below the admission threshold is counted and refused:
+// PTI_ROWS_REFUSED, and the caller drops its gradient. PT_ENOMEM when a
+// row cannot be made.
 int pti_rows_touch(pti_rows *r, uint64_t id, pti_row *row);
 
 // pti_rows_apply applies g (dim floats: the sum of gdiv gradients) to
 // row id with optimizer o at rate lr (common/optim.h). The row is
-// touched first: created, or refused below the admission threshold (1:
-// nothing applied). Its own update count advances, so a row's state
+// touched first: created, or refused below the admission threshold
+// (PTI_ROWS_REFUSED: nothing applied). Its own update count advances, so a row's state
 // moves only when that row is updated (lazy: Adam's bias correction
 // counts the row's updates, not the server's). 0; PT_EINVAL when o keeps
 // another number of state vectors than the store; PT_ENOMEM.

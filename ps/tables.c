@@ -75,6 +75,9 @@ int pti_tables_init(ps_server *s)
 		pti_rows_opts o = {
 		    .dim = t->dim,
 		    .n_state = (uint32_t)s->opt.n_state,
+		    .capacity = s->job->table_capacity,
+		    .evict = s->job->table_evict,
+		    .admit = s->job->table_admit,
 		    .seed = s->job->seed,
 		    .table = i,
 		    .bound = t->bound,
@@ -185,6 +188,8 @@ static int apply_at_once(ps_server *s, uint32_t tb, const pti_hdr *h,
 		memcpy(g, q->grad + 4 * (uint64_t)i * q->dim,
 		    (size_t)q->dim * sizeof(float));
 		rv = pti_rows_apply(t->rows, &s->opt, id, g, 1, lr);
+		if (rv == PTI_ROWS_REFUSED)
+			rv = 0; // not admitted yet: its gradient is dropped
 	}
 	free(g);
 	t->pushed += q->k;
@@ -255,6 +260,8 @@ static int close_step(ps_server *s, uint32_t tb, ps_ctx **wake)
 				}
 			rv = pti_rows_apply(t->rows, &s->opt, ref[a].id, sum,
 			    t->n_in, lr);
+			if (rv == PTI_ROWS_REFUSED)
+				rv = 0; // not admitted yet: dropped
 			a = b;
 		}
 		t->pushed += total;

@@ -935,6 +935,67 @@ static void test_api_rows_async(void)
 	rmdir(dir);
 }
 
+// table_stats: table 0's counter key in DIR/server-0.json.
+static long long table_stat(const char *dir, const char *key)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "%s/server-0.json", dir);
+	json_t *o = json_load_file(path, 0, NULL);
+	json_t *t = json_array_get(json_object_get(o, "tables"), 0);
+	long long v = json_is_integer(json_object_get(t, key))
+			  ? json_integer_value(json_object_get(t, key))
+			  : -1;
+	json_decref(o);
+	return v;
+}
+
+// A table's capacity and admission threshold, set as the job's options:
+// past 4 rows each new one evicts one, which reads as its initial
+// values again; an id becomes a row at its second push, its first
+// gradient dropped.
+static void test_api_rows_capacity(void)
+{
+	char dir[] = "/tmp/pstrain-rows-XXXXXX";
+	PT_TEST_TRUE(mkdtemp(dir) != NULL);
+	const char *const opts[] = {"mode", "async", "table", "emb:2:0.1",
+	    "table-capacity", "4", "table-admit", "2", "out", dir, NULL};
+	api_job j;
+	pt_worker *w;
+	uint64_t ids[10];
+	float g[20], v0[20], v[20];
+	for (int i = 0; i < 10; i++)
+		ids[i] = (uint64_t)(100 + i);
+	for (int i = 0; i < 20; i++)
+		g[i] = 1;
+	api_job_new(&j, 5, 1, opts);
+	PT_TEST_OK(pt_worker_open(&w, j.job, 0, j.urls));
+	PT_TEST_OK(pt_pull_rows(w, 0, 10, ids, v0));
+	// Once: not admitted, nothing changes.
+	PT_TEST_OK(pt_pushpull_rows(w, 0, 0, 1, ids, g, 1, ids, v));
+	PT_TEST_TRUE(v[0] == v0[0] && v[1] == v0[1]);
+	// Twice: a row, moved by lr x 1 (its first gradient dropped).
+	PT_TEST_OK(pt_pushpull_rows(w, 0, 1, 1, ids, g, 1, ids, v));
+	PT_TEST_NEAR(v[0], v0[0] - 0.5, 1e-6);
+	// Ten ids twice each: 4 rows stay, the rest were evicted.
+	for (int k = 0; k < 2; k++)
+		PT_TEST_OK(pt_push_rows(w, 0, 2 + k, 10, ids, g));
+	PT_TEST_OK(pt_pull_rows(w, 0, 10, ids, v));
+	int moved = 0;
+	for (int i = 0; i < 10; i++)
+		moved += v[2 * i] != v0[2 * i];
+	PT_TEST_TRUE(moved == 4);
+	pt_worker_close(w);
+	api_job_close(&j);
+	PT_TEST_TRUE(table_stat(dir, "rows") == 4);
+	PT_TEST_TRUE(table_stat(dir, "rows_created") == 10);
+	PT_TEST_TRUE(table_stat(dir, "evictions") == 6);
+	PT_TEST_TRUE(table_stat(dir, "admission_refusals") == 10);
+	char path[128];
+	snprintf(path, sizeof(path), "%s/server-0.json", dir);
+	unlink(path);
+	rmdir(dir);
+}
+
 static const pti_test_case cases[] = {
     {"test_api_net_trains_model", test_api_net_trains_model},
     {"test_api_net_refusals", test_api_net_refusals},
@@ -951,6 +1012,7 @@ static const pti_test_case cases[] = {
     {"test_api_lent_close_frees_loans", test_api_lent_close_frees_loans},
     {"test_api_rows_sync", test_api_rows_sync},
     {"test_api_rows_async", test_api_rows_async},
+    {"test_api_rows_capacity", test_api_rows_capacity},
     {NULL, NULL},
 };
 

@@ -208,8 +208,8 @@ static void test_rows_admission(void)
 	float init[4], v[4];
 	PT_TEST_OK(pti_rows_new(&r, &o));
 	pti_rows_init_values(&o, 42, init);
-	PT_TEST_TRUE(pti_rows_touch(r, 42, &row) == 1);
-	PT_TEST_TRUE(pti_rows_touch(r, 42, &row) == 1);
+	PT_TEST_TRUE(pti_rows_touch(r, 42, &row) == PTI_ROWS_REFUSED);
+	PT_TEST_TRUE(pti_rows_touch(r, 42, &row) == PTI_ROWS_REFUSED);
 	pti_rows_read(r, 42, v);
 	PT_TEST_TRUE(memcmp(v, init, sizeof(v)) == 0);
 	PT_TEST_TRUE(pti_rows_touch(r, 42, &row) == 0);
@@ -281,10 +281,12 @@ static void test_rows_lazy_optimizer(void)
 	PT_TEST_OK(pti_rows_new(&r, &o));
 	float g[4] = {0.5f, -1, 2, 0}, want[4], m[4] = {0}, v[4] = {0};
 	PT_TEST_ERR(pti_rows_apply(r, &sgd, 1, g, 1, 0.1), PT_EINVAL);
-	PT_TEST_TRUE(pti_rows_apply(r, &adam, 1, g, 1, 0.01) == 1); // refused
+	PT_TEST_TRUE(pti_rows_apply(r, &adam, 1, g, 1, 0.01) ==
+	    PTI_ROWS_REFUSED);
 	for (int k = 0; k < 3; k++)
 		PT_TEST_OK(pti_rows_apply(r, &adam, 1, g, 1, 0.01));
-	PT_TEST_TRUE(pti_rows_apply(r, &adam, 2, g, 1, 0.01) == 1);
+	PT_TEST_TRUE(pti_rows_apply(r, &adam, 2, g, 1, 0.01) ==
+	    PTI_ROWS_REFUSED);
 	PT_TEST_OK(pti_rows_apply(r, &adam, 2, g, 2, 0.01));
 	pti_row row;
 	PT_TEST_OK(pti_rows_touch(r, 1, &row));
