@@ -160,7 +160,7 @@ static int rows_call(pt_worker *w, uint32_t tb, int64_t step,
 		    (size_t)dim * 4);
 	}
 	free(fill);
-	int lockstep = w->mode->lockstep && step >= 0;
+	int lockstep = w->mode->rows_lockstep && step >= 0;
 	uint32_t *sent = calloc(S, sizeof(*sent)); // part index + 1
 	if (sent == NULL || (rv = pti_call_new(w->client, &q)) != 0) {
 		free(sent);

@@ -13,6 +13,7 @@
 #include "common/data.h"
 #include "common/err.h"
 #include "common/layout.h"
+#include "common/mode.h"
 #include "common/outputs.h"
 #include "common/proto.h"
 #include "common/transport.h"
@@ -51,7 +52,8 @@ typedef struct config_choice {
 
 static const config_choice choice_mode[] = {{"sync", PT_MODE_SYNC},
     {"async", PT_MODE_ASYNC}, {"ssp", PT_MODE_SSP},
-    {"allreduce", PT_MODE_ALLREDUCE}, {NULL, 0}};
+    {"allreduce", PT_MODE_ALLREDUCE}, {"hybrid", PT_MODE_HYBRID},
+    {NULL, 0}};
 static const config_choice choice_transport[] = {{"ipc", PT_TRANSPORT_IPC},
     {"tcp", PT_TRANSPORT_TCP}, {"tls", PT_TRANSPORT_TLS}, {NULL, 0}};
 static const config_choice choice_place[] = {{"none", PT_PLACE_NONE},
@@ -114,12 +116,14 @@ static int choice_set(const config_entry *e, const config_choice *ch,
 
 static const config_entry config_table[] = {
     E("mode", T_MODE, job.mode, "sync", 0, 0, RUN | SRV | WRK,
-	"sync|async|ssp|allreduce",
+	"sync|async|ssp|allreduce|hybrid",
 	"sync: each step waits for every worker's gradient and applies "
 	"their mean; async: each gradient is applied as it arrives; ssp: "
 	"as async, but no worker runs more than --staleness steps ahead; "
 	"allreduce: no servers, each worker holds the model and the "
-	"workers average their gradients in a ring"),
+	"workers average their gradients in a ring; hybrid (lr, fm:K): "
+	"embedding rows as async, each worker's at 1/W of its gradient, "
+	"the other variables as sync"),
     E("servers", T_U32, job.servers, "1", 0, 256, RUN | SRV | WRK, "S",
 	"number of parameter servers (none with --mode allreduce)"),
     E("workers", T_U32, job.workers, "1", 1, 1024, RUN | SRV | WRK, "W",
@@ -976,7 +980,7 @@ int pti_jobopt_check(const pti_jobopt *o)
 		return pti_err_set(PT_EINVAL,
 		    "--backup-workers %u needs --mode sync and fewer than "
 		    "--workers %u", o->backup_workers, o->workers);
-	if ((o->mode == PT_MODE_SYNC || o->mode == PT_MODE_ALLREDUCE) &&
+	if (pti_mode_of(o->mode)->lockstep &&
 	    (o->staleness_lr || o->max_staleness >= 0 || o->matched_lr))
 		return pti_err_set(PT_EINVAL,
 		    "--staleness-lr, --max-staleness and --matched-lr need "
@@ -1009,6 +1013,10 @@ static int config_sparse(const pti_config *c)
 		    "%s: the sparse models (lr, fm:K) train on a click set "
 		    "(ctr:N,F,V), and the others on features", c->model,
 		    c->data);
+	if (!model && c->job.mode == PT_MODE_HYBRID)
+		return pti_err_set(PT_EINVAL, "--mode hybrid trains embedding "
+		    "rows async and variables sync: --model %s has no rows "
+		    "(use lr or fm:K)", c->model);
 	if (!model)
 		return 0;
 	if (c->job.mode == PT_MODE_ALLREDUCE)

@@ -8,7 +8,7 @@
 #include "common/proto.h" // PT_MODE_*
 
 typedef struct pti_mode {
-	const char *name; // "sync", "async", "ssp" or "allreduce"
+	const char *name; // "sync", "async", "ssp", "allreduce" or "hybrid"
 	// lockstep (sync): the servers' version is the open step, and moves
 	// once every live worker's gradient for it is in. A pushpull's reply
 	// carries the next step's values (a pushpull over part of a shard
@@ -27,6 +27,10 @@ typedef struct pti_mode {
 	// sent has been answered once the server has moved on at all.
 	int answered_at_once;
 	int servers; // 0 (allreduce): the workers hold the model themselves
+	// rows_lockstep (sync): an embedding table's step closes once every
+	// live worker's rows are in; otherwise each worker's rows are
+	// applied as they come (hybrid: Persia's, with the variables sync).
+	int rows_lockstep;
 } pti_mode;
 
 // pti_mode_of returns the traits of mode (PT_MODE_*), or NULL for none.

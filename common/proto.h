@@ -56,6 +56,7 @@ enum pti_mode_id {
 	PT_MODE_ASYNC = 2,
 	PT_MODE_SSP = 3,
 	PT_MODE_ALLREDUCE = 4, // no servers: workers sum in a ring
+	PT_MODE_HYBRID = 5,    // variables as sync, embedding rows as async
 };
 
 // Bits of pti_hdr.has: which optional fields the header carries.

@@ -15,6 +15,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/job.h"
+#include "common/mode.h"
 #include "common/outputs.h"
 #include "ps/policy.h"
 #include "ps/rows.h"
@@ -471,7 +472,8 @@ int pti_server_init(ps_server *s, const pti_jobopt *c,
 			return rv;
 		for (uint32_t w = 0; w < c->workers; w++)
 			s->m[w].clock = s->clocks[w];
-		if (c->mode != PT_MODE_SYNC && got.n_workers != c->workers)
+		if (!pti_mode_of(c->mode)->lockstep &&
+		    got.n_workers != c->workers)
 			return pti_err_set(PT_EINVAL,
 			    "%s: written for %u workers, this job has %u: the "
 			    "workers' data positions do not carry over", path,

@@ -9,8 +9,8 @@
 // gradients, summed in rank order (the same bits whatever server holds
 // the row, and however the requests arrived). The requests wait, each in
 // its own message, and their replies carry the pulled rows of the closed
-// step. In the other modes each request is applied as it arrives and
-// answered at once. Either way a row's staleness is the updates it had
+// step. In the other modes (hybrid too, whose variables are sync) each
+// request is applied as it arrives and answered at once. Either way a row's staleness is the updates it had
 // between the pull a worker read it from and the push of that worker's
 // gradient (the count the worker sends back).
 //
@@ -172,12 +172,16 @@ static void count_stale(ps_table *t, pti_rows *r, uint64_t id,
 		t->stale_max = stale;
 }
 
-// apply_at_once applies q's rows one by one (async, ssp).
+// apply_at_once applies q's rows one by one (async, ssp, hybrid). In
+// hybrid mode a worker's rows move by 1/W of its gradient (the rate is
+// that of the variables' sync steps, whose updates take the mean of W):
+// the W workers' pushes of a step move a row as a sync step would.
 static int apply_at_once(ps_server *s, uint32_t tb, const pti_hdr *h,
     const rows_req *q)
 {
 	ps_table *t = &s->tables[tb];
 	double lr = pti_lr(&s->lr, (h->has & PTI_H_STEP) ? h->step : 0, 0);
+	double gdiv = s->job->mode == PT_MODE_HYBRID ? s->job->workers : 1;
 	float *g = malloc((size_t)q->dim * sizeof(float));
 	if (g == NULL)
 		return pti_err_set(PT_ENOMEM, "rows");
@@ -187,7 +191,7 @@ static int apply_at_once(ps_server *s, uint32_t tb, const pti_hdr *h,
 		count_stale(t, t->rows, id, u32_at(q->since, i));
 		memcpy(g, q->grad + 4 * (uint64_t)i * q->dim,
 		    (size_t)q->dim * sizeof(float));
-		rv = pti_rows_apply(t->rows, &s->opt, id, g, 1, lr);
+		rv = pti_rows_apply(t->rows, &s->opt, id, g, gdiv, lr);
 		if (rv == PTI_ROWS_REFUSED)
 			rv = 0; // not admitted yet: its gradient is dropped
 	}
@@ -313,7 +317,7 @@ static void unkeep(ps_server *s, const nng_msg *m)
 
 void pti_tables_settle(ps_server *s, ps_ctx **wake)
 {
-	if (!pti_mode_of(s->job->mode)->lockstep)
+	if (!pti_mode_of(s->job->mode)->rows_lockstep)
 		return;
 	for (uint32_t tb = 0; tb < s->layout.n_tables; tb++) {
 		ps_table *t = &s->tables[tb];
@@ -391,7 +395,7 @@ nng_msg *pti_op_rows(ps_server *s, ps_ctx *x, const pti_hdr *h,
 	if (rv != 0)
 		return pti_server_error(s, h, rv, pt_errmsg(rv));
 	ps_table *t = &s->tables[h->table];
-	int lockstep = pti_mode_of(s->job->mode)->lockstep;
+	int lockstep = pti_mode_of(s->job->mode)->rows_lockstep;
 	if (!(h->has & PTI_H_STEP)) {
 		// A read: no part of a step. In sync it may wait for the
 		// next step's rows, as a pull may.

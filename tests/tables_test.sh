@@ -64,6 +64,25 @@ test_tables_async_staleness() {
 	fi
 }
 
+test_tables_hybrid() {
+	# Rows async, variables sync: the bias moves once a step (version =
+	# steps), the table once for each worker's rows.
+	n=test_tables_hybrid
+	$P run --model fm:4 --mode hybrid --servers 2 --workers 4 $D --lr 1 \
+		--out "$T/h" >"$T/h.log" 2>&1 ||
+		{ no $n "hybrid run failed" "$T/h.log"; return; }
+	v=$(json version "$T/h/server-0.json")
+	tv=$(sed -n 's/.*"version": \([0-9]*\),.*/\1/p' "$T/h/server-0.json" |
+		tail -n 1)
+	steps=$(json steps "$T/h/summary.json")
+	if [ "$v" = "$steps" ] && [ "${tv:-0}" -gt "$steps" ] &&
+		learned "$T/h/summary.json"; then
+		ok $n
+	else
+		no $n "version $v, table version $tv, steps $steps" "$T/h.log"
+	fi
+}
+
 test_tables_bytes() {
 	# A table of 10^7 possible ids (26 fields of 384,615) x 16 floats
 	# (fm:15), a worker's batch of 256 x 26 ids: a step moves its rows
@@ -99,5 +118,6 @@ test_tables_refused() {
 
 test_tables_sync_placement
 test_tables_async_staleness
+test_tables_hybrid
 test_tables_bytes
 test_tables_refused

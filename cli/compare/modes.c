@@ -182,11 +182,13 @@ static int mode_parse(const pti_config *c, int check, const char *tok,
 		m->mode = PT_MODE_ALLREDUCE;
 	else if (part != NULL && strcmp(part, "ssp") == 0)
 		m->mode = PT_MODE_SSP;
+	else if (part != NULL && strcmp(part, "hybrid") == 0)
+		m->mode = PT_MODE_HYBRID;
 	else if (part != NULL && strcmp(part, "sgd-small") == 0)
 		m->mode = PT_MODE_SYNC, small = 1;
 	else
 		return mode_bad(tok, "bad mode (expected sync, async, ssp:S, "
-		    "allreduce or sgd-small, then :key=value modifiers, :key "
+		    "allreduce, hybrid or sgd-small, then :key=value modifiers, :key "
 		    "alone for a switch, each a flag of pstrain run for this "
 		    "mode's jobs; docs/COMPARE.md)");
 	if (m->mode == PT_MODE_SSP &&

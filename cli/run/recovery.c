@@ -15,6 +15,7 @@
 #include "common/checkpoint.h"
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/mode.h"
 #include "common/optim.h"
 #include "common/proto.h"
 
@@ -105,7 +106,7 @@ int pti_run_server_failed(run_job *j, run_proc *p)
 	p->exited = 2;
 	pti_run_last_row(j, &step, &wall, &loss);
 	uint32_t finished = pti_run_gone(j, gone);
-	int all = c->job.mode == PT_MODE_SYNC;
+	int all = pti_mode_of(c->job.mode)->lockstep;
 	if (all && finished > 0)
 		return RUN_RESTART;
 	uint32_t lo = all ? 0 : p->rank, hi = all ? c->job.servers : p->rank + 1;
