@@ -17,7 +17,7 @@
 #include "common/testhook.h"
 
 #define CKPT_MAGIC "PSTRCKPT"
-#define CKPT_FORMAT 2u
+#define CKPT_FORMAT 3u // 3: the tables' bytes after the vectors
 
 // The fixed header, little-endian on every host pstrain runs on.
 typedef struct ckpt_head {
@@ -135,6 +135,10 @@ int pti_ckpt_save(const char *dir, const pti_ckpt_meta *m,
 		if (i == 0)
 			ckpt_stall(a.f, m->version);
 	}
+	uint64_t xl = m->extra != NULL ? m->extra_len : 0;
+	pti_afile_write(&a, &xl, 8);
+	if (xl > 0)
+		pti_afile_write(&a, m->extra, xl);
 	uint32_t c32 = (uint32_t)a.crc;
 	pti_afile_write(&a, &c32, 4);
 	// The older checkpoints are pruned only once this one is complete,
@@ -158,9 +162,10 @@ int pti_ckpt_load(const char *path, const pti_ckpt_meta *want,
 	int rv = 0;
 	if (fread(&h, sizeof(h), 1, f) != 1)
 		rv = pti_err_set(PT_ECORRUPT, "%s: truncated header", path);
-	else if (memcmp(h.magic, CKPT_MAGIC, 8) != 0 || h.format != CKPT_FORMAT)
+	else if (memcmp(h.magic, CKPT_MAGIC, 8) != 0 ||
+		 (h.format != CKPT_FORMAT && h.format != 2))
 		rv = pti_err_set(PT_ECORRUPT,
-		    "%s: not a pstrain checkpoint of format %u", path,
+		    "%s: not a pstrain checkpoint of format 2 or %u", path,
 		    CKPT_FORMAT);
 	else if (h.rank != want->rank || h.n_servers != want->n_servers)
 		rv = pti_err_set(PT_ECORRUPT,
@@ -195,6 +200,28 @@ int pti_ckpt_load(const char *path, const pti_ckpt_meta *want,
 		else
 			crc = crc32(crc, (const Bytef *)vecs[i], (uInt)bytes);
 	}
+	uint64_t xl = 0;
+	void *x = NULL;
+	if (rv == 0 && h.format >= 3) {
+		if (fread(&xl, 8, 1, f) != 1 || xl > PT_CKPT_EXTRA_MAX)
+			rv = pti_err_set(PT_ECORRUPT, "%s: truncated or wrong "
+			    "tables' length", path);
+		else if (xl > 0 && (x = malloc(xl)) == NULL)
+			rv = pti_err_set(PT_ENOMEM, "%s: %llu bytes of tables",
+			    path, (unsigned long long)xl);
+		else if (xl > 0 && fread(x, 1, xl, f) != xl)
+			rv = pti_err_set(PT_ECORRUPT, "%s: truncated tables",
+			    path);
+		if (rv == 0) {
+			crc = crc32(crc, (const Bytef *)&xl, 8);
+			for (uint64_t at = 0; at < xl; at += 1u << 30) {
+				uint64_t k = xl - at < (1u << 30) ? xl - at
+								  : 1u << 30;
+				crc = crc32(crc, (const Bytef *)x + at,
+				    (uInt)k);
+			}
+		}
+	}
 	if (rv == 0 && fread(&c32, 4, 1, f) != 1)
 		rv = pti_err_set(PT_ECORRUPT, "%s: truncated checksum", path);
 	else if (rv == 0 && (uint32_t)crc != c32)
@@ -208,7 +235,11 @@ int pti_ckpt_load(const char *path, const pti_ckpt_meta *want,
 		got->version = h.version;
 		got->updates = h.updates;
 		got->n_workers = h.n_workers;
+		got->extra = x;
+		got->extra_len = xl;
+		x = NULL;
 	}
+	free(x);
 	return rv;
 }
 

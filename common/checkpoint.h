@@ -18,7 +18,14 @@ typedef struct pti_ckpt_meta {
 	uint64_t updates;  // updates applied, for Adam's step count
 	uint32_t opt_kind, n_state;
 	uint32_t n_workers; // the clocks that follow: steps each worker pushed
+	// The server's embedding tables (ps/tables.c), as bytes after the
+	// vectors: extra_len of them at extra (save: the caller's; load:
+	// malloc'd into *got, the caller's to free; NULL when none).
+	void *extra;
+	uint64_t extra_len;
 } pti_ckpt_meta;
+
+#define PT_CKPT_EXTRA_MAX ((uint64_t)1 << 40) // bytes of tables, at most
 
 // When checkpoints are due: every `every` versions, or every `every`
 // seconds when `seconds` is set; never when every is 0.
@@ -43,8 +50,9 @@ void pti_ckpt_path(char *out, size_t size, const char *dir, uint32_t rank,
 enum { PTI_CKPT_OTHER, PTI_CKPT_FILE, PTI_CKPT_TMP };
 int pti_ckpt_name(const char *name, uint32_t rank, int64_t *version);
 
-// pti_ckpt_save writes m, the m->n_workers clocks and the 1 + m->n_state
-// vectors vecs[i] (each hi - lo floats) to pti_ckpt_path, atomically,
+// pti_ckpt_save writes m, the m->n_workers clocks, the 1 + m->n_state
+// vectors vecs[i] (each hi - lo floats) and m's extra bytes to
+// pti_ckpt_path, atomically,
 // then removes this rank's checkpoints older than the newest
 // PT_CKPT_KEEP and any temporary file a killed writer left; the older
 // ones go only once this one is complete (written, fsynced, renamed, its
@@ -63,7 +71,9 @@ int pti_ckpt_save(const char *dir, const pti_ckpt_meta *m,
 // want->n_workers and clocks is not NULL, its clocks into clocks (the
 // caller's, n_workers entries), after checking it whole: magic, format,
 // CRC, and that rank, server count, layout hash, shard and optimizer equal
-// want's. *got receives the file's meta (n_workers: the file's). PT_ECORRUPT
+// want's. *got receives the file's meta (n_workers: the file's; its extra
+// bytes malloc'd, NULL in a file of format 2, which had none; without
+// got they are checked and dropped). PT_ECORRUPT
 // (or PT_ENOENT) with a detail naming the file and the reason; vecs and
 // clocks may be partly written then.
 int pti_ckpt_load(const char *path, const pti_ckpt_meta *want,

@@ -107,8 +107,8 @@ PT_API int pt_job_var(pt_job *job, const char *name, uint64_t n,
 // there when first pushed to, with initial values uniform in [-init,
 // init] that depend only on (the job's seed, the table, id): any number
 // of servers gives the same values. A job with tables needs at least one
-// variable as well. Returns the table's index (>= 0), or -PT_EINVAL /
-// -PT_ERANGE (past 8 tables).
+// variable as well; checkpoints hold the rows. Returns the table's index
+// (>= 0), or -PT_EINVAL / -PT_ERANGE (past 8 tables).
 PT_API int pt_job_table(pt_job *job, const char *name, uint32_t dim,
     double init);
 

@@ -382,6 +382,7 @@ nng_msg *pti_server_handle(ps_server *s, ps_ctx *x, nng_msg *m, ps_ctx **wake)
 {
 	s->cur = m; // a handler may keep it (sync_take) or spare it (op_push)
 	nng_msg *reply = handle(s, x, m, wake);
+	pti_server_ckpt_pending(s); // a table's step may have closed
 	nng_msg_free(s->cur);
 	s->cur = NULL;
 	return reply;

@@ -337,6 +337,91 @@ void pti_rows_ids(const pti_rows *r, uint64_t *ids)
 	pti_rows_sort(ids, r->n);
 }
 
+// A store's bytes (pti_rows_dump): its counters, then its arrays.
+typedef struct dump_head {
+	uint64_t n, clock, created, evictions, refusals, rng;
+	uint32_t meta, sketch; // whether those arrays follow
+} dump_head;
+
+int pti_rows_dump(const pti_rows *r, void **out, uint64_t *len)
+{
+	dump_head h = {r->n, r->clock, r->created, r->evictions, r->refusals,
+	    r->rng.s, r->meta != NULL, r->sketch != NULL};
+	uint64_t vals = r->n * r->stride * sizeof(float);
+	uint64_t size = sizeof(h) + r->n * 8 * (2 + h.meta) + vals +
+			(h.sketch ? (uint64_t)SKETCH_DEPTH * SKETCH_WIDTH : 0);
+	uint8_t *b = malloc(size), *p = b;
+	if (b == NULL)
+		return pti_err_set(PT_ENOMEM, "a dump of table %llu",
+		    (unsigned long long)r->o.table);
+#define PUT(src, n) (memcpy(p, (src), (n)), p += (n))
+	PUT(&h, sizeof(h));
+	PUT(r->ids, r->n * 8);
+	PUT(r->t, r->n * 8);
+	if (h.meta)
+		PUT(r->meta, r->n * 8);
+	PUT(r->vals, vals);
+	if (h.sketch)
+		PUT(r->sketch, (size_t)SKETCH_DEPTH * SKETCH_WIDTH);
+#undef PUT
+	*out = b;
+	*len = size;
+	return 0;
+}
+
+int pti_rows_undump(pti_rows *r, const void *buf, uint64_t len)
+{
+	dump_head h;
+	const uint8_t *p = buf;
+	if (r->n != 0)
+		return pti_err_set(PT_EINVAL, "table %llu: undump into a store "
+		    "that has rows", (unsigned long long)r->o.table);
+	if (len < sizeof(h))
+		return pti_err_set(PT_ECORRUPT, "table %llu: a dump of %llu "
+		    "bytes", (unsigned long long)r->o.table,
+		    (unsigned long long)len);
+	memcpy(&h, p, sizeof(h));
+	p += sizeof(h);
+	uint64_t vals = h.n * r->stride * sizeof(float);
+	if (h.meta != (r->meta != NULL) || h.sketch != (r->sketch != NULL) ||
+	    h.n > (1ULL << 31) || (r->o.capacity > 0 && h.n > r->o.capacity) ||
+	    len != sizeof(h) + h.n * 8 * (2 + h.meta) + vals +
+		       (h.sketch ? (uint64_t)SKETCH_DEPTH * SKETCH_WIDTH : 0))
+		return pti_err_set(PT_ECORRUPT, "table %llu: a dump of %llu "
+		    "rows does not fit this table's dim, capacity or "
+		    "admission", (unsigned long long)r->o.table,
+		    (unsigned long long)h.n);
+	int rv = rows_grow(r, h.n);
+	if (rv != 0)
+		return rv;
+#define GET(dst, n) (memcpy((dst), p, (n)), p += (n))
+	GET(r->ids, h.n * 8);
+	GET(r->t, h.n * 8);
+	if (h.meta)
+		GET(r->meta, h.n * 8);
+	GET(r->vals, vals);
+	if (h.sketch)
+		GET(r->sketch, (size_t)SKETCH_DEPTH * SKETCH_WIDTH);
+#undef GET
+	r->n = h.n;
+	r->clock = h.clock;
+	r->created = h.created;
+	r->evictions = h.evictions;
+	r->refusals = h.refusals;
+	r->rng.s = h.rng;
+	// The index, again: each row where a lookup finds it.
+	memset(r->slot, 0, (r->mask + 1) * sizeof(*r->slot));
+	for (uint64_t k = 0; k < r->n; k++) {
+		uint64_t at;
+		if (rows_find(r, r->ids[k], &at) >= 0)
+			return pti_err_set(PT_ECORRUPT, "table %llu: row %llu "
+			    "twice in a dump", (unsigned long long)r->o.table,
+			    (unsigned long long)r->ids[k]);
+		r->slot[at] = (uint32_t)(k + 1);
+	}
+	return 0;
+}
+
 void pti_rows_stats_of(const pti_rows *r, pti_rows_stats *s)
 {
 	s->rows = r->n;

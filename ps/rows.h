@@ -100,4 +100,14 @@ void pti_rows_sort(uint64_t *ids, uint64_t n);
 
 void pti_rows_stats_of(const pti_rows *r, pti_rows_stats *s);
 
+// pti_rows_dump writes everything the store's future depends on (its
+// rows in their order, with their state and counts, the eviction clock
+// and generator, the admission sketch, and the counters) to *out, len
+// bytes (malloc'd, the caller's), for a checkpoint; pti_rows_undump
+// restores it into an empty store of the same options, so that the same
+// updates after it do what they would have done. PT_ENOMEM; undump:
+// PT_ECORRUPT naming the table when the bytes do not fit its options.
+int pti_rows_dump(const pti_rows *r, void **out, uint64_t *len);
+int pti_rows_undump(pti_rows *r, const void *buf, uint64_t len);
+
 #endif // PT_PS_ROWS_H

@@ -168,6 +168,7 @@ struct ps_server {
 	float *state1, *state2; // (n) the optimizer's state, or NULL
 	ps_table *tables;       // (layout.n_tables) or NULL
 	pti_ckpt_sched ckpt; // when checkpoints are due
+	int ckpt_pending;    // one is due, and waits for the tables' step
 	uint64_t ckpt_failures;  // checkpoint writes that failed
 	char ckpt_error[PT_PATH_MAX + 128]; // the last one's error, or ""
 	double t0, ready_s; // the job's start; from it to listening
@@ -264,6 +265,10 @@ void pti_server_pipe_removed(ps_server *s, uint32_t id, ps_ctx **wake);
 void pti_server_lost(ps_server *s, uint32_t r, const char *why,
     ps_ctx **wake);
 void pti_server_timeouts(ps_server *s, ps_ctx **wake);
+// pti_server_ckpt_pending writes the checkpoint that waited for the
+// tables, once they have caught up (ops.c, after each request; shard.c,
+// after a loss).
+void pti_server_ckpt_pending(ps_server *s);
 // pti_server_alone: a server not under pstrain run (no --supervised)
 // counts a worker that has not arrived --alone-timeout seconds after it
 // started as lost, and stops (s->stop, s->orphaned) once no worker is
@@ -347,6 +352,15 @@ const char *pti_role_name(uint32_t role);
 // worker (whose part leaves them); pti_op_rows is the rows op.
 int pti_tables_init(ps_server *s);
 void pti_tables_fini(ps_server *s);
+// pti_tables_behind: a sync table has not closed the step the variables
+// have (a checkpoint waits for it). pti_tables_dump writes every table's
+// rows and version to *out (len bytes, malloc'd), for a checkpoint;
+// pti_tables_undump restores them into the empty tables of a server
+// resuming from version ver (PT_ECORRUPT when they do not fit).
+int pti_tables_behind(const ps_server *s);
+int pti_tables_dump(const ps_server *s, void **out, uint64_t *len);
+int pti_tables_undump(ps_server *s, const void *buf, uint64_t len,
+    int64_t ver);
 void pti_tables_settle(ps_server *s, ps_ctx **wake);
 nng_msg *pti_op_rows(ps_server *s, ps_ctx *x, const pti_hdr *h,
     const void *pay, ps_ctx **wake);

@@ -34,29 +34,59 @@ static pti_ckpt_meta server_ckpt_meta(const ps_server *s)
 {
 	pti_ckpt_meta m = {s->rank, s->job->servers,
 	    pti_layout_hash(&s->layout), s->lo, s->hi, s->version, s->updates,
-	    (uint32_t)s->opt.kind, (uint32_t)s->opt.n_state, s->job->workers};
+	    (uint32_t)s->opt.kind, (uint32_t)s->opt.n_state, s->job->workers,
+	    NULL, 0};
 	return m;
 }
 
-// server_checkpoint writes the shard when one is due, after an update.
-// It runs under the lock, so that values, state and version agree. A
-// failed write is logged, counted and its error kept for server-R.json,
-// from which the launcher tells the user at the end; training goes on.
-static void server_checkpoint(ps_server *s)
+// server_ckpt_write writes the shard, and this server's rows of every
+// table, now. It runs under the lock, so that values, state and version
+// agree. A failed write is logged, counted and its error kept for
+// server-R.json, from which the launcher tells the user at the end;
+// training goes on.
+static void server_ckpt_write(ps_server *s)
 {
-	if (!pti_ckpt_due(&s->ckpt, s->version, pti_clock_s()))
-		return;
 	pti_ckpt_meta m = server_ckpt_meta(s);
 	const float *vecs[3] = {s->params, s->state1, s->state2};
 	for (uint32_t r = 0; r < s->job->workers; r++)
 		s->clocks[r] = s->m[r].clock;
-	int rv = pti_ckpt_save(s->job->checkpoint_dir, &m, s->clocks, vecs);
+	int rv = s->tables != NULL
+		     ? pti_tables_dump(s, &m.extra, &m.extra_len)
+		     : 0;
+	if (rv == 0)
+		rv = pti_ckpt_save(s->job->checkpoint_dir, &m, s->clocks,
+		    vecs);
+	free(m.extra);
 	if (rv != 0) {
 		s->ckpt_failures++;
 		snprintf(s->ckpt_error, sizeof(s->ckpt_error), "%s",
 		    pt_errmsg(rv));
 		pti_log(PT_LOG_ERR, "server %u: checkpoint failed: %s",
 		    s->rank, s->ckpt_error);
+	}
+}
+
+// server_checkpoint writes the shard when one is due, after an update.
+// A sync job's tables close each step apart from its variables (a
+// worker's rows follow its variables' push): the checkpoint of version V
+// waits until every table has closed its step V - 1 too, so that it
+// holds one step of everything (pti_server_ckpt_pending writes it then).
+static void server_checkpoint(ps_server *s)
+{
+	if (!pti_ckpt_due(&s->ckpt, s->version, pti_clock_s()))
+		return;
+	if (pti_tables_behind(s)) {
+		s->ckpt_pending = 1;
+		return;
+	}
+	server_ckpt_write(s);
+}
+
+void pti_server_ckpt_pending(ps_server *s)
+{
+	if (s->ckpt_pending && !pti_tables_behind(s)) {
+		s->ckpt_pending = 0;
+		server_ckpt_write(s);
 	}
 }
 
@@ -125,6 +155,7 @@ static void settle(ps_server *s, ps_ctx **wake)
 	s->policy->settle(s, &t);
 	pti_server_act(s, UINT32_MAX, &t, wake);
 	pti_tables_settle(s, wake);
+	pti_server_ckpt_pending(s);
 }
 // ---------------------------------------------------------------- members
 
@@ -470,6 +501,12 @@ int pti_server_init(ps_server *s, const pti_jobopt *c,
 		    c->resume_version);
 		if ((rv = pti_ckpt_load(path, &want, s->clocks, vecs, &got)) != 0)
 			return rv;
+		rv = s->tables != NULL ? pti_tables_undump(s, got.extra,
+					     got.extra_len, got.version)
+				       : 0;
+		free(got.extra);
+		if (rv != 0)
+			return pti_err_set(rv, "%s: %s", path, pt_errmsg(rv));
 		for (uint32_t w = 0; w < c->workers; w++)
 			s->m[w].clock = s->clocks[w];
 		if (!pti_mode_of(c->mode)->lockstep &&

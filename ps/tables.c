@@ -64,10 +64,6 @@ int pti_tables_init(ps_server *s)
 	uint32_t n = s->layout.n_tables;
 	if (n == 0)
 		return 0;
-	if (s->job->ckpt_every != 0 || s->job->resume_version >= 0)
-		return pti_err_set(PT_EINVAL, "server %u: checkpoints do not "
-		    "hold embedding tables yet: a job with tables runs "
-		    "without --checkpoint-every and --resume-version", s->rank);
 	if ((s->tables = calloc(n, sizeof(*s->tables))) == NULL)
 		return pti_err_set(PT_ENOMEM, "server %u: tables", s->rank);
 	for (uint32_t i = 0; i < n; i++) {
@@ -106,6 +102,86 @@ void pti_tables_fini(ps_server *s)
 	}
 	free(s->tables);
 	s->tables = NULL;
+}
+
+// ---------------------------------------------------------------- checkpoints
+
+int pti_tables_behind(const ps_server *s)
+{
+	if (s->tables == NULL || !pti_mode_of(s->job->mode)->rows_lockstep)
+		return 0;
+	for (uint32_t i = 0; i < s->layout.n_tables; i++)
+		if (s->tables[i].ver < s->version)
+			return 1;
+	return 0;
+}
+
+// The tables' bytes: for each, its version and its store's dump
+// (pti_rows_dump), each preceded by its length.
+int pti_tables_dump(const ps_server *s, void **out, uint64_t *len)
+{
+	uint32_t n = s->layout.n_tables;
+	void **blob = calloc(n, sizeof(*blob));
+	uint64_t *size = calloc(n, sizeof(*size)), total = 4;
+	int rv = blob && size ? 0 : pti_err_set(PT_ENOMEM, "tables' dump");
+	for (uint32_t i = 0; i < n && rv == 0; i++) {
+		rv = pti_rows_dump(s->tables[i].rows, &blob[i], &size[i]);
+		total += 16 + size[i];
+	}
+	uint8_t *b = rv == 0 ? malloc(total) : NULL, *p = b;
+	if (rv == 0 && b == NULL)
+		rv = pti_err_set(PT_ENOMEM, "tables' dump");
+	if (rv == 0) {
+		memcpy(p, &n, 4);
+		p += 4;
+		for (uint32_t i = 0; i < n; i++) {
+			memcpy(p, &s->tables[i].ver, 8);
+			memcpy(p + 8, &size[i], 8);
+			memcpy(p + 16, blob[i], size[i]);
+			p += 16 + size[i];
+		}
+		*out = b;
+		*len = total;
+	}
+	for (uint32_t i = 0; blob != NULL && i < n; i++)
+		free(blob[i]);
+	free(blob);
+	free(size);
+	return rv;
+}
+
+int pti_tables_undump(ps_server *s, const void *buf, uint64_t len,
+    int64_t ver)
+{
+	const uint8_t *p = buf, *end = p + len;
+	uint32_t n;
+	if (len < 4 || (memcpy(&n, p, 4), n != s->layout.n_tables))
+		return pti_err_set(PT_ECORRUPT, "no rows of this job's %u "
+		    "tables", s->layout.n_tables);
+	p += 4;
+	for (uint32_t i = 0; i < n; i++) {
+		int64_t tv;
+		uint64_t size;
+		if (end - p < 16)
+			return pti_err_set(PT_ECORRUPT, "truncated tables");
+		memcpy(&tv, p, 8);
+		memcpy(&size, p + 8, 8);
+		p += 16;
+		if (size > (uint64_t)(end - p))
+			return pti_err_set(PT_ECORRUPT, "truncated table %s",
+			    s->layout.tables[i].name);
+		int rv = pti_rows_undump(s->tables[i].rows, p, size);
+		if (rv != 0)
+			return rv;
+		p += size;
+		// A sync table goes on from the variables' version, an async
+		// one counts on from its own.
+		s->tables[i].ver = pti_mode_of(s->job->mode)->rows_lockstep
+				       ? ver
+				       : tv;
+	}
+	return p == end ? 0 : pti_err_set(PT_ECORRUPT, "bytes after the "
+	    "tables");
 }
 
 // ---------------------------------------------------------------- replies

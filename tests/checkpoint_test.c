@@ -20,7 +20,7 @@
 static pti_ckpt_meta ckpt_meta(int64_t version)
 {
 	pti_ckpt_meta m = {1, 2, 0xabcdef12345ULL, 100, 100 + N, version, 41,
-	    5, 2, W};
+	    5, 2, W, NULL, 0};
 	return m;
 }
 
@@ -55,6 +55,22 @@ static void test_checkpoint_round_trip(void)
 	other.n_workers = W + 1;
 	PT_TEST_OK(pti_ckpt_load(path, &other, untouched, out, &got));
 	PT_TEST_TRUE(got.n_workers == W && untouched[0] == -1);
+	PT_TEST_TRUE(got.extra == NULL && got.extra_len == 0);
+	unlink(path);
+	// The tables' bytes come back as written, in the checksum: one
+	// byte short is refused.
+	char tables[] = "rows of the tables";
+	m.extra = tables;
+	m.extra_len = sizeof(tables);
+	PT_TEST_OK(pti_ckpt_save(dir, &m, clocks, vecs));
+	PT_TEST_OK(pti_ckpt_load(path, &m, NULL, out, &got));
+	PT_TEST_TRUE(got.extra_len == sizeof(tables) &&
+		     memcmp(got.extra, tables, sizeof(tables)) == 0);
+	free(got.extra);
+	struct stat st;
+	PT_TEST_OK(stat(path, &st));
+	PT_TEST_OK(truncate(path, st.st_size - 5));
+	PT_TEST_ERR(pti_ckpt_load(path, &m, NULL, out, &got), PT_ECORRUPT);
 	unlink(path);
 	rmdir(dir);
 }

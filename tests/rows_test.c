@@ -325,6 +325,51 @@ static void test_rows_bad_options(void)
 	PT_TEST_TRUE(r == NULL);
 }
 
+// A dump restores a store whose future is the same: after it, the same
+// updates evict, admit and move the same rows as in the store it came
+// from.
+static void test_rows_dump(void)
+{
+	pti_rows_opts o = opts(4, 1);
+	o.capacity = 50;
+	o.evict = PTI_EVICT_LFU;
+	o.admit = 2;
+	pti_optim ada = {.kind = PT_OPT_ADAGRAD, .n_state = 1};
+	pti_rows *a, *b;
+	float g[4] = {1, -1, 0.5f, 2}, va[4], vb[4];
+	PT_TEST_OK(pti_rows_new(&a, &o));
+	PT_TEST_OK(pti_rows_new(&b, &o));
+	pti_rng r;
+	pti_rng_seed(&r, 9, 1);
+	for (int i = 0; i < 400; i++)
+		PT_TEST_TRUE(pti_rows_apply(a, &ada, pti_rng_below(&r, 120), g,
+				 1, 0.1) <= 0);
+	void *blob;
+	uint64_t len;
+	PT_TEST_OK(pti_rows_dump(a, &blob, &len));
+	PT_TEST_ERR(pti_rows_undump(b, blob, len - 1), PT_ECORRUPT);
+	PT_TEST_OK(pti_rows_undump(b, blob, len));
+	PT_TEST_ERR(pti_rows_undump(b, blob, len), PT_EINVAL);
+	free(blob);
+	for (int i = 0; i < 400; i++) {
+		uint64_t id = pti_rng_below(&r, 120);
+		int ra = pti_rows_apply(a, &ada, id, g, 1, 0.1);
+		PT_TEST_TRUE(ra == pti_rows_apply(b, &ada, id, g, 1, 0.1));
+	}
+	for (uint64_t id = 0; id < 120; id++) {
+		PT_TEST_TRUE(pti_rows_read(a, id, va) == pti_rows_read(b, id, vb));
+		PT_TEST_TRUE(memcmp(va, vb, sizeof(va)) == 0);
+	}
+	pti_rows_stats sa, sb;
+	pti_rows_stats_of(a, &sa);
+	pti_rows_stats_of(b, &sb);
+	PT_TEST_TRUE(sa.rows == sb.rows && sa.evictions == sb.evictions &&
+		     sa.refusals == sb.refusals && sa.created == sb.created &&
+		     sa.evictions > 0 && sa.refusals > 0);
+	pti_rows_free(a);
+	pti_rows_free(b);
+}
+
 static const pti_test_case cases[] = {
     {"test_rows_init_depends_on_id_only", test_rows_init_depends_on_id_only},
     {"test_rows_find_every_row", test_rows_find_every_row},
@@ -334,6 +379,7 @@ static const pti_test_case cases[] = {
     {"test_rows_servers", test_rows_servers},
     {"test_rows_lazy_optimizer", test_rows_lazy_optimizer},
     {"test_rows_bad_options", test_rows_bad_options},
+    {"test_rows_dump", test_rows_dump},
     {NULL, NULL},
 };
 

@@ -3,7 +3,8 @@
 # the sparse models on a click set, trained by real server and worker
 # processes. Sync gives the same numbers on 1 and 3 servers; each set-up
 # learns (AUC well above chance, below the planted model's); async counts
-# row staleness; a step moves its rows only (bytes_pulled_per_step); a
+# row staleness; hybrid runs rows async; a resumed sync job writes the
+# same checkpoints as one run through; a step moves its rows only (bytes_pulled_per_step); a
 # sparse model with dense data (and the reverse) is refused. Prints "ok NAME" / "FAIL NAME" lines.
 cd "$(dirname "$0")/.." || exit 2
 P=${PSTRAIN:-bin/pstrain}
@@ -83,6 +84,28 @@ test_tables_hybrid() {
 	fi
 }
 
+test_tables_resume() {
+	# A sync job with checkpoints (rows bounded by a capacity and an
+	# admission threshold) stopped at step 25 and resumed from version
+	# 20 writes the same checkpoints at 40 as the job run through.
+	n=test_tables_resume
+	J="--model fm:4 $D --mode sync --servers 2 --workers 2 --lr 1 \
+		--table-capacity 300 --table-admit 2 --checkpoint-every 10"
+	$P run $J --steps 40 --checkpoint-dir "$T/fck" --out "$T/full" \
+		>"$T/full.log" 2>&1 || { no $n "run failed" "$T/full.log"; return; }
+	$P run $J --steps 25 --checkpoint-dir "$T/ck" --out "$T/part" \
+		>"$T/part.log" 2>&1 || { no $n "part failed" "$T/part.log"; return; }
+	$P run $J --steps 40 --resume "$T/ck" --out "$T/res" >"$T/res.log" 2>&1 ||
+		{ no $n "resume failed" "$T/res.log"; return; }
+	if grep -q "resuming from version 20" "$T/res.log" &&
+		cmp "$T/fck/server-0-v40.ckpt" "$T/ck/server-0-v40.ckpt" &&
+		cmp "$T/fck/server-1-v40.ckpt" "$T/ck/server-1-v40.ckpt"; then
+		ok $n
+	else
+		no $n "the resumed job's checkpoints differ" "$T/res.log"
+	fi
+}
+
 test_tables_bytes() {
 	# A table of 10^7 possible ids (26 fields of 384,615) x 16 floats
 	# (fm:15), a worker's batch of 256 x 26 ids: a step moves its rows
@@ -119,5 +142,6 @@ test_tables_refused() {
 test_tables_sync_placement
 test_tables_async_staleness
 test_tables_hybrid
+test_tables_resume
 test_tables_bytes
 test_tables_refused

@@ -38,7 +38,7 @@ static pti_ckpt_meta ar_ckpt_meta(const pti_trainer *w, const pti_optim *o,
 {
 	pti_ckpt_meta m = {0, 1, pti_layout_hash(&w->layout), 0,
 	    w->layout.n_params, v, (uint64_t)v, (uint32_t)o->kind,
-	    (uint32_t)o->n_state, w->c->job.workers};
+	    (uint32_t)o->n_state, w->c->job.workers, NULL, 0};
 	return m;
 }
 
@@ -56,6 +56,7 @@ static int ar_resume(pti_trainer *w, const pti_optim *o, float *s1, float *s2,
 	int rv = pti_ckpt_load(path, &want, NULL, vecs, &got);
 	if (rv != 0)
 		return rv;
+	free(got.extra); // a ring has no tables
 	*t = (uint64_t)got.version;
 	fprintf(stderr, "worker %u: resumed from %s at step %lld\n", c->rank,
 	    path, (long long)got.version);

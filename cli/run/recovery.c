@@ -185,7 +185,8 @@ int64_t pti_run_find_resume(const pti_config *c, const char *dir,
 			pti_range sh = pti_layout_shard(l, r, ns);
 			pti_ckpt_meta want = {r, ns, pti_layout_hash(l),
 			    sh.lo, sh.hi, v, 0, (uint32_t)c->job.optim.kind,
-			    (uint32_t)c->job.optim.n_state, c->job.workers}, got;
+			    (uint32_t)c->job.optim.n_state, c->job.workers,
+			    NULL, 0}, got;
 			size_t bytes = (sh.hi - sh.lo) * sizeof(float);
 			float *vecs[3] = {malloc(bytes), malloc(bytes),
 			    malloc(bytes)};
@@ -195,6 +196,8 @@ int64_t pti_run_find_resume(const pti_config *c, const char *dir,
 				     ? pti_ckpt_load(path, &want, NULL, vecs,
 					   &got)
 				     : pti_err_set(PT_ENOMEM, "checkpoint");
+			if (rv == 0)
+				free(got.extra); // checked whole; not needed
 			if (rv == 0 && got.version != v)
 				rv = pti_err_set(PT_ECORRUPT,
 				    "%s: holds version %lld", path,
