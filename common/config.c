@@ -301,8 +301,9 @@ static const config_entry config_table[] = {
 	"evaluated only at the end (compare: 10% unless given)"),
     E("acc-floor", T_F64, acc_floor, "0", 0, 1, RUN, "A",
 	"the outcome is collapsed when the final training accuracy on the "
-	"whole training set is under A (0: twice chance, 2 / classes), or "
-	"the final training loss is above 0.9 ln(classes)"),
+	"whole training set is under A (0: twice chance, 2 / classes; none "
+	"for 2 classes, a click set), or the final training loss is above "
+	"0.9 ln(classes)"),
     E("evals-per-epoch", T_U32, evals_per_epoch, "1", 1, 1000, RUN | WRK,
 	"K", "evaluate K times per epoch when --eval-every is 0 (compare: "
 	"10 unless given)"),

@@ -142,6 +142,7 @@ static int layout_fm(pti_layout *l, const char *spec, uint32_t classes)
 		    "a click set (--data ctr:N,F,V), not %u classes", spec,
 		    classes);
 	l->fm_k = k;
+	l->n_layers = 1; // so that width[n_layers] is the classes
 	l->width[1] = 2;
 	if ((rv = pti_layout_add(l, "bias", PT_FM_DENSE, 0)) != 0 ||
 	    (rv = pti_layout_table(l, "emb", 1 + k, k > 0 ? 0.01 : 0)) != 0)

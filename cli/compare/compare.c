@@ -96,19 +96,33 @@ static void col_head(FILE *f, int k, double target)
 	fprintf(f, " |");
 }
 
+// col_shown: column k is in the tables (an optional one where some job
+// has a value).
+static int col_shown(const pti_cmp_set *s, int k)
+{
+	if (!pti_cmp_cols[k].optional)
+		return 1;
+	for (int j = 0; j < s->n_modes * s->n_seeds; j++)
+		if (!isnan(s->jobs[j].col[k]))
+			return 1;
+	return 0;
+}
+
 // table_head prints the header of a table: lead (e.g. "mode | n"), every
-// report column, then tail (may be "").
-static void table_head(FILE *f, const char *lead, int n_lead,
-    const char *tail, double target)
+// report column shown, then tail (may be "").
+static void table_head(FILE *f, const pti_cmp_set *s, const char *lead,
+    int n_lead, const char *tail, double target)
 {
 	fprintf(f, "| %s |", lead);
 	for (int k = 0; k < PTI_COLS; k++)
-		col_head(f, k, target);
+		if (col_shown(s, k))
+			col_head(f, k, target);
 	fprintf(f, "%s%s\n|", tail[0] ? " " : "", tail);
 	for (int i = 0; i < n_lead; i++)
 		fprintf(f, " --- |");
 	for (int k = 0; k < PTI_COLS; k++)
-		fprintf(f, " ---: |");
+		if (col_shown(s, k))
+			fprintf(f, " ---: |");
 	fprintf(f, "%s\n", tail[0] ? " --- |" : "");
 }
 
@@ -195,7 +209,7 @@ static void ok_final(char *buf, size_t n, const pti_cmp_set *s, int i)
 static void table_modes(FILE *f, const pti_cmp_set *s, int range)
 {
 	char cell[96];
-	table_head(f, range ? "mode" : "mode | n | outcomes | failed | "
+	table_head(f, s, range ? "mode" : "mode | n | outcomes | failed | "
 	    "final_test_acc of ok jobs", range ? 1 : 5, "", s->c->target_acc);
 	for (int i = 0; i < s->n_modes; i++) {
 		pti_stats st;
@@ -215,6 +229,8 @@ static void table_modes(FILE *f, const pti_cmp_set *s, int range)
 			fprintf(f, " %s |", cell);
 		}
 		for (int k = 0; k < PTI_COLS; k++) {
+			if (!col_shown(s, k))
+				continue;
 			mode_stats(s, i, k, &st, &present);
 			if (range)
 				cell_range(cell, sizeof(cell), &st, k);
@@ -230,7 +246,7 @@ static void table_modes(FILE *f, const pti_cmp_set *s, int range)
 // table_jobs prints the appendix: one row per (mode, seed).
 static void table_jobs(FILE *f, const pti_cmp_set *s)
 {
-	table_head(f, "mode | seed | outcome", 3, "folder |",
+	table_head(f, s, "mode | seed | outcome", 3, "folder |",
 	    s->c->target_acc);
 	for (int i = 0; i < s->n_modes; i++)
 		for (int r = 0; r < s->n_seeds; r++) {
@@ -239,7 +255,9 @@ static void table_jobs(FILE *f, const pti_cmp_set *s)
 			    (unsigned long long)j->seed,
 			    pti_cmp_outcomes[j->outcome]);
 			for (int k = 0; k < PTI_COLS; k++)
-				if (isnan(j->col[k]))
+				if (!col_shown(s, k))
+					continue;
+				else if (isnan(j->col[k]))
 					fprintf(f, " %s |", to_target(k) &&
 					    j->outcome != PTI_OUT_MISSING
 					    ? "never" : "n/a");

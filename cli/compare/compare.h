@@ -79,6 +79,11 @@ enum {
 	PTI_COL_IDLE,
 	PTI_COL_DROPPED,
 	PTI_COL_LOST,
+	// Shown only where a job has them (a click model's):
+	PTI_COL_TEST_AUC,
+	PTI_COL_BEST_VAL_TEST_AUC,
+	PTI_COL_PLANTED_AUC,
+	PTI_COL_PULLED,
 	PTI_COLS,
 };
 
@@ -134,6 +139,7 @@ void pti_cmp_tune_report(FILE *f, const pti_cmp_tune *t);
 typedef struct pti_cmp_col {
 	const char *name, *key;
 	int prec;
+	int optional; // shown only when some job has a value
 } pti_cmp_col;
 extern const pti_cmp_col pti_cmp_cols[PTI_COLS];
 

@@ -25,7 +25,8 @@
 
 // The report's columns: the name in the table header ("_A" becomes the
 // target), the summary.json key it comes from (NULL: computed from
-// eval.csv) and the decimals shown.
+// eval.csv), the decimals shown, and whether it is shown only where a
+// job has it (a click model's AUCs, and the bytes its rows take).
 const char *const pti_cmp_outcomes[PTI_OUT_N] = {"ok", "diverged",
     "collapsed", "damaged", "missing"};
 
@@ -46,6 +47,12 @@ const pti_cmp_col pti_cmp_cols[PTI_COLS] = {
     [PTI_COL_IDLE] = {"idle_fraction", "idle_fraction", 4},
     [PTI_COL_DROPPED] = {"dropped_gradients", "dropped_gradients", 1},
     [PTI_COL_LOST] = {"workers_lost", "workers_lost", 1},
+    [PTI_COL_TEST_AUC] = {"final_test_auc", "final_test_auc", 4, 1},
+    [PTI_COL_BEST_VAL_TEST_AUC] = {"best_val_test_auc", "best_val_test_auc",
+	4, 1},
+    [PTI_COL_PLANTED_AUC] = {"planted_auc", "planted_auc", 4, 1},
+    [PTI_COL_PULLED] = {"bytes_pulled_per_step", "bytes_pulled_per_step", 0,
+	1},
 };
 
 // ---------------------------------------------------------------------

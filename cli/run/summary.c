@@ -460,8 +460,11 @@ json_t *pti_record_json(const char *cmdline, double t0)
 
 double pti_acc_floor(const pti_run_facts *r)
 {
-	return r->c->acc_floor > 0 ? r->c->acc_floor :
-	       2.0 / (r->classes > 0 ? r->classes : 1);
+	// Twice chance; none for 2 classes (a click set), where it would be
+	// 1 and the base rate's accuracy says more than chance's.
+	if (r->c->acc_floor > 0)
+		return r->c->acc_floor;
+	return r->classes > 2 ? 2.0 / r->classes : 0;
 }
 
 const char *pti_outcome(const pti_run_facts *r, const pti_final *fin)
