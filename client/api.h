@@ -25,6 +25,13 @@ int pti_worker_all_done(pt_worker *w, uint32_t *first_live);
 // that closed its connection while answering counts as stopped.
 int pti_worker_shutdown(pt_worker *w);
 
+// pti_worker_rows_all reads every row that exists of table `table` on
+// every server, ascending by id: *n of them, their ids in *ids and values
+// in *vals (n x dim), both malloc'd, the caller's (NULL when n is 0). For
+// a model file. PT_ENOMEM, or an error of a server.
+int pti_worker_rows_all(pt_worker *w, int table, uint64_t **ids,
+    float **vals, uint64_t *n);
+
 // pti_worker_client is the worker's connection to the servers.
 pti_client *pti_worker_client(pt_worker *w);
 

@@ -311,3 +311,106 @@ int pt_push_rows(pt_worker *w, int table, int64_t step, uint64_t n,
 {
 	return pt_pushpull_rows(w, table, step, n, ids, grads, 0, NULL, NULL);
 }
+
+// ---------------------------------------------------------------- all rows
+
+#define SCAN_PAGE 65536 // rows a scan asks a server for at a time
+
+// scan_server appends server s's rows of table tb to the arrays of *got
+// (rows), grown as needed.
+static int scan_server(pt_worker *w, uint32_t tb, uint32_t s, uint64_t **ids,
+    float **vals, uint64_t *got, uint64_t *room)
+{
+	uint32_t dim = w->l.tables[tb].dim;
+	uint64_t from = 0;
+	for (;;) {
+		pti_hdr h;
+		pt_req *q = NULL;
+		pti_hdr_init(&h, PT_OP_ROWS, PT_ROLE_WORKER, w->rank);
+		h.has |= PTI_H_ROWS | PTI_H_SCAN;
+		h.table = tb;
+		h.from = from;
+		h.lim = SCAN_PAGE;
+		int rv = pti_call_new(w->client, &q);
+		if (rv == 0)
+			rv = pti_call_send(q, s, &h, NULL, 0, NULL);
+		if (rv == 0)
+			rv = pti_call_wait(q, NULL);
+		const pti_hdr *r = rv == 0 ? pti_call_reply(q, 0) : NULL;
+		const uint8_t *b = rv == 0 ? pti_call_payload(q, 0) : NULL;
+		uint64_t k = r != NULL ? r->kp : 0;
+		if (rv == 0 && (!(r->has & PTI_H_SCAN) || k > SCAN_PAGE ||
+				   r->n != k * (3 + dim) || (k > 0 && !b)))
+			rv = pti_err_set(PT_EPROTO, "server %u sent a scan of "
+			    "%llu rows of table %s that does not add up", s,
+			    (unsigned long long)k, w->l.tables[tb].name);
+		if (rv == 0 && *got + k > *room) {
+			uint64_t want = 2 * (*got + k);
+			uint64_t *i2 = realloc(*ids, want * sizeof(**ids));
+			if (i2 != NULL)
+				*ids = i2;
+			float *v2 = i2 != NULL ? realloc(*vals, want * dim *
+						     sizeof(float)) : NULL;
+			if (v2 != NULL) {
+				*vals = v2;
+				*room = want;
+			} else {
+				rv = pti_err_set(PT_ENOMEM, "rows of table %s",
+				    w->l.tables[tb].name);
+			}
+		}
+		for (uint64_t i = 0; rv == 0 && i < k; i++) {
+			memcpy(*ids + *got + i, b + 8 * i, 8);
+			memcpy(*vals + (*got + i) * dim, b + 4 * (3 * k + i * dim),
+			    (size_t)dim * 4);
+		}
+		int more = rv == 0 && r->lim != 0;
+		from = r != NULL ? r->from : 0;
+		*got += rv == 0 ? k : 0;
+		pti_call_free(q);
+		if (rv != 0 || !more)
+			return rv;
+	}
+}
+
+int pti_worker_rows_all(pt_worker *w, int table, uint64_t **ids,
+    float **vals, uint64_t *n)
+{
+	int rv = rows_table(w, table);
+	uint64_t got = 0, room = 0;
+	*ids = NULL;
+	*vals = NULL;
+	*n = 0;
+	for (uint32_t s = 0; rv == 0 && s < w->job.servers; s++)
+		rv = scan_server(w, (uint32_t)table, s, ids, vals, &got, &room);
+	// The servers' rows, each ascending, merged into one order.
+	uint32_t dim = rv == 0 ? w->l.tables[table].dim : 0;
+	id_at *order = rv == 0 && got > 0 ? malloc(got * sizeof(*order)) : NULL;
+	float *sorted = order != NULL ? malloc(got * dim * sizeof(float)) : NULL;
+	if (rv == 0 && got > 0 && sorted == NULL)
+		rv = pti_err_set(PT_ENOMEM, "rows of table %d", table);
+	if (rv == 0 && got > 0) {
+		for (uint64_t i = 0; i < got; i++)
+			order[i] = (id_at){(*ids)[i], i};
+		qsort(order, got, sizeof(*order), id_at_cmp);
+		for (uint64_t i = 0; i < got; i++) {
+			(*ids)[i] = order[i].id;
+			memcpy(sorted + i * dim, *vals + order[i].at * dim,
+			    (size_t)dim * 4);
+		}
+		free(*vals);
+		*vals = sorted;
+		sorted = NULL;
+	}
+	free(order);
+	free(sorted);
+	if (rv != 0) {
+		free(*ids);
+		free(*vals);
+		*ids = NULL;
+		*vals = NULL;
+		return rv;
+	}
+	*n = got;
+	return 0;
+}

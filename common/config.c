@@ -1004,8 +1004,7 @@ int pti_jobopt_check_proc(const pti_jobopt *o, uint32_t cmd, uint32_t rank,
 }
 
 // config_sparse: a sparse model (lr, fm:K) goes with a sparse data set
-// (ctr:...) and no other, trains on servers (its rows live there), and
-// has no model file yet.
+// (ctr:...) and no other, and trains on servers (its rows live there).
 static int config_sparse(const pti_config *c)
 {
 	int model = pti_layout_sparse(c->model), data = pti_data_sparse(c->data);
@@ -1027,10 +1026,6 @@ static int config_sparse(const pti_config *c)
 	if (c->layer_push == PT_LP_ON)
 		return pti_err_set(PT_EINVAL, "--layer-push on is for the dense "
 		    "models; --model %s has no layers", c->model);
-	if (c->save_model[0] != '\0')
-		return pti_err_set(PT_EINVAL, "--model %s: model files do not "
-		    "hold embedding tables yet (no --save-model; checkpoints "
-		    "do)", c->model);
 	return 0;
 }
 

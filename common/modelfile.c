@@ -43,6 +43,10 @@ static uint32_t modelfile_dims(const pti_layout *l, uint32_t i,
     uint32_t dims[2])
 {
 	const pti_var *v = &l->vars[i];
+	if (l->kind == PT_MODEL_FM) { // a sparse model's dense vector
+		dims[0] = (uint32_t)v->n;
+		return 1;
+	}
 	if (i % 2 == 1) {
 		dims[0] = v->cols;
 		return 1;
@@ -86,8 +90,23 @@ static void out_floats(modelfile_out *o, const float *x, uint64_t n)
 	}
 }
 
+static void out_u64(modelfile_out *o, uint64_t v)
+{
+	out_u32(o, (uint32_t)v);
+	out_u32(o, (uint32_t)(v >> 32));
+}
+
 int pti_modelfile_save(const char *path, const pti_layout *l,
     const float *params)
+{
+	if (l->n_tables > 0)
+		return pti_err_set(PT_EINVAL, "%s: model %s has embedding "
+		    "tables: its rows must be saved too", path, l->spec);
+	return pti_modelfile_save_rows(path, l, params, 0, NULL);
+}
+
+int pti_modelfile_save_rows(const char *path, const pti_layout *l,
+    const float *params, uint64_t seed, const pti_mrows *rows)
 {
 	modelfile_out o;
 	int rv = pti_afile_open(&o, path);
@@ -112,6 +131,20 @@ int pti_modelfile_save(const char *path, const pti_layout *l,
 			out_u32(&o, dims[d]);
 		out_floats(&o, params + v->off, v->n);
 	}
+	// The tables: name, dim, the job's seed, then the rows.
+	out_u32(&o, l->n_tables);
+	for (uint32_t t = 0; t < l->n_tables; t++) {
+		const pti_emb_table *tb = &l->tables[t];
+		uint32_t name_len = (uint32_t)strlen(tb->name);
+		out_u32(&o, name_len);
+		out_bytes(&o, tb->name, name_len);
+		out_u32(&o, tb->dim);
+		out_u64(&o, seed);
+		out_u64(&o, rows[t].n);
+		for (uint64_t i = 0; i < rows[t].n; i++)
+			out_u64(&o, rows[t].ids[i]);
+		out_floats(&o, rows[t].vals, rows[t].n * tb->dim);
+	}
 	out_u32(&o, (uint32_t)o.crc);
 	return pti_afile_commit(&o);
 }
@@ -125,6 +158,9 @@ typedef struct modelfile_in {
 	const char *path;
 	uLong crc;
 	uint64_t pos; // bytes read so far
+	uint32_t version;
+	pti_mrows *rows; // the tables' rows go here, or are read and dropped
+	uint64_t seed;
 } modelfile_in;
 
 static int in_bytes(modelfile_in *in, void *p, size_t n, const char *what)
@@ -195,10 +231,11 @@ static int modelfile_header(modelfile_in *in, pti_layout *l)
 		    "%s: not a pstrain model file (bad magic)", path);
 	if ((rv = in_u32(in, &version, "the version")) != 0)
 		return rv;
-	if (version != PT_MODELFILE_VERSION)
+	if (version != PT_MODELFILE_VERSION && version != 1)
 		return pti_err_set(PT_ECORRUPT,
-		    "%s: format version %u, this build reads version %u",
-		    path, version, PT_MODELFILE_VERSION);
+		    "%s: format version %u, this build reads versions 1 and "
+		    "%u", path, version, PT_MODELFILE_VERSION);
+	in->version = version;
 	if ((rv = in_u32(in, &spec_len, "the spec length")) != 0)
 		return rv;
 	if (spec_len == 0 || spec_len >= PT_SPEC_MAX)
@@ -228,10 +265,16 @@ static int modelfile_header(modelfile_in *in, pti_layout *l)
 	return 0;
 }
 
-// modelfile_size is the exact byte count of a file holding layout l.
-static uint64_t modelfile_size(const pti_layout *l)
+// modelfile_size is the byte count of a file holding layout l, less its
+// tables' rows (exact for a model without tables).
+static uint64_t modelfile_size(const pti_layout *l, uint32_t version)
 {
 	uint64_t n = 8 + 4 + 4 + strlen(l->spec) + 4 + 4 + 4 + 4;
+	if (version >= 2) {
+		n += 4;
+		for (uint32_t t = 0; t < l->n_tables; t++)
+			n += 4 + strlen(l->tables[t].name) + 4 + 8 + 8;
+	}
 	for (uint32_t i = 0; i < l->n_vars; i++) {
 		uint32_t dims[2];
 		uint32_t ndim = modelfile_dims(l, i, dims);
@@ -285,6 +328,88 @@ static int modelfile_tensor(modelfile_in *in, const pti_layout *l,
 	return in_floats(in, params + v->off, v->n, v->name);
 }
 
+static int in_u64(modelfile_in *in, uint64_t *v, const char *what)
+{
+	uint32_t lo = 0, hi = 0;
+	int rv = in_u32(in, &lo, what);
+	if (rv == 0)
+		rv = in_u32(in, &hi, what);
+	*v = (uint64_t)hi << 32 | lo;
+	return rv;
+}
+
+// modelfile_tables reads the tables' section into in->rows (when wanted)
+// and in->seed: names and dims as the layout's, rows that fit rows_bytes
+// (the bytes past everything else), ids ascending.
+static int modelfile_tables(modelfile_in *in, const pti_layout *l,
+    uint64_t rows_bytes)
+{
+	uint32_t n, name_len, dim;
+	char name[PT_VAR_NAME], shown[PT_VAR_NAME];
+	int rv;
+	if ((rv = in_u32(in, &n, "the table count")) != 0)
+		return rv;
+	if (n != l->n_tables)
+		return pti_err_set(PT_ECORRUPT, "%s: %u tables, model %s has %u",
+		    in->path, n, l->spec, l->n_tables);
+	for (uint32_t t = 0; t < n; t++) {
+		const pti_emb_table *tb = &l->tables[t];
+		uint64_t k, seed;
+		if ((rv = in_u32(in, &name_len, "a table name length")) != 0)
+			return rv;
+		if (name_len != strlen(tb->name))
+			return pti_err_set(PT_ECORRUPT, "%s: table %u has a "
+			    "%u-byte name, model %s wants %s", in->path, t,
+			    name_len, l->spec, tb->name);
+		if ((rv = in_bytes(in, name, name_len, "a table name")) != 0)
+			return rv;
+		modelfile_printable(shown, name, name_len);
+		if (memcmp(name, tb->name, name_len) != 0 ||
+		    (rv = in_u32(in, &dim, "a table dim")) != 0 ||
+		    dim != tb->dim)
+			return rv != 0 ? rv : pti_err_set(PT_ECORRUPT,
+			    "%s: table %s (dim %u), model %s wants %s (dim %u)",
+			    in->path, shown, dim, l->spec, tb->name, tb->dim);
+		if ((rv = in_u64(in, &seed, "the seed")) != 0 ||
+		    (rv = in_u64(in, &k, "a row count")) != 0)
+			return rv;
+		uint64_t each = 8 + 4 * (uint64_t)dim;
+		if (k > rows_bytes / each)
+			return pti_err_set(PT_ECORRUPT, "%s: table %s claims "
+			    "%llu rows, more than the file holds", in->path,
+			    tb->name, (unsigned long long)k);
+		rows_bytes -= k * each;
+		in->seed = seed;
+		pti_mrows *r = in->rows != NULL ? &in->rows[t] : NULL;
+		uint64_t *ids = malloc((k + 1) * sizeof(*ids));
+		float *vals = malloc((k * dim + 1) * sizeof(float));
+		if (ids == NULL || vals == NULL) {
+			free(ids);
+			free(vals);
+			return pti_err_set(PT_ENOMEM, "%s: %llu rows", in->path,
+			    (unsigned long long)k);
+		}
+		for (uint64_t i = 0; i < k && rv == 0; i++) {
+			rv = in_u64(in, &ids[i], "a row id");
+			if (rv == 0 && i > 0 && ids[i] <= ids[i - 1])
+				rv = pti_err_set(PT_ECORRUPT, "%s: table %s's "
+				    "ids do not ascend", in->path, tb->name);
+		}
+		if (rv == 0)
+			rv = in_floats(in, vals, k * dim, tb->name);
+		if (rv != 0 || r == NULL) {
+			free(ids);
+			free(vals);
+			if (rv != 0)
+				return rv;
+			continue;
+		}
+		*r = (pti_mrows){k, ids, vals};
+	}
+	return rows_bytes == 0 ? 0 : pti_err_set(PT_ECORRUPT,
+	    "%s: trailing bytes after the tables", in->path);
+}
+
 // modelfile_body checks the size, then reads the tensors and the CRC.
 static int modelfile_body(modelfile_in *in, const pti_layout *l,
     uint64_t file_size, float **out)
@@ -297,8 +422,10 @@ static int modelfile_body(modelfile_in *in, const pti_layout *l,
 		return pti_err_set(PT_ECORRUPT,
 		    "%s: %u tensors, model %s has %u", in->path, n_tensors,
 		    l->spec, l->n_vars);
-	uint64_t want = modelfile_size(l);
-	if (file_size != want) {
+	uint64_t want = modelfile_size(l, in->version), rows_bytes = 0;
+	if (in->version >= 2 && l->n_tables > 0 && file_size > want)
+		rows_bytes = file_size - want; // checked table by table
+	if (file_size != want + rows_bytes) {
 		const char *what =
 		    file_size < want ? "truncated" : "trailing bytes";
 		return pti_err_set(PT_ECORRUPT,
@@ -313,6 +440,8 @@ static int modelfile_body(modelfile_in *in, const pti_layout *l,
 		    (unsigned long long)l->n_params);
 	for (uint32_t i = 0; i < l->n_vars && rv == 0; i++)
 		rv = modelfile_tensor(in, l, i, params);
+	if (rv == 0 && in->version >= 2)
+		rv = modelfile_tables(in, l, rows_bytes);
 	uint32_t crc = (uint32_t)in->crc;
 	if (rv == 0 && (rv = in_u32(in, &stored, "the checksum")) == 0 &&
 	    stored != crc)
@@ -327,9 +456,41 @@ static int modelfile_body(modelfile_in *in, const pti_layout *l,
 	return 0;
 }
 
+void pti_mrows_free(pti_mrows *rows, uint32_t n)
+{
+	for (uint32_t t = 0; rows != NULL && t < n; t++) {
+		free(rows[t].ids);
+		free(rows[t].vals);
+		rows[t] = (pti_mrows){0, NULL, NULL};
+	}
+}
+
 int pti_modelfile_load(const char *path, pti_layout *l, float **params)
 {
-	modelfile_in in = {fopen(path, "rb"), path, crc32(0, Z_NULL, 0), 0};
+	uint64_t seed;
+	pti_mrows rows[PT_MAX_TABLES];
+	pti_layout nl;
+	float *p;
+	int rv = pti_modelfile_load_rows(path, &nl, &p, &seed, rows);
+	if (rv != 0)
+		return rv;
+	if (nl.n_tables > 0) {
+		pti_mrows_free(rows, nl.n_tables);
+		free(p);
+		return pti_err_set(PT_EINVAL, "%s: model %s has embedding "
+		    "tables, which this reader does not take", path, nl.spec);
+	}
+	*l = nl;
+	*params = p;
+	return 0;
+}
+
+int pti_modelfile_load_rows(const char *path, pti_layout *l, float **params,
+    uint64_t *seed, pti_mrows rows[PT_MAX_TABLES])
+{
+	memset(rows, 0, PT_MAX_TABLES * sizeof(*rows));
+	modelfile_in in = {fopen(path, "rb"), path, crc32(0, Z_NULL, 0), 0, 0,
+	    rows, 0};
 	struct stat st;
 	pti_layout nl;
 	float *p = NULL;
@@ -347,9 +508,12 @@ int pti_modelfile_load(const char *path, pti_layout *l, float **params)
 	else if ((rv = modelfile_header(&in, &nl)) == 0)
 		rv = modelfile_body(&in, &nl, (uint64_t)st.st_size, &p);
 	fclose(in.f);
-	if (rv != 0)
+	if (rv != 0) {
+		pti_mrows_free(rows, PT_MAX_TABLES);
 		return rv;
+	}
 	*l = nl;
 	*params = p;
+	*seed = in.seed;
 	return 0;
 }

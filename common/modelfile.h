@@ -8,7 +8,16 @@
 
 #include "common/layout.h"
 
-#define PT_MODELFILE_VERSION 1u
+#define PT_MODELFILE_VERSION 2u // 2: embedding tables after the tensors
+
+// A table's rows in a model file: n ids ascending and their values (n x
+// the table's dim). Rows not in the file read as their initial values,
+// made from the job's seed (ps/rows.h), which the file keeps.
+typedef struct pti_mrows {
+	uint64_t n;
+	uint64_t *ids;
+	float *vals;
+} pti_mrows;
 
 // pti_modelfile_save writes params (l->n_params floats, borrowed for the
 // call) of layout l to path, atomically: it writes path.tmp, flushes and
@@ -18,6 +27,19 @@
 // detail naming the file.
 int pti_modelfile_save(const char *path, const pti_layout *l,
     const float *params);
+
+// pti_modelfile_save_rows is pti_modelfile_save of a layout with tables:
+// rows[t] (l->n_tables of them) holds table t's rows, and seed is the
+// job's. pti_modelfile_load_rows is pti_modelfile_load that also gives
+// the tables' rows into rows[0 .. l->n_tables) (malloc'd, the caller's,
+// to pti_mrows_free) and the seed; pti_modelfile_load refuses a file
+// with tables. Beyond pti_modelfile_load's checks, ids must ascend and
+// their count fit the file.
+int pti_modelfile_save_rows(const char *path, const pti_layout *l,
+    const float *params, uint64_t seed, const pti_mrows *rows);
+int pti_modelfile_load_rows(const char *path, pti_layout *l, float **params,
+    uint64_t *seed, pti_mrows rows[PT_MAX_TABLES]);
+void pti_mrows_free(pti_mrows *rows, uint32_t n);
 
 // pti_modelfile_load reads path, rebuilds *l with pti_layout_init from the
 // spec and dimensions in the file, and returns the values in *params, a

@@ -174,6 +174,7 @@ static uint32_t hdr_count(const pti_hdr *h)
 	    {PTI_H_RANGE, 2}, {PTI_H_STATUS, 2}, {PTI_H_LAYOUT, 2},
 	    {PTI_H_SHARD, 6}, {PTI_H_STALE, 1}, {PTI_H_STATS, 9},
 	    {PTI_H_LR, 1}, {PTI_H_NONCE, 1}, {PTI_H_MAC, 1}, {PTI_H_ROWS, 3},
+	    {PTI_H_SCAN, 2},
 	};
 	uint32_t n = 4; // pv, op, role, rank
 	if ((h->has & PTI_H_STATS) && h->hist != NULL)
@@ -310,6 +311,10 @@ int pti_msg_encode_in(nng_msg *m, const pti_hdr *h, const float *payload,
 		pack_u(&pk, "k", hh.k);
 		pack_u(&pk, "kp", hh.kp);
 	}
+	if (hh.has & PTI_H_SCAN) {
+		pack_u(&pk, "from", hh.from);
+		pack_u(&pk, "lim", hh.lim);
+	}
 	if (hh.has & PTI_H_STATS) {
 		pack_u(&pk, "updates", hh.updates);
 		pack_u(&pk, "rejected", hh.rejected);
@@ -428,6 +433,7 @@ static const hdr_field hdr_fields[] = {
     F("stale", staleness, 'i', PTI_H_STALE),
     F("tb", table, 'u', PTI_H_ROWS), F("k", k, 'u', PTI_H_ROWS),
     F("kp", kp, 'u', PTI_H_ROWS),
+    F("from", from, 'U', PTI_H_SCAN), F("lim", lim, 'u', PTI_H_SCAN),
     F("updates", updates, 'U', PTI_H_STATS),
     F("rejected", rejected, 'U', PTI_H_STATS),
     F("dropped", dropped, 'U', PTI_H_STATS),

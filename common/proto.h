@@ -75,6 +75,8 @@ enum {
 	PTI_H_MAC = 1u << 11,   // a hello's proof of the job secret, and its
 				// reply's (the server's, over the hello's nonce)
 	PTI_H_ROWS = 1u << 12,  // table, k rows pushed, kp rows pulled
+	PTI_H_SCAN = 1u << 13,  // rows: every row from id `from` on, at
+				// most `lim` (a reply: its ids first)
 };
 
 // A rows request's payload, in 4-byte words (docs/PROTOCOL.md): the k
@@ -112,6 +114,8 @@ typedef struct pti_hdr {
 	uint8_t nonce[PT_NONCE_LEN];
 	uint8_t mac[PT_MAC_LEN];
 	uint32_t table, k, kp; // rows: the table, rows pushed, rows pulled
+	uint64_t from;         // scan: the lowest id wanted
+	uint32_t lim;          // scan: rows at most
 	// stats
 	uint64_t updates, rejected, dropped, stale_sum, stale_max;
 	uint32_t n_hello, n_done, n_lost;

@@ -2,6 +2,8 @@
 // machine over embedding rows (sparse.h).
 #include "model/sparse.h"
 
+#include "common/layout.h" // PT_FM_MAX_K
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +32,26 @@ uint32_t pti_sparse_unique(const uint64_t *ids, uint32_t n, uint64_t *uniq,
 		slot[scratch[2 * i + 1]] = u - 1;
 	}
 	return u;
+}
+
+void pti_fm_metrics(uint32_t k, const float *rows, const uint32_t *slot,
+    uint32_t n, uint32_t fields, float bias, const uint8_t *y,
+    float *logits, pti_scored *scored, double *loss, double *acc,
+    double *auc)
+{
+	float scratch[PT_FM_MAX_K];
+	pti_fm_logits(k, rows, slot, n, fields, bias, logits, scratch);
+	double sum = 0;
+	uint64_t right = 0;
+	for (uint32_t e = 0; e < n; e++) {
+		double z = logits[e];
+		sum += pti_softplus(z) - (y[e] ? z : 0);
+		right += (z > 0) == (y[e] != 0);
+		scored[e] = (pti_scored){logits[e], y[e]};
+	}
+	*loss = n > 0 ? sum / n : NAN;
+	*acc = n > 0 ? (double)right / n : NAN;
+	*auc = pti_auc(scored, n);
 }
 
 double pti_softplus(double z)

@@ -18,6 +18,8 @@
 
 #include <stdint.h>
 
+#include "common/stats.h"
+
 // pti_sparse_unique writes the distinct values of ids[0..n) ascending to
 // uniq and, for each i, the index in uniq of ids[i] to slot[i]; returns
 // how many are distinct. scratch holds 2 n words. uniq and slot hold n.
@@ -39,6 +41,14 @@ void pti_fm_grad(uint32_t k, const float *rows, uint32_t n_rows,
 // examples into logits. scratch holds k floats.
 void pti_fm_logits(uint32_t k, const float *rows, const uint32_t *slot,
     uint32_t b, uint32_t fields, float bias, float *logits, float *scratch);
+
+// pti_fm_metrics evaluates n examples (slots into rows, as pti_fm_grad's)
+// against clicks y: the mean log loss, the accuracy at probability 0.5
+// and the AUC, in the caller's buffers logits and scored (n each).
+void pti_fm_metrics(uint32_t k, const float *rows, const uint32_t *slot,
+    uint32_t n, uint32_t fields, float bias, const uint8_t *y,
+    float *logits, pti_scored *scored, double *loss, double *acc,
+    double *auc);
 
 // pti_softplus is log(1 + exp(z)) without overflow: the log loss of label
 // 0 at logit z (of label 1: pti_softplus(z) - z).

@@ -213,6 +213,57 @@ static nng_msg *rows_reply(ps_server *s, uint32_t tb, const rows_req *q)
 	return m;
 }
 
+// rows_scan answers a scan: the rows of table tb with ids from h->from
+// on, ascending, at most h->lim: their ids, update counts and values.
+// The reply's from is the id to ask for next, its lim 1 while more rows
+// follow.
+static nng_msg *rows_scan(ps_server *s, const pti_hdr *h)
+{
+	ps_table *t = &s->tables[h->table];
+	uint32_t dim = s->layout.tables[h->table].dim;
+	pti_rows_stats st;
+	pti_rows_stats_of(t->rows, &st);
+	uint64_t *ids = malloc((st.rows + 1) * sizeof(*ids));
+	if (ids == NULL)
+		return pti_server_error(s, h, PT_ENOMEM, "a scan of rows");
+	pti_rows_ids(t->rows, ids);
+	uint64_t lo = 0, hi = st.rows;
+	while (lo < hi) { // the first id >= from
+		uint64_t mid = lo + (hi - lo) / 2;
+		if (ids[mid] < h->from)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	uint64_t lim = h->lim < PTI_ROWS_MAX ? h->lim : PTI_ROWS_MAX;
+	uint64_t n = st.rows - lo < lim ? st.rows - lo : lim;
+	float *pay = malloc((n * (3 + dim) + 1) * sizeof(float));
+	if (pay == NULL) {
+		free(ids);
+		return pti_server_error(s, h, PT_ENOMEM, "a scan of rows");
+	}
+	float *vals = pay + 3 * n;
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t id = ids[lo + i];
+		uint32_t cnt = (uint32_t)pti_rows_read(t->rows, id,
+		    vals + i * dim);
+		memcpy((uint8_t *)pay + 8 * i, &id, 8);
+		memcpy(pay + 2 * n + i, &cnt, 4);
+	}
+	pti_hdr r;
+	pti_hdr_init(&r, PT_OP_ROWS, PT_ROLE_SERVER, s->rank);
+	r.has |= PTI_H_VER | PTI_H_ROWS | PTI_H_SCAN;
+	r.ver = t->ver;
+	r.table = h->table;
+	r.kp = (uint32_t)n;
+	r.lim = lo + n < st.rows;
+	r.from = r.lim ? ids[lo + n] : 0;
+	nng_msg *m = pti_server_reply(s, &r, pay, n * (3 + dim));
+	free(pay);
+	free(ids);
+	return m;
+}
+
 // reply_kept answers the parked request whose message it kept.
 static nng_msg *reply_kept(ps_server *s, nng_msg *m)
 {
@@ -472,6 +523,12 @@ nng_msg *pti_op_rows(ps_server *s, ps_ctx *x, const pti_hdr *h,
 		return pti_server_error(s, h, rv, pt_errmsg(rv));
 	ps_table *t = &s->tables[h->table];
 	int lockstep = pti_mode_of(s->job->mode)->rows_lockstep;
+	if (h->has & PTI_H_SCAN) {
+		if (q.k > 0 || q.kp > 0 || (h->has & PTI_H_STEP))
+			return pti_server_error(s, h, PT_EPROTO, "a scan of "
+			    "rows pushes and pulls nothing else");
+		return rows_scan(s, h);
+	}
 	if (!(h->has & PTI_H_STEP)) {
 		// A read: no part of a step. In sync it may wait for the
 		// next step's rows, as a pull may.

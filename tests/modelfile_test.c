@@ -167,7 +167,7 @@ static void test_modelfile_layout_of_bytes(void)
 	PT_TEST_OK(saved_init(&s, "mlp:3", 2, 4));
 	const uint8_t *p = s.bytes;
 	PT_TEST_TRUE(memcmp(p, "PSTRAIN\0", 8) == 0);
-	PT_TEST_TRUE(get32(p + 8) == 1);  // version
+	PT_TEST_TRUE(get32(p + 8) == 2);  // version
 	PT_TEST_TRUE(get32(p + 12) == 5); // spec length
 	PT_TEST_TRUE(memcmp(p + 16, "mlp:3", 5) == 0);
 	PT_TEST_TRUE(get32(p + 21) == 2 && get32(p + 25) == 4);
@@ -183,9 +183,9 @@ static void test_modelfile_layout_of_bytes(void)
 	size_t b0 = 51 + 6 * 4;
 	PT_TEST_TRUE(get32(p + b0) == 2 && memcmp(p + b0 + 4, "b0", 2) == 0);
 	PT_TEST_TRUE(get32(p + b0 + 6) == 1 && get32(p + b0 + 10) == 3);
-	// Header, then 4 tensors with 2-byte names, then the CRC.
+	// Header, then 4 tensors with 2-byte names, no tables, the CRC.
 	size_t want = 33 + 4 * (4 + 2 + 4) + 4 * (2 + 1 + 2 + 1) +
-		      4 * s.l.n_params + 4;
+		      4 * s.l.n_params + 4 + 4;
 	PT_TEST_TRUE(s.n == want);
 	PT_TEST_TRUE(get32(p + s.n - 4) == (uint32_t)crc32(0, p, (uInt)(s.n -
 									  4)));
@@ -295,9 +295,9 @@ static void test_modelfile_bad_header(void)
 	fix_crc(p, s.n);
 	load_bad(&s, p, s.n, PT_ECORRUPT, "bad magic");
 	memcpy(p, s.bytes, s.n);
-	put32(p + 8, 2);
+	put32(p + 8, 3);
 	fix_crc(p, s.n);
-	load_bad(&s, p, s.n, PT_ECORRUPT, "version 2");
+	load_bad(&s, p, s.n, PT_ECORRUPT, "version 3");
 	// Lengths that would make a naive reader allocate gigabytes.
 	const uint32_t huge[] = {0, 96, 0x7fffffff, 0xffffffff};
 	for (int i = 0; i < 4; i++) {
@@ -385,6 +385,47 @@ static void test_modelfile_missing(void)
 	saved_fini(&s);
 }
 
+// A sparse model's file: its dense vector, then its table's rows and
+// the seed, read back as written; a reader without tables refuses it,
+// and ids that do not ascend are corrupt.
+static void test_modelfile_tables(void)
+{
+	char dir[256], path[512];
+	pti_layout l, got;
+	PT_TEST_OK(pti_test_tmpdir(dir, sizeof(dir), "pt-mf"));
+	snprintf(path, sizeof(path), "%s/fm.bin", dir);
+	PT_TEST_OK(pti_layout_init(&l, "fm:2", 3, 2));
+	float *params = calloc(l.n_params, sizeof(float)), *p2 = NULL;
+	params[0] = 0.25f;
+	uint64_t ids[3] = {5, 9, 1ULL << 40};
+	float vals[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+	pti_mrows rows[1] = {{3, ids, vals}}, back[PT_MAX_TABLES];
+	uint64_t seed = 0;
+	PT_TEST_ERR(pti_modelfile_save(path, &l, params), PT_EINVAL);
+	PT_TEST_OK(pti_modelfile_save_rows(path, &l, params, 77, rows));
+	PT_TEST_OK(pti_modelfile_load_rows(path, &got, &p2, &seed, back));
+	PT_TEST_TRUE(seed == 77 && got.n_tables == 1 && p2[0] == 0.25f);
+	PT_TEST_TRUE(back[0].n == 3 && memcmp(back[0].ids, ids,
+	    sizeof(ids)) == 0 && memcmp(back[0].vals, vals, sizeof(vals)) == 0);
+	pti_mrows_free(back, PT_MAX_TABLES);
+	free(p2);
+	PT_TEST_ERR(pti_modelfile_load(path, &got, &p2), PT_EINVAL);
+	ids[1] = 5;
+	PT_TEST_OK(pti_modelfile_save_rows(path, &l, params, 77, rows));
+	PT_TEST_ERR(pti_modelfile_load_rows(path, &got, &p2, &seed, back),
+	    PT_ECORRUPT);
+	PT_TEST_STR_HAS(pt_errmsg(PT_ECORRUPT), "ascend");
+	rows[0].n = 0;
+	PT_TEST_OK(pti_modelfile_save_rows(path, &l, params, 77, rows));
+	PT_TEST_OK(pti_modelfile_load_rows(path, &got, &p2, &seed, back));
+	PT_TEST_TRUE(back[0].n == 0);
+	pti_mrows_free(back, PT_MAX_TABLES);
+	free(p2);
+	free(params);
+	unlink(path);
+	rmdir(dir);
+}
+
 static const pti_test_case cases[] = {
     {"test_modelfile_round_trip", test_modelfile_round_trip},
     {"test_modelfile_layout_of_bytes", test_modelfile_layout_of_bytes},
@@ -395,6 +436,7 @@ static const pti_test_case cases[] = {
     {"test_modelfile_bad_header", test_modelfile_bad_header},
     {"test_modelfile_shape_mismatch", test_modelfile_shape_mismatch},
     {"test_modelfile_missing", test_modelfile_missing},
+    {"test_modelfile_tables", test_modelfile_tables},
     {NULL, NULL},
 };
 

@@ -310,12 +310,12 @@ assert j["step_ms_median"] > 0 and j["comm_bound_ms"] is None, j
 assert j["placement"] == "none" and j["link"] is None, j
 PYEOF
 	h=$(head -n 1 "$T/w2/worker-1.csv")
-	[ "$h" = "step,epoch,wall_s,loss,grad_norm,step_ms,compute_ms,comm_ms,staleness,lr,delay_ms,version,minor_faults,max_rss_mb" ] ||
+	[ "$h" = "step,epoch,wall_s,loss,grad_norm,step_ms,compute_ms,comm_ms,staleness,lr,delay_ms,version,minor_faults,max_rss_mb,tx_bytes,rx_bytes" ] ||
 		{ no $n "worker CSV header: $h"; return; }
 	[ "$(wc -l <"$T/w2/worker-1.csv")" = 41 ] ||
 		{ no $n "worker-1.csv lacks rows"; return; }
 	h=$(head -n 1 "$T/w2/eval.csv")
-	[ "$h" = "step,wall_s,test_loss,test_acc,worker_step,eval_s" ] ||
+	[ "$h" = "step,wall_s,test_loss,test_acc,worker_step,eval_s,test_auc" ] ||
 		{ no $n "eval.csv header: $h"; return; }
 	ok $n
 }

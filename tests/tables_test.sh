@@ -1,10 +1,11 @@
 #!/bin/sh
 # tests/tables_test.sh - embedding tables through pstrain run (issue 35):
 # the sparse models on a click set, trained by real server and worker
-# processes. Sync gives the same numbers on 1 and 3 servers; each set-up
+# processes. Sync gives the same numbers and model file on 1 and 3
+# servers, which pstrain eval reads back; each set-up
 # learns (AUC well above chance, below the planted model's); async counts
 # row staleness; hybrid runs rows async; a resumed sync job writes the
-# same checkpoints as one run through; a step moves its rows only (bytes_pulled_per_step); a
+# same checkpoints and model file as one run through; a step moves its rows only (bytes_pulled_per_step); a
 # sparse model with dense data (and the reverse) is refused. Prints "ok NAME" / "FAIL NAME" lines.
 cd "$(dirname "$0")/.." || exit 2
 P=${PSTRAIN:-bin/pstrain}
@@ -24,7 +25,8 @@ test_tables_sync_placement() {
 	n=test_tables_sync_placement
 	for s in 1 3; do
 		$P run --model fm:4 --mode sync --servers $s --workers 2 $D \
-			--lr 1 --out "$T/s$s" >"$T/s$s.log" 2>&1 ||
+			--lr 1 --out "$T/s$s" --save-model "$T/s$s/m.bin" \
+			>"$T/s$s.log" 2>&1 ||
 			{ no $n "sync run on $s servers failed" "$T/s$s.log"; return; }
 	done
 	# Every number of the two jobs but the times.
@@ -32,9 +34,17 @@ test_tables_sync_placement() {
 		cut -d, -f1,2,4-14,16- "$T/s$s/final.csv" >"$T/s$s.final"
 		cut -d, -f1,3,4,7 "$T/s$s/eval.csv" >"$T/s$s.eval"
 	done
+	# pstrain eval reads the model file's rows as the job left them.
+	$P eval --model-file "$T/s3/m.bin" --data ctr:20000,8,1000 \
+		>"$T/ev.log" 2>&1
+	ev=$(sed -n 's/^test_auc //p' "$T/ev.log")
 	if ! cmp -s "$T/s1.final" "$T/s3.final" ||
 		! cmp -s "$T/s1.eval" "$T/s3.eval"; then
 		no $n "1 and 3 servers differ" "$T/s3/final.csv"
+	elif ! cmp -s "$T/s1/m.bin" "$T/s3/m.bin"; then
+		no $n "1 and 3 servers save different model files"
+	elif [ "$ev" != "$(json final_test_auc "$T/s1/summary.json")" ]; then
+		no $n "pstrain eval's test AUC '$ev'" "$T/ev.log"
 	elif ! learned "$T/s1/summary.json"; then
 		no $n "test AUC $(json final_test_auc "$T/s1/summary.json")," \
 			"planted $(json planted_auc "$T/s1/summary.json")"
@@ -92,12 +102,15 @@ test_tables_resume() {
 	J="--model fm:4 $D --mode sync --servers 2 --workers 2 --lr 1 \
 		--table-capacity 300 --table-admit 2 --checkpoint-every 10"
 	$P run $J --steps 40 --checkpoint-dir "$T/fck" --out "$T/full" \
-		>"$T/full.log" 2>&1 || { no $n "run failed" "$T/full.log"; return; }
+		--save-model "$T/full/m.bin" >"$T/full.log" 2>&1 ||
+		{ no $n "run failed" "$T/full.log"; return; }
 	$P run $J --steps 25 --checkpoint-dir "$T/ck" --out "$T/part" \
 		>"$T/part.log" 2>&1 || { no $n "part failed" "$T/part.log"; return; }
-	$P run $J --steps 40 --resume "$T/ck" --out "$T/res" >"$T/res.log" 2>&1 ||
+	$P run $J --steps 40 --resume "$T/ck" --out "$T/res" \
+		--save-model "$T/res/m.bin" >"$T/res.log" 2>&1 ||
 		{ no $n "resume failed" "$T/res.log"; return; }
 	if grep -q "resuming from version 20" "$T/res.log" &&
+		cmp "$T/full/m.bin" "$T/res/m.bin" &&
 		cmp "$T/fck/server-0-v40.ckpt" "$T/ck/server-0-v40.ckpt" &&
 		cmp "$T/fck/server-1-v40.ckpt" "$T/ck/server-1-v40.ckpt"; then
 		ok $n

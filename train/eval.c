@@ -354,7 +354,9 @@ int pti_eval_final(pti_trainer *w, int64_t ver, double train_s)
 		return rv;
 	w->finished = 1;
 	if (c->save_model[0] != '\0' &&
-	    (rv = pti_modelfile_save(c->save_model, &w->layout, w->params)) != 0)
+	    (rv = w->sparse != NULL ? pti_sparse_save(w, c->save_model)
+				    : pti_modelfile_save(c->save_model,
+					  &w->layout, w->params)) != 0)
 		return rv;
 	return 0;
 }

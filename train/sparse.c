@@ -25,6 +25,7 @@
 #include "common/blas.h"
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/modelfile.h"
 #include "common/stats.h"
 #include "model/sparse.h"
 #include "train/sender.h"
@@ -149,21 +150,24 @@ int pti_sparse_evaluate(pti_trainer *w, const float *params,
 	if (v->d != d || rows == NULL)
 		return pti_err_set(PT_EINVAL, "sparse evaluation: no rows of "
 		    "that set");
-	float scratch[PT_FM_MAX_K];
-	pti_fm_logits(sp->k, rows, v->slot, d->n, d->dim, params[0],
-	    sp->logits, scratch);
-	double sum = 0;
-	uint64_t right = 0;
-	for (uint32_t e = 0; e < d->n; e++) {
-		double z = sp->logits[e];
-		sum += pti_softplus(z) - (d->y[e] ? z : 0);
-		right += (z > 0) == (d->y[e] != 0);
-		sp->scored[e] = (pti_scored){sp->logits[e], d->y[e]};
-	}
-	*loss = d->n > 0 ? sum / d->n : NAN;
-	*acc = d->n > 0 ? (double)right / d->n : NAN;
-	*auc = pti_auc(sp->scored, d->n);
+	pti_fm_metrics(sp->k, rows, v->slot, d->n, d->dim, params[0], d->y,
+	    sp->logits, sp->scored, loss, acc, auc);
 	return 0;
+}
+
+int pti_sparse_save(pti_trainer *w, const char *path)
+{
+	pti_mrows rows[PT_MAX_TABLES];
+	int rv = 0;
+	memset(rows, 0, sizeof(rows));
+	for (uint32_t t = 0; t < w->layout.n_tables && rv == 0; t++)
+		rv = pti_worker_rows_all(w->pw, (int)t, &rows[t].ids,
+		    &rows[t].vals, &rows[t].n);
+	if (rv == 0)
+		rv = pti_modelfile_save_rows(path, &w->layout, w->params,
+		    w->c->job.seed, rows);
+	pti_mrows_free(rows, PT_MAX_TABLES);
+	return rv;
 }
 
 // ---------------------------------------------------------------- sending

@@ -24,6 +24,11 @@ int pti_sparse_open(pti_sender *out, pti_trainer *w);
 int pti_sparse_fill(pti_trainer *w);
 int pti_sparse_fill_train(pti_trainer *w);
 
+// pti_sparse_save writes the model file of w's sparse model to path: its
+// dense vector and every row that exists of its tables (read from the
+// servers, ascending by id).
+int pti_sparse_save(pti_trainer *w, const char *path);
+
 // pti_sparse_evaluate computes the mean log loss, the accuracy at 0.5
 // and the AUC of params (a copy of w->params after pti_sparse_fill) on
 // d: w's validation, test or (after pti_sparse_fill_train) training

@@ -31,6 +31,8 @@
 #include "common/rendezvous.h"
 #include "common/transport.h"
 #include "model/model.h"
+#include "model/sparse.h"
+#include "ps/rows.h"
 #include "ps/server.h"
 #include "train/worker.h"
 
@@ -337,6 +339,50 @@ int pti_cmd_secret(int argc, char **argv)
 	return 0;
 }
 
+// eval_sparse evaluates a click model's file (l, params, rows of table
+// 0, the job's seed) on d: rows not in the file read as their initial
+// values, as on the servers.
+static int eval_sparse(const pti_layout *l, const float *params,
+    const pti_mrows *rows, uint64_t seed, const pti_dataset *d,
+    double *loss, double *acc, double *auc)
+{
+	uint32_t dim = l->tables[0].dim;
+	uint64_t n = (uint64_t)d->n * d->dim;
+	uint64_t *uniq = malloc(n * 8), *scratch = malloc(2 * n * 8);
+	uint32_t *slot = malloc(n * 4);
+	float *vals = malloc(n * dim * sizeof(float));
+	float *logits = malloc(d->n * sizeof(float));
+	pti_scored *scored = malloc(d->n * sizeof(*scored));
+	int rv = 0;
+	if (!uniq || !scratch || !slot || !vals || !logits || !scored)
+		rv = pti_err_set(PT_ENOMEM, "evaluating %u examples", d->n);
+	if (rv == 0) {
+		pti_rows_opts o = {.dim = dim, .seed = seed, .table = 0,
+		    .bound = l->tables[0].bound};
+		uint32_t nu = pti_sparse_unique(d->ids, (uint32_t)n, uniq, slot,
+		    scratch);
+		for (uint32_t u = 0, j = 0; u < nu; u++) {
+			while (j < rows->n && rows->ids[j] < uniq[u])
+				j++;
+			if (j < rows->n && rows->ids[j] == uniq[u])
+				memcpy(vals + (uint64_t)u * dim,
+				    rows->vals + (uint64_t)j * dim, dim * 4);
+			else
+				pti_rows_init_values(&o, uniq[u],
+				    vals + (uint64_t)u * dim);
+		}
+		pti_fm_metrics(l->fm_k, vals, slot, d->n, d->dim, params[0],
+		    d->y, logits, scored, loss, acc, auc);
+	}
+	free(uniq);
+	free(scratch);
+	free(slot);
+	free(vals);
+	free(logits);
+	free(scored);
+	return rv;
+}
+
 int pti_cmd_eval(int argc, char **argv)
 {
 	pti_config c;
@@ -354,8 +400,11 @@ int pti_cmd_eval(int argc, char **argv)
 	float *x = NULL;
 	uint8_t *y = NULL;
 	uint32_t *idx = NULL;
-	double loss, acc;
-	if ((rv = pti_modelfile_load(c.model_file, &l, &params)) != 0 ||
+	double loss, acc, auc;
+	uint64_t seed = 0;
+	pti_mrows mrows[PT_MAX_TABLES];
+	if ((rv = pti_modelfile_load_rows(c.model_file, &l, &params, &seed,
+		 mrows)) != 0 ||
 	    (rv = pti_data_load(&d, c.data, c.job.seed)) != 0)
 		goto out;
 	if (d.test.dim != l.width[0] || d.test.classes != l.width[l.n_layers]) {
@@ -363,6 +412,16 @@ int pti_cmd_eval(int argc, char **argv)
 		    "%s takes %u features and %u classes; --data %s has %u "
 		    "and %u", c.model_file, l.width[0], l.width[l.n_layers],
 		    c.data, d.test.dim, d.test.classes);
+		goto out;
+	}
+	if (l.kind == PT_MODEL_FM) {
+		if ((rv = eval_sparse(&l, params, &mrows[0], seed, &d.test,
+			 &loss, &acc, &auc)) == 0)
+			printf("model %s (%s, %llu rows) on %s: %u test "
+			       "examples\ntest_loss %.6f\ntest_acc %.4f\n"
+			       "test_auc %.4f\n", c.model_file, l.spec,
+			    (unsigned long long)mrows[0].n, c.data, d.test.n,
+			    loss, acc, auc);
 		goto out;
 	}
 	x = malloc((size_t)rows * l.width[0] * sizeof(float));
@@ -386,6 +445,7 @@ out:
 	free(y);
 	free(idx);
 	free(params);
+	pti_mrows_free(mrows, PT_MAX_TABLES);
 	pti_model_free(m);
 	pti_data_fini(&d);
 	return rv != 0 ? 1 : 0;
