@@ -142,7 +142,7 @@ def json_rows():
             assert all(close(x, y) for x, y in zip(a, floats(b, wcols))), (a, b)
     erows = list(csv.DictReader(open(out + "/eval.csv")))
     assert len(ev) >= 1 and len(erows) >= len(ev), (len(ev), len(erows))
-    names = {"loss": "val_loss", "acc": "val_acc"}
+    names = {"loss": "val_loss", "acc": "val_acc", "auc": "val_auc"}
     for a, b in zip(ev, erows):
         assert all(close(x, y) for x, y in
                    zip(a, floats(b, [names.get(c, c) for c in ecols]))), (a, b)

@@ -36,10 +36,13 @@ static const int dash_wcols[] = {PTI_WK_STEP, PTI_WK_WALL, PTI_WK_LOSS,
 
 // eval.csv's columns read (both sets' names), and those sent.
 static const char *const dash_ecols_in[] = {"step", "wall_s", "val_loss",
-    "val_acc", "test_loss", "test_acc", "worker_step"};
-enum { E_STEP, E_WALL, E_VLOSS, E_VACC, E_TLOSS, E_TACC, E_WSTEP, E_N };
+    "val_acc", "test_loss", "test_acc", "worker_step", "val_auc",
+    "test_auc"};
+enum { E_STEP, E_WALL, E_VLOSS, E_VACC, E_TLOSS, E_TACC, E_WSTEP, E_VAUC,
+    E_TAUC, E_N };
 static const char *const dash_ecols_out[] = {"step", "wall_s", "loss", "acc",
-    "worker_step"};
+    "worker_step", "auc"};
+#define DASH_NE ((int)(sizeof(dash_ecols_out) / sizeof(dash_ecols_out[0])))
 
 // ---------------------------------------------------------------- ?from=
 
@@ -415,13 +418,13 @@ static int job_json(pti_dbuf *b, const pti_dash_view *v, uint32_t i,
 	}
 	if (rv == 0) {
 		int val = p.have[E_VACC] || !p.have[E_TACC];
-		int ecols[] = {E_STEP, E_WALL, val ? E_VLOSS : E_TLOSS,
-		    val ? E_VACC : E_TACC, E_WSTEP};
+		int ecols[DASH_NE] = {E_STEP, E_WALL, val ? E_VLOSS : E_TLOSS,
+		    val ? E_VACC : E_TACC, E_WSTEP, val ? E_VAUC : E_TAUC};
 		*budget -= p.n_rows;
 		pti_dbuf_printf(b, "],\n \"eval_set\": %s, \"eval\": ",
 		    p.have[E_VACC] ? "\"validation\"" : p.have[E_TACC]
 		    ? "\"test\"" : "null");
-		part_json(b, &at, &p, ecols, 5);
+		part_json(b, &at, &p, ecols, DASH_NE);
 		free(p.v);
 		pti_dbuf_printf(b, ",\n \"counts\": ");
 		job_counts(b, j, &in);
@@ -461,7 +464,7 @@ int pti_dash_json(pti_dbuf *b, const pti_dash_view *v, const char *query)
 		pti_dbuf_printf(b, "%s\"%s\"", k ? ", " : "",
 		    PTI_COL(pti_csv_worker, dash_wcols[k]));
 	pti_dbuf_printf(b, "],\n\"eval_cols\": [");
-	for (int k = 0; k < 5; k++)
+	for (int k = 0; k < DASH_NE; k++)
 		pti_dbuf_printf(b, "%s\"%s\"", k ? ", " : "",
 		    dash_ecols_out[k]);
 	pti_dbuf_printf(b, "],\n\"jobs\": [\n");

@@ -381,14 +381,22 @@
       : "no step yet");
   }
 
+  // A click model's evaluations have an AUC: the panel shows it instead
+  // of the accuracy at 0.5, which says little there.
+  function aucShown() {
+    const u = ecol("auc");
+    return u >= 0 && S.jobs.some((j) => j.evalRows.some((r) => r[u] !== null));
+  }
+
   function renderAccuracy() {
     const a = [], b = [];
     const sc = ecol("worker_step"), vc = ecol("step"), wc = ecol("wall_s");
-    const ac = ecol("acc");
+    const auc = aucShown(), ac = auc ? ecol("auc") : ecol("acc");
+    const what = auc ? "AUC" : "accuracy";
     S.jobs.forEach((j, i) => {
       if (!j.evalRows.length) return;
       const st = styleOf(i, j);
-      const label = isCompare() ? j.label : (j.evalSet || "") + " accuracy";
+      const label = isCompare() ? j.label : (j.evalSet || "") + " " + what;
       const p1 = [], p2 = [], x0 = firstStep(j);
       for (const r of j.evalRows) {
         if (r[ac] === null) continue;
@@ -408,7 +416,7 @@
     }
     const set = j && j.evalSet ? j.evalSet : "validation or test";
     panel("panel-accuracy", n, rowsOf(a), latest, latest
-      ? esc((isCompare() ? j.label + ": " : "") + set + " accuracy " +
+      ? esc((isCompare() ? j.label + ": " : "") + set + " " + what + " " +
         fmt(latest.acc, 4) + " (loss " + fmt(latest.loss, 4) +
         ") at version " + latest.step + ", worker 0's step " +
         latest.worker_step) +
