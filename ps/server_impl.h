@@ -124,6 +124,7 @@ typedef struct ps_table {
 	uint32_t n_in;  // parts held
 	uint64_t pushed, pulled;     // rows moved
 	uint64_t stale_sum, stale_max; // row staleness of the rows pushed
+	uint64_t stale_n;              // the pushed rows it was counted for
 } ps_table;
 
 struct ps_server {

@@ -281,6 +281,7 @@ static json_t *tables_json(const ps_server *s)
 		    {"bytes", st.bytes},
 		    {"rows_pushed", t->pushed},
 		    {"rows_pulled", t->pulled},
+		    {"row_staleness_rows", t->stale_n},
 		    {"row_staleness_sum", t->stale_sum},
 		    {"row_staleness_max", t->stale_max},
 		};

@@ -294,6 +294,7 @@ static void count_stale(ps_table *t, pti_rows *r, uint64_t id,
 	if (since == PTI_ROWS_UNSEEN)
 		return; // the worker never read it: no staleness to count
 	uint64_t stale = row_stale(r, id, since);
+	t->stale_n++;
 	t->stale_sum += stale;
 	if (stale > t->stale_max)
 		t->stale_max = stale;

@@ -53,6 +53,9 @@ const pti_cmp_col pti_cmp_cols[PTI_COLS] = {
     [PTI_COL_PLANTED_AUC] = {"planted_auc", "planted_auc", 4, 1},
     [PTI_COL_PULLED] = {"bytes_pulled_per_step", "bytes_pulled_per_step", 0,
 	1},
+    [PTI_COL_ROW_STALE] = {"row_staleness_mean", "row_staleness_mean", 3, 1},
+    [PTI_COL_ROW_STALE_MAX] = {"row_staleness_max", "row_staleness_max", 1,
+	1},
 };
 
 // ---------------------------------------------------------------------

@@ -56,6 +56,7 @@ int pti_final_read(const char *dir, pti_final *out)
 // servers' and workers' files after every process has stopped.
 typedef struct sum_stats {
 	uint64_t updates, stale_sum, stale_max, dropped, nonfinite;
+	double row_stale_n, row_stale_sum, row_stale_max; // embedding tables
 	uint64_t bound_refused; // pushes refused over --grad-bound
 	double grad_ratio;      // the largest gradient RMS / median a
 				// server saw (--grad-bound compares it)
@@ -275,6 +276,15 @@ static void gather_servers(const pti_config *c, sum_stats *st)
 		uint64_t sm = server_count(j, "staleness_max");
 		if (sm > st->stale_max)
 			st->stale_max = sm;
+		const json_t *tb = json_object_get(j, "tables");
+		for (size_t k = 0; k < json_array_size(tb); k++) {
+			const json_t *t = json_array_get(tb, k);
+			st->row_stale_n += pti_json_num(t, "row_staleness_rows");
+			st->row_stale_sum += pti_json_num(t,
+			    "row_staleness_sum");
+			st->row_stale_max = fmax(st->row_stale_max,
+			    pti_json_num(t, "row_staleness_max"));
+		}
 		const json_t *h = json_object_get(j, "staleness_hist");
 		for (size_t k = 0; k < json_array_size(h) &&
 		    k < PT_STALE_BUCKETS; k++) {
@@ -637,6 +647,10 @@ int pti_summary_write(const pti_run_facts *r)
 	num(f, "worker_faults_per_step", st.wk_steps > 0
 	    ? st.wk_faults / st.wk_steps : NAN, 4);
 	num(f, "worker_max_rss_mb", st.wk_rss_mb > 0 ? st.wk_rss_mb : NAN, 5);
+	num(f, "row_staleness_mean", st.row_stale_n > 0 ? st.row_stale_sum /
+	    st.row_stale_n : NAN, 4);
+	num(f, "row_staleness_max", st.row_stale_n > 0 ? st.row_stale_max : NAN,
+	    10);
 	num(f, "bytes_pushed_per_step", st.n_bytes > 0 ? st.tx_bytes /
 	    st.n_bytes : NAN, 10);
 	num(f, "bytes_pulled_per_step", st.n_bytes > 0 ? st.rx_bytes /
