@@ -132,13 +132,16 @@ static const config_entry config_table[] = {
 	"softmax, mlp:H1,H2,... (ReLU hidden layers), cnn:C1,...[/H1,...] "
 	"(1 to 4 3x3 conv layers of C channels, each with ReLU and 2x2 "
 	"max-pool, on square one-channel images, then up to 3 ReLU dense "
-	"layers of H units); on a click set, lr (sparse logistic "
-	"regression) or fm:K (a factorization machine of K factors), whose "
+	"layers of H units); on ids (ctr, fashion-mnist:hashed), lr (sparse "
+	"logistic regression; softmax regression on more than 2 classes) or, "
+	"on a click set, fm:K (a factorization machine of K factors), whose "
 	"rows of ids live in an embedding table on the servers"),
     E("data", T_STR, data, "fashion-mnist", 0, 0, RUN | SRV | WRK | EVL,
 	"SPEC",
 	"fashion-mnist, fashion-mnist:DIR (the four IDX .gz files), "
-	"synthetic:N, or ctr:N,F,V[,SEED[,SKEW]] (a click set: N examples "
+	"synthetic:N, fashion-mnist:hashed[:DIR] (its images as 378 hashed "
+	"ids each: 2x2 blocks' intensity levels and pairs of neighbouring "
+	"blocks, in 2^20 ids), or ctr:N,F,V[,SEED[,SKEW]] (a click set: N examples "
 	"of F fields, each an id of V with Zipf frequencies of exponent "
 	"SKEW (1.1), clicks from a planted factorization machine whose AUC "
 	"is the best any model can reach; SEED (1) is the data's own)"),

@@ -4,6 +4,7 @@
 #include "common/data.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -289,7 +290,7 @@ int pti_idx_read_labels(const char *path, uint8_t **y, uint32_t *n)
 // Specs
 // ---------------------------------------------------------------------
 
-enum { SPEC_FASHION = 1, SPEC_SYNTH = 2, SPEC_CTR = 3 };
+enum { SPEC_FASHION = 1, SPEC_SYNTH = 2, SPEC_CTR = 3, SPEC_HASHED = 4 };
 
 typedef struct data_spec {
 	int kind;
@@ -307,6 +308,14 @@ static int spec_parse(data_spec *out, const char *spec)
 	if (strcmp(spec, "fashion-mnist") == 0) {
 		s.kind = SPEC_FASHION;
 		s.dir = FASHION_DIR;
+	} else if (strcmp(spec, "fashion-mnist:hashed") == 0 ||
+		   strncmp(spec, "fashion-mnist:hashed:", 21) == 0) {
+		s.kind = SPEC_HASHED;
+		s.dir = spec[20] == ':' ? spec + 21 : FASHION_DIR;
+		if (*s.dir == '\0' || strlen(s.dir) > DATA_PATH_MAX - 64)
+			return pti_err_set(PT_EINVAL, "--data %s: a directory "
+			    "of 1 to %d bytes after hashed:", spec,
+			    DATA_PATH_MAX - 64);
 	} else if (strncmp(spec, "fashion-mnist:", 14) == 0) {
 		s.kind = SPEC_FASHION;
 		s.dir = spec + 14;
@@ -457,10 +466,74 @@ static int synth_split(pti_dataset *d, const double *centers, uint32_t n,
 	return 0;
 }
 
+// ---------------------------------------------------------------------
+// Hashed (fashion-mnist:hashed)
+// ---------------------------------------------------------------------
+
+// hashed_fields: the ids of an image of rows x cols: a field per 2 x 2
+// block, and one per pair of blocks side by side.
+static uint32_t hashed_fields(uint32_t rows, uint32_t cols)
+{
+	uint32_t hr = rows / 2 > 0 ? rows / 2 : 1, hc = cols / 2 > 0 ? cols / 2
+								   : 1;
+	return hr * hc + hr * (hc - 1);
+}
+
+// block_level: the intensity of block (i, j) of image x (cols wide), 0-3.
+static unsigned block_level(const uint8_t *x, uint32_t rows, uint32_t cols,
+    uint32_t i, uint32_t j)
+{
+	unsigned sum = 0, n = 0;
+	for (uint32_t a = 2 * i; a < 2 * i + 2 && a < rows; a++)
+		for (uint32_t b = 2 * j; b < 2 * j + 2 && b < cols; b++)
+			sum += x[a * cols + b], n++;
+	return (sum / (n > 0 ? n : 1)) >> 6;
+}
+
+static uint64_t hashed_id(uint32_t field, unsigned value)
+{
+	return pti_mix64(((uint64_t)field << 8 | value) ^ 0x68617368ULL) &
+	       ((1ULL << PT_DATA_HASH_BITS) - 1);
+}
+
+// hashed_ids writes the ids of example x (xdim bytes, img_cols wide) of
+// d into out (d->dim of them).
+static void hashed_ids(const pti_dataset *d, const uint8_t *x, uint64_t *out)
+{
+	uint32_t cols = d->img_cols, rows = d->xdim / cols;
+	uint32_t hr = rows / 2 > 0 ? rows / 2 : 1, hc = cols / 2 > 0 ? cols / 2
+								   : 1;
+	uint32_t f = 0;
+	for (uint32_t i = 0; i < hr; i++)
+		for (uint32_t j = 0; j < hc; j++, f++)
+			out[f] = hashed_id(f, block_level(x, rows, cols, i, j));
+	for (uint32_t i = 0; i < hr; i++)
+		for (uint32_t j = 0; j + 1 < hc; j++, f++)
+			out[f] = hashed_id(f,
+			    block_level(x, rows, cols, i, j) << 2 |
+				block_level(x, rows, cols, i, j + 1));
+}
+
+// hashed_of makes d's images hashed sets (their pixels stay in x).
+static int hashed_of(pti_data *d)
+{
+	pti_dataset *s[2] = {&d->train, &d->test};
+	uint32_t side = (uint32_t)sqrt((double)d->train.dim);
+	if (side * side != d->train.dim)
+		return pti_err_set(PT_EINVAL, "fashion-mnist:hashed: images of "
+		    "%u pixels are not square", d->train.dim);
+	for (int i = 0; i < 2; i++) {
+		s[i]->xdim = s[i]->dim;
+		s[i]->img_cols = side;
+		s[i]->dim = hashed_fields(side, side);
+	}
+	return 0;
+}
+
 // ctr_set moves a drawn click set into s.
 static void ctr_set(pti_dataset *s, pti_ctr *c)
 {
-	*s = (pti_dataset){c->n, c->fields, 2, NULL, c->y, c->ids, c->p};
+	*s = (pti_dataset){c->n, c->fields, 2, NULL, c->y, c->ids, c->p, 0, 0};
 	memset(c, 0, sizeof(*c));
 }
 
@@ -510,12 +583,14 @@ int pti_data_load(pti_data *out, const char *spec, uint64_t seed)
 	memset(&d, 0, sizeof(d));
 	if ((rv = spec_parse(&s, spec)) != 0)
 		return rv;
-	if (s.kind == SPEC_FASHION)
+	if (s.kind == SPEC_FASHION || s.kind == SPEC_HASHED)
 		rv = fashion_load(&d, s.dir);
 	else if (s.kind == SPEC_CTR)
 		rv = ctr_load(&d, &s.ctr);
 	else
 		rv = synth_load(&d, s.n, seed);
+	if (rv == 0 && s.kind == SPEC_HASHED)
+		rv = hashed_of(&d);
 	if (rv != 0) {
 		pti_data_fini(&d);
 		return rv;
@@ -526,7 +601,8 @@ int pti_data_load(pti_data *out, const char *spec, uint64_t seed)
 
 int pti_data_sparse(const char *spec)
 {
-	return spec != NULL && strncmp(spec, "ctr:", 4) == 0;
+	return spec != NULL && (strncmp(spec, "ctr:", 4) == 0 ||
+				   strncmp(spec, "fashion-mnist:hashed", 20) == 0);
 }
 
 int pti_data_dims(const char *spec, uint32_t *dim, uint32_t *classes)
@@ -536,8 +612,16 @@ int pti_data_dims(const char *spec, uint32_t *dim, uint32_t *classes)
 	int rv;
 	if ((rv = spec_parse(&s, spec)) != 0)
 		return rv;
-	if (s.kind == SPEC_FASHION && (rv = fashion_dims(s.dir, &dm)) != 0)
+	if ((s.kind == SPEC_FASHION || s.kind == SPEC_HASHED) &&
+	    (rv = fashion_dims(s.dir, &dm)) != 0)
 		return rv;
+	if (s.kind == SPEC_HASHED) {
+		uint32_t side = (uint32_t)sqrt((double)dm);
+		if (side * side != dm)
+			return pti_err_set(PT_EINVAL, "--data %s: images of %u "
+			    "pixels are not square", spec, dm);
+		dm = hashed_fields(side, side);
+	}
 	*dim = s.kind == SPEC_CTR ? s.ctr.fields : dm;
 	*classes = s.kind == SPEC_CTR ? 2 : PT_DATA_CLASSES;
 	return 0;
@@ -559,14 +643,17 @@ void pti_data_fini(pti_data *d)
 	memset(d, 0, sizeof(*d));
 }
 
+// XDIM: the bytes of an example in x.
+#define XDIM(d) ((size_t)((d)->xdim ? (d)->xdim : (d)->dim))
+
 // set_alloc makes room for n examples shaped like `like`: the arrays it
 // has, no others. 0, or -1 when memory ran out (what was made is freed).
 static int set_alloc(pti_dataset *s, const pti_dataset *like, uint32_t n)
 {
 	*s = (pti_dataset){n, like->dim, like->classes, NULL, NULL, NULL,
-	    NULL};
+	    NULL, like->xdim, like->img_cols};
 	size_t k = n > 0 ? n : 1;
-	if ((like->x && !(s->x = malloc(k * like->dim))) ||
+	if ((like->x && !(s->x = malloc(k * XDIM(like)))) ||
 	    !(s->y = malloc(k)) ||
 	    (like->ids && !(s->ids = malloc(k * like->dim * 8))) ||
 	    (like->p && !(s->p = malloc(k * sizeof(float))))) {
@@ -580,9 +667,9 @@ static int set_alloc(pti_dataset *s, const pti_dataset *like, uint32_t n)
 static void set_copy(pti_dataset *to, uint32_t at, const pti_dataset *from,
     uint32_t i)
 {
-	size_t dim = from->dim;
+	size_t dim = from->dim, xd = XDIM(from);
 	if (from->x)
-		memcpy(to->x + at * dim, from->x + i * dim, dim);
+		memcpy(to->x + at * xd, from->x + i * xd, xd);
 	if (from->ids)
 		memcpy(to->ids + at * dim, from->ids + i * dim, dim * 8);
 	if (from->p)
@@ -657,10 +744,25 @@ void pti_data_gather_ids(uint64_t *ids, uint8_t *yout, const pti_dataset *d,
 {
 	const size_t dim = d->dim;
 	for (uint32_t i = 0; i < b; i++) {
-		memcpy(ids + (size_t)i * dim, d->ids + (size_t)idx[i] * dim,
-		    dim * sizeof(*ids));
-		yout[i] = d->y[idx[i]];
+		if (d->ids != NULL)
+			memcpy(ids + (size_t)i * dim,
+			    d->ids + (size_t)idx[i] * dim, dim * sizeof(*ids));
+		else
+			hashed_ids(d, d->x + (size_t)idx[i] * d->xdim,
+			    ids + (size_t)i * dim);
+		if (yout != NULL)
+			yout[i] = d->y[idx[i]];
 	}
+}
+
+uint64_t *pti_data_all_ids(const pti_dataset *d)
+{
+	uint64_t *ids = malloc(((size_t)d->n * d->dim + 1) * sizeof(*ids));
+	if (ids == NULL)
+		return NULL;
+	for (uint32_t i = 0; i < d->n; i++)
+		pti_data_gather_ids(ids + (size_t)i * d->dim, NULL, d, &i, 1);
+	return ids;
 }
 
 void pti_data_gather(float *xout, uint8_t *yout, const pti_dataset *d,

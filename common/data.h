@@ -10,6 +10,7 @@
 #ifndef PT_COMMON_DATA_H
 #define PT_COMMON_DATA_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 // Bounds on what a file header may claim, checked before any allocation.
@@ -30,7 +31,19 @@ typedef struct pti_dataset {
 			  // NULL
 	float *p;         // (n) a click set's planted click probabilities,
 			  // or NULL
+	// A hashed set (fashion-mnist:hashed) keeps its images in x, xdim
+	// bytes each (rows of img_cols), and makes each example's dim ids
+	// from them when gathered; 0 for the others (x then has dim bytes).
+	uint32_t xdim, img_cols;
 } pti_dataset;
+
+#define PT_DATA_HASH_BITS 20 // a hashed set's ids lie in [0, 2^20)
+
+// pti_dataset_sparse: d's examples are ids (a click or hashed set).
+static inline int pti_dataset_sparse(const pti_dataset *d)
+{
+	return d->ids != NULL || d->img_cols != 0;
+}
 
 typedef struct pti_data {
 	pti_dataset train, test;
@@ -53,6 +66,13 @@ typedef struct pti_data {
 //   "synthetic:N"        N training examples of 64 features around 10
 //                        seeded class centres, and a test set of
 //                        max(N/5, 1) examples from another stream;
+//   "fashion-mnist:hashed[:DIR]"  the same images as sparse ids (their
+//                        labels as they are): each image averaged over
+//                        2 x 2 blocks, each block's intensity in 4 levels
+//                        a field, and each pair of blocks side by side a
+//                        field of their 16 level pairs, every (field,
+//                        value) hashed into 2^20 ids: 378 ids an image
+//                        of 28 x 28, the background's the most frequent;
 //   "ctr:N,F,V[,SEED[,SKEW]]"  a sparse click set (common/ctr.h): N
 //                        training examples of F ids each, clicks from a
 //                        planted factorization machine, and a test set of
@@ -118,5 +138,9 @@ void pti_data_gather(float *xout, uint8_t *yout, const pti_dataset *d,
 // ids into ids (b, d->dim).
 void pti_data_gather_ids(uint64_t *ids, uint8_t *yout, const pti_dataset *d,
     const uint32_t *idx, uint32_t b);
+
+// pti_data_all_ids is every example's ids of a sparse set, (n, dim),
+// malloc'd (the caller's), or NULL when out of memory.
+uint64_t *pti_data_all_ids(const pti_dataset *d);
 
 #endif // PT_COMMON_DATA_H

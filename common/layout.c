@@ -137,15 +137,21 @@ static int layout_fm(pti_layout *l, const char *spec, uint32_t classes)
 				   PT_FM_MAX_K, "factor count", "factor counts",
 				   "fm:8")) != 0)
 		return rv;
-	if (classes != 2)
-		return pti_err_set(PT_EINVAL, "--model %s: a click model needs "
-		    "a click set (--data ctr:N,F,V), not %u classes", spec,
-		    classes);
+	if (k > 0 && classes != 2)
+		return pti_err_set(PT_EINVAL, "--model %s: a factorization "
+		    "machine needs a click set (--data ctr:N,F,V), not %u "
+		    "classes (lr takes more)", spec, classes);
+	if (classes > PT_FM_DENSE)
+		return pti_err_set(PT_EINVAL, "--model %s: %u classes, at most "
+		    "%d", spec, classes, PT_FM_DENSE);
 	l->fm_k = k;
 	l->n_layers = 1; // so that width[n_layers] is the classes
-	l->width[1] = 2;
+	l->width[1] = classes;
+	// A row: the id's weight and its factors; on C > 2 classes (lr)
+	// its weight for each class.
+	uint32_t dim = classes > 2 ? classes : 1 + k;
 	if ((rv = pti_layout_add(l, "bias", PT_FM_DENSE, 0)) != 0 ||
-	    (rv = pti_layout_table(l, "emb", 1 + k, k > 0 ? 0.01 : 0)) != 0)
+	    (rv = pti_layout_table(l, "emb", dim, k > 0 ? 0.01 : 0)) != 0)
 		return rv;
 	return 0;
 }

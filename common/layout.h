@@ -112,9 +112,11 @@ int pti_layout_init(pti_layout *l, const char *spec, uint32_t in_dim,
 // The sparse models, "lr" (logistic regression) and "fm:K" (a
 // factorization machine of K factors, 1 to PT_FM_MAX_K), over examples of
 // in_dim ids each and 2 classes (a click set): variable "bias"
-// (PT_FM_DENSE floats, the first the bias, all 0 at first) and table "emb" of rows of 1 + K floats (the id's weight,
-// then its factors; uniform in [-0.01, 0.01] at first for fm, 0 for lr).
-// pti_layout_sparse says whether spec names one.
+// (PT_FM_DENSE floats, the first the bias, all 0 at first) and table
+// "emb" of rows of 1 + K floats (the id's weight, then its factors;
+// uniform in [-0.01, 0.01] at first for fm, 0 for lr). "lr" on C > 2
+// classes is softmax regression: rows of C floats, the first C of "bias"
+// the classes' biases. pti_layout_sparse says whether spec names one.
 int pti_layout_sparse(const char *spec);
 
 // pti_layout_vars starts an empty layout of named variables (spec "vars")

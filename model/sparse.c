@@ -54,6 +54,71 @@ void pti_fm_metrics(uint32_t k, const float *rows, const uint32_t *slot,
 	*auc = pti_auc(scored, n);
 }
 
+// softmax_logits writes the c logits of one example of rows s[0..fields)
+// to z and returns the log of the sum of their exponentials.
+static double softmax_logits(uint32_t c, const float *rows, const uint32_t *s,
+    uint32_t fields, const float *bias, float *z)
+{
+	memcpy(z, bias, c * sizeof(float));
+	for (uint32_t i = 0; i < fields; i++) {
+		const float *r = rows + (size_t)s[i] * c;
+		for (uint32_t j = 0; j < c; j++)
+			z[j] += r[j];
+	}
+	double top = z[0], sum = 0;
+	for (uint32_t j = 1; j < c; j++)
+		top = z[j] > top ? z[j] : top;
+	for (uint32_t j = 0; j < c; j++)
+		sum += exp(z[j] - top);
+	return top + log(sum);
+}
+
+void pti_softmax_rows_grad(uint32_t c, const float *rows, uint32_t n_rows,
+    const uint32_t *slot, uint32_t b, uint32_t fields, const float *bias,
+    const uint8_t *y, float *grows, float *gbias, double *loss,
+    float *scratch)
+{
+	double total = 0;
+	memset(grows, 0, (size_t)n_rows * c * sizeof(float));
+	memset(gbias, 0, c * sizeof(float));
+	for (uint32_t e = 0; e < b; e++) {
+		const uint32_t *s = slot + (size_t)e * fields;
+		double lse = softmax_logits(c, rows, s, fields, bias, scratch);
+		total += lse - scratch[y[e]];
+		// d(mean loss)/d(logit j) = (softmax_j - [j = y]) / b
+		for (uint32_t j = 0; j < c; j++)
+			scratch[j] = (float)((exp(scratch[j] - lse) -
+					      (j == y[e])) / b);
+		for (uint32_t j = 0; j < c; j++)
+			gbias[j] += scratch[j];
+		for (uint32_t i = 0; i < fields; i++) {
+			float *gr = grows + (size_t)s[i] * c;
+			for (uint32_t j = 0; j < c; j++)
+				gr[j] += scratch[j];
+		}
+	}
+	*loss = b > 0 ? total / b : 0;
+}
+
+void pti_softmax_rows_metrics(uint32_t c, const float *rows,
+    const uint32_t *slot, uint32_t n, uint32_t fields, const float *bias,
+    const uint8_t *y, float *scratch, double *loss, double *acc)
+{
+	double total = 0;
+	uint64_t right = 0;
+	for (uint32_t e = 0; e < n; e++) {
+		double lse = softmax_logits(c, rows, slot + (size_t)e * fields,
+		    fields, bias, scratch);
+		uint32_t best = 0;
+		for (uint32_t j = 1; j < c; j++)
+			best = scratch[j] > scratch[best] ? j : best;
+		total += lse - scratch[y[e]];
+		right += best == y[e];
+	}
+	*loss = n > 0 ? total / n : NAN;
+	*acc = n > 0 ? (double)right / n : NAN;
+}
+
 double pti_softplus(double z)
 {
 	return z > 0 ? z + log1p(exp(-z)) : log1p(exp(z));

@@ -50,6 +50,21 @@ void pti_fm_metrics(uint32_t k, const float *rows, const uint32_t *slot,
     float *logits, pti_scored *scored, double *loss, double *acc,
     double *auc);
 
+// Sparse softmax regression (--model lr on C > 2 classes): row u holds C
+// floats, the id's weight for each class, and the model's C dense values
+// are the classes' biases; the logits of an example of rows r_1..r_F are
+// bias + sum_i r_i, its loss the cross-entropy of their softmax.
+// pti_softmax_rows_grad is pti_fm_grad for it (gbias: C floats; scratch:
+// C floats), pti_softmax_rows_metrics pti_fm_metrics (its AUC NaN;
+// scratch: C floats).
+void pti_softmax_rows_grad(uint32_t c, const float *rows, uint32_t n_rows,
+    const uint32_t *slot, uint32_t b, uint32_t fields, const float *bias,
+    const uint8_t *y, float *grows, float *gbias, double *loss,
+    float *scratch);
+void pti_softmax_rows_metrics(uint32_t c, const float *rows,
+    const uint32_t *slot, uint32_t n, uint32_t fields, const float *bias,
+    const uint8_t *y, float *scratch, double *loss, double *acc);
+
 // pti_softplus is log(1 + exp(z)) without overflow: the log loss of label
 // 0 at logit z (of label 1: pti_softplus(z) - z).
 double pti_softplus(double z);

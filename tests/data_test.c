@@ -810,6 +810,42 @@ static void test_data_ctr(void)
 	pti_data_fini(&e);
 }
 
+// A hashed set: Fashion-MNIST's images as 378 ids each in [0, 2^20),
+// the same for the same image, its labels as they are; a validation
+// split keeps the images (not ids) it makes them from.
+static void test_data_hashed(void)
+{
+	pti_data d;
+	uint32_t dim, classes;
+	PT_TEST_TRUE(pti_data_sparse("fashion-mnist:hashed"));
+	if (pti_data_dims("fashion-mnist:hashed", &dim, &classes) == PT_ENOENT) {
+		fprintf(stderr, "  skip: no Fashion-MNIST files\n");
+		return;
+	}
+	PT_TEST_TRUE(dim == 378 && classes == 10);
+	PT_TEST_OK(pti_data_load(&d, "fashion-mnist:hashed", 1));
+	PT_TEST_TRUE(d.test.dim == 378 && d.test.xdim == 784 &&
+		     pti_dataset_sparse(&d.test) && d.test.ids == NULL);
+	uint32_t idx[2] = {7, 7};
+	uint64_t ids[2 * 378];
+	uint8_t y[2];
+	pti_data_gather_ids(ids, y, &d.test, idx, 2);
+	PT_TEST_TRUE(memcmp(ids, ids + 378, 378 * 8) == 0 &&
+		     y[0] == d.test.y[7]);
+	uint64_t distinct = 0;
+	for (int i = 0; i < 378; i++) {
+		PT_TEST_TRUE(ids[i] < (1u << PT_DATA_HASH_BITS));
+		distinct += i == 0 || ids[i] != ids[i - 1];
+	}
+	PT_TEST_TRUE(distinct > 100); // fields hash apart
+	uint64_t *all = pti_data_all_ids(&d.test);
+	PT_TEST_TRUE(all != NULL && memcmp(all + 7 * 378, ids, 378 * 8) == 0);
+	free(all);
+	PT_TEST_OK(pti_data_holdout(&d, 100));
+	PT_TEST_TRUE(d.val.n == 100 && d.val.xdim == 784 && d.val.dim == 378);
+	pti_data_fini(&d);
+}
+
 static const pti_test_case cases[] = {
 	{"test_data_fashion_loads", test_data_fashion_loads},
 	{"test_data_dims", test_data_dims},
@@ -836,6 +872,7 @@ static const pti_test_case cases[] = {
 	{"test_data_fini_zeroed", test_data_fini_zeroed},
 	{"test_data_holdout", test_data_holdout},
 	{"test_data_ctr", test_data_ctr},
+	{"test_data_hashed", test_data_hashed},
 	{NULL, NULL},
 };
 

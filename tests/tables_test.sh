@@ -134,6 +134,27 @@ test_tables_bytes() {
 		no $n "pulled $rx, pushed $tx bytes a step" "$T/b/summary.json"
 }
 
+test_tables_hashed() {
+	# Fashion-MNIST as hashed ids, softmax regression over their rows:
+	# it learns, and pstrain eval reads its model file back. Not under
+	# ASan, where its final evaluation over 60,000 images takes minutes.
+	n=test_tables_hashed
+	case $P in *asan*) echo "skip $n: ASan"; return ;; esac
+	$P run --model lr --data fashion-mnist:hashed --servers 2 --workers 2 \
+		--batch 256 --steps 60 --lr 0.05 --out "$T/hs" \
+		--save-model "$T/hs/m.bin" >"$T/hs.log" 2>&1 ||
+		{ no $n "run failed" "$T/hs.log"; return; }
+	acc=$(json final_test_acc "$T/hs/summary.json")
+	$P eval --model-file "$T/hs/m.bin" --data fashion-mnist:hashed \
+		>"$T/hse.log" 2>&1
+	if awk -v a="$acc" 'BEGIN { exit !(a > 0.6) }' &&
+		grep -qx "test_acc $acc" "$T/hse.log"; then
+		ok $n
+	else
+		no $n "test accuracy $acc" "$T/hse.log"
+	fi
+}
+
 test_tables_refused() {
 	n=test_tables_refused
 	$P run --model fm:4 --data synthetic:100 --out "$T/r1" >"$T/r1.log" 2>&1
@@ -157,4 +178,5 @@ test_tables_async_staleness
 test_tables_hybrid
 test_tables_resume
 test_tables_bytes
+test_tables_hashed
 test_tables_refused

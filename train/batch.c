@@ -47,7 +47,7 @@ static const uint32_t *slice(const pti_batches *bs, uint32_t *perm,
 static void gather(pti_batches *bs, int i, uint64_t t)
 {
 	const uint32_t *s = slice(bs, bs->perm, &bs->epoch, t);
-	if (bs->d->ids != NULL)
+	if (pti_dataset_sparse(bs->d))
 		pti_data_gather_ids(bs->ids[i], bs->y[i], bs->d, s, bs->b);
 	else
 		pti_data_gather(bs->x[i], bs->y[i], bs->d, s, bs->b);
@@ -94,7 +94,7 @@ int pti_batches_open(pti_batches **out, const pti_dataset *d, uint64_t seed,
 	bs->want = UINT64_MAX;
 	bs->epoch2 = UINT32_MAX;
 	bs->perm = malloc((size_t)d->n * sizeof(uint32_t));
-	int sparse = d->ids != NULL, no = 0;
+	int sparse = pti_dataset_sparse(d), no = 0;
 	for (int i = 0; i < 2; i++) {
 		if (sparse)
 			no |= !(bs->ids[i] = malloc((size_t)bs->b * d->dim *

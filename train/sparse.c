@@ -52,17 +52,19 @@ static int view_make(view *v, const pti_dataset *d, uint64_t off)
 {
 	uint64_t n = (uint64_t)d->n * d->dim;
 	uint64_t *scratch = malloc(2 * n * sizeof(*scratch));
+	uint64_t *ids = pti_data_all_ids(d);
 	v->d = d;
 	v->off = off;
 	v->uniq = malloc(n * sizeof(*v->uniq));
 	v->slot = malloc(n * sizeof(*v->slot));
-	if (scratch == NULL || v->uniq == NULL || v->slot == NULL) {
+	if (!scratch || !ids || !v->uniq || !v->slot) {
 		free(scratch);
+		free(ids);
 		return pti_err_set(PT_ENOMEM, "the ids of %u examples", d->n);
 	}
-	v->nu = pti_sparse_unique(d->ids, (uint32_t)n, v->uniq, v->slot,
-	    scratch);
+	v->nu = pti_sparse_unique(ids, (uint32_t)n, v->uniq, v->slot, scratch);
 	free(scratch);
+	free(ids);
 	return 0;
 }
 
@@ -150,6 +152,13 @@ int pti_sparse_evaluate(pti_trainer *w, const float *params,
 	if (v->d != d || rows == NULL)
 		return pti_err_set(PT_EINVAL, "sparse evaluation: no rows of "
 		    "that set");
+	if (d->classes > 2) {
+		float scratch[PT_FM_DENSE];
+		pti_softmax_rows_metrics(d->classes, rows, v->slot, d->n,
+		    d->dim, params, d->y, scratch, loss, acc);
+		*auc = NAN;
+		return 0;
+	}
 	pti_fm_metrics(sp->k, rows, v->slot, d->n, d->dim, params[0], d->y,
 	    sp->logits, sp->scored, loss, acc, auc);
 	return 0;
@@ -217,10 +226,17 @@ static int sparse_grad(void *s, pti_step *st, const float *x,
 		}
 		p->pre_s = pti_wall_s() - t0;
 	}
-	float scratch[PT_FM_MAX_K];
-	pti_fm_grad(p->k, p->rows[i], p->nu[i], p->slot[i], p->b, p->f,
-	    w->params[0], y, p->grows, &w->grad[0], &st->loss, NULL, scratch);
-	st->sumsq = (double)w->grad[0] * w->grad[0] +
+	float scratch[PT_FM_DENSE > PT_FM_MAX_K ? PT_FM_DENSE : PT_FM_MAX_K];
+	uint32_t c = w->data.train.classes;
+	if (c > 2)
+		pti_softmax_rows_grad(c, p->rows[i], p->nu[i], p->slot[i],
+		    p->b, p->f, w->params, y, p->grows, w->grad, &st->loss,
+		    scratch);
+	else
+		pti_fm_grad(p->k, p->rows[i], p->nu[i], p->slot[i], p->b,
+		    p->f, w->params[0], y, p->grows, &w->grad[0], &st->loss,
+		    NULL, scratch);
+	st->sumsq = pti_blas_sumsq(w->grad, c > 2 ? c : 1) +
 		    pti_blas_sumsq(p->grows, (uint64_t)p->nu[i] * p->dim);
 	return 0;
 }

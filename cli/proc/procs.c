@@ -349,17 +349,18 @@ static int eval_sparse(const pti_layout *l, const float *params,
 	uint32_t dim = l->tables[0].dim;
 	uint64_t n = (uint64_t)d->n * d->dim;
 	uint64_t *uniq = malloc(n * 8), *scratch = malloc(2 * n * 8);
+	uint64_t *ids = pti_data_all_ids(d);
 	uint32_t *slot = malloc(n * 4);
 	float *vals = malloc(n * dim * sizeof(float));
 	float *logits = malloc(d->n * sizeof(float));
 	pti_scored *scored = malloc(d->n * sizeof(*scored));
 	int rv = 0;
-	if (!uniq || !scratch || !slot || !vals || !logits || !scored)
+	if (!uniq || !scratch || !ids || !slot || !vals || !logits || !scored)
 		rv = pti_err_set(PT_ENOMEM, "evaluating %u examples", d->n);
 	if (rv == 0) {
 		pti_rows_opts o = {.dim = dim, .seed = seed, .table = 0,
 		    .bound = l->tables[0].bound};
-		uint32_t nu = pti_sparse_unique(d->ids, (uint32_t)n, uniq, slot,
+		uint32_t nu = pti_sparse_unique(ids, (uint32_t)n, uniq, slot,
 		    scratch);
 		for (uint32_t u = 0, j = 0; u < nu; u++) {
 			while (j < rows->n && rows->ids[j] < uniq[u])
@@ -371,9 +372,17 @@ static int eval_sparse(const pti_layout *l, const float *params,
 				pti_rows_init_values(&o, uniq[u],
 				    vals + (uint64_t)u * dim);
 		}
-		pti_fm_metrics(l->fm_k, vals, slot, d->n, d->dim, params[0],
-		    d->y, logits, scored, loss, acc, auc);
+		if (d->classes > 2) {
+			float sc[PT_FM_DENSE];
+			pti_softmax_rows_metrics(d->classes, vals, slot, d->n,
+			    d->dim, params, d->y, sc, loss, acc);
+			*auc = NAN;
+		} else {
+			pti_fm_metrics(l->fm_k, vals, slot, d->n, d->dim,
+			    params[0], d->y, logits, scored, loss, acc, auc);
+		}
 	}
+	free(ids);
 	free(uniq);
 	free(scratch);
 	free(slot);

@@ -249,6 +249,7 @@ static void run_layer_push(pti_config *c)
 	int n = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ?
 	    CPU_COUNT(&cpus) : 1;
 	c->layer_push = c->job.mode == PT_MODE_SYNC && c->job.backup_workers == 0 &&
+		!pti_layout_sparse(c->model) &&
 		c->job.servers + c->job.workers <= (uint32_t)n ? PT_LP_ON : PT_LP_OFF;
 }
 
