@@ -69,6 +69,9 @@ _job_set = _sig("pt_job_set", ctypes.c_int, _P, ctypes.c_char_p,
                 ctypes.c_char_p)
 _job_model = _sig("pt_job_model", ctypes.c_int, _P, ctypes.c_char_p,
                   ctypes.c_uint32, ctypes.c_uint32)
+_job_table = _sig("pt_job_table", ctypes.c_int, _P, ctypes.c_char_p,
+                  ctypes.c_uint32, ctypes.c_double)
+_ID = ctypes.POINTER(ctypes.c_uint64)
 _U8 = ctypes.POINTER(ctypes.c_uint8)
 _D = ctypes.POINTER(ctypes.c_double)
 _net_alloc = _sig("pt_net_alloc", ctypes.c_int, ctypes.POINTER(_P), _P,
@@ -100,6 +103,8 @@ _worker_stats = _sig("pt_worker_stats", ctypes.c_int, _P,
                      ctypes.POINTER(_Stats))
 _worker_done = _sig("pt_worker_done", ctypes.c_int, _P)
 _worker_close = _sig("pt_worker_close", None, _P)
+_pushpull_rows = _sig("pt_pushpull_rows", ctypes.c_int, _P, ctypes.c_int,
+                      ctypes.c_int64, _U64, _ID, _F, _U64, _ID, _F)
 _log_set = _sig("pt_log_set", None, _P, _P)
 
 
@@ -166,6 +171,17 @@ class Job:
         _check(_job_model(self._p, spec.encode(), dim, classes),
                "model %s" % spec)
         self.spec, self.dim, self.classes = spec, dim, classes
+
+    def table(self, name, dim, init=0.0):
+        """Declares the next embedding table: rows of dim floats by 64-bit
+        id, each created on the server a hash of its id picks, with
+        initial values uniform in [-init, init] from (seed, table, id).
+        Returns its index."""
+        i = _job_table(self._p, name.encode(), dim, init)
+        if i < 0:
+            raise Error(-i, "table %s" % name)
+        self.tables = getattr(self, "tables", []) + [(name, dim)]
+        return i
 
     def set(self, name, value):
         if isinstance(value, bool):
@@ -309,6 +325,38 @@ class Worker:
         _check(_pushpull(self._p, step, v, off, n, _floats(grad, "grad"),
                          _floats(out, "out"), ctypes.byref(h)), "pushpull")
         return Request(self, h, grad, out)
+
+    def _ids(self, ids, name):
+        if not isinstance(ids, np.ndarray) or ids.dtype != np.uint64 or \
+                not ids.flags["C_CONTIGUOUS"] or ids.ndim != 1:
+            raise TypeError("%s must be a 1-d C-contiguous numpy uint64 "
+                            "array" % name)
+        return ids.ctypes.data_as(_ID)
+
+    def pushpull_rows(self, table, step, ids, grads, pull_ids, out):
+        """Pushes grads (len(ids) x dim; an id given twice has its
+        gradients summed) for step, then pulls the rows pull_ids into out
+        (len(pull_ids) x dim); in sync mode this is the worker's part of
+        the table's step, and out gets the closed step's rows. Blocks."""
+        dim = self._job.tables[table][1]
+        if grads.size != ids.size * dim or out.size != pull_ids.size * dim:
+            raise ValueError("rows: %d floats a row" % dim)
+        _check(_pushpull_rows(self._p, table, step, ids.size,
+                              self._ids(ids, "ids"), _floats(grads, "grads"),
+                              pull_ids.size, self._ids(pull_ids, "pull_ids"),
+                              _floats(out, "out")), "rows")
+
+    def pull_rows(self, table, ids, out):
+        """The rows ids as they are, into out (len(ids) x dim). Blocks."""
+        empty = np.zeros(0, np.uint64)
+        self.pushpull_rows(table, -1, empty, np.zeros(0, np.float32), ids,
+                           out)
+
+    def push_rows(self, table, step, ids, grads):
+        """pushpull_rows pulling nothing. Blocks."""
+        empty = np.zeros(0, np.uint64)
+        self.pushpull_rows(table, step, ids, grads, empty,
+                           np.zeros(0, np.float32))
 
     def stats(self):
         s = _Stats()

@@ -161,6 +161,19 @@ v = np.zeros(4, np.float32)
 w.pull("a", v).wait()
 assert (abs(v) <= 0.1).all() and v.any(), v
 w.close(); s.stop(); s.close()
+# Rows of an embedding table: an id pushed twice sums its gradients.
+j = pstrain.Job([("b", 1)], servers=1, workers=1, lr=0.5)
+assert j.table("emb", 2) == 0
+s = pstrain.Server(j, 0, "tcp://127.0.0.1:0")
+w = pstrain.Worker(j, 0, [s.url])
+ids = np.array([7, 7, 9], np.uint64)
+g = np.ones(6, np.float32)
+out = np.zeros(4, np.float32)
+w.pushpull_rows(0, 0, ids, g, np.array([7, 9], np.uint64), out)
+assert (out == [-1, -1, -0.5, -0.5]).all(), out
+w.pull_rows(0, np.array([8], np.uint64), out[:2])
+assert (out[:2] == 0).all(), out
+w.close(); s.stop(); s.close()
 ' >"$T/py-api.log" 2>&1 &&
 		grep -q "^server 0: listening on tcp://127.0.0.1:" "$T/py-api.log"; then
 		ok test_library_python_binding
