@@ -415,9 +415,14 @@ int pt_server_url(const pt_server *ps, char *buf, uint64_t size)
 int pt_server_serve(pt_server *ps)
 {
 	ps_server *s = &ps->s;
+	double tables_at = 0;
 	pthread_mutex_lock(&s->mu);
 	while (!s->stop && !pti_server_signal) {
 		pti_cond_wait_ms(&s->cv, &s->mu, 200);
+		if (pti_clock_s() >= tables_at) {
+			pti_server_write_tables(s);
+			tables_at = pti_clock_s() + PS_TABLES_S;
+		}
 		ps_ctx *wake = NULL;
 		pthread_mutex_unlock(&s->mu);
 		pti_peers_idle(s);
@@ -462,7 +467,9 @@ void pt_server_close(pt_server *ps)
 	pti_log(PT_LOG_INFO, "server %u: version %lld, %llu updates, %llu "
 	    "rejected requests", ps->s.rank, (long long)s->version,
 	    (unsigned long long)s->updates, (unsigned long long)s->rejected);
-	if (ps->job.out[0] != '\0')
+	if (ps->job.out[0] != '\0') {
+		pti_server_write_tables(s);
 		pti_server_write_stats(s);
+	}
 	server_free(ps, 0);
 }

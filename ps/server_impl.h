@@ -277,6 +277,12 @@ void pti_server_ckpt_pending(ps_server *s);
 // stop it. Called with the lock.
 void pti_server_alone(ps_server *s, ps_ctx **wake);
 void pti_server_write_stats(const ps_server *s);
+// pti_server_write_tables writes job->out/server-R-tables.json: the
+// tables' counters of server-R.json while the job runs (the serve loop,
+// every PS_TABLES_S seconds, and at the end), for the dashboard's
+// /metrics. Nothing without tables or --out. Under the lock.
+#define PS_TABLES_S 2.0
+void pti_server_write_tables(const ps_server *s);
 
 // Replies (reply.c): pti_server_reply encodes h (status set)
 // with n floats of pay; pti_server_error answers req with code and a

@@ -293,6 +293,27 @@ static json_t *tables_json(const ps_server *s)
 	return a;
 }
 
+void pti_server_write_tables(const ps_server *s)
+{
+	char path[PT_PATH_MAX + 32];
+	if (s->tables == NULL || s->job->out[0] == '\0')
+		return;
+	json_t *o = json_object();
+	json_object_set_new(o, "rank", json_integer(s->rank));
+	json_object_set_new(o, "tables", tables_json(s));
+	snprintf(path, sizeof(path), "%s/server-%u-tables.json", s->job->out,
+	    s->rank);
+	char *text = json_dumps(o, JSON_INDENT(2));
+	pti_afile a;
+	if (text != NULL && pti_afile_open(&a, path) == 0) {
+		pti_afile_write(&a, text, strlen(text));
+		pti_afile_write(&a, "\n", 1);
+		(void)pti_afile_commit(&a); // the next write tries again
+	}
+	free(text);
+	json_decref(o);
+}
+
 void pti_server_write_stats(const ps_server *s)
 {
 	const pti_jobopt *c = s->job;

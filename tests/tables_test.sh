@@ -55,6 +55,38 @@ test_tables_sync_placement() {
 	fi
 }
 
+test_tables_dashboard() {
+	# pstrain dashboard on the sync job: its evaluations carry their AUC,
+	# and /metrics each server's rows of table emb.
+	n=test_tables_dashboard
+	[ -f "$T/s1/summary.json" ] || { no $n "no job to show"; return; }
+	$P dashboard "$T/s1" >"$T/d.log" 2>&1 &
+	d=$!
+	$PY - "$T/d.log" >"$T/dc.log" 2>&1 <<'EOF'
+import json, re, sys, time, urllib.request
+end = time.time() + 120
+while time.time() < end:
+    m = re.search(r"at (http://127\.0\.0\.1:\d+/) ", open(sys.argv[1]).read())
+    if m:
+        break
+    time.sleep(0.05)
+u = m.group(1)
+d = json.loads(urllib.request.urlopen(u + "data.json", timeout=10).read())
+auc = d["eval_cols"].index("auc")
+rows = d["jobs"][0]["eval"]["rows"]
+assert rows and all(0.5 < r[auc] < 1 for r in rows), rows
+m = urllib.request.urlopen(u + "metrics", timeout=10).read().decode()
+got = re.findall(r'^pstrain_table_rows\{server="(\d)",table="emb"\} (\d+)$',
+                 m, re.M)
+assert [s for s, _ in got] == ["0"] and int(got[0][1]) > 0, m[-600:]
+assert "pstrain_table_rows_pulled_total" in m, m[-600:]
+EOF
+	r=$?
+	kill -TERM $d 2>/dev/null
+	wait $d
+	[ $r = 0 ] && ok $n || no $n "checks" "$T/dc.log"
+}
+
 test_tables_async_staleness() {
 	n=test_tables_async_staleness
 	$P run --model lr --mode async --servers 2 --workers 4 $D --lr 1 \
@@ -174,6 +206,7 @@ test_tables_refused() {
 }
 
 test_tables_sync_placement
+test_tables_dashboard
 test_tables_async_staleness
 test_tables_hybrid
 test_tables_resume

@@ -15,6 +15,7 @@
 
 #include <jansson.h>
 
+#include "cli/jsonio.h"
 #include "common/outputs.h"
 
 // dash_metric writes one sample; a NaN value (no row yet, a column the
@@ -257,9 +258,63 @@ static void dash_counts(pti_dbuf *b, const pti_dash_view *v)
 	}
 }
 
+// Embedding tables: each server's rows of each table, as its
+// server-S-tables.json says (written every 2 s while it runs).
+static void dash_tables(pti_dbuf *b, const pti_dash_view *v)
+{
+	static const char *const names[] = {"pstrain_table_rows",
+	    "pstrain_table_evictions_total",
+	    "pstrain_table_admission_refusals_total",
+	    "pstrain_table_rows_pushed_total", "pstrain_table_rows_pulled_total"};
+	static const char *const keys[] = {"rows", "evictions",
+	    "admission_refusals", "rows_pushed", "rows_pulled"};
+	static const char *const types[] = {"gauge", "counter", "counter",
+	    "counter", "counter"};
+	static const char *const helps[] = {"rows a server holds of a table",
+	    "rows evicted to make room (--table-capacity)",
+	    "pushes of ids not admitted yet (--table-admit)",
+	    "rows pushed to a server", "rows pulled from a server"};
+	char path[PT_PATH_MAX + 160], lab[1024], all[1200];
+	for (int m = 0; m < 5; m++) {
+		int helped = 0;
+		for (uint32_t i = 0; i < v->n_jobs; i++) {
+			const pti_dash_jobrt *j = &v->jobs[i];
+			dash_labels(lab, sizeof(lab), v, j, -1);
+			// The job's label (if any) without its closing brace.
+			size_t n = strlen(lab);
+			if (n > 0)
+				lab[n - 1] = '\0';
+			for (uint32_t s = 0; s < 256; s++) {
+				snprintf(path, sizeof(path),
+				    "%s/server-%u-tables.json", j->cfg.dir, s);
+				json_t *o = json_load_file(path, 0, NULL);
+				if (o == NULL)
+					break;
+				const json_t *tb = json_object_get(o, "tables");
+				for (size_t k = 0; k < json_array_size(tb); k++) {
+					const json_t *t = json_array_get(tb, k);
+					const char *name = json_string_value(
+					    json_object_get(t, "name"));
+					snprintf(all, sizeof(all),
+					    "%s%sserver=\"%u\",table=\"%s\"}",
+					    n > 0 ? lab : "{", n > 0 ? "," : "",
+					    s, name != NULL ? name : "");
+					if (!helped++)
+						dash_help(b, names[m], types[m],
+						    helps[m]);
+					dash_metric(b, names[m], all,
+					    pti_json_num(t, keys[m]));
+				}
+				json_decref(o);
+			}
+		}
+	}
+}
+
 void pti_dash_prom(pti_dbuf *b, const pti_dash_view *v)
 {
 	dash_workers(b, v);
 	dash_eval(b, v);
 	dash_counts(b, v);
+	dash_tables(b, v);
 }
