@@ -133,9 +133,11 @@ static const config_entry config_table[] = {
 	"(1 to 4 3x3 conv layers of C channels, each with ReLU and 2x2 "
 	"max-pool, on square one-channel images, then up to 3 ReLU dense "
 	"layers of H units); on ids (ctr, fashion-mnist:hashed), lr (sparse "
-	"logistic regression; softmax regression on more than 2 classes) or, "
-	"on a click set, fm:K (a factorization machine of K factors), whose "
-	"rows of ids live in an embedding table on the servers"),
+	"logistic regression; softmax regression on more than 2 classes), "
+	"fm:K (on a click set: a factorization machine of K factors) or "
+	"wide-deep:K,H1,... (wide weights and K-float embeddings per id, the "
+	"embeddings into an MLP of 1 to 3 ReLU hidden layers), whose rows "
+	"of ids live in an embedding table on the servers"),
     E("data", T_STR, data, "fashion-mnist", 0, 0, RUN | SRV | WRK | EVL,
 	"SPEC",
 	"fashion-mnist, fashion-mnist:DIR (the four IDX .gz files), "

@@ -124,7 +124,43 @@ static int layout_cnn(pti_layout *l, uint32_t n, const uint32_t *hidden,
 int pti_layout_sparse(const char *spec)
 {
 	return spec != NULL &&
-	       (strcmp(spec, "lr") == 0 || strncmp(spec, "fm:", 3) == 0);
+	       (strcmp(spec, "lr") == 0 || strncmp(spec, "fm:", 3) == 0 ||
+		   strncmp(spec, "wide-deep:", 10) == 0);
+}
+
+// layout_wd lays out "wide-deep:K,H1,..." (pti_layout_sparse).
+static int layout_wd(pti_layout *l, const char *spec, uint32_t in_dim,
+    uint32_t classes)
+{
+	uint32_t v[1 + PT_WD_MAX_HIDDEN], n = 0;
+	int rv;
+	l->kind = PT_MODEL_WD;
+	if ((rv = layout_sizes(spec, spec + 10, v, &n, 1 + PT_WD_MAX_HIDDEN,
+		 LAYOUT_MAX_WIDTH, "the embedding size and hidden sizes",
+		 "sizes", "wide-deep:8,64,32")) != 0)
+		return rv;
+	if (n < 2)
+		return pti_err_set(PT_EINVAL, "--model %s: give the embedding "
+		    "size, then 1 to %d hidden sizes (wide-deep:8,64)", spec,
+		    PT_WD_MAX_HIDDEN);
+	if (classes > PT_FM_DENSE)
+		return pti_err_set(PT_EINVAL, "--model %s: %u classes, at most "
+		    "%d", spec, classes, PT_FM_DENSE);
+	uint32_t o = classes > 2 ? classes : 1;
+	l->fm_k = v[0];
+	l->wd_n = n - 1;
+	memcpy(l->wd_hidden, v + 1, (n - 1) * sizeof(uint32_t));
+	l->n_layers = 1; // so that width[n_layers] is the classes
+	l->width[1] = classes;
+	if ((uint64_t)in_dim * v[0] > LAYOUT_MAX_WIDTH * 16ULL)
+		return pti_err_set(PT_EINVAL, "--model %s: %u fields of %u "
+		    "floats is too wide an input", spec, in_dim, v[0]);
+	if ((rv = pti_layout_add(l, "bias", PT_FM_DENSE, 0)) != 0)
+		return rv;
+	for (uint32_t i = 0; i <= l->wd_n; i++)
+		layout_add_layer(l, i, i == 0 ? in_dim * v[0] : v[i],
+		    i == l->wd_n ? o : v[i + 1]);
+	return pti_layout_table(l, "emb", o + v[0], 0.01);
 }
 
 // layout_fm lays out "lr" or "fm:K" (pti_layout_sparse).
@@ -195,12 +231,14 @@ int pti_layout_init(pti_layout *l, const char *spec, uint32_t in_dim,
 		    (rv = layout_cnn(l, n, hidden, m, classes)) != 0)
 			return rv;
 		return 0;
+	} else if (strncmp(spec, "wide-deep:", 10) == 0) {
+		return layout_wd(l, spec, in_dim, classes);
 	} else if (pti_layout_sparse(spec)) {
 		return layout_fm(l, spec, classes);
 	} else {
 		return pti_err_set(PT_EINVAL,
 		    "--model %s: unknown model (use softmax, mlp:H1,H2,..., "
-		    "cnn:C1,C2,...[/H1,...], lr or fm:K)",
+		    "cnn:C1,C2,...[/H1,...], lr, fm:K or wide-deep:K,H1,...)",
 		    spec);
 	}
 	l->n_layers = n_hidden + 1;

@@ -29,7 +29,10 @@ enum {
 	PT_MODEL_VARS = 3,
 	PT_MODEL_CNN = 4,
 	PT_MODEL_FM = 5, // "lr" and "fm:K": a bias and one table (issue 35)
+	PT_MODEL_WD = 6, // "wide-deep:K,H1,...": a bias, an MLP, one table
 };
+
+#define PT_WD_MAX_HIDDEN 3 // hidden layers of "wide-deep:K,H1,..."
 
 #define PT_FM_MAX_K 256 // factors of "fm:K"
 // Floats of a sparse model's dense variable "bias": its first is the
@@ -83,7 +86,9 @@ typedef struct pti_layout {
 	int kind;
 	uint32_t n_layers;               // weight layers, output included
 	uint32_t n_conv;                 // CNN only: conv layers
-	uint32_t fm_k;                   // FM only: factors (0: "lr")
+	uint32_t fm_k;                   // FM only: factors (0: "lr"); WD:
+					 // the embedding's floats
+	uint32_t wd_n, wd_hidden[PT_WD_MAX_HIDDEN]; // WD: hidden layers
 	uint32_t width[PT_MAX_LAYERS + 1]; // width[0] = input dim, last = classes
 	uint32_t chan[PT_MAX_LAYERS + 1];  // CNN only: channels, see above
 	uint32_t side[PT_MAX_LAYERS + 1];  // CNN only: image side, see above
@@ -116,7 +121,11 @@ int pti_layout_init(pti_layout *l, const char *spec, uint32_t in_dim,
 // "emb" of rows of 1 + K floats (the id's weight, then its factors;
 // uniform in [-0.01, 0.01] at first for fm, 0 for lr). "lr" on C > 2
 // classes is softmax regression: rows of C floats, the first C of "bias"
-// the classes' biases. pti_layout_sparse says whether spec names one.
+// the classes' biases. "wide-deep:K,H1,..." (kind PT_MODEL_WD, up to
+// PT_WD_MAX_HIDDEN hidden layers) is model/sparse.h's wide & deep model:
+// "bias", then w0, b0, ... of its MLP from in_dim K inputs, and table
+// "emb" of rows of O + K floats (O: 1 on 2 classes, else the classes).
+// pti_layout_sparse says whether spec names one.
 int pti_layout_sparse(const char *spec);
 
 // pti_layout_vars starts an empty layout of named variables (spec "vars")

@@ -43,11 +43,11 @@ static uint32_t modelfile_dims(const pti_layout *l, uint32_t i,
     uint32_t dims[2])
 {
 	const pti_var *v = &l->vars[i];
-	if (l->kind == PT_MODEL_FM) { // a sparse model's dense vector
-		dims[0] = (uint32_t)v->n;
+	if (l->kind == PT_MODEL_FM || (l->kind == PT_MODEL_WD && i == 0)) {
+		dims[0] = (uint32_t)v->n; // a sparse model's bias vector
 		return 1;
 	}
-	if (i % 2 == 1) {
+	if (l->kind == PT_MODEL_WD ? i % 2 == 0 : i % 2 == 1) {
 		dims[0] = v->cols;
 		return 1;
 	}

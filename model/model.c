@@ -18,7 +18,7 @@ struct pti_model {
 
 int pti_model_alloc(pti_model **out, const pti_layout *l, uint32_t max_batch)
 {
-	if (l->kind == PT_MODEL_FM)
+	if (l->n_tables > 0)
 		return pti_err_set(PT_EINVAL, "model %s: a sparse model has no "
 		    "dense net (model/sparse.h computes it)", l->spec);
 	if (max_batch == 0 || l->n_layers == 0 || l->n_layers > PT_MAX_LAYERS)

@@ -18,6 +18,7 @@
 
 #include <stdint.h>
 
+#include "common/layout.h" // PT_WD_MAX_HIDDEN
 #include "common/stats.h"
 
 // pti_sparse_unique writes the distinct values of ids[0..n) ascending to
@@ -64,6 +65,39 @@ void pti_softmax_rows_grad(uint32_t c, const float *rows, uint32_t n_rows,
 void pti_softmax_rows_metrics(uint32_t c, const float *rows,
     const uint32_t *slot, uint32_t n, uint32_t fields, const float *bias,
     const uint8_t *y, float *scratch, double *loss, double *acc);
+
+// The wide & deep model (--model wide-deep:K,H1,...): row u holds O + K
+// floats, the id's wide weight for each of the O outputs (1 for a click
+// set, C for C > 2 classes) and its K-float embedding. The dense vector
+// holds the bias (PT_FM_DENSE floats, the first O used), then each
+// layer's weights (in x out, row-major) and biases of an MLP from the
+// F embeddings side by side (F K inputs) through ReLU hidden layers of
+// h[0..n_hidden) units to O outputs. The logits are the bias plus the
+// wide weights plus the MLP's output; the loss the log loss (O = 1) or
+// the softmax cross-entropy.
+typedef struct pti_wd {
+	uint32_t f, k, o;
+	uint32_t n_hidden, h[PT_WD_MAX_HIDDEN];
+} pti_wd;
+
+// pti_wd_dense: floats of its dense vector; pti_wd_scratch: floats of
+// scratch a pass over b examples needs.
+uint64_t pti_wd_dense(const pti_wd *s);
+uint64_t pti_wd_scratch(const pti_wd *s, uint32_t b);
+
+// pti_wd_grad is pti_fm_grad for it: the mean loss of b examples and its
+// gradient for every row (grows) and the dense vector (gdense).
+void pti_wd_grad(const pti_wd *s, const float *rows, uint32_t n_rows,
+    const uint32_t *slot, uint32_t b, const float *dense, const uint8_t *y,
+    float *grows, float *gdense, double *loss, float *scratch);
+
+// pti_wd_metrics evaluates n examples, chunk at a time (scratch for
+// chunk): mean loss, accuracy (at 0.5, or of the top class) and AUC (NaN
+// for O > 1), in the caller's logits (n x O) and scored (n).
+void pti_wd_metrics(const pti_wd *s, const float *rows, const uint32_t *slot,
+    uint32_t n, const float *dense, const uint8_t *y, float *scratch,
+    uint32_t chunk, float *logits, pti_scored *scored, double *loss,
+    double *acc, double *auc);
 
 // pti_softplus is log(1 + exp(z)) without overflow: the log loss of label
 // 0 at logit z (of label 1: pti_softplus(z) - z).

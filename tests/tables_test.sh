@@ -55,6 +55,27 @@ test_tables_sync_placement() {
 	fi
 }
 
+test_tables_wide_deep() {
+	# wide & deep: an MLP over the rows' embeddings, its variables on the
+	# servers beside the rows; 1 and 2 servers save the same model, which
+	# learns, and pstrain eval reads it back.
+	n=test_tables_wide_deep
+	for s in 1 2; do
+		$P run --model wide-deep:4,16 --mode sync --servers $s \
+			--workers 2 $D --lr 1 --out "$T/wd$s" \
+			--save-model "$T/wd$s/m.bin" >"$T/wd$s.log" 2>&1 ||
+			{ no $n "run on $s servers failed" "$T/wd$s.log"; return; }
+	done
+	ev=$($P eval --model-file "$T/wd2/m.bin" --data ctr:20000,8,1000 |
+		sed -n 's/^test_auc //p')
+	if cmp -s "$T/wd1/m.bin" "$T/wd2/m.bin" && learned "$T/wd1/summary.json" &&
+		[ "$ev" = "$(json final_test_auc "$T/wd1/summary.json")" ]; then
+		ok $n
+	else
+		no $n "1 and 2 servers, or the AUC ($ev)" "$T/wd2.log"
+	fi
+}
+
 test_tables_dashboard() {
 	# pstrain dashboard on the sync job: its evaluations carry their AUC,
 	# and /metrics each server's rows of table emb.
@@ -207,6 +228,7 @@ test_tables_refused() {
 
 test_tables_sync_placement
 test_tables_dashboard
+test_tables_wide_deep
 test_tables_async_staleness
 test_tables_hybrid
 test_tables_resume

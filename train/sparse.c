@@ -42,11 +42,25 @@ typedef struct view {
 
 struct pti_sparse {
 	uint32_t k, dim; // factors; floats a row
+	pti_wd wd;       // wide-deep's shape (kind PT_MODEL_WD)
 	view val, test, train; // val.d NULL when there is no validation set
 	float *train_rows;     // the training set's, for the final evaluation
-	float *logits;         // (the largest set's n)
+	float *logits;         // (the largest set's n, x wd.o)
 	pti_scored *scored;
+	float *wd_scratch;     // wide-deep: for SPARSE_CHUNK examples
 };
+
+#define SPARSE_CHUNK 500 // examples a wide-deep evaluation runs at once
+
+// wd_of is w's wide-deep shape (any layout: its fields are 0 otherwise).
+static pti_wd wd_of(const pti_trainer *w)
+{
+	uint32_t c = w->data.train.classes;
+	pti_wd s = {w->data.train.dim, w->layout.fm_k, c > 2 ? c : 1,
+	    w->layout.wd_n, {0}};
+	memcpy(s.h, w->layout.wd_hidden, sizeof(s.h));
+	return s;
+}
 
 static int view_make(view *v, const pti_dataset *d, uint64_t off)
 {
@@ -83,6 +97,7 @@ int pti_sparse_init(pti_trainer *w)
 	w->sparse = sp;
 	sp->k = w->layout.fm_k;
 	sp->dim = w->layout.tables[0].dim;
+	sp->wd = wd_of(w);
 	uint64_t at = w->layout.n_params;
 	if (w->data.val.n > 0) {
 		if ((rv = view_make(&sp->val, &w->data.val, at)) != 0)
@@ -94,8 +109,12 @@ int pti_sparse_init(pti_trainer *w)
 	w->n_eval = at + (uint64_t)sp->test.nu * sp->dim;
 	uint32_t most = w->data.train.n > w->data.test.n ? w->data.train.n
 							 : w->data.test.n;
-	if ((sp->logits = malloc(most * sizeof(float))) == NULL ||
-	    (sp->scored = malloc(most * sizeof(pti_scored))) == NULL)
+	if ((sp->logits = malloc((size_t)most * sp->wd.o *
+		 sizeof(float))) == NULL ||
+	    (sp->scored = malloc(most * sizeof(pti_scored))) == NULL ||
+	    (w->layout.kind == PT_MODEL_WD &&
+		(sp->wd_scratch = malloc(pti_wd_scratch(&sp->wd,
+		     SPARSE_CHUNK) * sizeof(float))) == NULL))
 		return pti_err_set(PT_ENOMEM, "sparse evaluation");
 	return 0;
 }
@@ -111,6 +130,7 @@ void pti_sparse_fini(pti_trainer *w)
 	free(sp->train_rows);
 	free(sp->logits);
 	free(sp->scored);
+	free(sp->wd_scratch);
 	free(sp);
 	w->sparse = NULL;
 }
@@ -152,6 +172,12 @@ int pti_sparse_evaluate(pti_trainer *w, const float *params,
 	if (v->d != d || rows == NULL)
 		return pti_err_set(PT_EINVAL, "sparse evaluation: no rows of "
 		    "that set");
+	if (w->layout.kind == PT_MODEL_WD) {
+		pti_wd_metrics(&sp->wd, rows, v->slot, d->n, params, d->y,
+		    sp->wd_scratch, SPARSE_CHUNK, sp->logits, sp->scored, loss,
+		    acc, auc);
+		return 0;
+	}
 	if (d->classes > 2) {
 		float scratch[PT_FM_DENSE];
 		pti_softmax_rows_metrics(d->classes, rows, v->slot, d->n,
@@ -193,6 +219,8 @@ typedef struct sender {
 	uint64_t *ids, *scratch; // a step's ids; 2 b f words
 	uint8_t *y;
 	float *grows;            // (b f, dim) the step's rows' gradients
+	pti_wd wd;               // wide-deep's shape, and its scratch
+	float *wd_scratch;
 	pti_step *st;            // the step sent, not yet waited for
 	pt_req *req;             // its bias pushpull
 	double t_c, pre_s;       // when it was sent; rows pulled before it
@@ -228,7 +256,10 @@ static int sparse_grad(void *s, pti_step *st, const float *x,
 	}
 	float scratch[PT_FM_DENSE > PT_FM_MAX_K ? PT_FM_DENSE : PT_FM_MAX_K];
 	uint32_t c = w->data.train.classes;
-	if (c > 2)
+	if (w->layout.kind == PT_MODEL_WD)
+		pti_wd_grad(&p->wd, p->rows[i], p->nu[i], p->slot[i], p->b,
+		    w->params, y, p->grows, w->grad, &st->loss, p->wd_scratch);
+	else if (c > 2)
 		pti_softmax_rows_grad(c, p->rows[i], p->nu[i], p->slot[i],
 		    p->b, p->f, w->params, y, p->grows, w->grad, &st->loss,
 		    scratch);
@@ -236,7 +267,7 @@ static int sparse_grad(void *s, pti_step *st, const float *x,
 		pti_fm_grad(p->k, p->rows[i], p->nu[i], p->slot[i], p->b,
 		    p->f, w->params[0], y, p->grows, &w->grad[0], &st->loss,
 		    NULL, scratch);
-	st->sumsq = pti_blas_sumsq(w->grad, c > 2 ? c : 1) +
+	st->sumsq = pti_blas_sumsq(w->grad, w->layout.n_params) +
 		    pti_blas_sumsq(p->grows, (uint64_t)p->nu[i] * p->dim);
 	return 0;
 }
@@ -308,6 +339,7 @@ static void sparse_close(void *s)
 	free(p->scratch);
 	free(p->y);
 	free(p->grows);
+	free(p->wd_scratch);
 	free(p);
 }
 
@@ -342,6 +374,10 @@ int pti_sparse_open(pti_sender *out, pti_trainer *w)
 	no |= !(p->scratch = malloc(2 * n * sizeof(uint64_t)));
 	no |= !(p->y = malloc(p->b));
 	no |= !(p->grows = malloc(n * p->dim * sizeof(float)));
+	p->wd = wd_of(w);
+	if (w->layout.kind == PT_MODEL_WD)
+		no |= !(p->wd_scratch = malloc(pti_wd_scratch(&p->wd, p->b) *
+						sizeof(float)));
 	if (no) {
 		sparse_close(p);
 		return pti_err_set(PT_ENOMEM, "worker: rows of %zu ids", n);

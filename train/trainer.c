@@ -56,7 +56,7 @@ int pti_trainer_init(pti_trainer *w, const pti_config *c)
 	uint32_t rows = w->b > PTI_EVAL_CHUNK ? w->b : PTI_EVAL_CHUNK;
 	uint64_t np = w->layout.n_params;
 	w->n_eval = np;
-	if (w->layout.kind == PT_MODEL_FM && (rv = pti_sparse_init(w)) != 0)
+	if (w->layout.n_tables > 0 && (rv = pti_sparse_init(w)) != 0)
 		return rv;
 	w->params = calloc(w->n_eval, sizeof(float));
 	w->grad = calloc(np, sizeof(float));

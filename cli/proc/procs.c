@@ -352,10 +352,17 @@ static int eval_sparse(const pti_layout *l, const float *params,
 	uint64_t *ids = pti_data_all_ids(d);
 	uint32_t *slot = malloc(n * 4);
 	float *vals = malloc(n * dim * sizeof(float));
-	float *logits = malloc(d->n * sizeof(float));
+	pti_wd wd = {d->dim, l->fm_k, d->classes > 2 ? d->classes : 1,
+	    l->wd_n, {0}};
+	memcpy(wd.h, l->wd_hidden, sizeof(wd.h));
+	float *logits = malloc((size_t)d->n * wd.o * sizeof(float));
+	float *wds = l->kind == PT_MODEL_WD
+			 ? malloc(pti_wd_scratch(&wd, 500) * sizeof(float))
+			 : NULL;
 	pti_scored *scored = malloc(d->n * sizeof(*scored));
 	int rv = 0;
-	if (!uniq || !scratch || !ids || !slot || !vals || !logits || !scored)
+	if (!uniq || !scratch || !ids || !slot || !vals || !logits || !scored ||
+	    (l->kind == PT_MODEL_WD && !wds))
 		rv = pti_err_set(PT_ENOMEM, "evaluating %u examples", d->n);
 	if (rv == 0) {
 		pti_rows_opts o = {.dim = dim, .seed = seed, .table = 0,
@@ -372,7 +379,10 @@ static int eval_sparse(const pti_layout *l, const float *params,
 				pti_rows_init_values(&o, uniq[u],
 				    vals + (uint64_t)u * dim);
 		}
-		if (d->classes > 2) {
+		if (l->kind == PT_MODEL_WD) {
+			pti_wd_metrics(&wd, vals, slot, d->n, params, d->y, wds,
+			    500, logits, scored, loss, acc, auc);
+		} else if (d->classes > 2) {
 			float sc[PT_FM_DENSE];
 			pti_softmax_rows_metrics(d->classes, vals, slot, d->n,
 			    d->dim, params, d->y, sc, loss, acc);
@@ -383,6 +393,7 @@ static int eval_sparse(const pti_layout *l, const float *params,
 		}
 	}
 	free(ids);
+	free(wds);
 	free(uniq);
 	free(scratch);
 	free(slot);
@@ -423,7 +434,7 @@ int pti_cmd_eval(int argc, char **argv)
 		    c.data, d.test.dim, d.test.classes);
 		goto out;
 	}
-	if (l.kind == PT_MODEL_FM) {
+	if (l.n_tables > 0) {
 		if ((rv = eval_sparse(&l, params, &mrows[0], seed, &d.test,
 			 &loss, &acc, &auc)) == 0)
 			printf("model %s (%s, %llu rows) on %s: %u test "
