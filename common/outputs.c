@@ -18,7 +18,7 @@ static const pti_column worker_cols[] = {
     {"compute_ms", "%.3f"}, {"comm_ms", "%.3f"}, {"staleness", "%.0f"},
     {"lr", "%.6g"}, {"delay_ms", "%.3f"}, {"version", "%.0f"},
     {"minor_faults", "%.0f"}, {"max_rss_mb", "%.1f"},
-    {"tx_bytes", "%.0f"}, {"rx_bytes", "%.0f"},
+    {"tx_bytes", "%.0f"}, {"rx_bytes", "%.0f"}, {"rows", "%.0f"},
 };
 const pti_table pti_csv_worker = {worker_cols, COUNT(worker_cols)};
 

@@ -310,7 +310,7 @@ assert j["step_ms_median"] > 0 and j["comm_bound_ms"] is None, j
 assert j["placement"] == "none" and j["link"] is None, j
 PYEOF
 	h=$(head -n 1 "$T/w2/worker-1.csv")
-	[ "$h" = "step,epoch,wall_s,loss,grad_norm,step_ms,compute_ms,comm_ms,staleness,lr,delay_ms,version,minor_faults,max_rss_mb,tx_bytes,rx_bytes" ] ||
+	[ "$h" = "step,epoch,wall_s,loss,grad_norm,step_ms,compute_ms,comm_ms,staleness,lr,delay_ms,version,minor_faults,max_rss_mb,tx_bytes,rx_bytes,rows" ] ||
 		{ no $n "worker CSV header: $h"; return; }
 	[ "$(wc -l <"$T/w2/worker-1.csv")" = 41 ] ||
 		{ no $n "worker-1.csv lacks rows"; return; }

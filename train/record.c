@@ -91,7 +91,7 @@ int pti_record_step(pti_trainer *w, const pti_step *st)
 	    st->t_end - w->t0, st->loss, sqrt(st->sumsq), st->step_s * 1e3,
 	    st->compute_s * 1e3, st->comm_s * 1e3, (double)info->stale_max,
 	    info->lr, st->delay, (double)info->ver_min, (double)ru.ru_minflt,
-	    (double)ru.ru_maxrss / 1024, tx, rx};
+	    (double)ru.ru_maxrss / 1024, tx, rx, st->rows};
 	pti_csv_row(w->csv, &pti_csv_worker, row);
 	if (st->t_end - w->t_log >= 10.0) {
 		fprintf(stderr, "worker %u: step %llu/%llu loss %.4f\n",

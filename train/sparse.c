@@ -269,6 +269,7 @@ static int sparse_grad(void *s, pti_step *st, const float *x,
 		    NULL, scratch);
 	st->sumsq = pti_blas_sumsq(w->grad, w->layout.n_params) +
 		    pti_blas_sumsq(p->grows, (uint64_t)p->nu[i] * p->dim);
+	st->rows = p->nu[i];
 	return 0;
 }
 

@@ -114,6 +114,7 @@ void pti_trainer_batch(pti_trainer *w, pti_step *st, uint64_t t,
 {
 	memset(st, 0, sizeof(*st));
 	st->t = t;
+	st->rows = NAN;
 	st->t_a = pti_wall_s();
 	st->epoch = (uint32_t)(t / w->spe);
 	pti_batches_get(w->batches, t, x, y);

@@ -69,6 +69,7 @@ typedef struct pti_step {
 	pti_client_step info; // its replies, summed up
 	int64_t ver;        // the version its values are (worker 0 evaluates)
 	uint64_t next;      // the step to go on with
+	double rows;        // embedding rows its batch touched (NaN: none)
 } pti_step;
 
 // pti_trainer_init loads the data and sizes every buffer once; on failure

@@ -82,6 +82,7 @@ typedef struct sum_stats {
 	double srv_faults, srv_cpu_s, srv_updates, srv_rss_mb;
 	double wk_faults, wk_steps, wk_rss_mb;
 	double tx_bytes, rx_bytes, n_bytes; // over the rows that have them
+	double emb_rows, n_emb;             // embedding rows a step touched
 } sum_stats;
 
 // Steps after which a worker's steady state is taken to begin (as the
@@ -306,7 +307,8 @@ static void gather_workers(const pti_run_facts *r, sum_stats *st)
 	    PTI_COL(pti_csv_worker, PTI_WK_FAULTS),
 	    PTI_COL(pti_csv_worker, PTI_WK_RSS_MB),
 	    PTI_COL(pti_csv_worker, PTI_WK_TX_BYTES),
-	    PTI_COL(pti_csv_worker, PTI_WK_RX_BYTES)};
+	    PTI_COL(pti_csv_worker, PTI_WK_RX_BYTES),
+	    PTI_COL(pti_csv_worker, PTI_WK_ROWS)};
 	enum { K = sizeof(want) / sizeof(want[0]) };
 	for (uint32_t w = 0; w < c->job.workers; w++) {
 		pti_csv t;
@@ -350,6 +352,10 @@ static void gather_workers(const pti_run_facts *r, sum_stats *st)
 				st->tx_bytes += t.v[K * i + 5];
 				st->rx_bytes += t.v[K * i + 6];
 				st->n_bytes++;
+			}
+			if (!isnan(t.v[K * i + 7])) {
+				st->emb_rows += t.v[K * i + 7];
+				st->n_emb++;
 			}
 			if (isnan(wall) || isnan(step_ms) || isnan(comm_ms))
 				continue;
@@ -651,6 +657,7 @@ int pti_summary_write(const pti_run_facts *r)
 	    st.row_stale_n : NAN, 4);
 	num(f, "row_staleness_max", st.row_stale_n > 0 ? st.row_stale_max : NAN,
 	    10);
+	num(f, "rows_per_step", st.n_emb > 0 ? st.emb_rows / st.n_emb : NAN, 6);
 	num(f, "bytes_pushed_per_step", st.n_bytes > 0 ? st.tx_bytes /
 	    st.n_bytes : NAN, 10);
 	num(f, "bytes_pulled_per_step", st.n_bytes > 0 ? st.rx_bytes /
