@@ -143,10 +143,11 @@ static const config_entry config_table[] = {
 	"fashion-mnist, fashion-mnist:DIR (the four IDX .gz files), "
 	"synthetic:N, fashion-mnist:hashed[:DIR] (its images as 378 hashed "
 	"ids each: 2x2 blocks' intensity levels and pairs of neighbouring "
-	"blocks, in 2^20 ids), or ctr:N,F,V[,SEED[,SKEW]] (a click set: N examples "
-	"of F fields, each an id of V with Zipf frequencies of exponent "
-	"SKEW (1.1), clicks from a planted factorization machine whose AUC "
-	"is the best any model can reach; SEED (1) is the data's own)"),
+	"blocks, in 2^20 ids), or ctr:N,F,V[,SEED[,SKEW[,K]]] (a click "
+	"set: N examples of F fields, each an id of V with Zipf frequencies "
+	"of exponent SKEW (1.1), clicks from a planted factorization "
+	"machine of K factors (4; 0: a linear model) whose AUC is the best "
+	"any model can reach; SEED (1) is the data's own)"),
     E("epochs", T_U32, epochs, "1", 1, 100000, RUN | WRK, "E",
 	"passes over the training set"),
     E("steps", T_U64, steps, "0", 0, 1e12, RUN | WRK, "N",

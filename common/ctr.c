@@ -21,8 +21,8 @@
 
 int pti_ctr_parse(const char *spec, pti_ctr_spec *out)
 {
-	pti_ctr_spec s = {0, 0, 0, 1, 1.1};
-	double v[5];
+	pti_ctr_spec s = {0, 0, 0, 1, 1.1, PTI_CTR_K};
+	double v[6];
 	int n = 0;
 	const char *p = spec + 4;
 	if (strncmp(spec, "ctr:", 4) != 0)
@@ -30,8 +30,8 @@ int pti_ctr_parse(const char *spec, pti_ctr_spec *out)
 	for (;;) {
 		char *end;
 		errno = 0;
-		if (n == 5)
-			goto bad; // a sixth value
+		if (n == 6)
+			goto bad; // a seventh value
 		v[n] = strtod(p, &end);
 		if (end == p || errno != 0 || *p == '-' || *p == '+' ||
 		    (*end != ',' && *end != '\0'))
@@ -43,8 +43,8 @@ int pti_ctr_parse(const char *spec, pti_ctr_spec *out)
 	}
 	if (n < 3)
 		goto bad;
-	for (int i = 0; i < n && i < 4; i++) // N, F, V and SEED: whole
-		if (v[i] != floor(v[i]))
+	for (int i = 0; i < n; i++) // all but SKEW: whole
+		if (i != 4 && v[i] != floor(v[i]))
 			goto bad;
 	if (v[0] < 1 || v[0] > CTR_MAX_N || v[1] < 1 ||
 	    v[1] > CTR_MAX_FIELDS || v[2] < 1 ||
@@ -63,15 +63,21 @@ int pti_ctr_parse(const char *spec, pti_ctr_spec *out)
 			goto bad;
 		s.skew = v[4];
 	}
+	if (n > 5) {
+		if (v[5] > PTI_CTR_K_MAX)
+			goto bad;
+		s.k = (uint32_t)v[5];
+	}
 	*out = s;
 	return 0;
 bad:
 	return pti_err_set(PT_EINVAL, "--data %s: expected ctr:N,F,V[,SEED"
-	    "[,SKEW]]: N examples (1 to %u) of F fields (1 to %u) of V ids "
-	    "each (F x V at most 2^40), the data's SEED (a whole number, 1 "
-	    "unless given) and the Zipf exponent SKEW of the ids (0 to 4, "
-	    "1.1 unless given), as in ctr:100000,26,1000000", spec, CTR_MAX_N,
-	    CTR_MAX_FIELDS);
+	    "[,SKEW[,K]]]: N examples (1 to %u) of F fields (1 to %u) of V "
+	    "ids each (F x V at most 2^40), the data's SEED (a whole number, "
+	    "1 unless given), the Zipf exponent SKEW of the ids (0 to 4, 1.1 "
+	    "unless given) and the planted model's factors K (0 to %d, 0 "
+	    "linear; %d unless given), as in ctr:100000,26,1000000", spec,
+	    CTR_MAX_N, CTR_MAX_FIELDS, PTI_CTR_K_MAX, PTI_CTR_K);
 }
 
 // Hörmann and Derflinger (1996), "Rejection-inversion to generate
@@ -143,17 +149,17 @@ double pti_ctr_logit(const pti_ctr_spec *s, const uint64_t *ids)
 	// variance about 1 to the logit, whatever F.
 	double pairs = s->fields > 1 ? s->fields * (s->fields - 1) / 2.0 : 1;
 	double sw = 1.0 / sqrt((double)s->fields);
-	double sv = pow(pairs * PTI_CTR_K, -0.25);
+	double sv = s->k > 0 ? pow(pairs * s->k, -0.25) : 0;
 	uint64_t kw = pti_hash3(s->seed, CTR_W, 0);
 	uint64_t kv = pti_hash3(s->seed, CTR_V, 0);
-	double f[CTR_MAX_FIELDS][PTI_CTR_K], z = CTR_BIAS;
+	double f[CTR_MAX_FIELDS][PTI_CTR_K_MAX], z = CTR_BIAS;
 	for (uint32_t i = 0; i < s->fields; i++) {
 		z += sw * normal(kw, ids[i], 0);
-		for (int k = 0; k < PTI_CTR_K; k++)
+		for (uint32_t k = 0; k < s->k; k++)
 			f[i][k] = sv * normal(kv, ids[i], (uint64_t)k);
 	}
 	// sum over pairs of <f_i, f_j> = (|sum f|^2 - sum |f|^2) / 2
-	for (int k = 0; k < PTI_CTR_K; k++) {
+	for (uint32_t k = 0; k < s->k; k++) {
 		double all = 0, sq = 0;
 		for (uint32_t i = 0; i < s->fields; i++) {
 			all += f[i][k];

@@ -15,13 +15,15 @@
 
 #include "common/rng.h"
 
-#define PTI_CTR_K 4 // the planted model's factors per id
+#define PTI_CTR_K 4     // the planted model's factors per id, unless given
+#define PTI_CTR_K_MAX 16
 
 typedef struct pti_ctr_spec {
 	uint32_t n, fields; // examples, fields per example
 	uint64_t vocab;     // ids per field
 	uint64_t seed;      // the data's own seed (not the job's)
 	double skew;        // Zipf exponent of each field's ids
+	uint32_t k;         // the planted model's factors (0: linear)
 } pti_ctr_spec;
 
 // One set: ids (n, fields) global ids, field f's j-th id (1-based rank in
@@ -34,8 +36,10 @@ typedef struct pti_ctr {
 	float *p;
 } pti_ctr;
 
-// pti_ctr_parse reads "ctr:N,F,V[,SEED[,SKEW]]" (SEED 1 and SKEW 1.1
-// unless given; N 1 to 2^26, F 1 to 256, V 1 to 2^40 / F, SKEW 0 to 4).
+// pti_ctr_parse reads "ctr:N,F,V[,SEED[,SKEW[,K]]]" (SEED 1, SKEW 1.1
+// and K PTI_CTR_K unless given; N 1 to 2^26, F 1 to 256, V 1 to 2^40 /
+// F, SKEW 0 to 4, K 0 to PTI_CTR_K_MAX: 0 plants a linear model, which
+// logistic regression can reach).
 // 0, or PT_EINVAL with a detail naming the spec and what is wrong.
 int pti_ctr_parse(const char *spec, pti_ctr_spec *out);
 

@@ -23,7 +23,7 @@
 
 #define FASHION_DIR "/usr/share/datasets/fashion-mnist"
 #define SPEC_HELP "use fashion-mnist, fashion-mnist:DIR, synthetic:N or " \
-		  "ctr:N,F,V[,SEED[,SKEW]]"
+		  "ctr:N,F,V[,SEED[,SKEW[,K]]]"
 
 // Streams of the synthetic set. Their high bits are set, so they cannot
 // meet the epoch streams 0x7065726d ^ epoch of pti_data_perm.

@@ -73,7 +73,7 @@ typedef struct pti_data {
 //                        field of their 16 level pairs, every (field,
 //                        value) hashed into 2^20 ids: 378 ids an image
 //                        of 28 x 28, the background's the most frequent;
-//   "ctr:N,F,V[,SEED[,SKEW]]"  a sparse click set (common/ctr.h): N
+//   "ctr:N,F,V[,SEED[,SKEW[,K]]]"  a sparse click set (common/ctr.h): N
 //                        training examples of F ids each, clicks from a
 //                        planted factorization machine, and a test set of
 //                        max(N/5, 1) examples from another stream; SEED is

@@ -18,12 +18,16 @@ static void test_ctr_parse(void)
 	PT_TEST_OK(pti_ctr_parse("ctr:1000,26,100000", &s));
 	PT_TEST_TRUE(s.n == 1000 && s.fields == 26 && s.vocab == 100000);
 	PT_TEST_TRUE(s.seed == 1 && s.skew == 1.1);
+	PT_TEST_TRUE(s.k == PTI_CTR_K);
 	PT_TEST_OK(pti_ctr_parse("ctr:5,2,7,42,0.5", &s));
 	PT_TEST_TRUE(s.seed == 42 && s.skew == 0.5 && s.vocab == 7);
+	PT_TEST_OK(pti_ctr_parse("ctr:5,2,7,42,0.5,0", &s));
+	PT_TEST_TRUE(s.k == 0);
 	const char *bad[] = {"ctr:", "ctr:10", "ctr:10,2", "ctr:0,2,3",
 	    "ctr:10,0,3", "ctr:10,2,0", "ctr:10,257,3", "ctr:10,2,3,",
 	    "ctr:10,2,3,1,5", "ctr:10,2,3,1.5", "ctr:1.5,2,3", "ctr:-1,2,3",
-	    "ctr:10,2,3,1,1,1", "ctr:10,2,1e12", "ctr:10,2,3x"};
+	    "ctr:10,2,3,1,1,17", "ctr:10,2,3,1,1,1.5", "ctr:10,2,3,1,1,1,1",
+	    "ctr:10,2,1e12", "ctr:10,2,3x"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		PT_TEST_ERR(pti_ctr_parse(bad[i], &s), PT_EINVAL);
 		PT_TEST_STR_HAS(pt_errmsg(PT_EINVAL), bad[i]);
@@ -128,10 +132,28 @@ static void test_auc_by_hand(void)
 	PT_TEST_TRUE(isnan(pti_logloss(p, y, 0)));
 }
 
+// A linear plant (K 0): its logit is the bias and the ids' weights
+// alone, the same weights as the FM plant of the same seed has.
+static void test_ctr_linear_plant(void)
+{
+	pti_ctr_spec lin, fm;
+	PT_TEST_OK(pti_ctr_parse("ctr:100,3,50,5,1.1,0", &lin));
+	PT_TEST_OK(pti_ctr_parse("ctr:100,3,50,5,1.1,4", &fm));
+	uint64_t ids[3] = {1, 60, 120};
+	double zl = pti_ctr_logit(&lin, ids), zf = pti_ctr_logit(&fm, ids);
+	PT_TEST_TRUE(isfinite(zl) && zl != zf);
+	// Changing one field's id moves the linear logit by that id's
+	// weight only: additive in the fields.
+	uint64_t a[3] = {2, 60, 120}, b[3] = {1, 61, 120}, c[3] = {2, 61, 120};
+	PT_TEST_NEAR(pti_ctr_logit(&lin, c) - pti_ctr_logit(&lin, a),
+	    pti_ctr_logit(&lin, b) - zl, 1e-12);
+}
+
 static const pti_test_case cases[] = {
     {"test_ctr_parse", test_ctr_parse},
     {"test_ctr_zipf", test_ctr_zipf},
     {"test_ctr_planted", test_ctr_planted},
+    {"test_ctr_linear_plant", test_ctr_linear_plant},
     {"test_auc_by_hand", test_auc_by_hand},
     {NULL, NULL},
 };
