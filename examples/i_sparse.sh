@@ -27,7 +27,7 @@ for m in "lr ${N:-500000},8,1000,7,1.1,0" "fm:4 ${N:-500000},8,1000,7,1.1,4"; do
 	# shellcheck disable=SC2086
 	bin/pstrain compare --modes sync,async:matched-lr --model "$1" \
 		--data "ctr:$2" --lr "${LR:-0.1}" --epochs "${EPOCHS:-3}" \
-		$common --out "$out/plant-$1" || exit 1
+		$common --out "$out/plant-${1%%:*}" || exit 1
 done
 for skew in ${SKEWS:-1.1 1.6}; do
 	# shellcheck disable=SC2086
