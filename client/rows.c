@@ -11,20 +11,13 @@
 
 #include "client/worker.h"
 #include "common/err.h"
+#include "common/sort.h"
 
 // A row of the caller's arrays: its id and where it was given.
 typedef struct id_at {
 	uint64_t id;
 	uint64_t at;
 } id_at;
-
-static int id_at_cmp(const void *a, const void *b)
-{
-	const id_at *x = a, *y = b;
-	if (x->id != y->id)
-		return (x->id > y->id) - (x->id < y->id);
-	return (x->at > y->at) - (x->at < y->at);
-}
 
 // sorted: ids[n] with their places, by id then place; NULL when n is 0
 // or there is no memory (*rv then says).
@@ -33,7 +26,7 @@ static id_at *sorted(const uint64_t *ids, uint64_t n, int *rv)
 	*rv = 0;
 	if (n == 0)
 		return NULL;
-	id_at *s = malloc(n * sizeof(*s));
+	id_at *s = malloc(2 * n * sizeof(*s)); // the second half: scratch
 	if (s == NULL) {
 		*rv = pti_err_set(PT_ENOMEM, "rows: %llu ids",
 		    (unsigned long long)n);
@@ -41,7 +34,7 @@ static id_at *sorted(const uint64_t *ids, uint64_t n, int *rv)
 	}
 	for (uint64_t i = 0; i < n; i++)
 		s[i] = (id_at){ids[i], i};
-	qsort(s, n, sizeof(*s), id_at_cmp);
+	pti_sort_pairs((uint64_t *)s, n, (uint64_t *)(s + n)); // stable
 	return s;
 }
 
@@ -385,25 +378,22 @@ int pti_worker_rows_all(pt_worker *w, int table, uint64_t **ids,
 		rv = scan_server(w, (uint32_t)table, s, ids, vals, &got, &room);
 	// The servers' rows, each ascending, merged into one order.
 	uint32_t dim = rv == 0 ? w->l.tables[table].dim : 0;
-	id_at *order = rv == 0 && got > 0 ? malloc(got * sizeof(*order)) : NULL;
-	float *sorted = order != NULL ? malloc(got * dim * sizeof(float)) : NULL;
-	if (rv == 0 && got > 0 && sorted == NULL)
+	id_at *order = rv == 0 ? sorted(*ids, got, &rv) : NULL;
+	float *by_id = order != NULL ? malloc(got * dim * sizeof(float)) : NULL;
+	if (rv == 0 && got > 0 && by_id == NULL)
 		rv = pti_err_set(PT_ENOMEM, "rows of table %d", table);
 	if (rv == 0 && got > 0) {
-		for (uint64_t i = 0; i < got; i++)
-			order[i] = (id_at){(*ids)[i], i};
-		qsort(order, got, sizeof(*order), id_at_cmp);
 		for (uint64_t i = 0; i < got; i++) {
 			(*ids)[i] = order[i].id;
-			memcpy(sorted + i * dim, *vals + order[i].at * dim,
+			memcpy(by_id + i * dim, *vals + order[i].at * dim,
 			    (size_t)dim * 4);
 		}
 		free(*vals);
-		*vals = sorted;
-		sorted = NULL;
+		*vals = by_id;
+		by_id = NULL;
 	}
 	free(order);
-	free(sorted);
+	free(by_id);
 	if (rv != 0) {
 		free(*ids);
 		free(*vals);

@@ -3,17 +3,11 @@
 #include "model/sparse.h"
 
 #include "common/layout.h" // PT_FM_MAX_K
+#include "common/sort.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int pair_cmp(const void *a, const void *b)
-{
-	const uint64_t *x = a, *y = b;
-	int c = (x[0] > y[0]) - (x[0] < y[0]);
-	return c != 0 ? c : (x[1] > y[1]) - (x[1] < y[1]);
-}
 
 uint32_t pti_sparse_unique(const uint64_t *ids, uint32_t n, uint64_t *uniq,
     uint32_t *slot, uint64_t *scratch)
@@ -24,7 +18,7 @@ uint32_t pti_sparse_unique(const uint64_t *ids, uint32_t n, uint64_t *uniq,
 		scratch[2 * i] = ids[i];
 		scratch[2 * i + 1] = i;
 	}
-	qsort(scratch, n, 2 * sizeof(*scratch), pair_cmp);
+	pti_sort_pairs(scratch, n, scratch + 2 * (uint64_t)n); // stable
 	uint32_t u = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		if (i == 0 || scratch[2 * i] != scratch[2 * i - 2])

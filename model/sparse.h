@@ -23,7 +23,7 @@
 
 // pti_sparse_unique writes the distinct values of ids[0..n) ascending to
 // uniq and, for each i, the index in uniq of ids[i] to slot[i]; returns
-// how many are distinct. scratch holds 2 n words. uniq and slot hold n.
+// how many are distinct. scratch holds 4 n words. uniq and slot hold n.
 uint32_t pti_sparse_unique(const uint64_t *ids, uint32_t n, uint64_t *uniq,
     uint32_t *slot, uint64_t *scratch);
 

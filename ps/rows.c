@@ -192,6 +192,21 @@ uint64_t pti_rows_read(const pti_rows *r, uint64_t id, float *out)
 	return r->t[k];
 }
 
+void pti_rows_prefetch(const pti_rows *r, uint64_t id, int stage)
+{
+	uint64_t i = slot_of(r, id);
+	if (stage == 0) {
+		__builtin_prefetch(&r->slot[i]);
+		return;
+	}
+	uint64_t k = r->slot[i]; // the run's first row: usually id's
+	if (k-- == 0)
+		return;
+	__builtin_prefetch(&r->ids[k]);
+	__builtin_prefetch(&r->t[k]);
+	__builtin_prefetch(r->vals + k * r->stride);
+}
+
 // rows_unslot empties slot i with a backward shift: each following entry
 // of the run moves back into the hole unless its home slot lies after
 // the hole (cyclically), so every id stays reachable from its home.

@@ -66,6 +66,12 @@ void pti_rows_init_values(const pti_rows_opts *o, uint64_t id, float *out);
 // the row has had (0 when it is not a row). Counts no touch.
 uint64_t pti_rows_read(const pti_rows *r, uint64_t id, float *out);
 
+// pti_rows_prefetch asks the memory for what a lookup of id will read,
+// without waiting: at stage 0 its index slot; at stage 1 (that slot
+// asked for some lookups before) its row. A loop of lookups calls both
+// ahead of itself, so that the rows' cache misses overlap.
+void pti_rows_prefetch(const pti_rows *r, uint64_t id, int stage);
+
 // pti_rows_count returns the updates row id has had (0 when it is not a
 // row). Counts no touch.
 uint64_t pti_rows_count(const pti_rows *r, uint64_t id);

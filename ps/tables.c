@@ -20,6 +20,7 @@
 
 #include "common/err.h"
 #include "common/mode.h"
+#include "common/sort.h"
 #include "ps/policy.h"
 #include "ps/rows.h"
 
@@ -186,6 +187,27 @@ int pti_tables_undump(ps_server *s, const void *buf, uint64_t len,
 
 // ---------------------------------------------------------------- replies
 
+// rows_ahead prefetches what the lookups of the (i + ROWS_AHEAD)-th and,
+// a stage before, the (i + 2 ROWS_AHEAD)-th of n ids will read (the ids
+// stride bytes apart from ids; a loop over them calls it at each i):
+// random rows of a large table miss the cache, and their misses overlap
+// instead of following one another.
+#define ROWS_AHEAD 8
+static void rows_ahead(const pti_rows *r, const void *ids, size_t stride,
+    uint64_t i, uint64_t n)
+{
+	const uint8_t *p = ids;
+	uint64_t id;
+	if (i + 2 * ROWS_AHEAD < n) {
+		memcpy(&id, p + stride * (i + 2 * ROWS_AHEAD), 8);
+		pti_rows_prefetch(r, id, 0);
+	}
+	if (i + ROWS_AHEAD < n) {
+		memcpy(&id, p + stride * (i + ROWS_AHEAD), 8);
+		pti_rows_prefetch(r, id, 1);
+	}
+}
+
 // rows_reply answers q with its pulled rows of table tb as they are now:
 // their update counts, then their values.
 static nng_msg *rows_reply(ps_server *s, uint32_t tb, const rows_req *q)
@@ -197,6 +219,7 @@ static nng_msg *rows_reply(ps_server *s, uint32_t tb, const rows_req *q)
 		return NULL; // the worker times out, as for any reply
 	float *vals = pay + q->kp;
 	for (uint32_t i = 0; i < q->kp; i++) {
+		rows_ahead(t->rows, q->pull, 8, i, q->kp);
 		uint32_t cnt = (uint32_t)pti_rows_read(t->rows,
 		    u64_at(q->pull, i), vals + (uint64_t)i * q->dim);
 		memcpy(pay + i, &cnt, 4);
@@ -316,6 +339,7 @@ static int apply_at_once(ps_server *s, uint32_t tb, const pti_hdr *h,
 	int rv = 0;
 	for (uint32_t i = 0; i < q->k && rv == 0; i++) {
 		uint64_t id = u64_at(q->ids, i);
+		rows_ahead(t->rows, q->ids, 8, i, q->k);
 		count_stale(t, t->rows, id, u32_at(q->since, i));
 		memcpy(g, q->grad + 4 * (uint64_t)i * q->dim,
 		    (size_t)q->dim * sizeof(float));
@@ -330,20 +354,6 @@ static int apply_at_once(ps_server *s, uint32_t tb, const pti_hdr *h,
 }
 
 // One pushed row of a held request, for the sum in rank order.
-typedef struct row_ref {
-	uint64_t id;
-	uint32_t rank;
-	const uint8_t *g;
-} row_ref;
-
-static int ref_cmp(const void *a, const void *b)
-{
-	const row_ref *x = a, *y = b;
-	if (x->id != y->id)
-		return (x->id > y->id) - (x->id < y->id);
-	return (x->rank > y->rank) - (x->rank < y->rank);
-}
-
 // close_step closes table tb's open step: every pushed row updated once
 // with the mean of the gradients held for it (summed in rank order, over
 // the workers whose parts are in), the parked requests answered, the
@@ -360,10 +370,13 @@ static int close_step(ps_server *s, uint32_t tb, ps_ctx **wake)
 		if (t->held[r] != NULL &&
 		    pti_msg_decode(&h, &pay, t->held[r]) == 0)
 			total += h.k;
-	row_ref *ref = total > 0 ? malloc(total * sizeof(*ref)) : NULL;
+	// ref: (id, j) pairs of the pushed rows, j counting them in rank
+	// order (g[j]: the gradient), then as much room to sort them in.
+	uint64_t *ref = total > 0 ? malloc(4 * total * sizeof(*ref)) : NULL;
+	const uint8_t **g = total > 0 ? malloc(total * sizeof(*g)) : NULL;
 	float *sum = malloc((size_t)dim * sizeof(float));
 	int rv = 0;
-	if ((total > 0 && ref == NULL) || sum == NULL)
+	if ((total > 0 && (ref == NULL || g == NULL)) || sum == NULL)
 		rv = pti_err_set(PT_ENOMEM, "rows of a sync step");
 	uint64_t j = 0;
 	for (uint32_t r = 0; r < workers && rv == 0; r++) {
@@ -373,31 +386,36 @@ static int close_step(ps_server *s, uint32_t tb, ps_ctx **wake)
 		req_parts(&q, &h, pay, dim);
 		for (uint32_t i = 0; i < q.k; i++, j++) {
 			uint64_t id = u64_at(q.ids, i);
-			ref[j] = (row_ref){id, r, q.grad + 4 * (uint64_t)i * dim};
+			rows_ahead(t->rows, q.ids, 8, i, q.k);
+			ref[2 * j] = id;
+			ref[2 * j + 1] = j;
+			g[j] = q.grad + 4 * (uint64_t)i * dim;
 			count_stale(t, t->rows, id, u32_at(q.since, i));
 		}
 	}
 	if (rv == 0) {
-		if (total > 0)
-			qsort(ref, total, sizeof(*ref), ref_cmp);
+		// By id; one id's gradients stay in rank order (stable).
+		pti_sort_pairs(ref, total, ref + 2 * total);
 		double lr = pti_lr(&s->lr, t->ver, 0);
 		for (uint64_t a = 0; a < total && rv == 0;) {
-			uint64_t b = a;
-			memcpy(sum, ref[a].g, (size_t)dim * sizeof(float));
-			while (++b < total && ref[b].id == ref[a].id)
+			uint64_t b = a, id = ref[2 * a];
+			rows_ahead(t->rows, ref, 16, a, total);
+			memcpy(sum, g[ref[2 * a + 1]], (size_t)dim * sizeof(float));
+			while (++b < total && ref[2 * b] == id)
 				for (uint32_t e = 0; e < dim; e++) {
 					float v;
-					memcpy(&v, ref[b].g + 4 * e, 4);
+					memcpy(&v, g[ref[2 * b + 1]] + 4 * e, 4);
 					sum[e] += v;
 				}
-			rv = pti_rows_apply(t->rows, &s->opt, ref[a].id, sum,
-			    t->n_in, lr);
+			rv = pti_rows_apply(t->rows, &s->opt, id, sum, t->n_in,
+			    lr);
 			if (rv == PTI_ROWS_REFUSED)
 				rv = 0; // not admitted yet: dropped
 			a = b;
 		}
 		t->pushed += total;
 	}
+	free(g);
 	free(ref);
 	free(sum);
 	t->ver++;
@@ -495,12 +513,12 @@ static int rows_check(ps_server *s, const pti_hdr *h, const void *pay,
 	}
 	if (q->k == 0)
 		return 0;
-	uint64_t *ids = malloc((size_t)q->k * sizeof(*ids));
+	uint64_t *ids = malloc(2 * (size_t)q->k * sizeof(*ids));
 	if (ids == NULL)
 		return pti_err_set(PT_ENOMEM, "rows");
 	for (uint32_t i = 0; i < q->k; i++)
 		ids[i] = u64_at(q->ids, i);
-	pti_rows_sort(ids, q->k);
+	pti_sort_u64(ids, q->k, ids + q->k);
 	uint64_t twice = 0;
 	int dup = 0;
 	for (uint32_t i = 1; i < q->k && !dup; i++)

@@ -8,13 +8,14 @@
 #include <string.h>
 
 #include "common/rng.h"
+#include "common/sort.h"
 #include "model/sparse.h"
 #include "tests/test.h"
 
 static void test_sparse_unique(void)
 {
 	uint64_t ids[] = {50, 7, 50, 900, 7, 7, 1};
-	uint64_t uniq[7], scratch[14];
+	uint64_t uniq[7], scratch[28];
 	uint32_t slot[7];
 	uint32_t u = pti_sparse_unique(ids, 7, uniq, slot, scratch);
 	PT_TEST_TRUE(u == 4);
@@ -23,6 +24,47 @@ static void test_sparse_unique(void)
 	for (int i = 0; i < 7; i++)
 		PT_TEST_TRUE(uniq[slot[i]] == ids[i]);
 	PT_TEST_TRUE(pti_sparse_unique(ids, 0, uniq, slot, scratch) == 0);
+}
+
+static int pair_cmp(const void *a, const void *b)
+{
+	const uint64_t *x = a, *y = b;
+	if (x[0] != y[0])
+		return (x[0] > y[0]) - (x[0] < y[0]);
+	return (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+// The radix sorts against qsort: sizes below and above the insertion
+// sort's, keys random in all 64 bits, keys sharing their high bytes
+// (passes skipped), many repeats; pairs of one key keep their order.
+static void test_sort_matches_qsort(void)
+{
+	pti_rng r;
+	pti_rng_seed(&r, 35, 0);
+	uint64_t n_of[] = {0, 1, 2, 31, 32, 33, 1000, 6656};
+	uint64_t *a = malloc(4 * 6656 * 8), *b = malloc(2 * 6656 * 8);
+	PT_TEST_TRUE(a != NULL && b != NULL);
+	for (int kind = 0; kind < 3; kind++)
+		for (size_t c = 0; c < sizeof(n_of) / sizeof(*n_of); c++) {
+			uint64_t n = n_of[c];
+			for (uint64_t i = 0; i < n; i++) {
+				uint64_t k = pti_rng_u64(&r);
+				k = kind == 0 ? k : kind == 1 ? k & 0xffff
+							  : k % 7;
+				a[2 * i] = b[2 * i] = k;
+				a[2 * i + 1] = b[2 * i + 1] = i; // its place
+			}
+			pti_sort_pairs(a, n, a + 2 * n);
+			qsort(b, n, 16, pair_cmp); // by key, then place
+			PT_TEST_TRUE(n == 0 || memcmp(a, b, n * 16) == 0);
+			for (uint64_t i = 0; i < n; i++)
+				a[i] = b[2 * ((i * 7919) % n)];
+			pti_sort_u64(a, n, a + n); // the keys, shuffled
+			for (uint64_t i = 0; i < n; i++)
+				PT_TEST_TRUE(a[i] == b[2 * i]);
+		}
+	free(a);
+	free(b);
 }
 
 // A batch of B examples of F fields over U rows of 1 + K floats, some
@@ -197,6 +239,7 @@ static void test_wd_grad_matches_differences(void)
 
 static const pti_test_case cases[] = {
     {"test_sparse_unique", test_sparse_unique},
+    {"test_sort_matches_qsort", test_sort_matches_qsort},
     {"test_fm_grad_matches_reference", test_fm_grad_matches_reference},
     {"test_lr_is_fm_without_factors", test_lr_is_fm_without_factors},
     {"test_wd_grad_matches_differences", test_wd_grad_matches_differences},

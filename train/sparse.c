@@ -65,7 +65,7 @@ static pti_wd wd_of(const pti_trainer *w)
 static int view_make(view *v, const pti_dataset *d, uint64_t off)
 {
 	uint64_t n = (uint64_t)d->n * d->dim;
-	uint64_t *scratch = malloc(2 * n * sizeof(*scratch));
+	uint64_t *scratch = malloc(4 * n * sizeof(*scratch));
 	uint64_t *ids = pti_data_all_ids(d);
 	v->d = d;
 	v->off = off;
@@ -216,7 +216,7 @@ typedef struct sender {
 	uint32_t *slot[2], nu[2];
 	float *rows[2];
 	int64_t at[2];
-	uint64_t *ids, *scratch; // a step's ids; 2 b f words
+	uint64_t *ids, *scratch; // a step's ids; 4 b f words
 	uint8_t *y;
 	float *grows;            // (b f, dim) the step's rows' gradients
 	pti_wd wd;               // wide-deep's shape, and its scratch
@@ -372,7 +372,7 @@ int pti_sparse_open(pti_sender *out, pti_trainer *w)
 		p->at[i] = -1;
 	}
 	no |= !(p->ids = malloc(n * sizeof(uint64_t)));
-	no |= !(p->scratch = malloc(2 * n * sizeof(uint64_t)));
+	no |= !(p->scratch = malloc(4 * n * sizeof(uint64_t)));
 	no |= !(p->y = malloc(p->b));
 	no |= !(p->grows = malloc(n * p->dim * sizeof(float)));
 	p->wd = wd_of(w);

@@ -348,7 +348,7 @@ static int eval_sparse(const pti_layout *l, const float *params,
 {
 	uint32_t dim = l->tables[0].dim;
 	uint64_t n = (uint64_t)d->n * d->dim;
-	uint64_t *uniq = malloc(n * 8), *scratch = malloc(2 * n * 8);
+	uint64_t *uniq = malloc(n * 8), *scratch = malloc(4 * n * 8);
 	uint64_t *ids = pti_data_all_ids(d);
 	uint32_t *slot = malloc(n * 4);
 	float *vals = malloc(n * dim * sizeof(float));
