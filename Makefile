@@ -196,11 +196,16 @@ $(CORE_SRC:%.c=$(OBJ)/%.o) $(CORE_SRC:%.c=$(AOBJ)/%.o): \
 # only), the same model trained in one process (bench/solo.c), and
 # PyTorch, alone and as DDP (bench/torch_ref.py; python3-torch installed).
 bench-build: bin/pstrain build/bench/comm build/bench/solo build/bench/split \
-	build/bench/ring
+	build/bench/ring build/bench/rows build/bench/ctrdump
 
 build/bench/comm: bench/comm.c bench/bench.h include/pstrain.h build/lib/libpstrain.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -I. -Iinclude -o $@ bench/comm.c build/lib/libpstrain.a $(LDLIBS)
+
+# bench/rows.c: a table's rows through one server against raw nng.
+build/bench/rows: bench/rows.c bench/bench.h include/pstrain.h build/lib/libpstrain.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -D_GNU_SOURCE -I. -Iinclude -o $@ bench/rows.c build/lib/libpstrain.a $(LDLIBS)
 
 build/bench/solo: $(OBJ)/bench/solo.o $(LIB_OBJ)
 	@mkdir -p $(@D)
@@ -208,6 +213,11 @@ build/bench/solo: $(OBJ)/bench/solo.o $(LIB_OBJ)
 
 # bench/ring.c: the ring all-reduce alone against raw nng (internals).
 build/bench/ring: $(OBJ)/bench/ring.o $(LIB_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# bench/ctrdump.c: --data ctr's training set, for bench/torch_sparse.py.
+build/bench/ctrdump: $(OBJ)/bench/ctrdump.o $(LIB_OBJ)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 

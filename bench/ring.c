@@ -31,9 +31,9 @@
 #define BENCH_PROG "ring"
 #include "bench/bench.h"
 
-// raw_open: rank 0 dials (REQ), rank 1 listens (REP) on url, with
+// pair_open: rank 0 dials (REQ), rank 1 listens (REP) on url, with
 // pstrain's ipc buffers.
-static nng_socket raw_open(const char *url, int rank)
+static nng_socket pair_open(const char *url, int rank)
 {
 	nng_socket s;
 	int rv = rank ? nng_rep0_open(&s) : nng_req0_open(&s);
@@ -83,7 +83,7 @@ static int bench(const char *dir, uint64_t n, int rounds, int iters,
 	snprintf(raw, sizeof(raw), "ipc://%s/raw", dir);
 	if ((rv = pti_ring_open(&g, urls, (uint32_t)rank, 2, &key, 1, 60)))
 		die("ring open", rv, 0);
-	nng_socket s = raw_open(raw, rank);
+	nng_socket s = pair_open(raw, rank);
 	float *buf = malloc(n * sizeof(float));
 	if (buf == NULL)
 		die("buffer", PT_ENOMEM, 0);

@@ -23,7 +23,13 @@
 #     5.82M floats, against its bytes at the raw nng rate (bench/ring.c);
 #  6. whether this OpenBLAS kernel keeps a layer's product bit-identical
 #     when it is cut into blocks (bench/split.c): what hiding a 1 x 1
-#     job's round trip inside its compute would need.
+#     job's round trip inside its compute would need;
+#  7. embedding tables: rows/s pulled and pushed-and-pulled through one
+#     server against raw nng moving the same bytes (bench/rows.c), the
+#     bytes a step pulls against the rows it touches at 26,000 and 10^7
+#     possible ids, and a sparse job (--data ctr, fm:15 and lr) against
+#     PyTorch on the same examples in one process
+#     (bench/torch_sparse.py, on bench/ctrdump's copy of the set).
 # Writes build/bench/bench.json (BENCH_OUT to change) with the machine
 # record. BENCH_ROUNDS (default 5) rounds each; BENCH_STEPS (600)
 # training steps; BENCH_MEM_STEPS (30) steps of the memory runs, on
@@ -152,26 +158,40 @@ jnum() {
 	[ "$v" = null ] || [ -z "$v" ] && v=nan
 	echo "$v"
 }
-for c in $CONFIGS; do : >"$T/$c.txt"; : >"$T/$c.res"; done
-i=0
-while [ $i -lt "$R" ]; do
-	for c in $CONFIGS; do
-		case $c in
-		solo) v=$(build/bench/solo $M --steps "$STEPS" | awk '{print $2}') ;;
-		solo_pf) v=$(build/bench/solo $M --steps "$STEPS" --prefetch |
-			awk '{print $2}') ;;
-		ps* | ar*) v=$(pstrain $c) ;;
-		torch1) v=$($PY bench/torch_ref.py --workers 1 --steps "$STEPS" |
-			awk '{print $2}') ;;
-		ddp*) v=$($PY bench/torch_ref.py --workers "${c#ddp}" \
-			--steps "$STEPS" | awk '{print $2}') ;;
-		esac
-		[ -n "$v" ] || { echo "bench: $c failed"; exit 1; }
-		echo "$v" >>"$T/$c.txt"
+# interleave WHAT FIGURE CONFIG...: R rounds, each running `FIGURE
+# CONFIG` (which prints that configuration's figure) for every CONFIG in
+# turn, the figures appended to $T/CONFIG.txt.
+interleave() {
+	what=$1 fig=$2
+	shift 2
+	for c in "$@"; do : >"$T/$c.txt"; done
+	i=0
+	while [ $i -lt "$R" ]; do
+		for c in "$@"; do
+			v=$($fig "$c")
+			[ -n "$v" ] || { echo "bench: $c failed"; exit 1; }
+			echo "$v" >>"$T/$c.txt"
+		done
+		i=$((i + 1))
+		echo "$what round $i of $R done" >&2
 	done
-	i=$((i + 1))
-	echo "training round $i of $R done" >&2
-done
+}
+# dense CONFIG: the training figure of one configuration
+dense() {
+	case $1 in
+	solo) build/bench/solo $M --steps "$STEPS" | awk '{print $2}' ;;
+	solo_pf) build/bench/solo $M --steps "$STEPS" --prefetch |
+		awk '{print $2}' ;;
+	ps* | ar*) pstrain "$1" ;;
+	torch1) $PY bench/torch_ref.py --workers 1 --steps "$STEPS" |
+		awk '{print $2}' ;;
+	ddp*) $PY bench/torch_ref.py --workers "${1#ddp}" --steps "$STEPS" |
+		awk '{print $2}' ;;
+	esac
+}
+for c in $CONFIGS; do : >"$T/$c.res"; done
+# shellcheck disable=SC2086
+interleave training dense $CONFIGS
 # ratio A B: the median over rounds of A's figure / B's
 ratios() { paste "$T/$1.txt" "$T/$2.txt" | awk '{print $1 / $2}'; }
 ratio() { ratios "$1" "$2" | median; }
@@ -283,6 +303,99 @@ for wk in 1 4 8; do
 	json="$json, \"w$wk\": {\"server_max_rss_mb\": $rss, \"bound_mb\": $bound}"
 done
 json="$json},"
+
+# Embedding tables (issue 35). Rows through one server (bench/rows.c):
+# K = 4096 rows of 16 floats a request, drawn from 2^20 rows that exist,
+# pulled (lookups) and pushed-and-pulled (async), against raw nng moving
+# the same bytes; rows/s = K / the request's time. speed: raw time /
+# pstrain's, per round, median.
+TK=4096
+build/bench/rows "ipc://$T/t" 16 $TK 1048576 "$R" 50 >"$T/t.txt" 2>"$T/t.err" ||
+	{ echo "bench: rows failed:"; cat "$T/t.err"; exit 1; }
+printf '\n%-40s %12s %12s %7s %11s\n' "table rows, 16 floats, $TK a request" \
+	raw_rows/s rows/s speed "(min-max)"
+json="$json\n  \"tables\": {\"rows\": {\"dim\": 16, \"rows_per_request\": $TK, \"rows_held\": 1048576"
+for op in pull pushpull; do
+	case $op in pull) a=1 b=2 ;; *) a=3 b=4 ;; esac
+	raw=$(awk -v c=$a -v k=$TK '{print k / $c * 1e6}' "$T/t.txt" | median)
+	ps=$(awk -v c=$b -v k=$TK '{print k / $c * 1e6}' "$T/t.txt" | median)
+	sp=$(awk -v a=$a -v b=$b '{print $a / $b}' "$T/t.txt" | median)
+	set -- $(awk -v a=$a -v b=$b '{print $a / $b}' "$T/t.txt" | span)
+	printf '%-40s %12.0f %12.0f %6.2fx %5.2f-%.2f\n' "  $op (ipc, one server)" \
+		"$raw" "$ps" "$sp" "$1" "$2"
+	json="$json, \"$op\": {\"raw_nng_rows_per_s\": $raw, \"pstrain_rows_per_s\": $ps, \"speed_vs_raw\": $sp, \"speed_range\": [$1, $2]}"
+done
+json="$json},"
+# Bytes a step pulls against the rows it touches, at 26,000 and 10^7
+# possible ids (26 fields of 1,000 and of 384,615): what must not grow
+# with the table. fm:15 (rows of 16 floats), batch 256, 1 x 1, sync.
+# Counted, not timed: one run each.
+printf '\n%-40s %12s %12s %12s\n' "pulled a step, fm:15, batch 256 x 26" \
+	rows bytes "per row x64"
+json="$json \"bytes\": {\"model\": \"fm:15\", \"batch\": 256"
+for v in 1000 384615; do
+	rm -rf "$T/run"
+	$P run --mode sync --servers 1 --workers 1 --model fm:15 \
+		--data ctr:20000,26,$v --batch 256 --seed 1 --lr 0.1 \
+		--steps 30 --eval-every 1000000 --out "$T/run" \
+		>"$T/run.log" 2>&1 ||
+		{ echo "bench: pstrain run failed:"; tail "$T/run.log"; exit 1; }
+	rows=$(jnum rows_per_step)
+	by=$(jnum bytes_pulled_per_step)
+	x=$(awk -v b="$by" -v r="$rows" 'BEGIN { print b / (r * 64) }')
+	ids=$((26 * v))
+	printf '%-40s %12.1f %12.0f %11.3fx\n' "  $ids possible ids" "$rows" \
+		"$by" "$x"
+	json="$json, \"ids_$ids\": {\"rows_per_step\": $rows, \"bytes_pulled_per_step\": $by, \"bytes_vs_rows\": $x}"
+done
+json="$json},"
+# A sparse job's samples/s against PyTorch on the same examples in one
+# process (bench/torch_sparse.py: nn.EmbeddingBag for lr, nn.Embedding
+# rows for fm; sparse gradients, SGD), rounds interleaved.
+SD="ctr:200000,26,384615"
+SCONF="sp_fm sp_lr"
+if [ -n "$PY" ]; then
+	SCONF="$SCONF sp_fm_torch sp_lr_torch"
+	build/bench/ctrdump "$SD" "$T/ctr.bin" ||
+		{ echo "bench: ctrdump failed"; exit 1; }
+fi
+# sparse CONFIG: the figure of one sparse configuration
+sparse() {
+	case $1 in sp_fm*) m=fm:15 ;; *) m=lr ;; esac
+	case $1 in
+	*_torch) $PY bench/torch_sparse.py --dump "$T/ctr.bin" \
+		--examples 200000 --fields 26 --model $m --batch 256 \
+		--lr 0.1 --steps "$STEPS" | awk '{print $2}' ;;
+	*) rm -rf "$T/run"
+		$P run --mode sync --servers 1 --workers 1 --model $m \
+			--data "$SD" --batch 256 --seed 1 --lr 0.1 \
+			--steps "$STEPS" --eval-every 1000000 --out "$T/run" \
+			>"$T/run.log" 2>&1 ||
+			{ echo "bench: pstrain run failed:" >&2
+			  tail "$T/run.log" >&2; return 1; }
+		jnum samples_per_s ;;
+	esac
+}
+# shellcheck disable=SC2086
+interleave sparse sparse $SCONF
+printf '\n%-46s %12s %10s %s\n' "sparse training, $SD, batch 256" \
+	samples/s speed "(rounds min-max)"
+json="$json \"training\": {\"data\": \"$SD\", \"batch\": 256, \"steps\": $STEPS, \"samples_per_s\": {"
+sep=""
+for c in $SCONF; do
+	json="$json$sep\"$c\": $(median <"$T/$c.txt")"
+	sep=", "
+done
+json="$json}, \"speed\": {"
+sep=""
+rj=""
+line "pstrain sync 1 x 1, fm:15" sp_fm sp_fm_torch
+line "pstrain sync 1 x 1, lr" sp_lr sp_lr_torch
+[ -n "$PY" ] && printf '%-46s %12.0f\n' "PyTorch, fm:15 (nn.Embedding)" \
+	"$(median <"$T/sp_fm_torch.txt")"
+[ -n "$PY" ] && printf '%-46s %12.0f\n' "PyTorch, lr (nn.EmbeddingBag)" \
+	"$(median <"$T/sp_lr_torch.txt")"
+json="$json}, \"speed_range\": {$rj}}},"
 
 # Cutting the first layer's products into 4 blocks: the same bits?
 printf '\n%-40s %s\n' "mlp:256,128's first layer in 4 blocks" "(bench/split)"

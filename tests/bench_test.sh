@@ -51,6 +51,24 @@ for k in ("w1", "w4", "w8"):
     m = d["server_memory"][k]
     assert math.isfinite(m["server_max_rss_mb"]) and m["bound_mb"] > 32, m
 assert d["record"]["openblas_core"], d["record"]
+tb = d["tables"]
+for op in ("pull", "pushpull"):
+    r = tb["rows"][op]
+    for k in ("raw_nng_rows_per_s", "pstrain_rows_per_s", "speed_vs_raw"):
+        assert math.isfinite(r[k]) and r[k] > 0, (op, r)
+    assert r["speed_range"][0] <= r["speed_vs_raw"] <= r["speed_range"][1], r
+for k in ("ids_26000", "ids_9999990"):
+    b = tb["bytes"][k]
+    # the pulled bytes are the touched rows (64 B each) and their ids,
+    # whatever the table size
+    assert b["rows_per_step"] > 0 and 1 <= b["bytes_vs_rows"] < 1.5, (k, b)
+st = tb["training"]["samples_per_s"]
+for k in ("sp_fm", "sp_lr"):
+    assert math.isfinite(st[k]) and st[k] > 0, (k, st)
+if not d["pytorch"].startswith("not installed"):
+    for k in ("sp_fm_torch", "sp_lr_torch"):
+        assert math.isfinite(st[k]) and st[k] > 0, (k, st)
+    assert math.isfinite(tb["training"]["speed"]["sp_fm_vs_sp_fm_torch"])
 sp = d["split_products"]
 assert sorted(sp) == ["forward_by_columns", "gradient_by_columns",
                       "gradient_by_rows"], sp
