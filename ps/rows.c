@@ -320,9 +320,11 @@ int pti_rows_touch(pti_rows *r, uint64_t id, pti_row *row)
 }
 
 int pti_rows_apply(pti_rows *r, const pti_optim *o, uint64_t id,
-    const float *g, double gdiv, double lr)
+    const float *g, double gdiv, double lr, uint64_t *before)
 {
 	pti_row row;
+	if (before != NULL)
+		*before = 0;
 	if ((uint32_t)o->n_state != r->o.n_state)
 		return pti_err_set(PT_EINVAL, "table %llu: the optimizer keeps "
 		    "%d state vectors, the rows %u",
@@ -330,6 +332,8 @@ int pti_rows_apply(pti_rows *r, const pti_optim *o, uint64_t id,
 	int rv = pti_rows_touch(r, id, &row);
 	if (rv != 0)
 		return rv;
+	if (before != NULL)
+		*before = *row.t;
 	pti_optim_apply(o, row.v, row.s1, row.s2, g, r->o.dim, gdiv, lr,
 	    ++*row.t);
 	return 0;

@@ -89,12 +89,14 @@ int pti_rows_touch(pti_rows *r, uint64_t id, pti_row *row);
 // pti_rows_apply applies g (dim floats: the sum of gdiv gradients) to
 // row id with optimizer o at rate lr (common/optim.h). The row is
 // touched first: created, or refused below the admission threshold
-// (PTI_ROWS_REFUSED: nothing applied). Its own update count advances, so a row's state
-// moves only when that row is updated (lazy: Adam's bias correction
-// counts the row's updates, not the server's). 0; PT_EINVAL when o keeps
-// another number of state vectors than the store; PT_ENOMEM.
+// (PTI_ROWS_REFUSED: nothing applied). Its own update count advances, so
+// a row's state moves only when that row is updated (lazy: Adam's bias
+// correction counts the row's updates, not the server's); *before (when
+// not NULL) gets the count it had (0 for a row created or refused). 0;
+// PT_EINVAL when o keeps another number of state vectors than the
+// store; PT_ENOMEM.
 int pti_rows_apply(pti_rows *r, const pti_optim *o, uint64_t id,
-    const float *g, double gdiv, double lr);
+    const float *g, double gdiv, double lr, uint64_t *before);
 
 // pti_rows_ids writes every row's id, ascending, to ids (room for
 // pti_rows_stats's rows), for a checkpoint that must not depend on the

@@ -301,22 +301,16 @@ static nng_msg *reply_kept(ps_server *s, nng_msg *m)
 
 // ---------------------------------------------------------------- updates
 
-// row_stale is the updates row id had since the count the worker read it
-// at (since: that count's low 32 bits); an evicted row that came back
+// count_stale counts a pushed row's staleness: the updates it had (now:
+// its count before this update) since the count the worker read it at
+// (since: that count's low 32 bits). An evicted row that came back
 // counts from 0 again, and then counts as not stale.
-static uint64_t row_stale(pti_rows *r, uint64_t id, uint32_t since)
-{
-	uint32_t now = (uint32_t)pti_rows_count(r, id);
-	int32_t d = (int32_t)(now - since);
-	return d > 0 ? (uint64_t)d : 0;
-}
-
-static void count_stale(ps_table *t, pti_rows *r, uint64_t id,
-    uint32_t since)
+static void count_stale(ps_table *t, uint64_t now, uint32_t since)
 {
 	if (since == PTI_ROWS_UNSEEN)
 		return; // the worker never read it: no staleness to count
-	uint64_t stale = row_stale(r, id, since);
+	int32_t d = (int32_t)((uint32_t)now - since);
+	uint64_t stale = d > 0 ? (uint64_t)d : 0;
 	t->stale_n++;
 	t->stale_sum += stale;
 	if (stale > t->stale_max)
@@ -339,13 +333,15 @@ static int apply_at_once(ps_server *s, uint32_t tb, const pti_hdr *h,
 	int rv = 0;
 	for (uint32_t i = 0; i < q->k && rv == 0; i++) {
 		uint64_t id = u64_at(q->ids, i);
+		uint64_t now;
 		rows_ahead(t->rows, q->ids, 8, i, q->k);
-		count_stale(t, t->rows, id, u32_at(q->since, i));
 		memcpy(g, q->grad + 4 * (uint64_t)i * q->dim,
 		    (size_t)q->dim * sizeof(float));
-		rv = pti_rows_apply(t->rows, &s->opt, id, g, gdiv, lr);
+		rv = pti_rows_apply(t->rows, &s->opt, id, g, gdiv, lr, &now);
 		if (rv == PTI_ROWS_REFUSED)
 			rv = 0; // not admitted yet: its gradient is dropped
+		if (rv == 0)
+			count_stale(t, now, u32_at(q->since, i));
 	}
 	free(g);
 	t->pushed += q->k;
@@ -371,12 +367,15 @@ static int close_step(ps_server *s, uint32_t tb, ps_ctx **wake)
 		    pti_msg_decode(&h, &pay, t->held[r]) == 0)
 			total += h.k;
 	// ref: (id, j) pairs of the pushed rows, j counting them in rank
-	// order (g[j]: the gradient), then as much room to sort them in.
+	// order (g[j]: the gradient, since[j]: the count the worker read the
+	// row at), then as much room to sort them in.
 	uint64_t *ref = total > 0 ? malloc(4 * total * sizeof(*ref)) : NULL;
 	const uint8_t **g = total > 0 ? malloc(total * sizeof(*g)) : NULL;
+	uint32_t *since = total > 0 ? malloc(total * sizeof(*since)) : NULL;
 	float *sum = malloc((size_t)dim * sizeof(float));
 	int rv = 0;
-	if ((total > 0 && (ref == NULL || g == NULL)) || sum == NULL)
+	if ((total > 0 && (ref == NULL || g == NULL || since == NULL)) ||
+	    sum == NULL)
 		rv = pti_err_set(PT_ENOMEM, "rows of a sync step");
 	uint64_t j = 0;
 	for (uint32_t r = 0; r < workers && rv == 0; r++) {
@@ -385,12 +384,10 @@ static int close_step(ps_server *s, uint32_t tb, ps_ctx **wake)
 			continue;
 		req_parts(&q, &h, pay, dim);
 		for (uint32_t i = 0; i < q.k; i++, j++) {
-			uint64_t id = u64_at(q.ids, i);
-			rows_ahead(t->rows, q.ids, 8, i, q.k);
-			ref[2 * j] = id;
+			ref[2 * j] = u64_at(q.ids, i);
 			ref[2 * j + 1] = j;
 			g[j] = q.grad + 4 * (uint64_t)i * dim;
-			count_stale(t, t->rows, id, u32_at(q.since, i));
+			since[j] = u32_at(q.since, i);
 		}
 	}
 	if (rv == 0) {
@@ -407,15 +404,19 @@ static int close_step(ps_server *s, uint32_t tb, ps_ctx **wake)
 					memcpy(&v, g[ref[2 * b + 1]] + 4 * e, 4);
 					sum[e] += v;
 				}
+			uint64_t now;
 			rv = pti_rows_apply(t->rows, &s->opt, id, sum, t->n_in,
-			    lr);
+			    lr, &now);
 			if (rv == PTI_ROWS_REFUSED)
 				rv = 0; // not admitted yet: dropped
+			for (uint64_t c = a; c < b && rv == 0; c++)
+				count_stale(t, now, since[ref[2 * c + 1]]);
 			a = b;
 		}
 		t->pushed += total;
 	}
 	free(g);
+	free(since);
 	free(ref);
 	free(sum);
 	t->ver++;

@@ -280,14 +280,19 @@ static void test_rows_lazy_optimizer(void)
 	pti_rows *r;
 	PT_TEST_OK(pti_rows_new(&r, &o));
 	float g[4] = {0.5f, -1, 2, 0}, want[4], m[4] = {0}, v[4] = {0};
-	PT_TEST_ERR(pti_rows_apply(r, &sgd, 1, g, 1, 0.1), PT_EINVAL);
-	PT_TEST_TRUE(pti_rows_apply(r, &adam, 1, g, 1, 0.01) ==
+	PT_TEST_ERR(pti_rows_apply(r, &sgd, 1, g, 1, 0.1, NULL), PT_EINVAL);
+	PT_TEST_TRUE(pti_rows_apply(r, &adam, 1, g, 1, 0.01, NULL) ==
 	    PTI_ROWS_REFUSED);
-	for (int k = 0; k < 3; k++)
-		PT_TEST_OK(pti_rows_apply(r, &adam, 1, g, 1, 0.01));
-	PT_TEST_TRUE(pti_rows_apply(r, &adam, 2, g, 1, 0.01) ==
+	uint64_t before = 9;
+	for (uint64_t k = 0; k < 3; k++) { // the count each update found
+		PT_TEST_OK(pti_rows_apply(r, &adam, 1, g, 1, 0.01, &before));
+		PT_TEST_TRUE(before == k);
+	}
+	before = 9;
+	PT_TEST_TRUE(pti_rows_apply(r, &adam, 2, g, 1, 0.01, &before) ==
 	    PTI_ROWS_REFUSED);
-	PT_TEST_OK(pti_rows_apply(r, &adam, 2, g, 2, 0.01));
+	PT_TEST_TRUE(before == 0);
+	PT_TEST_OK(pti_rows_apply(r, &adam, 2, g, 2, 0.01, NULL));
 	pti_row row;
 	PT_TEST_OK(pti_rows_touch(r, 1, &row));
 	PT_TEST_TRUE(*row.t == 3);
@@ -301,7 +306,7 @@ static void test_rows_lazy_optimizer(void)
 	// SGD keeps no state: the row moves by lr times the mean gradient.
 	pti_rows_opts p = opts(4, 0);
 	PT_TEST_OK(pti_rows_new(&r, &p));
-	PT_TEST_OK(pti_rows_apply(r, &sgd, 9, g, 2, 0.1));
+	PT_TEST_OK(pti_rows_apply(r, &sgd, 9, g, 2, 0.1, NULL));
 	pti_rows_init_values(&p, 9, want);
 	float got[4];
 	pti_rows_read(r, 9, got);
@@ -343,7 +348,7 @@ static void test_rows_dump(void)
 	pti_rng_seed(&r, 9, 1);
 	for (int i = 0; i < 400; i++)
 		PT_TEST_TRUE(pti_rows_apply(a, &ada, pti_rng_below(&r, 120), g,
-				 1, 0.1) <= 0);
+				 1, 0.1, NULL) <= 0);
 	void *blob;
 	uint64_t len;
 	PT_TEST_OK(pti_rows_dump(a, &blob, &len));
@@ -353,8 +358,8 @@ static void test_rows_dump(void)
 	free(blob);
 	for (int i = 0; i < 400; i++) {
 		uint64_t id = pti_rng_below(&r, 120);
-		int ra = pti_rows_apply(a, &ada, id, g, 1, 0.1);
-		PT_TEST_TRUE(ra == pti_rows_apply(b, &ada, id, g, 1, 0.1));
+		int ra = pti_rows_apply(a, &ada, id, g, 1, 0.1, NULL);
+		PT_TEST_TRUE(ra == pti_rows_apply(b, &ada, id, g, 1, 0.1, NULL));
 	}
 	for (uint64_t id = 0; id < 120; id++) {
 		PT_TEST_TRUE(pti_rows_read(a, id, va) == pti_rows_read(b, id, vb));
