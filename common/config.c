@@ -315,7 +315,9 @@ static const config_entry config_table[] = {
 	"10 unless given)"),
     E("matched-lr", T_BOOL, job.matched_lr, "0", 0, 1, RUN | SRV, "",
 	"async/ssp: apply each worker's gradient at lr / W, so that the "
-	"parameters move as far per example as in sync at the same --lr"),
+	"parameters move as far per example as in sync at the same --lr "
+	"(sgd, momentum, nesterov; adagrad and adam scale steps by the "
+	"gradients' size, so there lr / W moves 1/W to 1/sqrt(W) as far)"),
     E("force", T_BOOL, force, "0", 0, 1, RUN, "",
 	"write into an --out folder that holds a previous run (its files "
 	"are removed first)"),

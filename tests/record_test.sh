@@ -142,6 +142,14 @@ test_record_matched_lr() {
 		--matched-lr || return
 	lrs=$(cut -d, -f10 "$d/worker-3.csv" | sed 1d | sort -u)
 	[ "$lrs" = 0.05 ] && ok $n || no $n "lr column: $lrs" "$d/worker-3.csv"
+	# SGD's match only: with adagrad the run says what lr / W does.
+	grep -q "note: --matched-lr" "$d.log" &&
+		no "${n}_sgd_note" "a note for sgd" "$d.log"
+	job $n "$T/mlr-ada" --mode async --workers 2 --batch 32 --steps 3 \
+		--matched-lr --optimizer adagrad || return
+	grep -q "note: --matched-lr divides the rate by W.*adagrad" \
+		"$T/mlr-ada.log" ||
+		no "${n}_adagrad_note" "no note" "$T/mlr-ada.log"
 	$P run $D --mode sync --workers 2 --batch 32 --steps 5 --matched-lr \
 		--out "$T/mlr2" >"$T/mlr2.log" 2>&1
 	[ $? = 2 ] && grep -q "matched-lr need" "$T/mlr2.log" ||

@@ -33,6 +33,7 @@
 #include "common/data.h"
 #include "common/err.h"
 #include "common/layout.h"
+#include "common/optspec.h" // PT_OPT_*
 #include "common/proto.h"
 #include "common/rendezvous.h"
 
@@ -272,6 +273,15 @@ static int run_prepare(run_job *j)
 			    "servers; --servers %u is ignored\n", c->job.servers);
 		c->job.servers = 0;
 	}
+	// --matched-lr is SGD's per-example match (README, "--matched-lr").
+	if (c->job.matched_lr && (c->job.optim.kind == PT_OPT_ADAGRAD ||
+				     c->job.optim.kind == PT_OPT_ADAM))
+		fprintf(stderr, "pstrain run: note: --matched-lr divides the "
+		    "rate by W, which matches sync per example for sgd, "
+		    "momentum and nesterov; --optimizer %s scales each step "
+		    "by the gradients' own size, so async at lr / W moves a "
+		    "parameter 1/W to 1/sqrt(W) as far (docs/EXPERIMENTS.md "
+		    "(i))\n", c->job.optimizer);
 	j->n_train = d.train.n;
 	j->n_val = d.val.n;
 	rv = pti_layout_init(l, c->model, d.train.dim, d.train.classes);
