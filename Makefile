@@ -70,7 +70,8 @@ build: bin/pstrain lib
 test-build: build $(UNIT_BIN) $(PROC_BIN) build/tests/pstrain \
 	build/asan/pstrain $(AUNIT_BIN) \
 	build/asan/bench/solo build/bench/comm build/bench/solo \
-	build/bench/split build/bench/ring $(FUZZ_BIN)
+	build/bench/split build/bench/ring build/bench/rows \
+	build/bench/ctrdump $(FUZZ_BIN)
 
 # make test compiles on every core (the results do not depend on it).
 JOBS ?= $(shell nproc 2>/dev/null || echo 1)
