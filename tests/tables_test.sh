@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/tables_test.sh - embedding tables through pstrain run (issue 35):
 # the sparse models on a click set, trained by real server and worker
-# processes. Sync gives the same numbers and model file on 1 and 3
+# processes. Sync gives the same numbers and model file on 1, 2 and 3
 # servers, which pstrain eval reads back; each set-up
 # learns (AUC well above chance, below the planted model's); async counts
 # row staleness; hybrid runs rows async; a resumed sync job writes the
@@ -23,14 +23,14 @@ learned() {
 
 test_tables_sync_placement() {
 	n=test_tables_sync_placement
-	for s in 1 3; do
+	for s in 1 2 3; do
 		$P run --model fm:4 --mode sync --servers $s --workers 2 $D \
 			--lr 1 --out "$T/s$s" --save-model "$T/s$s/m.bin" \
 			>"$T/s$s.log" 2>&1 ||
 			{ no $n "sync run on $s servers failed" "$T/s$s.log"; return; }
 	done
 	# Every number of the two jobs but the times.
-	for s in 1 3; do
+	for s in 1 2 3; do
 		cut -d, -f1,2,4-14,16- "$T/s$s/final.csv" >"$T/s$s.final"
 		cut -d, -f1,3,4,7 "$T/s$s/eval.csv" >"$T/s$s.eval"
 	done
@@ -38,11 +38,14 @@ test_tables_sync_placement() {
 	$P eval --model-file "$T/s3/m.bin" --data ctr:20000,8,1000 \
 		>"$T/ev.log" 2>&1
 	ev=$(sed -n 's/^test_auc //p' "$T/ev.log")
-	if ! cmp -s "$T/s1.final" "$T/s3.final" ||
+	if ! cmp -s "$T/s1.final" "$T/s2.final" ||
+		! cmp -s "$T/s1.final" "$T/s3.final" ||
+		! cmp -s "$T/s1.eval" "$T/s2.eval" ||
 		! cmp -s "$T/s1.eval" "$T/s3.eval"; then
-		no $n "1 and 3 servers differ" "$T/s3/final.csv"
-	elif ! cmp -s "$T/s1/m.bin" "$T/s3/m.bin"; then
-		no $n "1 and 3 servers save different model files"
+		no $n "1, 2 and 3 servers differ" "$T/s3/final.csv"
+	elif ! cmp -s "$T/s1/m.bin" "$T/s2/m.bin" ||
+		! cmp -s "$T/s1/m.bin" "$T/s3/m.bin"; then
+		no $n "1, 2 and 3 servers save different model files"
 	elif [ "$ev" != "$(json final_test_auc "$T/s1/summary.json")" ]; then
 		no $n "pstrain eval's test AUC '$ev'" "$T/ev.log"
 	elif ! learned "$T/s1/summary.json"; then
