@@ -150,6 +150,13 @@ test_record_matched_lr() {
 	grep -q "note: --matched-lr divides the rate by W.*adagrad" \
 		"$T/mlr-ada.log" ||
 		no "${n}_adagrad_note" "no note" "$T/mlr-ada.log"
+	# --steps with --epochs: the run says which one it follows.
+	job $n "$T/se" --mode async --workers 2 --batch 32 --steps 3 \
+		--epochs 4 || return
+	grep -q "note: --steps 3 is what runs (0.08 epochs); --epochs 4 is" \
+		"$T/se.log" || no "${n}_steps_note" "no note" "$T/se.log"
+	[ "$(sed -n 's/^  "steps": \([0-9]*\),*$/\1/p' "$T/se/summary.json")" = 3 ] ||
+		no "${n}_steps" "not 3 steps" "$T/se/summary.json"
 	$P run $D --mode sync --workers 2 --batch 32 --steps 5 --matched-lr \
 		--out "$T/mlr2" >"$T/mlr2.log" 2>&1
 	[ $? = 2 ] && grep -q "matched-lr need" "$T/mlr2.log" ||
