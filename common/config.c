@@ -397,6 +397,9 @@ static const config_entry config_table[] = {
     E("target-acc", T_F64, target_acc, "0.8", 0, 1, CMP, "A",
 	"validation accuracy (test accuracy with --validation 0) whose "
 	"first crossing the report times"),
+    E("target-auc", T_F64, target_auc, "0", 0, 1, CMP, "A",
+	"on 2 classes (a click set): time the first crossing of "
+	"validation AUC A instead of --target-acc's accuracy (0: off)"),
     E("baseline", T_STR, baseline, "", 0, 0, CMP, "MODE",
 	"the mode (a token of --modes, or its label) every other mode is "
 	"compared with seed by seed in the report's paired differences "

@@ -94,6 +94,7 @@ typedef struct pti_config {
 	// compare
 	char modes[PT_PATH_MAX];
 	double target_acc;
+	double target_auc;        // > 0: the "to A" columns follow the AUC
 	char baseline[64];        // the mode the others are paired with
 	char lr_grid[256];        // rates to pick each mode's from, or ""
 	char tune_seeds[PT_PATH_MAX]; // seeds of that pick: N or S,S,...

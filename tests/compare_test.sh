@@ -6,7 +6,7 @@
 # every plot as PNG and SVG from a script with relative paths, and pair
 # the modes seed by seed. Real small jobs: a 2-seed comparison, the
 # small-batch control sgd-small, --lr-grid's pick on tuning seeds,
-# --seeds auto,
+# --seeds auto, --target-auc on a click set,
 # refusal to overwrite without --force,
 # modifiers (any run flag, through the flag table), determinism of sync,
 # bad --modes and --seeds. Prints
@@ -150,6 +150,30 @@ compare_only() {
 	shift
 	$P compare --report-only --modes sync,async --seeds 3 \
 		--target-acc 0.75 --out "$d" "$@"
+}
+
+test_compare_target_auc() {
+	# --target-auc: on a click set the "to A" columns follow the
+	# validation AUC: updates_to_auc_A is the mean over seeds of the
+	# first eval.csv row whose val_auc reaches A.
+	n=test_compare_target_auc
+	d=$T/auc
+	$P compare --modes sync --model fm:4 --data ctr:20000,8,1000 \
+		--servers 1 --workers 2 --batch 128 --epochs 2 --lr 0.1 \
+		--optimizer adagrad --seeds 2 --target-auc 0.6 --out "$d" \
+		>"$d.log" 2>&1 || { no $n "compare failed" "$d.log"; return; }
+	want=$(for s in 1 2; do
+		awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "val_auc") c = i }
+		NR > 1 && $c >= 0.6 { print $1; exit }' "$d/sync/seed-$s/eval.csv"
+	done | awk '{ s += $1 } END { if (NR == 2) printf "%.1f", s / 2 }')
+	col=$(sed -n 's/^| mode | n |.*/&/p' "$d/report.md" | head -1 |
+		tr '|' '\n' | grep -n "updates_to_auc_0.6 *$" | cut -d: -f1)
+	got=$(grep "^| sync | 2 | ok 2 |" "$d/report.md" | head -1 |
+		cut -d'|' -f"$col" | awk '{print $1}')
+	[ -n "$want" ] && [ "$got" = "$want" ] && has "$d/report.md" \
+		"examples_to_auc_0.6" && ok $n ||
+		no $n "updates_to_auc_0.6: '$got', eval.csv says '$want'" \
+			"$d/report.md"
 }
 
 test_compare_aggregates() {
@@ -639,6 +663,7 @@ test_compare_damaged_job() {
 	ok $n
 }
 
+test_compare_target_auc
 test_compare_aggregates
 test_compare_paired
 test_compare_test_selection

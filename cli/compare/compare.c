@@ -78,21 +78,26 @@ static int to_target(int k)
 	       k == PTI_COL_TRAIN_TO;
 }
 
-// col_head_plain prints column k's name, "_A" spelled as the target;
-// col_head as a table cell.
-static void col_head_plain(FILE *f, int k, double target)
+// col_head_plain prints column k's name, "_A" spelled as the target
+// (updates_to_0.8; with --target-auc updates_to_auc_0.78); col_head as a
+// table cell.
+static void col_head_plain(FILE *f, int k, const pti_config *c)
 {
 	const char *name = pti_cmp_cols[k].name;
-	if (to_target(k))
-		fprintf(f, "%.*s%.4g", (int)strlen(name) - 1, name, target);
+	if (to_target(k) && c->target_auc > 0)
+		fprintf(f, "%.*sauc_%.4g", (int)strlen(name) - 1, name,
+		    c->target_auc);
+	else if (to_target(k))
+		fprintf(f, "%.*s%.4g", (int)strlen(name) - 1, name,
+		    c->target_acc);
 	else
 		fprintf(f, "%s", name);
 }
 
-static void col_head(FILE *f, int k, double target)
+static void col_head(FILE *f, int k, const pti_config *c)
 {
 	fprintf(f, " ");
-	col_head_plain(f, k, target);
+	col_head_plain(f, k, c);
 	fprintf(f, " |");
 }
 
@@ -111,12 +116,12 @@ static int col_shown(const pti_cmp_set *s, int k)
 // table_head prints the header of a table: lead (e.g. "mode | n"), every
 // report column shown, then tail (may be "").
 static void table_head(FILE *f, const pti_cmp_set *s, const char *lead,
-    int n_lead, const char *tail, double target)
+    int n_lead, const char *tail, const pti_config *c)
 {
 	fprintf(f, "| %s |", lead);
 	for (int k = 0; k < PTI_COLS; k++)
 		if (col_shown(s, k))
-			col_head(f, k, target);
+			col_head(f, k, c);
 	fprintf(f, "%s%s\n|", tail[0] ? " " : "", tail);
 	for (int i = 0; i < n_lead; i++)
 		fprintf(f, " --- |");
@@ -210,7 +215,7 @@ static void table_modes(FILE *f, const pti_cmp_set *s, int range)
 {
 	char cell[96];
 	table_head(f, s, range ? "mode" : "mode | n | outcomes | failed | "
-	    "final_test_acc of ok jobs", range ? 1 : 5, "", s->c->target_acc);
+	    "final_test_acc of ok jobs", range ? 1 : 5, "", s->c);
 	for (int i = 0; i < s->n_modes; i++) {
 		pti_stats st;
 		uint32_t present;
@@ -246,8 +251,7 @@ static void table_modes(FILE *f, const pti_cmp_set *s, int range)
 // table_jobs prints the appendix: one row per (mode, seed).
 static void table_jobs(FILE *f, const pti_cmp_set *s)
 {
-	table_head(f, s, "mode | seed | outcome", 3, "folder |",
-	    s->c->target_acc);
+	table_head(f, s, "mode | seed | outcome", 3, "folder |", s->c);
 	for (int i = 0; i < s->n_modes; i++)
 		for (int r = 0; r < s->n_seeds; r++) {
 			const pti_cmp_job *j = &s->jobs[i * s->n_seeds + r];
@@ -412,9 +416,11 @@ static const char *report_defs =
     "the last 5 evaluations (of all when fewer). best_val_test_acc and "
     "last5_acc are the primary accuracies: final_test_acc is one "
     "evaluation of one set of parameters, which swings by about 0.01 "
-    "from one evaluation to the next. A is --target-acc. At the first "
+    "from one evaluation to the next. A is --target-acc (with "
+    "--target-auc, validation AUC A: updates_to_auc_A). At the first "
     "eval.csv "
-    "row with validation accuracy >= A: updates_to_A is its `step` "
+    "row with validation accuracy (or AUC) >= A: updates_to_A is its "
+    "`step` "
     "(updates applied, the parameters' version: a sync step is one "
     "update of B examples, an async update one of B/W); examples_to_A "
     "the examples all workers had computed gradients on by then (their "
@@ -551,7 +557,7 @@ static void report_paired(FILE *f, const pti_cmp_set *s)
 				snprintf(iv, sizeof(iv), "[%.*f, %.*f]", prec,
 				    p.lo, prec, p.hi);
 			fprintf(f, "| ");
-			col_head_plain(f, col, s->c->target_acc);
+			col_head_plain(f, col, s->c);
 			fprintf(f, " | %u | %s | %s | %u : %u | %s |\n", p.d.n,
 			    mean, iv, a_wins, b_wins, reading);
 		}

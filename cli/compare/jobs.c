@@ -261,35 +261,41 @@ static int job_outcome(const pti_cmp_job *j, int status)
 }
 
 // job_eval reads eval.csv: updates, examples and training time to the
-// first evaluation at or above target, and with no validation split (no
-// val_acc column) the best test accuracy, which then stands for both
-// selection columns.
-static int job_eval(pti_cmp_job *j, double target)
+// first evaluation at or above c's target (validation accuracy, or with
+// --target-auc validation AUC), and with no validation split (no val_acc
+// column) the best test accuracy, which then stands for both selection
+// columns.
+static int job_eval(pti_cmp_job *j, const pti_config *c)
 {
 	const char *want[] = {PTI_COL(pti_csv_eval_val, PTI_EV_VERSION),
 	    PTI_COL(pti_csv_eval_val, PTI_EV_WALL),
 	    PTI_COL(pti_csv_eval_val, PTI_EV_ACC),
-	    PTI_COL(pti_csv_eval_test, PTI_EV_ACC)};
+	    PTI_COL(pti_csv_eval_test, PTI_EV_ACC),
+	    PTI_COL(pti_csv_eval_val, PTI_EV_AUC),
+	    PTI_COL(pti_csv_eval_test, PTI_EV_AUC)};
 	char path[PT_PATH_MAX + 128];
 	pti_csv ev;
 	snprintf(path, sizeof(path), "%s/eval.csv", j->dir);
-	if (pti_csv_read(path, 0, want, 4, &ev) != 0)
+	if (pti_csv_read(path, 0, want, 6, &ev) != 0)
 		return -1;
 	j->sel_test = !ev.have[2];
 	int acc = j->sel_test ? 3 : 2;
+	int auc = c->target_auc > 0;
+	int to = auc ? acc + 2 : acc; // the column the target is read in
+	double target = auc ? c->target_auc : c->target_acc;
 	double best = NAN, wall_at = NAN, last[PTI_CMP_LAST_K];
 	size_t n_last = 0;
 	// Training time counts from the job's first step (summary.json's
 	// startup_s after t0, where eval.csv's wall_s counts from).
 	double startup = pti_json_num(j->json, "startup_s");
 	for (size_t i = 0; i < ev.n_rows; i++) {
-		const double *row = ev.v + i * 4;
+		const double *row = ev.v + i * 6;
 		if (isnan(row[acc]))
 			continue;
 		if (isnan(best) || row[acc] > best)
 			best = row[acc];
 		last[n_last++ % PTI_CMP_LAST_K] = row[acc];
-		if (isnan(j->col[PTI_COL_UPDATES_TO]) && row[acc] >= target) {
+		if (isnan(j->col[PTI_COL_UPDATES_TO]) && row[to] >= target) {
 			j->col[PTI_COL_UPDATES_TO] = row[0];
 			wall_at = row[1];
 			j->col[PTI_COL_TRAIN_TO] = row[1] - startup;
@@ -319,7 +325,7 @@ static int job_eval(pti_cmp_job *j, double target)
 // job_read loads job j's summary.json and eval.csv into j; status is the
 // run's exit status, -1 when unknown (--report-only). -1 when out of
 // memory.
-static int job_read(pti_cmp_job *j, int status, double target)
+static int job_read(pti_cmp_job *j, int status, const pti_config *c)
 {
 	char path[PT_PATH_MAX + 128];
 	json_decref(j->json);
@@ -341,7 +347,7 @@ static int job_read(pti_cmp_job *j, int status, double target)
 		       isnan(j->col[PTI_COL_FINAL_TEST]) && classes >= 2;
 	if (j->at_chance)
 		j->col[PTI_COL_FINAL_TEST] = 1.0 / classes;
-	return job_eval(j, target);
+	return job_eval(j, c);
 }
 
 // job_damaged says loudly why job j is damaged and what to do.
@@ -459,7 +465,7 @@ int pti_cmp_set_run(pti_cmp_set *s)
 				    (unsigned long long)j->seed);
 				return PTI_EXIT_SIGNAL;
 			}
-			if (job_read(j, rv, c->target_acc) != 0) {
+			if (job_read(j, rv, c) != 0) {
 				fprintf(stderr, "pstrain compare: out of "
 				    "memory\n");
 				return 1;
@@ -495,7 +501,7 @@ int pti_cmp_set_read(pti_cmp_set *s)
 			if (j->ran)
 				continue; // --seeds auto: an earlier round's
 			j->ran = 1;
-			if (job_read(j, -1, s->c->target_acc) != 0) {
+			if (job_read(j, -1, s->c) != 0) {
 				fprintf(stderr, "pstrain compare: out of "
 				    "memory\n");
 				return 1;
