@@ -198,8 +198,10 @@ def check_run(url, out, ck, shots):
         for p in ("loss", "gradnorm", "steptime"):
             assert late[p]["rows"] > early[p]["rows"], p
             assert late[p]["points"] > 0, (p, late[p]["points"])
-        assert late["loss"]["latest"]["step"] > lat["step"]
-        assert png(shots + "/early.png") != png(shots + "/late.png")
+        assert late["loss"]["latest"]["step"] > lat["step"], \
+            (late["loss"]["latest"], lat)
+        assert png(shots + "/early.png") != png(shots + "/late.png"), \
+            "the late screenshot is the early one"
         assert late["events"]["latest"]["checkpoints"] >= 1, late["events"]
         errs = console(d)
         assert not errs, errs
