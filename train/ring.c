@@ -136,7 +136,8 @@ static int ring_recv(pti_ring *g, nng_socket s, uint32_t peer, nng_msg **m,
 // Each link proves the secret both ways in three messages (PROTOCOL.md):
 // the dialer's challenge (its nonce), the listener's answer (its proof
 // over that nonce, and a nonce of its own), the dialer's proof over it.
-// Each worker says its challenge again every RING_RETRY_MS until it is
+// Each worker says its challenge again (at gaps doubling from
+// RING_RETRY_MS to RING_RETRY_MAX_MS) until it is
 // answered: the right neighbour may not be connected yet, and a message
 // can be lost with a connection that the listener's pair socket turns
 // away (it takes one at a time). The listener answers a connection's
@@ -158,19 +159,44 @@ static int ring_recv(pti_ring *g, nng_socket s, uint32_t peer, nng_msg **m,
 // nng 1.5.2's pair1 can crash the receiving thread (SIGSEGV in
 // pair1_sock_recv, reading the aio of a pipe already gone) when a
 // connection closes while the queue is full, its pipe's receive callback
-// marking a message ready after the pipe's stop cleared it. A stranger,
-// or a left neighbour saying its challenge every RING_RETRY_MS, filled
-// RING_AHEAD + 2 slots on a busy machine before the worker read them and
-// closed the stranger's connection (seen once in test_ar_stranger_
-// refused: worker 0 died with SIGSEGV in libnng). 64 slots are 1.3 s of
-// challenges unread.
-#define RING_RECVBUF 64
+// marking a message ready after the pipe's stop cleared it. A peer says
+// its challenge again while it waits, and the side it says it to may not
+// be reading (busy with its own right neighbour's answer): a stranger
+// saying it every 20 ms for the 3 s of its --rpc-timeout filled 64 slots,
+// and worker 0 died with SIGSEGV in libnng when the stranger went
+// (test_ar_stranger_refused). So the gaps between challenges double up
+// to RING_RETRY_MAX_MS (ring_pace), and the queue holds 4096: 2,000 s of
+// challenges unread, past any join's timeout.
+#define RING_RECVBUF 4096
+#define RING_RETRY_MAX_MS 500
 #define RING_NO_REDIAL_MS (24 * 3600 * 1000) // after joining
 
 static void ring_mac(const pti_ring *g, const uint8_t *nonce,
     uint32_t from, uint32_t to, uint8_t mac[PT_MAC_LEN])
 {
 	pti_auth_mac(&g->secret, nonce, PT_ROLE_PEER, from, to, g->hash, mac);
+}
+
+// ring_pace says when a challenge said again is due: RING_RETRY_MS after
+// the first, then at gaps that double up to RING_RETRY_MAX_MS.
+typedef struct ring_pace {
+	double next, gap; // seconds
+} ring_pace;
+
+static int ring_pace_due(ring_pace *p)
+{
+	double now = pti_clock_s();
+	if (p->gap == 0) { // the first call: the gaps start
+		p->gap = RING_RETRY_MS / 1e3;
+		p->next = now + p->gap;
+		return 0;
+	}
+	if (now < p->next)
+		return 0;
+	p->gap = p->gap * 2 < RING_RETRY_MAX_MS / 1e3 ? p->gap * 2
+						       : RING_RETRY_MAX_MS / 1e3;
+	p->next = now + p->gap;
+	return 1;
 }
 
 // ring_pipe_gone tells whether m came on a connection that has closed
@@ -223,18 +249,22 @@ static int ring_answer(pti_ring *g, nng_msg *m, const pti_hdr *h,
 // proven itself (proof set) or, with proof unset, until a first
 // challenge is answered: the left neighbour's, or a stranger's whose
 // proof will fail. Meanwhile it says `again` (when not NULL) to the
-// right every RING_RETRY_MS.
+// right again at ring_pace's gaps.
 static int ring_listen(pti_ring *g, double until, int proof,
     uint8_t nonce[PT_NONCE_LEN], pti_hdr *again)
 {
+	ring_pace pace = {0, 0};
+	if (again != NULL)
+		(void)ring_pace_due(&pace);
 	while (pti_clock_s() < until) {
 		nng_msg *m;
 		pti_hdr h;
 		const void *pay;
 		int rv = ring_recv(g, g->in, g->left, &m, &h, &pay);
 		if (rv == PT_ETIMEDOUT) { // nothing yet
-			if (again != NULL && (rv = ring_send(g, again, NULL, 0,
-						  NNG_FLAG_NONBLOCK)) != 0)
+			if (again != NULL && ring_pace_due(&pace) &&
+			    (rv = ring_send(g, again, NULL, 0,
+				 NNG_FLAG_NONBLOCK)) != 0)
 				return rv;
 			continue;
 		}
@@ -276,15 +306,17 @@ static int ring_listen(pti_ring *g, double until, int proof,
 }
 
 // ring_challenge waits for the right neighbour's answer to challenge h
-// (into *m, *a), said once already, saying it again every RING_RETRY_MS.
+// (into *m, *a), said once already, saying it again at ring_pace's gaps.
 static int ring_challenge(pti_ring *g, pti_hdr *h, double until,
     nng_msg **m, pti_hdr *a)
 {
 	int rv;
-	for (int again = 0;; again = 1) {
+	ring_pace pace = {0, 0};
+	(void)ring_pace_due(&pace);
+	for (;;) {
 		const void *pay;
-		if (again && (rv = ring_send(g, h, NULL, 0,
-				  NNG_FLAG_NONBLOCK)) != 0)
+		if (ring_pace_due(&pace) && (rv = ring_send(g, h, NULL, 0,
+						  NNG_FLAG_NONBLOCK)) != 0)
 			break;
 		rv = ring_recv(g, g->out, g->right, m, a, &pay);
 		if (rv != PT_ETIMEDOUT)
