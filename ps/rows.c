@@ -172,13 +172,6 @@ static int64_t rows_find(const pti_rows *r, uint64_t id, uint64_t *at)
 	return -1;
 }
 
-uint64_t pti_rows_count(const pti_rows *r, uint64_t id)
-{
-	uint64_t at;
-	int64_t k = rows_find(r, id, &at);
-	return k < 0 ? 0 : r->t[k];
-}
-
 uint64_t pti_rows_read(const pti_rows *r, uint64_t id, float *out)
 {
 	uint64_t at;
@@ -345,7 +338,7 @@ static int id_cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-void pti_rows_sort(uint64_t *ids, uint64_t n)
+static void rows_sort(uint64_t *ids, uint64_t n)
 {
 	qsort(ids, n, sizeof(*ids), id_cmp);
 }
@@ -353,7 +346,7 @@ void pti_rows_sort(uint64_t *ids, uint64_t n)
 void pti_rows_ids(const pti_rows *r, uint64_t *ids)
 {
 	memcpy(ids, r->ids, r->n * sizeof(*ids));
-	pti_rows_sort(ids, r->n);
+	rows_sort(ids, r->n);
 }
 
 // A store's bytes (pti_rows_dump): its counters, then its arrays.

@@ -72,10 +72,6 @@ uint64_t pti_rows_read(const pti_rows *r, uint64_t id, float *out);
 // ahead of itself, so that the rows' cache misses overlap.
 void pti_rows_prefetch(const pti_rows *r, uint64_t id, int stage);
 
-// pti_rows_count returns the updates row id has had (0 when it is not a
-// row). Counts no touch.
-uint64_t pti_rows_count(const pti_rows *r, uint64_t id);
-
 // What pti_rows_touch and pti_rows_apply return for an id below the
 // admission threshold (no PT_E* code is negative).
 #define PTI_ROWS_REFUSED (-1)
@@ -102,9 +98,6 @@ int pti_rows_apply(pti_rows *r, const pti_optim *o, uint64_t id,
 // pti_rows_stats's rows), for a checkpoint that must not depend on the
 // order rows were made in.
 void pti_rows_ids(const pti_rows *r, uint64_t *ids);
-
-// pti_rows_sort sorts n ids ascending.
-void pti_rows_sort(uint64_t *ids, uint64_t n);
 
 void pti_rows_stats_of(const pti_rows *r, pti_rows_stats *s);
 
