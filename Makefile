@@ -174,8 +174,7 @@ build/version.h: FORCE
 	cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
 FORCE:
 
-$(OBJ)/cli/main.o $(OBJ)/cli/run/summary.o $(AOBJ)/cli/main.o \
-	$(AOBJ)/cli/run/summary.o: \
+$(OBJ)/common/version.o $(AOBJ)/common/version.o $(PIC)/common/version.o: \
 	build/version.h
 
 $(OBJ)/%.o: %.c

@@ -9,7 +9,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "build/version.h"
 #include "cli/cli.h"
 #include "pstrain.h"
 
@@ -117,7 +116,7 @@ int main(int argc, char **argv)
 	malloc_keep();
 	pt_log_set(pt_log_stderr, NULL); // the library's messages: stderr
 	if (argc == 2 && strcmp(argv[1], "--version") == 0) {
-		printf("pstrain %s\n", PT_VERSION);
+		printf("pstrain %s\n", pt_version());
 		return 0;
 	}
 	if (argc < 2 || strcmp(argv[1], "--help") == 0 ||

@@ -37,7 +37,14 @@ extern "C" {
 #define PT_API
 #endif
 
-#define PT_API_VERSION 1
+#define PT_API_VERSION 2
+
+// pt_version is the library's version (`git describe` when it was built,
+// as `pstrain --version` prints it); pt_api_version is the
+// PT_API_VERSION it was built with, so that a program or binding that
+// loads the library at run time can tell one too old for it.
+PT_API const char *pt_version(void);
+PT_API int pt_api_version(void);
 
 // Error codes.
 enum {

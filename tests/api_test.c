@@ -254,6 +254,14 @@ static void test_api_log(void)
 	PT_TEST_TRUE(l.n == seen);
 }
 
+// The library says what it is: the API version it was built with, and a
+// version string as `pstrain --version` prints it.
+static void test_api_version(void)
+{
+	PT_TEST_TRUE(pt_api_version() == PT_API_VERSION);
+	PT_TEST_TRUE(pt_version() != NULL && pt_version()[0] != '\0');
+}
+
 // Bad input is refused with an error that names it, and the job goes on.
 static void test_api_refusals(void)
 {
@@ -1003,6 +1011,7 @@ static const pti_test_case cases[] = {
     {"test_api_sync_mean", test_api_sync_mean},
     {"test_api_default_lr", test_api_default_lr},
     {"test_api_log", test_api_log},
+    {"test_api_version", test_api_version},
     {"test_api_refusals", test_api_refusals},
     {"test_api_lent_matches_copy", test_api_lent_matches_copy},
     {"test_api_lent_spanning_refused", test_api_lent_spanning_refused},

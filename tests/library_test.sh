@@ -25,15 +25,16 @@ fi
 
 # Only pstrain.h's calls leave the shared object: every exported
 # function is declared there, and no internal (pti_) name is exported.
-# The 33 calls include the log (pt_log_set, pt_log_stderr), the
-# lent-value pair (pt_wait_lent, pt_lent_free), pstrain's own models
-# (pt_job_model, pt_net_*) and embedding tables (pt_job_table, pt_*_rows).
+# The 35 calls include the versions (pt_version, pt_api_version), the log
+# (pt_log_set, pt_log_stderr), the lent-value pair (pt_wait_lent,
+# pt_lent_free), pstrain's own models (pt_job_model, pt_net_*) and
+# embedding tables (pt_job_table, pt_*_rows).
 nm -D --defined-only "$PREFIX/lib/libpstrain.so.1" | awk '$2 == "T" {print $3}' \
 	| sort >"$T/exported"
 sed -n 's/^PT_API [^(]*[ *]\(pt_[a-z_]*\)(.*/\1/p' include/pstrain.h | sort \
 	>"$T/declared"
 if [ -s "$T/declared" ] && cmp -s "$T/exported" "$T/declared" &&
-	[ "$(wc -l <"$T/declared")" -eq 33 ] &&
+	[ "$(wc -l <"$T/declared")" -eq 35 ] &&
 	grep -qx pt_wait_lent "$T/exported" && grep -qx pt_lent_free "$T/exported" &&
 	grep -qx pt_pushpull_rows "$T/exported"; then
 	ok test_library_exports_only_the_api

@@ -13,13 +13,13 @@
 
 #include <nng/nng.h>
 
-#include "build/version.h"
 #include "cli/jsonio.h"
 #include "cli/run/hosts.h"
 #include "common/blas.h"
 #include "common/mode.h"
 #include "common/outputs.h"
 #include "common/proto.h"
+#include "pstrain.h"
 
 // ---------------------------------------------------------------------
 // Reading the processes' files
@@ -460,7 +460,7 @@ json_t *pti_record_json(const char *cmdline, double t0)
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	json_t *o = json_object();
 	json_object_set_new(o, "command_line", pti_json_str(cmdline));
-	json_object_set_new(o, "version", pti_json_str(PT_VERSION));
+	json_object_set_new(o, "version", pti_json_str(pt_version()));
 	json_object_set_new(o, "hostname", pti_json_str(host));
 	json_object_set_new(o, "cpu_model", pti_json_str(cpu));
 	json_object_set_new(o, "cores",
