@@ -95,6 +95,8 @@ PIC_OBJ = $(CORE_SRC:%.c=$(PIC)/%.o)
 SONAME = libpstrain.so.1
 PREFIX ?= /usr/local
 VERSION_NUM = 0.11.0
+# The interpreter whose pip installs the Python package (make install).
+PYTHON = python3
 
 $(PIC)/%.o: %.c
 	@mkdir -p $(@D)
@@ -133,8 +135,9 @@ install: lib bin/pstrain
 		'Libs.private: $(LDLIBS)' 'Cflags: -I$${includedir}' \
 		>$(DESTDIR)$(PREFIX)/lib/pkgconfig/pstrain.pc
 	install -m 755 bin/pstrain $(DESTDIR)$(PREFIX)/bin/
-	install -m 644 python/pstrain.py \
-		$(DESTDIR)$(PREFIX)/lib/python3/dist-packages/
+	$(PYTHON) -m pip install --quiet --no-deps --no-index --upgrade \
+		--root-user-action=ignore \
+		--target $(DESTDIR)$(PREFIX)/lib/python3/dist-packages ./python
 
 # The page's files as C arrays (no xxd needed: od and sed).
 WEB = $(sort $(wildcard cli/dash/web/*))

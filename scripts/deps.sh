@@ -2,7 +2,7 @@
 # scripts/deps.sh [--test] [PKG...] - install the Debian packages pstrain
 # needs, once. Does nothing when every package is already installed.
 # Without --test: what building pstrain, running it (make demo, the
-# dashboard's chart library, TLS certificates, the Python binding's numpy)
+# dashboard's chart library, TLS certificates, the Python package's numpy, pip and venv)
 # and plotting need. --test adds what only the tests and make fuzz use: a
 # private Slurm, Open MPI and network namespaces, headless Chromium for
 # the dashboard, clang for the fuzzers, valgrind. Further arguments name
@@ -10,7 +10,7 @@
 set -e
 pkgs="libnng-dev libmsgpack-dev libopenblas-dev zlib1g-dev pkg-config \
 dataset-fashion-mnist gnuplot-nox libmbedtls-dev libjansson-dev openssl \
-python3-numpy libjs-chart.js"
+python3-numpy python3-pip python3-venv libjs-chart.js"
 if [ "${1:-}" = --test ]; then
 	shift
 	pkgs="$pkgs valgrind clang libclang-rt-dev slurmd slurmctld \

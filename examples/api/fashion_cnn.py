@@ -11,8 +11,8 @@ training examples each epoch and, once, test accuracy.
 
     python3 fashion_cnn.py --model cnn:8,16 --servers 1 --workers 2 --epochs 2
 
-The binding is python/pstrain.py (PYTHONPATH, or an installed PREFIX's
-lib/python3/dist-packages).
+The binding is the package in python/ (python3 -m pip install ./python, or
+PYTHONPATH=python); it finds the library as its docstring says.
 """
 import os
 import sys

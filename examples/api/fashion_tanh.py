@@ -12,8 +12,8 @@ Worker 0 then reports accuracy on 5,000 held-out training examples
 
     python3 fashion_tanh.py --mode sync --servers 2 --workers 2 --epochs 2
 
-The binding is python/pstrain.py (PYTHONPATH, or an installed PREFIX's
-lib/python3/dist-packages); the library is found as pstrain.py says.
+The binding is the package in python/ (python3 -m pip install ./python, or
+PYTHONPATH=python); it finds the library as its docstring says.
 """
 import argparse
 import gzip

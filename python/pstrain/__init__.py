@@ -12,33 +12,78 @@ arrays, C-contiguous (a TypeError says so otherwise), and a request keeps
 a reference to them until it is waited for, so they stay alive; do not
 change a pushed array or read a pulled one before wait().
 
-The library is found through $PSTRAIN_LIB, then next to this file (an
-installed PREFIX/lib, or the source tree's build/lib), then the system's
-library path.
+Install: `python3 -m pip install ./python` (from the source tree, into
+any interpreter or venv that has NumPy; no network needed). The package
+is pure Python: it loads libpstrain at import, found through
+$PSTRAIN_LIB (the library's path), else the source tree's build/lib
+when the package is imported from there, else where `make install` put
+it (PREFIX/lib beside the package it installed, or beside the `pstrain`
+found on PATH), else the system's library path. pstrain.version() is the library's version.
 """
 import ctypes
 import ctypes.util
 import os
+import shutil
+import sys
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError as e:
+    raise ImportError(
+        "pstrain needs NumPy, which this interpreter (%s) cannot import "
+        "(%s): install it here (python3 -m pip install numpy, or Debian's "
+        "python3-numpy for /usr/bin/python3)" % (sys.executable, e)) from None
 
+__version__ = "0.11.0"  # the Makefile's VERSION_NUM
 __all__ = ["Error", "Job", "Net", "Server", "Worker", "ALL",
-           "log_to_stderr"]
+           "log_to_stderr", "version"]
 
 ALL = -1  # a range of the whole key space, as PT_ALL
+API_VERSION = 2  # the PT_API_VERSION this binding needs, at least
+SONAME = "libpstrain.so.1"
+
+
+def _places():
+    """Where the library may be, in the order tried."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    places = [os.path.join(here, "..", "..", "build", "lib", SONAME),
+              os.path.join(here, "..", "..", "..", SONAME)]  # PREFIX/lib
+    exe = shutil.which("pstrain")
+    if exe:  # PREFIX/bin/pstrain, or the source tree's bin/pstrain
+        top = os.path.dirname(os.path.dirname(os.path.realpath(exe)))
+        places += [os.path.join(top, "lib", SONAME),
+                   os.path.join(top, "build", "lib", SONAME)]
+    return [os.path.normpath(p) for p in places]
 
 
 def _load():
-    here = os.path.dirname(os.path.abspath(__file__))
-    tries = [os.environ.get("PSTRAIN_LIB", "")]
-    tries += [os.path.join(here, p, "libpstrain.so.1")
-              for p in ("../..", "../build/lib")]
-    tries.append(ctypes.util.find_library("pstrain") or "")
-    for path in tries:
-        if path and (os.path.exists(path) or "/" not in path):
-            return ctypes.CDLL(path)
-    raise OSError("libpstrain.so.1 not found: set PSTRAIN_LIB to its path "
-                  "(make lib builds it in build/lib)")
+    env = os.environ.get("PSTRAIN_LIB", "")
+    if env:
+        try:
+            lib = ctypes.CDLL(env)
+        except OSError as e:
+            raise ImportError("PSTRAIN_LIB=%s: %s" % (env, e)) from None
+        where = env
+    else:
+        places = [p for p in _places() if os.path.exists(p)]
+        found = ctypes.util.find_library("pstrain")
+        lib = ctypes.CDLL(places[0] if places else found) \
+            if places or found else None
+        if lib is None:
+            raise ImportError(
+                "%s not found (looked in %s and the system's library path):"
+                " build it (make lib, in pstrain's source tree), install it "
+                "(make install PREFIX=...), or set PSTRAIN_LIB to its path"
+                % (SONAME, ", ".join(_places()) or "no place"))
+        where = places[0] if places else found
+    have = lib.pt_api_version() if hasattr(lib, "pt_api_version") else 1
+    if have < API_VERSION:
+        raise ImportError(
+            "the libpstrain at %s is too old for this package (API version "
+            "%d, needs %d): install the library of the same pstrain "
+            "(make install), or set PSTRAIN_LIB to it" % (where, have,
+                                                          API_VERSION))
+    return lib
 
 
 _lib = _load()
@@ -106,6 +151,12 @@ _worker_close = _sig("pt_worker_close", None, _P)
 _pushpull_rows = _sig("pt_pushpull_rows", ctypes.c_int, _P, ctypes.c_int,
                       ctypes.c_int64, _U64, _ID, _F, _U64, _ID, _F)
 _log_set = _sig("pt_log_set", None, _P, _P)
+_version = _sig("pt_version", ctypes.c_char_p)
+
+
+def version():
+    """The library's version, as `pstrain --version` prints it."""
+    return _version().decode()
 
 
 def log_to_stderr(on=True):
