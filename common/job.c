@@ -1,12 +1,14 @@
 // common/job.c - pt_job: options and variables (job.h, pstrain.h).
 #include "common/job.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/data.h"
 #include "common/err.h"
 #include "common/mode.h"
+#include "common/rng.h"
 
 int pt_job_alloc(pt_job **out)
 {
@@ -21,6 +23,10 @@ int pt_job_alloc(pt_job **out)
 
 void pt_job_free(pt_job *j)
 {
+	if (j == NULL)
+		return;
+	for (int i = 0; i < PT_MAX_VARS; i++)
+		free(j->given[i]);
 	free(j);
 }
 
@@ -32,6 +38,35 @@ int pt_job_var(pt_job *j, const char *name, uint64_t n, double bound)
 		    j->l.spec);
 	int rv = pti_layout_add(&j->l, name, n, bound);
 	return rv != 0 ? -rv : (int)j->l.n_vars - 1;
+}
+
+int pt_job_var_values(pt_job *j, int var, const float *values)
+{
+	if (var < 0 || (uint32_t)var >= j->l.n_vars)
+		return pti_err_set(PT_ERANGE, "variable %d: the job has %u", var,
+		    j->l.n_vars);
+	const pti_var *v = &j->l.vars[var];
+	if (values == NULL)
+		return pti_err_set(PT_EINVAL, "variable %s: no values", v->name);
+	uint64_t h = pti_mix64(0x9e7a1ULL);
+	for (uint64_t i = 0; i < v->n; i++) {
+		uint32_t b;
+		if (!isfinite(values[i]))
+			return pti_err_set(PT_EINVAL, "variable %s: initial "
+			    "value %llu is %g", v->name, (unsigned long long)i,
+			    (double)values[i]);
+		memcpy(&b, &values[i], sizeof(b));
+		h = pti_hash3(h, i, b);
+	}
+	float *copy = malloc(v->n * sizeof(float));
+	if (copy == NULL)
+		return pti_err_set(PT_ENOMEM, "variable %s: %llu initial values",
+		    v->name, (unsigned long long)v->n);
+	memcpy(copy, values, v->n * sizeof(float));
+	free(j->given[var]);
+	j->given[var] = copy;
+	j->l.vars[var].given = h | 1; // never 0: 0 says drawn
+	return 0;
 }
 
 int pt_job_table(pt_job *j, const char *name, uint32_t dim, double init)

@@ -14,6 +14,8 @@
 struct pt_job {
 	pti_jobopt o; // the options
 	pti_layout l; // the variables
+	float *given[PT_MAX_VARS]; // per variable: initial values the
+				   // program gave (pt_job_var_values), or NULL
 };
 
 // pti_job_from_config builds the job of c for pstrain's own trainer: its

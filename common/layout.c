@@ -347,6 +347,7 @@ uint64_t pti_layout_hash(const pti_layout *l)
 		uint32_t b;
 		memcpy(&b, &v->bound, sizeof(b));
 		h = pti_hash3(h, v->n, b);
+		h = pti_hash3(h, v->given, 0);
 		for (const char *p = v->name; *p; p++)
 			h = pti_mix64(h ^ (uint8_t)*p);
 	}

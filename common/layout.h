@@ -61,6 +61,8 @@ typedef struct pti_var {
 	uint32_t cols;  // fan-out (vars: 1)
 	uint32_t fan_in; // sets the initial scale (vars: 0)
 	float bound;    // initial values are uniform in [-bound, bound]
+	uint64_t given; // a hash of initial values the program gave instead
+			// (pt_job_var_values), 0 when they are drawn
 	uint64_t off;   // first element in the flat vector
 	uint64_t n;     // rows * cols
 } pti_var;

@@ -107,6 +107,14 @@ PT_API void pt_job_free(pt_job *job);
 PT_API int pt_job_var(pt_job *job, const char *name, uint64_t n,
     double bound);
 
+// pt_job_var_values gives variable var (an index of pt_job_var) initial
+// values of the program's own instead of the uniform draw: n floats,
+// copied, all finite (a model whose initialisation is its framework's,
+// such as PyTorch's). Every process of the job gives the same values:
+// the hello compares a hash of them. Before pt_server_open. PT_ERANGE
+// (no such variable), PT_EINVAL (a value not finite, named), PT_ENOMEM.
+PT_API int pt_job_var_values(pt_job *job, int var, const float *values);
+
 // pt_job_table declares the next embedding table: `name` (1 to 31 bytes,
 // unique among variables and tables), rows of dim floats (1 to 65536)
 // addressed by 64-bit ids, kept apart from the variables' key space. Row

@@ -34,7 +34,7 @@ int pti_local_open(pti_local_server **out, const pti_config *c,
 	    c->gone_workers);
 	pti_server_proc p = {c->rank, "", "", ls->gone_workers,
 	    (int)c->supervised, 0};
-	rv = pti_server_init(s, &ls->job, &p, l != NULL ? l : &j->l);
+	rv = pti_server_init(s, &ls->job, &p, l != NULL ? l : &j->l, NULL);
 	pt_job_free(j);
 	if (rv != 0)
 		goto fail;

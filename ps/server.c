@@ -393,7 +393,8 @@ int pti_server_open(pt_server **out, const pt_job *job,
 	pti_server_proc own = {p->rank, ps->listen, ps->ready_file,
 	    ps->gone_workers, p->supervised, p->t0};
 	if ((rv = server_check(&ps->job, &own)) != 0 ||
-	    (rv = pti_server_init(&ps->s, &ps->job, &own, &job->l)) != 0 ||
+	    (rv = pti_server_init(&ps->s, &ps->job, &own, &job->l,
+	    job->given)) != 0 ||
 	    (rv = server_listen(ps)) != 0) {
 		server_free(ps, rv);
 		return rv;

@@ -246,13 +246,14 @@ void pti_server_wake_ahead(ps_server *s, ps_ctx **wake);
 // pti_server_init builds the shard of layout l, its state and the
 // connection slots from the job's options and the process's (no
 // sockets; both must outlive s), the learning rate ramped over
-// job->warmup steps; pti_server_fini frees what init made and what the
+// job->warmup steps, and the variables' initial values drawn or, where
+// given[v] is not NULL (given itself may be), copied from given[v]; pti_server_fini frees what init made and what the
 // contexts still hold; pti_server_handle runs one request under the lock
 // and returns its reply, or NULL when parked (m is its to free, or to
 // keep: a sync gradient stays in its request until the step closes); pti_server_pipe_removed:
 // connection id closed (a worker's is then lost).
 int pti_server_init(ps_server *s, const pti_jobopt *job,
-    const pti_server_proc *p, const pti_layout *l);
+    const pti_server_proc *p, const pti_layout *l, float *const *given);
 void pti_server_fini(ps_server *s);
 nng_msg *pti_server_handle(ps_server *s, ps_ctx *x, nng_msg *m,
     ps_ctx **wake);

@@ -446,7 +446,7 @@ static int server_gone(ps_server *s)
 }
 
 int pti_server_init(ps_server *s, const pti_jobopt *c,
-    const pti_server_proc *p, const pti_layout *l)
+    const pti_server_proc *p, const pti_layout *l, float *const *given)
 {
 	int rv;
 
@@ -497,6 +497,14 @@ int pti_server_init(ps_server *s, const pti_jobopt *c,
 	if ((rv = s->policy->init(s)) != 0)
 		return rv;
 	pti_layout_init_values(s->params, &s->layout, c->seed, s->lo, s->hi);
+	for (uint32_t v = 0; given != NULL && v < s->layout.n_vars; v++) {
+		const pti_var *var = &s->layout.vars[v];
+		uint64_t a = var->off > s->lo ? var->off : s->lo;
+		uint64_t b = var->off + var->n < s->hi ? var->off + var->n : s->hi;
+		if (given[v] != NULL && a < b)
+			memcpy(s->params + (a - s->lo), given[v] + (a - var->off),
+			    (b - a) * sizeof(float));
+	}
 	s->opt = c->optim;
 	s->opt.weight_decay = c->weight_decay;
 	if (s->opt.n_state >= 1 &&

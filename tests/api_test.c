@@ -133,6 +133,63 @@ static void test_api_ranges_across_servers(void)
 	api_job_close(&j);
 }
 
+// Initial values the program gives (pt_job_var_values) are what the
+// servers start from, across the shard edge; a worker whose job gives
+// other values is refused at hello; bad values are refused by name.
+static void test_api_var_values(void)
+{
+	api_job j;
+	pt_worker *w;
+	pt_req *q;
+	float v[9], got[9], b[3];
+	for (int i = 0; i < 9; i++)
+		v[i] = (float)i - 4.25f;
+	memset(&j, 0, sizeof(j));
+	PT_TEST_OK(pt_job_alloc(&j.job));
+	PT_TEST_TRUE(pt_job_var(j.job, "a", 9, 0.5) == 0);
+	PT_TEST_TRUE(pt_job_var(j.job, "b", 3, 0.0) == 1);
+	PT_TEST_OK(pt_job_var_values(j.job, 0, v));
+	PT_TEST_OK(pt_job_set(j.job, "servers", "2"));
+	for (uint32_t i = 0; i < 2; i++) {
+		char url[256];
+		PT_TEST_OK(pt_server_open(&j.s[i], j.job, i,
+		    "tcp://127.0.0.1:0"));
+		PT_TEST_OK(pt_server_url(j.s[i], url, sizeof(url)));
+		snprintf(j.urls + strlen(j.urls),
+		    sizeof(j.urls) - strlen(j.urls), "%s%s", i ? "," : "", url);
+		pthread_create(&j.t[i], NULL, serve_cb, j.s[i]);
+		j.n++;
+	}
+	PT_TEST_OK(pt_worker_open(&w, j.job, 0, j.urls));
+	PT_TEST_OK(pt_pull(w, 0, 0, 9, got, &q));
+	PT_TEST_OK(pt_wait(w, q));
+	PT_TEST_TRUE(memcmp(got, v, sizeof(v)) == 0);
+	PT_TEST_OK(pt_pull(w, 1, 0, 3, b, &q));
+	PT_TEST_OK(pt_wait(w, q));
+	PT_TEST_TRUE(b[0] == 0 && b[2] == 0); // drawn: bound 0
+	// Another job with one value different: not this job.
+	pt_job *other;
+	pt_worker *w2 = NULL;
+	PT_TEST_OK(pt_job_alloc(&other));
+	PT_TEST_TRUE(pt_job_var(other, "a", 9, 0.5) == 0);
+	PT_TEST_TRUE(pt_job_var(other, "b", 3, 0.0) == 1);
+	PT_TEST_OK(pt_job_set(other, "servers", "2"));
+	PT_TEST_OK(pt_job_set(other, "rpc-timeout", "5"));
+	v[8] = 0.5f;
+	PT_TEST_OK(pt_job_var_values(other, 0, v));
+	PT_TEST_TRUE(pt_worker_open(&w2, other, 0, j.urls) != 0);
+	PT_TEST_STR_HAS(pt_errmsg(0), "model");
+	// Refusals: no such variable, a value not finite (named).
+	PT_TEST_TRUE(pt_job_var_values(other, 2, v) == PT_ERANGE);
+	v[3] = NAN;
+	PT_TEST_TRUE(pt_job_var_values(other, 0, v) == PT_EINVAL);
+	PT_TEST_STR_HAS(pt_errmsg(0), "variable a: initial value 3");
+	pt_job_free(other);
+	PT_TEST_OK(pt_worker_done(w));
+	pt_worker_close(w);
+	api_job_close(&j);
+}
+
 // Two workers in sync: a step closes only when both gradients are
 // whole, and applies their mean.
 static void test_api_sync_mean(void)
@@ -1012,6 +1069,7 @@ static const pti_test_case cases[] = {
     {"test_api_default_lr", test_api_default_lr},
     {"test_api_log", test_api_log},
     {"test_api_version", test_api_version},
+    {"test_api_var_values", test_api_var_values},
     {"test_api_refusals", test_api_refusals},
     {"test_api_lent_matches_copy", test_api_lent_matches_copy},
     {"test_api_lent_spanning_refused", test_api_lent_spanning_refused},

@@ -110,6 +110,8 @@ _job_alloc = _sig("pt_job_alloc", ctypes.c_int, ctypes.POINTER(_P))
 _job_free = _sig("pt_job_free", None, _P)
 _job_var = _sig("pt_job_var", ctypes.c_int, _P, ctypes.c_char_p, _U64,
                 ctypes.c_double)
+_job_var_values = _sig("pt_job_var_values", ctypes.c_int, _P, ctypes.c_int,
+                        _F)
 _job_set = _sig("pt_job_set", ctypes.c_int, _P, ctypes.c_char_p,
                 ctypes.c_char_p)
 _job_model = _sig("pt_job_model", ctypes.c_int, _P, ctypes.c_char_p,
@@ -206,12 +208,21 @@ class Job:
         for k, v in options.items():
             self.set(k.replace("_", "-"), v)
 
-    def var(self, name, size, bound=0.0):
+    def var(self, name, size, bound=0.0, values=None):
+        """Declares the next variable: size floats, initially uniform in
+        [-bound, bound] from the job's seed, or values (size float32s,
+        copied) when given. Returns its index."""
         i = _job_var(self._p, name.encode(), size, bound)
         if i < 0:
             raise Error(-i, "variable %s" % name)
         self.names.append(name)
         self.sizes.append(size)
+        if values is not None:
+            if values.size != size:
+                raise ValueError("variable %s: %d values for %d floats" %
+                                 (name, values.size, size))
+            _check(_job_var_values(self._p, i, _floats(values, "values")),
+                   "variable %s" % name)
         return i
 
     def model(self, spec, dim, classes):
