@@ -2,11 +2,11 @@
 # scripts/deps.sh [--test] [PKG...] - install the Debian packages pstrain
 # needs, once. Does nothing when every package is already installed.
 # Without --test: what building pstrain, running it (make demo, the
-# dashboard's chart library, TLS certificates, the Python package's numpy, pip and venv)
-# and plotting need. --test adds what only the tests and make fuzz use: a
-# private Slurm, Open MPI and network namespaces, headless Chromium for
-# the dashboard, clang for the fuzzers, valgrind. Further arguments name
-# further packages (make bench: python3-torch for its PyTorch anchors).
+# dashboard's chart library, TLS certificates, the Python package's NumPy,
+# pip and venv) and plotting need. --test adds what only the tests and
+# make fuzz use: a private Slurm, Open MPI and network namespaces,
+# headless Chromium for the dashboard, clang for the fuzzers, valgrind,
+# PyTorch for the torch bridge. Further arguments name further packages.
 set -e
 pkgs="libnng-dev libmsgpack-dev libopenblas-dev zlib1g-dev pkg-config \
 dataset-fashion-mnist gnuplot-nox libmbedtls-dev libjansson-dev openssl \
@@ -15,7 +15,7 @@ if [ "${1:-}" = --test ]; then
 	shift
 	pkgs="$pkgs valgrind clang libclang-rt-dev slurmd slurmctld \
 slurm-client munge openmpi-bin iproute2 procps chromium chromium-driver \
-python3-selenium fonts-dejavu-core"
+python3-selenium fonts-dejavu-core python3-torch"
 fi
 pkgs="$* $pkgs"
 missing=""

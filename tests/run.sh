@@ -64,6 +64,7 @@ attack_test sh tests/attack_test.sh
 hygiene_test sh tests/hygiene_test.sh
 library_test sh tests/library_test.sh
 pypkg_test sh tests/pypkg_test.sh
+torch_test sh tests/torch_test.sh
 bench_test sh tests/bench_test.sh
 fuzz_test sh tests/fuzz_test.sh
 tls_test sh tests/tls_test.sh

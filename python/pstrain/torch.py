@@ -1,0 +1,217 @@
+"""pstrain.torch: a torch.nn.Module trained through pstrain's servers.
+
+The model's parameters become the job's variables (one per entry of
+named_parameters(), in that order, initialised as the model was, by
+PyTorch); the optimizer runs on the servers, as everywhere in pstrain.
+In each worker, ParameterServer points every parameter and its .grad at
+two flat float32 buffers that the library reads and writes in place
+(NumPy views of the same memory, no copy): backward() adds the gradient
+into one, step() pushes it and pulls the new values into the other.
+
+    import torch, pstrain.torch as pt
+
+    def model_fn():                      # the same model in every process
+        return torch.nn.Sequential(torch.nn.Linear(784, 128), ...)
+
+    def train(ctx):                      # each worker process runs this
+        for step in range(ctx.steps):
+            x, y = ctx.shard(*global_batch(step))   # this worker's B / W
+            loss = torch.nn.functional.cross_entropy(ctx.model(x), y)
+            ctx.ps.zero_grad()
+            loss.backward()
+            ctx.ps.step()
+
+    pt.launch(train, model_fn, servers=1, workers=2, mode="async",
+              lr=0.1, matched_lr=True)
+
+launch() starts the servers and workers as processes of this machine
+(multiprocessing, spawn: train and model_fn must be importable, i.e.
+defined at a module's top level) and returns when the job ends; options
+are pstrain's job options (pstrain.Job). Not yet: pushes overlapped with
+backward (one pushpull of the whole model a step), the worker CSVs and
+summary.json of `pstrain run`, and ranks from Slurm or mpirun.
+"""
+import multiprocessing as mp
+import multiprocessing.connection
+import os
+import tempfile
+import time
+import zlib
+
+import numpy as np
+import torch
+
+import pstrain
+
+__all__ = ["ParameterServer", "Context", "job_of", "launch"]
+
+NAME_MAX = 31  # bytes of a variable's name (pt_job_var)
+
+
+def _var_name(name):
+    """name as a variable's name: as it is when it fits, else its head
+    and a CRC of the whole, the same in every process."""
+    if len(name.encode()) <= NAME_MAX:
+        return name
+    return "%s~%08x" % (name.encode()[:NAME_MAX - 9].decode("ascii", "ignore"),
+                        zlib.crc32(name.encode()))
+
+
+def job_of(model, **options):
+    """The pstrain.Job whose variables are model's parameters, with their
+    present values as initial values, and the given options."""
+    job = pstrain.Job(**options)
+    for name, p in model.named_parameters():
+        if p.dtype != torch.float32 or p.device.type != "cpu":
+            raise TypeError("parameter %s is %s on %s: pstrain holds CPU "
+                            "float32 parameters" % (name, p.dtype, p.device))
+        values = np.ascontiguousarray(p.detach().numpy().reshape(-1))
+        job.var(_var_name(name), p.numel(), 0.0, values)
+    return job
+
+
+class ParameterServer:
+    """Trains model's parameters through worker (a pstrain.Worker of a job
+    built by job_of(model)): step() pushes the gradients backward() left
+    and pulls the values of the next version, in sync, async or ssp as the
+    job says. The step count starts at worker.start."""
+
+    def __init__(self, model, worker):
+        self.model = model
+        self.worker = worker
+        self.params = [p for _, p in model.named_parameters()]
+        n = sum(p.numel() for p in self.params)
+        self.values = np.empty(n, np.float32)
+        self.grads = np.zeros(n, np.float32)
+        self._ptr = []
+        off = 0
+        with torch.no_grad():
+            for p in self.params:
+                k = p.numel()
+                self.values[off:off + k] = p.detach().numpy().reshape(-1)
+                p.data = torch.from_numpy(self.values[off:off + k]).view(
+                    p.shape)
+                p.grad = torch.from_numpy(self.grads[off:off + k]).view(
+                    p.shape)
+                self._ptr.append(p.grad.data_ptr())
+                off += k
+        self.step_count = worker.start
+        self.copies = 0  # gradients torch put elsewhere, copied back
+        self.comm_ms = 0.0  # of the last step
+
+    def zero_grad(self):
+        """Zeroes the gradient buffer (in place: .grad stays a view)."""
+        self.grads.fill(0)
+
+    def _gather(self):
+        # backward() adds into .grad in place while it is the only
+        # reference; if torch replaced a .grad, copy it back and re-point.
+        off = 0
+        for p, ptr in zip(self.params, self._ptr):
+            k = p.numel()
+            if p.grad is None or p.grad.data_ptr() != ptr:
+                view = self.grads[off:off + k]
+                view[:] = 0 if p.grad is None else \
+                    p.grad.detach().numpy().reshape(-1)
+                p.grad = torch.from_numpy(view).view(p.shape)
+                self.copies += 1
+            off += k
+
+    def step(self):
+        """Pushes this step's gradient and waits for the next values,
+        which the model's parameters then hold."""
+        self._gather()
+        t0 = time.perf_counter()
+        self.worker.pushpull(self.step_count, pstrain.ALL, self.grads,
+                             self.values).wait()
+        self.comm_ms = (time.perf_counter() - t0) * 1e3
+        self.step_count += 1
+
+
+class Context:
+    """What a worker's train function gets: rank, workers, model (the
+    worker's copy, trained through ps), ps (its ParameterServer), worker
+    (the pstrain.Worker), seed, and shard()."""
+
+    def __init__(self, rank, workers, model, ps, seed):
+        self.rank, self.workers = rank, workers
+        self.model, self.ps, self.worker, self.seed = model, ps, ps.worker, seed
+
+    def shard(self, *tensors):
+        """This worker's rows of a global batch: rows [r B / W, (r + 1) B /
+        W) of each tensor (the per-replica batch is B / W)."""
+        out = []
+        for t in tensors:
+            b = t.shape[0]
+            out.append(t[self.rank * b // self.workers:
+                         (self.rank + 1) * b // self.workers])
+        return out[0] if len(out) == 1 else tuple(out)
+
+
+def _model(model_fn, seed):
+    torch.manual_seed(seed)
+    return model_fn()
+
+
+def _server(model_fn, rank, url, seed, options):
+    torch.set_num_threads(1)
+    job = job_of(_model(model_fn, seed), seed=seed, **options)
+    s = pstrain.Server(job, rank, url)
+    try:
+        s.serve()
+    finally:
+        s.close()
+
+
+def _worker(train_fn, model_fn, rank, urls, seed, options):
+    torch.set_num_threads(1)
+    model = _model(model_fn, seed)
+    job = job_of(model, seed=seed, **options)
+    w = pstrain.Worker(job, rank, urls)
+    try:
+        train_fn(Context(rank, options["workers"], model,
+                         ParameterServer(model, w), seed))
+        w.done()
+    finally:
+        w.close()
+
+
+def launch(train_fn, model_fn, servers=1, workers=1, seed=1, **options):
+    """Runs a job on this machine: `servers` server processes and
+    `workers` worker processes, each worker calling train_fn(ctx) with
+    the model model_fn() builds (after torch.manual_seed(seed), in every
+    process alike). options are the job's (mode="async", lr=0.1, ...).
+    Returns when every process has ended; raises naming any that failed.
+    """
+    options = dict(options, servers=servers, workers=workers)
+    if not os.environ.get("PSTRAIN_SECRET"):
+        os.environ["PSTRAIN_SECRET"] = os.urandom(32).hex()
+    ctx = mp.get_context("spawn")
+    with tempfile.TemporaryDirectory(prefix="pstrain-torch-") as d:
+        urls = ["ipc://%s/s%d" % (d, r) for r in range(servers)]
+        procs = [("server %d" % r, ctx.Process(
+            target=_server, args=(model_fn, r, urls[r], seed, options)))
+            for r in range(servers)]
+        procs += [("worker %d" % r, ctx.Process(
+            target=_worker, args=(train_fn, model_fn, r, urls, seed,
+                                  options)))
+                  for r in range(workers)]
+        for _, p in procs:
+            p.start()
+        failed = []
+        left = dict(procs)
+        while left:  # the first process to fail ends the job
+            mp.connection.wait([p.sentinel for p in left.values()])
+            for name, p in list(left.items()):
+                if p.exitcode is None:
+                    continue
+                del left[name]
+                if p.exitcode != 0:
+                    failed.append("%s exited %s" % (name, p.exitcode))
+            if failed:
+                for p in left.values():
+                    p.terminate()
+                    p.join()
+                break
+        if failed:
+            raise RuntimeError("pstrain.torch.launch: " + ", ".join(failed))

@@ -1,0 +1,98 @@
+"""tests/torch_check.py CASE OUT - the torch bridge (pstrain.torch) against
+plain PyTorch; tests/torch_test.sh runs each case in its own process.
+
+sync: a torch MLP trained through 2 servers by 2 workers in sync ends
+  equal, within float rounding, to the same model (same initial values)
+  trained by SGD on the whole global batch in one process.
+async: 4 workers at the per-example-matched lr (lr / W) reach 0.9
+  accuracy on a separable task where the initial model is near chance.
+"""
+import os
+import sys
+
+import numpy as np
+import torch
+
+import pstrain
+import pstrain.torch as pt
+
+B, STEPS, LR = 32, 8, 0.2
+ASYNC_STEPS = 150  # a worker's
+
+
+def model_fn():
+    return torch.nn.Sequential(torch.nn.Linear(12, 16), torch.nn.ReLU(),
+                               torch.nn.Linear(16, 3))
+
+
+def batch(step, b=B):
+    g = torch.Generator().manual_seed(1000 + step)
+    x = torch.randn(b, 12, generator=g)
+    w = torch.arange(36, dtype=torch.float32).reshape(12, 3).sin()
+    return x, (x @ w).argmax(1)
+
+
+def train_sync(ctx):
+    for step in range(STEPS):
+        x, y = ctx.shard(*batch(step))
+        loss = torch.nn.functional.cross_entropy(ctx.model(x), y)
+        ctx.ps.zero_grad()
+        loss.backward()
+        ctx.ps.step()
+    if ctx.rank == 0:
+        np.save(os.path.join(os.environ["OUT"], "pstrain.npy"),
+                ctx.ps.values)
+        with open(os.path.join(os.environ["OUT"], "copies"), "w") as f:
+            f.write("%d\n" % ctx.ps.copies)
+
+
+def train_async(ctx):
+    for step in range(ASYNC_STEPS):
+        x, y = ctx.shard(*batch(step * ctx.workers + ctx.rank))
+        loss = torch.nn.functional.cross_entropy(ctx.model(x), y)
+        ctx.ps.zero_grad()
+        loss.backward()
+        ctx.ps.step()
+    if ctx.rank == 0:
+        ctx.worker.pull(pstrain.ALL, ctx.ps.values).wait()
+        with open(os.path.join(os.environ["OUT"], "acc"), "w") as f:
+            f.write("%.4f\n" % accuracy(ctx.model))
+
+
+def accuracy(model):
+    x, y = batch(-1, 4096)  # held out: the training batches' seeds are >= 0
+    with torch.no_grad():
+        return (model(x).argmax(1) == y).float().mean().item()
+
+
+def main():
+    case, out = sys.argv[1], sys.argv[2]
+    os.environ["OUT"] = out
+    if case == "sync":
+        pt.launch(train_sync, model_fn, servers=2, workers=2, mode="sync",
+                  lr=LR, batch=B)
+        torch.manual_seed(1)
+        m = model_fn()
+        opt = torch.optim.SGD(m.parameters(), lr=LR)
+        for step in range(STEPS):
+            x, y = batch(step)
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(m(x), y).backward()
+            opt.step()
+        want = torch.cat([p.detach().reshape(-1) for p in m.parameters()])
+        got = np.load(os.path.join(out, "pstrain.npy"))
+        diff = np.abs(got - want.numpy()).max()
+        print("largest difference %.3g over %d parameters" % (diff, got.size))
+        assert diff < 1e-5, diff
+        assert open(os.path.join(out, "copies")).read().strip() == "0"
+    else:
+        pt.launch(train_async, model_fn, servers=1, workers=4,
+                  mode="async", lr=LR, matched_lr=True, batch=B)
+        acc = float(open(os.path.join(out, "acc")).read())
+        first = accuracy(pt._model(model_fn, 1))
+        print("accuracy %.4f (initial %.4f)" % (acc, first))
+        assert first < 0.6 and acc >= 0.9, (first, acc)
+
+
+if __name__ == "__main__":
+    main()
