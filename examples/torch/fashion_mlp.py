@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""A PyTorch MLP on Fashion-MNIST, trained through pstrain's servers.
+
+The model is torch's (nn.Sequential of Linear and ReLU, torch's own
+initialisation), its forward and backward pass torch's; pstrain holds the
+parameters on its servers and applies the optimizer there
+(pstrain.torch). Each worker computes on its B / W rows of every global
+batch; worker 0 evaluates on 5,000 held-out training examples
+(validation) after every epoch and once on the test set at the end, and
+writes OUT/result.json.
+
+    python3 -m pip install ./python      # once (or PYTHONPATH=python)
+    python3 examples/torch/fashion_mlp.py --mode async --servers 1 --workers 2 --epochs 2 --out runs/torch
+
+--mode async trains at the per-example-matched rate (lr / W an update).
+Not yet: worker CSVs and summary.json like `pstrain run`'s.
+"""
+import argparse
+import functools
+import gzip
+import json
+import os
+import time
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import pstrain.torch as pt  # noqa: E402
+
+VAL = 5000  # training examples held out for validation
+
+
+def load(data, kind):
+    with gzip.open(os.path.join(data, kind + "-images-idx3-ubyte.gz")) as f:
+        x = np.frombuffer(f.read(), np.uint8, offset=16)
+    with gzip.open(os.path.join(data, kind + "-labels-idx1-ubyte.gz")) as f:
+        y = np.frombuffer(f.read(), np.uint8, offset=8)
+    x = torch.from_numpy(x.reshape(len(y), 784).astype(np.float32) / 255)
+    return x, torch.from_numpy(y.astype(np.int64))
+
+
+def make_model(hidden):
+    layers, width = [], 784
+    for h in hidden:
+        layers += [torch.nn.Linear(width, h), torch.nn.ReLU()]
+        width = h
+    return torch.nn.Sequential(*layers, torch.nn.Linear(width, 10))
+
+
+def accuracy(model, x, y):
+    with torch.no_grad():
+        return (model(x).argmax(1) == y).float().mean().item()
+
+
+def train(a, ctx):
+    x, y = load(a.data, "train")
+    perm = torch.from_numpy(np.random.default_rng(a.seed).permutation(len(y)))
+    xv, yv = x[perm[:VAL]], y[perm[:VAL]]
+    xt, yt = x[perm[VAL:]], y[perm[VAL:]]
+    spe = len(yt) // a.batch
+    evals, t0 = [], time.perf_counter()
+    for e in range(a.epochs):
+        order = torch.from_numpy(
+            np.random.default_rng(a.seed + e).permutation(len(yt)))
+        for i in range(spe):
+            idx = ctx.shard(order[i * a.batch:(i + 1) * a.batch])
+            loss = torch.nn.functional.cross_entropy(ctx.model(xt[idx]),
+                                                     yt[idx])
+            ctx.ps.zero_grad()
+            loss.backward()
+            ctx.ps.step()
+        if ctx.rank == 0:
+            evals.append({"epoch": e + 1, "step": (e + 1) * spe,
+                          "train_s": time.perf_counter() - t0,
+                          "loss": loss.item(),
+                          "val_acc": accuracy(ctx.model, xv, yv)})
+            print("worker 0: epoch %d loss %.4f validation accuracy %.4f" %
+                  (e + 1, loss.item(), evals[-1]["val_acc"]), flush=True)
+    if ctx.rank == 0:
+        xs, ys = load(a.data, "t10k")
+        out = {"mode": a.mode, "servers": a.servers, "workers": a.workers,
+               "batch": a.batch, "lr": a.lr, "optimizer": a.optimizer,
+               "epochs": a.epochs,
+               "hidden": a.hidden, "seed": a.seed, "evals": evals,
+               "test_acc": accuracy(ctx.model, xs, ys),
+               "gradients_copied": ctx.ps.copies}
+        with open(os.path.join(a.out, "result.json"), "w") as f:
+            json.dump(out, f, indent=1)
+        print("worker 0: test accuracy %.4f" % out["test_acc"], flush=True)
+
+
+def main(make=make_model, hidden="256,128", doc=__doc__):
+    """Parses the flags and runs the job of the model make(widths) builds
+    (fashion_cnn.py runs its CNN through here)."""
+    p = argparse.ArgumentParser(description=doc.split("\n")[0])
+    p.add_argument("--mode", default="sync", help="sync, async or ssp")
+    p.add_argument("--servers", type=int, default=1)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--batch", type=int, default=256, help="global batch")
+    p.add_argument("--lr", type=float, default=0.3,
+                   help="the servers' rate for the global batch")
+    p.add_argument("--optimizer", default="sgd",
+                   help="the servers' optimizer: sgd, momentum:M, adam, ...")
+    p.add_argument("--hidden", default=hidden,
+                   help="hidden layers' widths, comma-separated")
+    p.add_argument("--staleness", type=int, default=0, help="ssp's bound")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--out", default="runs/torch")
+    a = p.parse_args()
+    a.hidden = [int(h) for h in a.hidden.split(",") if h]
+    if a.batch % a.workers:
+        p.error("--batch %d is not a multiple of --workers %d" %
+                (a.batch, a.workers))
+    os.makedirs(a.out, exist_ok=True)
+    options = {"mode": a.mode, "lr": a.lr, "batch": a.batch,
+               "optimizer": a.optimizer}
+    if a.mode == "async":
+        options["matched_lr"] = True
+    if a.mode == "ssp":
+        options["staleness"] = a.staleness
+    pt.launch(functools.partial(train, a),
+              functools.partial(make, a.hidden), servers=a.servers,
+              workers=a.workers, seed=a.seed, **options)
+
+
+if __name__ == "__main__":
+    main()
