@@ -1,6 +1,7 @@
 // common/outputs.c - the job's CSV files, defined once (outputs.h).
 #include "common/outputs.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -9,6 +10,9 @@
 #include <sys/stat.h>
 
 #include <jansson.h>
+
+#include "common/err.h"
+#include "common/jobopt.h"
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -59,6 +63,31 @@ void pti_csv_header(FILE *f, const pti_table *t)
 	for (int i = 0; i < t->n; i++)
 		fprintf(f, "%s%s", i ? "," : "", t->cols[i].name);
 	fputc('\n', f);
+}
+
+FILE *pti_csv_open(const char *dir, const char *name, const pti_table *t,
+    int append)
+{
+	char path[PT_PATH_MAX + 64];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	FILE *f = fopen(path, append ? "a" : "w");
+	if (f == NULL) {
+		pti_err_set(PT_EIO, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	if (ftell(f) == 0)
+		pti_csv_header(f, t);
+	return f;
+}
+
+int pti_csv_sent(FILE *f, const char *dir, const char *name, int close)
+{
+	int bad = fflush(f) != 0 || ferror(f);
+	int e = errno;
+	if (close && fclose(f) != 0 && !bad)
+		bad = 1, e = errno;
+	return bad ? pti_err_set(PT_EIO, "%s/%s: %s", dir, name, strerror(e))
+		   : 0;
 }
 
 void pti_csv_row(FILE *f, const pti_table *t, const double *v)

@@ -60,6 +60,17 @@ extern const pti_table pti_csv_staleness;
 void pti_csv_header(FILE *f, const pti_table *t);
 void pti_csv_row(FILE *f, const pti_table *t, const double *v);
 
+// pti_csv_open starts dir/name with the header of table t or, with
+// append set (a resumed or restarted worker), adds to what is there.
+// NULL with PT_EIO naming the file when it cannot be opened.
+FILE *pti_csv_open(const char *dir, const char *name, const pti_table *t,
+    int append);
+
+// pti_csv_sent flushes f, dir/name, and closes it when close is set:
+// 0, or PT_EIO naming the file and the system's error when a write
+// failed (a full disk), so that no record goes missing unsaid.
+int pti_csv_sent(FILE *f, const char *dir, const char *name, int close);
+
 #define PTI_CSV_COLS 24 // columns one read may want, at most
 
 typedef struct pti_csv {

@@ -10,41 +10,21 @@
 #include "common/err.h"
 #include "common/outputs.h"
 
-// record_csv starts DIR/name with the header of table t, or with append
-// set (a resumed or restarted worker) adds to what is there.
+// record_csv starts DIR/name (pti_csv_open).
 static FILE *record_csv(const pti_config *c, const char *name,
     const pti_table *t, int append)
 {
-	char path[PT_PATH_MAX + 64];
-	snprintf(path, sizeof(path), "%s/%s", c->job.out, name);
-	FILE *f = fopen(path, append ? "a" : "w");
-	if (f == NULL) {
-		pti_err_set(PT_EIO, "%s: %s", path, strerror(errno));
-		return NULL;
-	}
-	if (ftell(f) == 0)
-		pti_csv_header(f, t);
-	return f;
+	return pti_csv_open(c->job.out, name, t, append);
 }
 
 // record_sent flushes f, DIR/name (NULL: this worker's worker-R.csv),
-// and closes it when close is set: PT_EIO naming the file and the
-// system's error when a write failed (a full disk), so that no record
-// goes missing unsaid.
+// and closes it when close is set (pti_csv_sent).
 static int record_sent(const pti_config *c, FILE *f, const char *name,
     int close)
 {
-	int bad = fflush(f) != 0 || ferror(f);
-	int e = errno;
-	if (close && fclose(f) != 0 && !bad)
-		bad = 1, e = errno;
-	if (!bad)
-		return 0;
-	if (name == NULL)
-		return pti_err_set(PT_EIO, "%s/worker-%u.csv: %s", c->job.out,
-		    c->rank, strerror(e));
-	return pti_err_set(PT_EIO, "%s/%s: %s", c->job.out, name,
-	    strerror(e));
+	char own[64];
+	snprintf(own, sizeof(own), "worker-%u.csv", c->rank);
+	return pti_csv_sent(f, c->job.out, name != NULL ? name : own, close);
 }
 
 // eval.csv: the periodic evaluations are on the validation set when
