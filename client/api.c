@@ -59,6 +59,8 @@ int pt_worker_open(pt_worker **out, const pt_job *job, uint32_t rank,
 		pt_worker_close(w);
 		return rv;
 	}
+	// The bytes of joining are no step's (pt_worker_step).
+	pti_client_bytes(w->client, &w->rec.tx, &w->rec.rx);
 	*out = w;
 	return 0;
 }
@@ -69,6 +71,7 @@ void pt_worker_close(pt_worker *w)
 		return;
 	pti_client_close(w->client);
 	pti_worker_rows_free(w);
+	pti_rec_close(w);
 	free(w);
 }
 
@@ -206,6 +209,7 @@ static int worker_send(pt_worker *w, int what, int64_t step, uint64_t lo,
 		return rv;
 	if ((rv = pti_call_new(cl, &q)) != 0)
 		return rv;
+	pti_rec_sent(w);
 	uint32_t ns = pti_client_servers(cl);
 	for (uint32_t i = 0; i < ns && rv == 0; i++) {
 		uint64_t slo, shi;
@@ -305,9 +309,14 @@ int pt_pushpull(pt_worker *w, int64_t step, int var, uint64_t off,
 
 int pti_wait_info(pt_worker *w, pt_req *req, pti_client_step *info)
 {
-	(void)w;
-	int rv = pti_call_wait(req, info);
+	pti_client_step st;
+	int rv = pti_call_wait(req, &st);
 	pti_call_free(req);
+	if (rv == 0) {
+		pti_rec_reply(w, &st);
+		if (info != NULL)
+			*info = st;
+	}
 	return rv;
 }
 

@@ -342,6 +342,35 @@ PT_API int pt_worker_stats(pt_worker *w, pt_stats *st);
 // that pt_server_serve returns.
 PT_API int pt_worker_done(pt_worker *w);
 
+// Records. A worker whose job has option "out" (a folder) writes there
+// what pstrain's own workers write (docs/OUTPUTS.md), so that `pstrain
+// dashboard` and the readers of a job's files read a program's job as
+// theirs: OUT/worker-R.csv, a row per pt_worker_step, and OUT/eval.csv, a
+// row per pt_worker_eval (a resumed or rejoining worker adds to them).
+// Without option out both return 0 and write nothing.
+//
+// pt_worker_step ends step `step` (its requests waited for): loss,
+// grad_norm (the norm of the gradient it pushed; NAN if unknown) and
+// compute_ms (the time the program spent computing it) are the
+// program's. The library adds the rest: the step's length (since the
+// previous call, or for the first step since its first request less
+// compute_ms: time counts from the first step), comm_ms (the length less
+// compute_ms), the largest staleness, learning rate and lowest version
+// the servers replied with since the previous call, the bytes sent and
+// received, the process's page faults and peak memory. PT_EINVAL for a
+// negative step or compute_ms, PT_EIO naming the file.
+PT_API int pt_worker_step(pt_worker *w, int64_t step, double loss,
+    double grad_norm, double compute_ms);
+
+// pt_worker_eval adds a row to OUT/eval.csv: the program evaluated the
+// parameters of `version` (the servers' version; -1: that of the values
+// this worker pulled last) on held-out validation data: mean loss, accuracy, and eval_s
+// the seconds it took; the library adds the time since the first step and
+// the steps this worker has recorded. Any worker may call it (pstrain's
+// own jobs: worker 0). PT_EIO naming the file.
+PT_API int pt_worker_eval(pt_worker *w, int64_t version, double loss,
+    double acc, double eval_s);
+
 // pt_worker_close closes the connections and frees w, with the loans of
 // pt_wait_lent not given back.
 PT_API void pt_worker_close(pt_worker *w);

@@ -14,7 +14,9 @@
 
 #include "client/api.h"
 #include "client/client.h"
+#include "common/jobopt.h"
 #include "common/layout.h"
+#include "common/outputs.h"
 #include "pstrain.h"
 #include "tests/test.h"
 
@@ -188,6 +190,84 @@ static void test_api_var_values(void)
 	PT_TEST_OK(pt_worker_done(w));
 	pt_worker_close(w);
 	api_job_close(&j);
+}
+
+// A program's records: with option out, pt_worker_step writes the rows
+// of worker-R.csv that pstrain's own workers write, the program's
+// figures as given and the library's from its requests and replies;
+// pt_worker_eval a row of eval.csv. Without out, nothing is written.
+static void test_api_records(void)
+{
+	char dir[PT_PATH_MAX], path[PT_PATH_MAX + 32];
+	PT_TEST_OK(pti_test_tmpdir(dir, sizeof(dir), "pt-api-rec"));
+	const char *const opts[] = {"out", dir, NULL};
+	api_job j;
+	pt_worker *w;
+	pt_req *q;
+	float g[12], v[12];
+	for (int i = 0; i < 12; i++)
+		g[i] = 1;
+	api_job_new(&j, 9, 2, opts);
+	PT_TEST_OK(pt_worker_open(&w, j.job, 0, j.urls));
+	for (int t = 0; t < 3; t++) {
+		PT_TEST_OK(pt_pushpull(w, t, PT_ALL, 0, 12, g, v, &q));
+		PT_TEST_OK(pt_wait(w, q));
+		PT_TEST_OK(pt_worker_step(w, t, 2.5 - t, 3.0, 1.5));
+	}
+	PT_TEST_OK(pt_worker_eval(w, -1, 0.75, 0.5, 0.25));
+	PT_TEST_ERR(pt_worker_step(w, -1, 0, 0, 0), PT_EINVAL);
+	PT_TEST_OK(pt_worker_done(w));
+	pt_worker_close(w);
+	api_job_close(&j);
+	pti_csv t;
+	snprintf(path, sizeof(path), "%s/worker-0.csv", dir);
+	PT_TEST_OK(pti_csv_read_table(path, 0, &pti_csv_worker, &t));
+	PT_TEST_TRUE(t.n_rows == 3);
+	for (size_t r = 0; r < t.n_rows && t.n_rows == 3; r++) {
+		const double *x = t.v + r * PTI_WK_N;
+		PT_TEST_TRUE(x[PTI_WK_STEP] == (double)r + 1);
+		PT_TEST_NEAR(x[PTI_WK_LOSS], 2.5 - (double)r, 1e-9);
+		PT_TEST_NEAR(x[PTI_WK_GRAD_NORM], 3.0, 1e-9);
+		PT_TEST_NEAR(x[PTI_WK_COMPUTE_MS], 1.5, 1e-9);
+		// The step's length is measured; what is not the program's
+		// computing is communication (the first step begins at its
+		// first request less the computing).
+		PT_TEST_TRUE(x[PTI_WK_STEP_MS] > 0);
+		PT_TEST_NEAR(x[PTI_WK_COMM_MS], fmax(x[PTI_WK_STEP_MS] -
+		    x[PTI_WK_COMPUTE_MS], 0), 2e-3);
+		if (r == 0)
+			PT_TEST_TRUE(x[PTI_WK_STEP_MS] >= 1.5);
+		PT_TEST_TRUE(x[PTI_WK_VERSION] == (double)r + 1);
+		PT_TEST_NEAR(x[PTI_WK_LR], 0.5, 1e-9);
+		PT_TEST_TRUE(x[PTI_WK_TX_BYTES] > 12 * sizeof(float));
+		PT_TEST_TRUE(x[PTI_WK_RX_BYTES] > 12 * sizeof(float));
+		PT_TEST_TRUE(x[PTI_WK_RSS_MB] > 0 && x[PTI_WK_WALL] >= 0);
+	}
+	free(t.v);
+	snprintf(path, sizeof(path), "%s/eval.csv", dir);
+	PT_TEST_OK(pti_csv_read_table(path, 0, &pti_csv_eval_val, &t));
+	PT_TEST_TRUE(t.n_rows == 1);
+	if (t.n_rows == 1) {
+		PT_TEST_TRUE(t.v[PTI_EV_VERSION] == 3);
+		PT_TEST_TRUE(t.v[PTI_EV_WSTEP] == 3);
+		PT_TEST_NEAR(t.v[PTI_EV_ACC], 0.5, 1e-9);
+		PT_TEST_NEAR(t.v[PTI_EV_EVAL_S], 0.25, 1e-9);
+	}
+	free(t.v);
+	pti_test_rmdir(dir);
+	// No out: nothing written (an empty out would name the root folder),
+	// nothing refused.
+	api_job_new(&j, 9, 1, NULL);
+	PT_TEST_OK(pt_worker_open(&w, j.job, 0, j.urls));
+	PT_TEST_OK(pt_pushpull(w, 0, PT_ALL, 0, 12, g, v, &q));
+	PT_TEST_OK(pt_wait(w, q));
+	PT_TEST_OK(pt_worker_step(w, 0, 1, 1, 1));
+	PT_TEST_OK(pt_worker_eval(w, 1, 1, 1, 1));
+	PT_TEST_OK(pt_worker_done(w));
+	pt_worker_close(w);
+	api_job_close(&j);
+	PT_TEST_TRUE(access("/worker-0.csv", F_OK) != 0);
+	PT_TEST_TRUE(access("/eval.csv", F_OK) != 0);
 }
 
 // Two workers in sync: a step closes only when both gradients are
@@ -1070,6 +1150,7 @@ static const pti_test_case cases[] = {
     {"test_api_log", test_api_log},
     {"test_api_version", test_api_version},
     {"test_api_var_values", test_api_var_values},
+    {"test_api_records", test_api_records},
     {"test_api_refusals", test_api_refusals},
     {"test_api_lent_matches_copy", test_api_lent_matches_copy},
     {"test_api_lent_spanning_refused", test_api_lent_spanning_refused},

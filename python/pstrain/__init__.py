@@ -148,6 +148,10 @@ _wait = _sig("pt_wait", ctypes.c_int, _P, _P)
 _worker_start = _sig("pt_worker_start", ctypes.c_int64, _P)
 _worker_stats = _sig("pt_worker_stats", ctypes.c_int, _P,
                      ctypes.POINTER(_Stats))
+_worker_step = _sig("pt_worker_step", ctypes.c_int, _P, ctypes.c_int64,
+                    ctypes.c_double, ctypes.c_double, ctypes.c_double)
+_worker_eval = _sig("pt_worker_eval", ctypes.c_int, _P, ctypes.c_int64,
+                    ctypes.c_double, ctypes.c_double, ctypes.c_double)
 _worker_done = _sig("pt_worker_done", ctypes.c_int, _P)
 _worker_close = _sig("pt_worker_close", None, _P)
 _pushpull_rows = _sig("pt_pushpull_rows", ctypes.c_int, _P, ctypes.c_int,
@@ -419,6 +423,21 @@ class Worker:
         empty = np.zeros(0, np.uint64)
         self.pushpull_rows(table, step, ids, grads, empty,
                            np.zeros(0, np.float32))
+
+    def record_step(self, step, loss, grad_norm, compute_ms):
+        """With the job's option out: step's row of OUT/worker-R.csv, as
+        pstrain's own workers write it (pt_worker_step: the library adds
+        the step's length, communication time, staleness, lr, version and
+        bytes). Call it after the step's requests were waited for."""
+        _check(_worker_step(self._p, step, loss, grad_norm, compute_ms),
+               "record step %d" % step)
+
+    def record_eval(self, loss, acc, eval_s, version=-1):
+        """With the job's option out: a row of OUT/eval.csv for the
+        values of version (-1: those this worker pulled last), evaluated
+        on held-out validation data in eval_s seconds."""
+        _check(_worker_eval(self._p, version, loss, acc, eval_s),
+               "record eval")
 
     def stats(self):
         s = _Stats()
