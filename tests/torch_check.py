@@ -17,7 +17,7 @@ import pstrain
 import pstrain.torch as pt
 
 B, STEPS, LR = 32, 8, 0.2
-ASYNC_STEPS = 150  # a worker's
+ASYNC_STEPS = 300  # a worker's
 
 
 def model_fn():
@@ -38,7 +38,7 @@ def train_sync(ctx):
         loss = torch.nn.functional.cross_entropy(ctx.model(x), y)
         ctx.ps.zero_grad()
         loss.backward()
-        ctx.ps.step()
+        ctx.ps.step(loss.item())
     if ctx.rank == 0:
         np.save(os.path.join(os.environ["OUT"], "pstrain.npy"),
                 ctx.ps.values)
@@ -70,7 +70,7 @@ def main():
     os.environ["OUT"] = out
     if case == "sync":
         pt.launch(train_sync, model_fn, servers=2, workers=2, mode="sync",
-                  lr=LR, batch=B)
+                  lr=LR, batch=B, out=out)
         torch.manual_seed(1)
         m = model_fn()
         opt = torch.optim.SGD(m.parameters(), lr=LR)
@@ -85,6 +85,18 @@ def main():
         print("largest difference %.3g over %d parameters" % (diff, got.size))
         assert diff < 1e-5, diff
         assert open(os.path.join(out, "copies")).read().strip() == "0"
+        # Each worker's worker-R.csv as pstrain's own workers write it:
+        # a row a step, versions counting steps (sync), the loss given.
+        for r in range(2):
+            with open(os.path.join(out, "worker-%d.csv" % r)) as f:
+                rows = [line.strip().split(",") for line in f]
+            cols = rows[0]
+            assert len(rows) == STEPS + 1, rows
+            for t, row in enumerate(rows[1:]):
+                v = dict(zip(cols, row))
+                assert int(v["step"]) == t + 1 and int(v["version"]) == t + 1
+                assert float(v["loss"]) > 0 and float(v["grad_norm"]) > 0
+                assert float(v["lr"]) == LR and int(v["tx_bytes"]) > 259 * 4
     else:
         pt.launch(train_async, model_fn, servers=1, workers=4,
                   mode="async", lr=LR, matched_lr=True, batch=B)

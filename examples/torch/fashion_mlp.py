@@ -6,14 +6,16 @@ initialisation), its forward and backward pass torch's; pstrain holds the
 parameters on its servers and applies the optimizer there
 (pstrain.torch). Each worker computes on its B / W rows of every global
 batch; worker 0 evaluates on 5,000 held-out training examples
-(validation) after every epoch and once on the test set at the end, and
-writes OUT/result.json.
+(validation) --evals-per-epoch times an epoch and once on the test set at
+the end, and writes OUT/result.json.
 
     python3 -m pip install ./python      # once (or PYTHONPATH=python)
     python3 examples/torch/fashion_mlp.py --mode async --servers 1 --workers 2 --epochs 2 --out runs/torch
 
 --mode async trains at the per-example-matched rate (lr / W an update).
-Not yet: worker CSVs and summary.json like `pstrain run`'s.
+OUT gets each worker's worker-R.csv, eval.csv (worker 0's evaluations)
+and server-R.json, as from `pstrain run`: `pstrain dashboard OUT` shows
+the run. Not yet: summary.json.
 """
 import argparse
 import functools
@@ -53,13 +55,29 @@ def accuracy(model, x, y):
         return (model(x).argmax(1) == y).float().mean().item()
 
 
+def evaluate(ctx, xv, yv, epoch, say):
+    """Worker 0's evaluation of the values it holds on the validation
+    set, into eval.csv; printed at an epoch's end."""
+    t = time.perf_counter()
+    with torch.no_grad():
+        z = ctx.model(xv)
+        loss = torch.nn.functional.cross_entropy(z, yv).item()
+        acc = (z.argmax(1) == yv).float().mean().item()
+    ctx.ps.record_eval(loss, acc, time.perf_counter() - t)
+    if say:
+        print("worker 0: epoch %d validation loss %.4f accuracy %.4f" %
+              (epoch + 1, loss, acc), flush=True)
+    return {"epoch": epoch + 1, "step": ctx.ps.step_count, "val_loss": loss,
+            "val_acc": acc}
+
+
 def train(a, ctx):
     x, y = load(a.data, "train")
     perm = torch.from_numpy(np.random.default_rng(a.seed).permutation(len(y)))
     xv, yv = x[perm[:VAL]], y[perm[:VAL]]
     xt, yt = x[perm[VAL:]], y[perm[VAL:]]
     spe = len(yt) // a.batch
-    evals, t0 = [], time.perf_counter()
+    evals = []
     for e in range(a.epochs):
         order = torch.from_numpy(
             np.random.default_rng(a.seed + e).permutation(len(yt)))
@@ -69,14 +87,9 @@ def train(a, ctx):
                                                      yt[idx])
             ctx.ps.zero_grad()
             loss.backward()
-            ctx.ps.step()
-        if ctx.rank == 0:
-            evals.append({"epoch": e + 1, "step": (e + 1) * spe,
-                          "train_s": time.perf_counter() - t0,
-                          "loss": loss.item(),
-                          "val_acc": accuracy(ctx.model, xv, yv)})
-            print("worker 0: epoch %d loss %.4f validation accuracy %.4f" %
-                  (e + 1, loss.item(), evals[-1]["val_acc"]), flush=True)
+            ctx.ps.step(loss.item())
+            if ctx.rank == 0 and (i + 1) % (spe // a.evals_per_epoch) == 0:
+                evals.append(evaluate(ctx, xv, yv, e, i + 1 == spe))
     if ctx.rank == 0:
         xs, ys = load(a.data, "t10k")
         out = {"mode": a.mode, "servers": a.servers, "workers": a.workers,
@@ -106,6 +119,8 @@ def main(make=make_model, hidden="256,128", doc=__doc__):
     p.add_argument("--hidden", default=hidden,
                    help="hidden layers' widths, comma-separated")
     p.add_argument("--staleness", type=int, default=0, help="ssp's bound")
+    p.add_argument("--evals-per-epoch", type=int, default=4,
+                   help="worker 0's evaluations on the validation set")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--out", default="runs/torch")
@@ -116,7 +131,7 @@ def main(make=make_model, hidden="256,128", doc=__doc__):
                 (a.batch, a.workers))
     os.makedirs(a.out, exist_ok=True)
     options = {"mode": a.mode, "lr": a.lr, "batch": a.batch,
-               "optimizer": a.optimizer}
+               "optimizer": a.optimizer, "out": a.out}
     if a.mode == "async":
         options["matched_lr"] = True
     if a.mode == "ssp":

@@ -27,9 +27,11 @@ into one, step() pushes it and pulls the new values into the other.
 launch() starts the servers and workers as processes of this machine
 (multiprocessing, spawn: train and model_fn must be importable, i.e.
 defined at a module's top level) and returns when the job ends; options
-are pstrain's job options (pstrain.Job). Not yet: pushes overlapped with
-backward (one pushpull of the whole model a step), the worker CSVs and
-summary.json of `pstrain run`, and ranks from Slurm or mpirun.
+are pstrain's job options (pstrain.Job); with out=DIR each worker writes
+DIR/worker-R.csv as pstrain's own do, and ps.record_eval adds rows to
+DIR/eval.csv (`pstrain dashboard DIR` shows them). Not yet: pushes
+overlapped with backward (one pushpull of the whole model a step),
+summary.json, and ranks from Slurm or mpirun.
 """
 import multiprocessing as mp
 import multiprocessing.connection
@@ -98,6 +100,14 @@ class ParameterServer:
         self.step_count = worker.start
         self.copies = 0  # gradients torch put elsewhere, copied back
         self.comm_ms = 0.0  # of the last step
+        # A step's computing starts at its first forward pass since the
+        # previous step (or evaluation) ended.
+        self._begun = None
+        model.register_forward_pre_hook(self._forward)
+
+    def _forward(self, module, inputs):
+        if self._begun is None:
+            self._begun = time.perf_counter()
 
     def zero_grad(self):
         """Zeroes the gradient buffer (in place: .grad stays a view)."""
@@ -117,15 +127,30 @@ class ParameterServer:
                 self.copies += 1
             off += k
 
-    def step(self):
+    def step(self, loss=None):
         """Pushes this step's gradient and waits for the next values,
-        which the model's parameters then hold."""
+        which the model's parameters then hold. With the job's option
+        out, records the step's row of OUT/worker-R.csv: loss (a tensor
+        or a number), the gradient's norm, and the time since the step's
+        first forward pass as its computing."""
         self._gather()
         t0 = time.perf_counter()
+        compute_ms = (t0 - self._begun) * 1e3 if self._begun else 0.0
+        norm = float(np.sqrt(np.dot(self.grads, self.grads)))
         self.worker.pushpull(self.step_count, pstrain.ALL, self.grads,
                              self.values).wait()
         self.comm_ms = (time.perf_counter() - t0) * 1e3
+        loss = float("nan") if loss is None else float(loss)
+        self.worker.record_step(self.step_count, loss, norm, compute_ms)
         self.step_count += 1
+        self._begun = None
+
+    def record_eval(self, loss, acc, eval_s):
+        """With the job's option out, a row of OUT/eval.csv: the values
+        this worker holds, evaluated on held-out validation data. The next
+        step's computing starts after it."""
+        self.worker.record_eval(loss, acc, eval_s)
+        self._begun = None
 
 
 class Context:
