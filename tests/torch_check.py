@@ -3,7 +3,8 @@ plain PyTorch; tests/torch_test.sh runs each case in its own process.
 
 sync: a torch MLP trained through 2 servers by 2 workers in sync ends
   equal, within float rounding, to the same model (same initial values)
-  trained by SGD on the whole global batch in one process.
+  trained by SGD on the whole global batch in one process; sent as one
+  pushpull a step, or in 3 buckets as backward reaches them.
 async: 4 workers at the per-example-matched lr (lr / W) reach 0.9
   accuracy on a separable task where the initial model is near chance.
 """
@@ -43,7 +44,7 @@ def train_sync(ctx):
         np.save(os.path.join(os.environ["OUT"], "pstrain.npy"),
                 ctx.ps.values)
         with open(os.path.join(os.environ["OUT"], "copies"), "w") as f:
-            f.write("%d\n" % ctx.ps.copies)
+            f.write("%d %d\n" % (ctx.ps.copies, ctx.ps.overlapped))
 
 
 def train_async(ctx):
@@ -65,38 +66,47 @@ def accuracy(model):
         return (model(x).argmax(1) == y).float().mean().item()
 
 
+def sync(out, bucket_mb):
+    pt.launch(train_sync, model_fn, servers=2, workers=2, mode="sync",
+              lr=LR, batch=B, out=out, bucket_mb=bucket_mb)
+    torch.manual_seed(1)
+    m = model_fn()
+    opt = torch.optim.SGD(m.parameters(), lr=LR)
+    for step in range(STEPS):
+        x, y = batch(step)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(m(x), y).backward()
+        opt.step()
+    want = torch.cat([p.detach().reshape(-1) for p in m.parameters()])
+    got = np.load(os.path.join(out, "pstrain.npy"))
+    diff = np.abs(got - want.numpy()).max()
+    print("bucket_mb %g: largest difference %.3g over %d parameters" %
+          (bucket_mb, diff, got.size))
+    assert diff < 1e-5, diff
+    # No gradient copied; with buckets, 3 a step sent during backward.
+    copies, early = open(os.path.join(out, "copies")).read().split()
+    assert copies == "0" and int(early) == (3 * STEPS if bucket_mb else 0), \
+        (copies, early)
+    # Each worker's worker-R.csv as pstrain's own workers write it:
+    # a row a step, versions counting steps (sync), the loss given.
+    for r in range(2):
+        with open(os.path.join(out, "worker-%d.csv" % r)) as f:
+            rows = [line.strip().split(",") for line in f]
+        cols = rows[0]
+        assert len(rows) == STEPS + 1, rows
+        for t, row in enumerate(rows[1:]):
+            v = dict(zip(cols, row))
+            assert int(v["step"]) == t + 1 and int(v["version"]) == t + 1
+            assert float(v["loss"]) > 0 and float(v["grad_norm"]) > 0
+            assert float(v["lr"]) == LR and int(v["tx_bytes"]) > 259 * 4
+
+
 def main():
     case, out = sys.argv[1], sys.argv[2]
     os.environ["OUT"] = out
     if case == "sync":
-        pt.launch(train_sync, model_fn, servers=2, workers=2, mode="sync",
-                  lr=LR, batch=B, out=out)
-        torch.manual_seed(1)
-        m = model_fn()
-        opt = torch.optim.SGD(m.parameters(), lr=LR)
-        for step in range(STEPS):
-            x, y = batch(step)
-            opt.zero_grad()
-            torch.nn.functional.cross_entropy(m(x), y).backward()
-            opt.step()
-        want = torch.cat([p.detach().reshape(-1) for p in m.parameters()])
-        got = np.load(os.path.join(out, "pstrain.npy"))
-        diff = np.abs(got - want.numpy()).max()
-        print("largest difference %.3g over %d parameters" % (diff, got.size))
-        assert diff < 1e-5, diff
-        assert open(os.path.join(out, "copies")).read().strip() == "0"
-        # Each worker's worker-R.csv as pstrain's own workers write it:
-        # a row a step, versions counting steps (sync), the loss given.
-        for r in range(2):
-            with open(os.path.join(out, "worker-%d.csv" % r)) as f:
-                rows = [line.strip().split(",") for line in f]
-            cols = rows[0]
-            assert len(rows) == STEPS + 1, rows
-            for t, row in enumerate(rows[1:]):
-                v = dict(zip(cols, row))
-                assert int(v["step"]) == t + 1 and int(v["version"]) == t + 1
-                assert float(v["loss"]) > 0 and float(v["grad_norm"]) > 0
-                assert float(v["lr"]) == LR and int(v["tx_bytes"]) > 259 * 4
+        for mb in (0, 16 * 4 / 2 ** 20):  # one pushpull; buckets of 16 floats
+            sync(out, mb)
     else:
         pt.launch(train_async, model_fn, servers=1, workers=4,
                   mode="async", lr=LR, matched_lr=True, batch=B)

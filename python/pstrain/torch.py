@@ -29,10 +29,10 @@ launch() starts the servers and workers as processes of this machine
 defined at a module's top level) and returns when the job ends; options
 are pstrain's job options (pstrain.Job); with out=DIR each worker writes
 DIR/worker-R.csv as pstrain's own do, and ps.record_eval adds rows to
-DIR/eval.csv (`pstrain dashboard DIR` shows them). Not yet: pushes
-overlapped with backward (one pushpull of the whole model a step),
-summary.json, and ranks from Slurm or mpirun.
+DIR/eval.csv (`pstrain dashboard DIR` shows them). Not yet: summary.json,
+and ranks from Slurm or mpirun.
 """
+import functools
 import multiprocessing as mp
 import multiprocessing.connection
 import os
@@ -74,18 +74,27 @@ def job_of(model, **options):
 
 class ParameterServer:
     """Trains model's parameters through worker (a pstrain.Worker of a job
-    built by job_of(model)): step() pushes the gradients backward() left
-    and pulls the values of the next version, in sync, async or ssp as the
-    job says. The step count starts at worker.start."""
+    built by job_of(model)): each step pushes the gradients backward()
+    leaves and pulls the values of the next version, in sync, async or
+    ssp as the job says. The step count starts at worker.start.
 
-    def __init__(self, model, worker):
+    Pushes overlap backward: the parameters are cut into buckets of about
+    bucket_mb MB, contiguous in the key space and taken in the reverse of
+    named_parameters() (about the order backward reaches them), and a
+    bucket's pushpull leaves as soon as backward has added the last of
+    its gradients (a hook on each parameter's gradient accumulator), so
+    that the servers sum and apply it, and its values come back, while
+    backward goes on. step() sends what is left and waits. bucket_mb=0:
+    one pushpull of the whole model in step()."""
+
+    def __init__(self, model, worker, bucket_mb=1.0):
         self.model = model
         self.worker = worker
         self.params = [p for _, p in model.named_parameters()]
         n = sum(p.numel() for p in self.params)
         self.values = np.empty(n, np.float32)
         self.grads = np.zeros(n, np.float32)
-        self._ptr = []
+        self._ptr, self._off = [], []
         off = 0
         with torch.no_grad():
             for p in self.params:
@@ -96,14 +105,36 @@ class ParameterServer:
                 p.grad = torch.from_numpy(self.grads[off:off + k]).view(
                     p.shape)
                 self._ptr.append(p.grad.data_ptr())
+                self._off.append(off)
                 off += k
         self.step_count = worker.start
         self.copies = 0  # gradients torch put elsewhere, copied back
-        self.comm_ms = 0.0  # of the last step
+        self.comm_ms = 0.0  # of the last step: waiting in step()
+        self.overlapped = 0  # buckets sent while backward ran
+        self._buckets(bucket_mb)
         # A step's computing starts at its first forward pass since the
         # previous step (or evaluation) ended.
         self._begun = None
         model.register_forward_pre_hook(self._forward)
+
+    def _buckets(self, mb):
+        """Buckets of parameter indices, last parameters first; a hook on
+        each parameter's gradient accumulator counts it in."""
+        self._bucket_of, self._members, self._acc = {}, [], []
+        size, limit = 0, mb * 2 ** 20 / 4
+        for i in reversed(range(len(self.params))) if mb > 0 else ():
+            if not self._members or size >= limit:
+                self._members.append([])
+                size = 0
+            self._members[-1].append(i)
+            self._bucket_of[i] = len(self._members) - 1
+            size += self.params[i].numel()
+            acc = self.params[i].expand_as(self.params[i]).grad_fn \
+                .next_functions[0][0]
+            acc.register_hook(functools.partial(self._ready, i))
+            self._acc.append(acc)  # kept: the hooks live on it
+        self._left = [len(m) for m in self._members]
+        self._sent = []
 
     def _forward(self, module, inputs):
         if self._begun is None:
@@ -113,33 +144,59 @@ class ParameterServer:
         """Zeroes the gradient buffer (in place: .grad stays a view)."""
         self.grads.fill(0)
 
-    def _gather(self):
+    def _own(self, i):
         # backward() adds into .grad in place while it is the only
         # reference; if torch replaced a .grad, copy it back and re-point.
-        off = 0
-        for p, ptr in zip(self.params, self._ptr):
-            k = p.numel()
-            if p.grad is None or p.grad.data_ptr() != ptr:
-                view = self.grads[off:off + k]
-                view[:] = 0 if p.grad is None else \
-                    p.grad.detach().numpy().reshape(-1)
-                p.grad = torch.from_numpy(view).view(p.shape)
-                self.copies += 1
-            off += k
+        p, k = self.params[i], self.params[i].numel()
+        if p.grad is None or p.grad.data_ptr() != self._ptr[i]:
+            view = self.grads[self._off[i]:self._off[i] + k]
+            view[:] = 0 if p.grad is None else \
+                p.grad.detach().numpy().reshape(-1)
+            p.grad = torch.from_numpy(view).view(p.shape)
+            self.copies += 1
+
+    def _ready(self, i, *unused):
+        b = self._bucket_of[i]
+        self._left[b] -= 1
+        if self._left[b] == 0:
+            self._send(b)
+            self.overlapped += 1
+
+    def _send(self, b):
+        """The pushpull of bucket b (its parameters' flat range)."""
+        for i in self._members[b]:
+            self._own(i)
+        lo = min(self._off[i] for i in self._members[b])
+        hi = max(self._off[i] + self.params[i].numel()
+                 for i in self._members[b])
+        self._sent.append(self.worker.pushpull(
+            self.step_count, pstrain.ALL, self.grads[lo:hi],
+            self.values[lo:hi], off=lo))
+        self._left[b] = -1  # sent this step
 
     def step(self, loss=None):
-        """Pushes this step's gradient and waits for the next values,
-        which the model's parameters then hold. With the job's option
-        out, records the step's row of OUT/worker-R.csv: loss (a tensor
-        or a number), the gradient's norm, and the time since the step's
-        first forward pass as its computing."""
-        self._gather()
+        """Sends what backward has not (every bucket when it ran no hook,
+        a bucket with a parameter that got no gradient) and waits for the
+        next values, which the model's parameters then hold. With the
+        job's option out, records the step's row of OUT/worker-R.csv:
+        loss (a tensor or a number), the gradient's norm, and the time
+        since the step's first forward pass as its computing."""
         t0 = time.perf_counter()
         compute_ms = (t0 - self._begun) * 1e3 if self._begun else 0.0
-        norm = float(np.sqrt(np.dot(self.grads, self.grads)))
-        self.worker.pushpull(self.step_count, pstrain.ALL, self.grads,
-                             self.values).wait()
+        if not self._members:
+            for i in range(len(self.params)):
+                self._own(i)
+            self._sent.append(self.worker.pushpull(
+                self.step_count, pstrain.ALL, self.grads, self.values))
+        for b in range(len(self._members)):
+            if self._left[b] >= 0:
+                self._send(b)
+        for r in self._sent:
+            r.wait()
         self.comm_ms = (time.perf_counter() - t0) * 1e3
+        self._sent = []
+        self._left = [len(m) for m in self._members]
+        norm = float(np.sqrt(np.dot(self.grads, self.grads)))
         loss = float("nan") if loss is None else float(loss)
         self.worker.record_step(self.step_count, loss, norm, compute_ms)
         self.step_count += 1
@@ -188,24 +245,26 @@ def _server(model_fn, rank, url, seed, options):
         s.close()
 
 
-def _worker(train_fn, model_fn, rank, urls, seed, options):
+def _worker(train_fn, model_fn, rank, urls, seed, bucket_mb, options):
     torch.set_num_threads(1)
     model = _model(model_fn, seed)
     job = job_of(model, seed=seed, **options)
     w = pstrain.Worker(job, rank, urls)
     try:
         train_fn(Context(rank, options["workers"], model,
-                         ParameterServer(model, w), seed))
+                         ParameterServer(model, w, bucket_mb), seed))
         w.done()
     finally:
         w.close()
 
 
-def launch(train_fn, model_fn, servers=1, workers=1, seed=1, **options):
+def launch(train_fn, model_fn, servers=1, workers=1, seed=1, bucket_mb=1.0,
+           **options):
     """Runs a job on this machine: `servers` server processes and
     `workers` worker processes, each worker calling train_fn(ctx) with
     the model model_fn() builds (after torch.manual_seed(seed), in every
-    process alike). options are the job's (mode="async", lr=0.1, ...).
+    process alike); bucket_mb is ParameterServer's. options are the
+    job's (mode="async", lr=0.1, ...).
     Returns when every process has ended; raises naming any that failed.
     """
     options = dict(options, servers=servers, workers=workers)
@@ -219,7 +278,7 @@ def launch(train_fn, model_fn, servers=1, workers=1, seed=1, **options):
             for r in range(servers)]
         procs += [("worker %d" % r, ctx.Process(
             target=_worker, args=(train_fn, model_fn, r, urls, seed,
-                                  options)))
+                                  bucket_mb, options)))
                   for r in range(workers)]
         for _, p in procs:
             p.start()
