@@ -197,8 +197,9 @@ $(CORE_SRC:%.c=$(OBJ)/%.o) $(CORE_SRC:%.c=$(AOBJ)/%.o): \
 # make bench: bench/run.sh times pstrain against baselines it builds:
 # raw nng round trips of the same bytes (bench/comm.c, through pstrain.h
 # only), the same model trained in one process (bench/solo.c), and
-# PyTorch, alone and as DDP (bench/torch_ref.py; python3-torch installed).
-bench-build: bin/pstrain build/bench/comm build/bench/solo build/bench/split \
+# PyTorch, alone, as DDP and through pstrain.torch (bench/torch_ref.py,
+# python3-torch installed; the bridge loads build/lib).
+bench-build: bin/pstrain lib build/bench/comm build/bench/solo build/bench/split \
 	build/bench/ring build/bench/rows build/bench/ctrdump
 
 build/bench/comm: bench/comm.c bench/bench.h include/pstrain.h build/lib/libpstrain.a

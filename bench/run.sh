@@ -15,7 +15,9 @@
 #     PyTorch processes are not pinned); the same model, data
 #     order and update in one process with no servers (bench/solo.c);
 #  3. the same job in PyTorch, one process and DDP (gloo) with 2 and 4
-#     workers, when python3-torch is installed (said when it is not);
+#     workers, and the same torch model through pstrain's servers
+#     (pstrain.torch, sync 1 x 2 and 2 x 4), when python3-torch is
+#     installed (said when it is not);
 #  4. resources: page faults and server CPU per step in the steady state,
 #     peak RSS, and a server's peak RSS with mlp:2048,2048 at 1, 4 and 8
 #     workers against issue 12's bound;
@@ -128,7 +130,7 @@ done
 # workers.
 CONFIGS="solo solo_pf ps1x1 ps1x1_pf ps1x1_nolp ps1x1_pin ps1x1_tcp ps1x2 \
 ps1x2_pin ps2x2 ps1x4 ps2x4 ps2x4_pf ps2x4_lp ps2x4_pin ar2 ar4"
-[ -n "$PY" ] && CONFIGS="$CONFIGS torch1 ddp2 ddp4"
+[ -n "$PY" ] && CONFIGS="$CONFIGS torch1 ddp2 ddp4 br1x2 br2x4"
 # pstrain CONFIG: runs psSxW[_pf|_lp]; prints samples/s, and appends its
 # resource figures (summary.json) to $T/CONFIG.res
 RES="server_faults_per_update worker_faults_per_step server_cpu_ms_per_update server_max_rss_mb worker_max_rss_mb"
@@ -187,6 +189,9 @@ dense() {
 		awk '{print $2}' ;;
 	ddp*) $PY bench/torch_ref.py --workers "${1#ddp}" --steps "$STEPS" |
 		awk '{print $2}' ;;
+	br*) sw=${1#br}
+		$PY bench/torch_ref.py --workers "${sw#*x}" --bridge "${sw%x*}" \
+			--steps "$STEPS" | awk '{print $2}' ;;
 	esac
 }
 for c in $CONFIGS; do : >"$T/$c.res"; done
@@ -236,6 +241,10 @@ line "pstrain allreduce, 2 workers" ar2 ddp2
 line "  the same, against sync 1 x 2" ar2 ps1x2
 line "pstrain allreduce, 4 workers" ar4 ddp4
 line "  the same, against sync 2 x 4" ar4 ps2x4
+line "pstrain.torch sync, 1 server x 2 workers" br1x2 ddp2
+line "  the same, against pstrain's own workers" br1x2 ps1x2
+line "pstrain.torch sync, 2 servers x 4 workers" br2x4 ddp4
+line "  the same, against pstrain's own workers" br2x4 ps2x4
 line "one process, --prefetch" solo_pf solo
 line "pstrain 1 x 1, --prefetch" ps1x1_pf ps1x1
 line "pstrain 1 x 1, --layer-push off" ps1x1_nolp ps1x1

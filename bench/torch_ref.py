@@ -9,9 +9,15 @@ plain SGD, a fresh random order each epoch, pixels / 255 as float32.
   torch_ref.py --workers 1 --steps N     one process, no DDP
   torch_ref.py --workers W --steps N     DDP (gloo) with W processes on
                                          this machine, batch B / W each
+  torch_ref.py --workers W --bridge S --steps N
+                                         the same torch model and steps
+                                         through pstrain's servers in sync
+                                         (pstrain.torch, S servers; SGD on
+                                         the servers)
 
 Every process uses one thread (as pstrain's do). The figure is training
-time only: from a barrier before the first step to one after the last.
+time only: from a barrier before the first step to one after the last
+(the bridge's: a multiprocessing barrier among its workers).
 Prints "samples_per_s S train_s T final_loss L", as bench/solo does.
 """
 import argparse
@@ -98,6 +104,45 @@ def train(rank, a, ret):
         dist.destroy_process_group()
 
 
+def bridged(a, barrier, ret, ctx):
+    """A worker of the bridge's job: train()'s loop, its update on the
+    servers (ctx.ps.step())."""
+    x, y = load(a.data_dir)
+    loss_fn = nn.CrossEntropyLoss()
+    per = a.batch // a.workers
+    spe = len(x) // a.batch
+    gen = torch.Generator().manual_seed(a.seed)
+    perm = None
+    barrier.wait()
+    t0 = time.perf_counter()
+    for t in range(a.steps):
+        if t % spe == 0:
+            perm = torch.randperm(len(x), generator=gen)
+        lo = (t % spe) * a.batch + ctx.rank * per
+        idx = perm[lo:lo + per]
+        loss = loss_fn(ctx.model(x[idx]), y[idx])
+        ctx.ps.zero_grad()
+        loss.backward()
+        ctx.ps.step()
+    barrier.wait()
+    if ctx.rank == 0:
+        ret.put((time.perf_counter() - t0, float(loss)))
+
+
+def bridge(a):
+    import functools
+    sys.path.insert(0, os.path.join(os.path.dirname(
+        os.path.abspath(__file__)), "..", "python"))
+    import pstrain.torch
+    ctx = mp.get_context("spawn")
+    barrier, ret = ctx.Barrier(a.workers), ctx.SimpleQueue()
+    pstrain.torch.launch(functools.partial(bridged, a, barrier, ret),
+                         functools.partial(model, a.hidden),
+                         servers=a.bridge, workers=a.workers, seed=a.seed,
+                         mode="sync", lr=a.lr, batch=a.batch)
+    return ret.get()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--workers", type=int, default=1)
@@ -107,13 +152,17 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--hidden", default="256,128")
     p.add_argument("--data-dir", default=DEBIAN_DIR)
+    p.add_argument("--bridge", type=int, default=0, metavar="S",
+                   help="through pstrain's S servers (pstrain.torch)")
     p.add_argument("--port", type=int, default=0,
                    help="DDP's rendezvous port (default: a free one)")
     a = p.parse_args()
     if a.workers < 1 or a.batch % a.workers:
         sys.exit("torch_ref: --batch must be a multiple of --workers")
     a.hidden = [int(h) for h in a.hidden.split(",")]
-    if a.workers == 1:
+    if a.bridge > 0:
+        secs, loss = bridge(a)
+    elif a.workers == 1:
         q = [None]
 
         class Q:

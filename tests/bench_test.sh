@@ -45,8 +45,10 @@ for k in ps[1:]:
               "worker_max_rss_mb"):
         assert math.isfinite(r[f]), (k, f, r)
 if not d["pytorch"].startswith("not installed"):
-    for k in ("torch1", "ddp2", "ddp4"):
+    for k in ("torch1", "ddp2", "ddp4", "br1x2", "br2x4"):
         assert math.isfinite(t["samples_per_s"][k]), (k, t)
+    for k in ("br1x2_vs_ddp2", "br2x4_vs_ps2x4"):
+        assert math.isfinite(t["speed"][k]), (k, t)
 for k in ("w1", "w4", "w8"):
     m = d["server_memory"][k]
     assert math.isfinite(m["server_max_rss_mb"]) and m["bound_mb"] > 32, m
