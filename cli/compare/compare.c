@@ -19,7 +19,7 @@
 #include "cli/compare/compare.h"
 #include "cli/dash/dash.h"
 #include "cli/flags.h"
-#include "cli/jsonio.h"
+#include "common/jsonio.h"
 #include "cli/self.h"
 #include "common/afile.h"
 #include "common/clock.h"

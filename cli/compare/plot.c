@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "cli/compare/compare.h"
-#include "cli/jsonio.h"
+#include "common/jsonio.h"
 #include "common/stats.h"
 
 #define PLOT_WORKERS_MAX 256

@@ -15,7 +15,7 @@
 
 #include <jansson.h>
 
-#include "cli/jsonio.h"
+#include "common/jsonio.h"
 #include "common/outputs.h"
 
 // dash_metric writes one sample; a NaN value (no row yet, a column the

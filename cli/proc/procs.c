@@ -15,7 +15,7 @@
 #include "cli/flags.h"
 #include "cli/proc/procs.h"
 #include "cli/run/progress.h"
-#include "cli/run/summary.h"
+#include "common/summary.h"
 #include "common/afile.h"
 #include "common/auth.h"
 #include "common/clock.h"

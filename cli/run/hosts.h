@@ -22,32 +22,8 @@
 #ifndef PT_CLI_RUN_HOSTS_H
 #define PT_CLI_RUN_HOSTS_H
 
-#include <stddef.h>
-#include <stdint.h>
-
 #include "common/config.h"
-
-#define PTI_HOSTS_MAX 250 // addresses 10.250.0.1 .. .250
-
-typedef struct pti_hosts {
-	char prefix[64]; // pstrain-PID-START
-	uint32_t n;      // hosts made (0: none, every process here)
-	int hub;         // the hub was made
-	int userns;      // made in a user namespace (not by root)
-	double bps, delay_s; // --link, read
-	int netem; // the delay is netem's; else each process's --send-delay
-} pti_hosts;
-
-// pti_hosts_count is how many hosts c's placement needs (0 for none):
-// dedicated S + W (W for allreduce), colocated W.
-uint32_t pti_hosts_count(const pti_config *c);
-
-// pti_hosts_of is the host of a process: dedicated, servers first, then
-// workers; colocated, server s and worker s share host s.
-uint32_t pti_hosts_of(const pti_config *c, int server, uint32_t rank);
-
-// pti_hosts_addr writes host k's address (10.250.0.k+1) into out.
-void pti_hosts_addr(uint32_t k, char *out, size_t n);
+#include "common/placement.h"
 
 // pti_hosts_userns, for a job that needs hosts in a process that is not
 // root, runs this same command in a child that is root of a new user

@@ -11,7 +11,7 @@
 
 #include "cli/cli.h"
 #include "cli/run/run_impl.h"
-#include "cli/run/summary.h"
+#include "common/summary.h"
 #include "common/checkpoint.h"
 #include "common/clock.h"
 #include "common/err.h"

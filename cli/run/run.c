@@ -22,7 +22,7 @@
 #include "cli/flags.h"
 #include "cli/run/run_impl.h"
 #include "cli/run/sockdir.h"
-#include "cli/run/summary.h"
+#include "common/summary.h"
 #include "cli/run/tboard.h"
 #include "cli/run/tee.h"
 #include "common/afile.h"

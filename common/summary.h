@@ -1,12 +1,12 @@
-// cli/run/summary.h - what a job leaves beside its processes' own files
+// common/summary.h - what a job leaves beside its processes' own files
 // once every process has stopped: DIR/summary.json (results, outcome,
 // every option's effective value and the run record of the machine) and
 // DIR/staleness.csv, gathered from the processes' files. `pstrain run`
 // writes them (run.c), and so does the finishing worker of a job started
 // by hand (cli/proc/procs.c). Not the launcher's process handling, which
 // is supervise.c's.
-#ifndef PT_CLI_RUN_SUMMARY_H
-#define PT_CLI_RUN_SUMMARY_H
+#ifndef PT_COMMON_SUMMARY_H
+#define PT_COMMON_SUMMARY_H
 
 #include <stdint.h>
 #include <stdio.h>
@@ -80,4 +80,4 @@ void pti_ckpt_report(const pti_config *c, uint64_t *failures, char *last,
 // missing or could not be written.
 int pti_summary_write(const pti_run_facts *r);
 
-#endif // PT_CLI_RUN_SUMMARY_H
+#endif // PT_COMMON_SUMMARY_H

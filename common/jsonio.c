@@ -1,5 +1,5 @@
-// cli/jsonio.c - reading a job's JSON files (jsonio.h).
-#include "cli/jsonio.h"
+// common/jsonio.c - reading a job's JSON files (jsonio.h).
+#include "common/jsonio.h"
 
 #include <errno.h>
 #include <inttypes.h>

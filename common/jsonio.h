@@ -1,7 +1,7 @@
-// cli/jsonio.h - reading the JSON files a job writes (summary.json,
+// common/jsonio.h - reading the JSON files a job writes (summary.json,
 // server-R.json), with Debian's jansson.
-#ifndef PT_CLI_JSONIO_H
-#define PT_CLI_JSONIO_H
+#ifndef PT_COMMON_JSONIO_H
+#define PT_COMMON_JSONIO_H
 
 #include <stddef.h>
 
@@ -24,4 +24,4 @@ int pti_json_text(const json_t *o, const char *key, char *out, size_t n);
 // pti_json_value_text is pti_json_text of a value v already found.
 int pti_json_value_text(const json_t *v, char *out, size_t n);
 
-#endif // PT_CLI_JSONIO_H
+#endif // PT_COMMON_JSONIO_H

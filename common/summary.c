@@ -1,7 +1,7 @@
-// cli/run/summary.c - a finished job's summary.json and staleness.csv (see
+// common/summary.c - a finished job's summary.json and staleness.csv (see
 // summary.h), built from its processes' files: server-R.json,
 // worker-R.csv, eval.csv and final.csv (docs/OUTPUTS.md).
-#include "cli/run/summary.h"
+#include "common/summary.h"
 
 #include <errno.h>
 #include <math.h>
@@ -13,11 +13,11 @@
 
 #include <nng/nng.h>
 
-#include "cli/jsonio.h"
-#include "cli/run/hosts.h"
 #include "common/blas.h"
+#include "common/jsonio.h"
 #include "common/mode.h"
 #include "common/outputs.h"
+#include "common/placement.h"
 #include "common/proto.h"
 #include "pstrain.h"
 
