@@ -39,6 +39,16 @@ void pti_rec_close(pt_worker *w)
 		fclose(w->rec.eval);
 }
 
+// rec_wall is the wall_s of monotonic time now: since the job's
+// start (option t0, seconds since 1970) when it is set, as in pstrain's
+// own jobs, else since this worker's first step (0 before it).
+static double rec_wall(const pt_worker *w, double now)
+{
+	if (w->job.t0 > 0)
+		return pti_wall_s() - w->job.t0 - (pti_clock_s() - now);
+	return w->rec.t0 > 0 ? now - w->rec.t0 : 0;
+}
+
 int pt_worker_step(pt_worker *w, int64_t step, double loss, double grad_norm,
     double compute_ms)
 {
@@ -64,12 +74,13 @@ int pt_worker_step(pt_worker *w, int64_t step, double loss, double grad_norm,
 			     compute_ms / 1e3;
 	if (r->t0 == 0)
 		r->t0 = begin;
+	double wall = rec_wall(w, now);
 	double step_ms = (now - begin) * 1e3;
 	uint64_t tx, rx;
 	pti_client_bytes(w->client, &tx, &rx);
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
-	double row[PTI_WK_N] = {(double)(step + 1), NAN, now - r->t0, loss,
+	double row[PTI_WK_N] = {(double)(step + 1), NAN, wall, loss,
 	    grad_norm, step_ms, compute_ms, fmax(step_ms - compute_ms, 0),
 	    (double)r->acc.stale_max, r->acc.lr != 0 ? r->acc.lr : NAN, 0,
 	    r->versions > 0 ? (double)r->acc.ver_min : NAN,
@@ -97,7 +108,7 @@ int pt_worker_eval(pt_worker *w, int64_t version, double loss, double acc,
 				    &pti_csv_eval_val, w->start > 0)) == NULL)
 		return PT_EIO;
 	double row[PTI_EV_N] = {(double)(version >= 0 ? version : r->pulled),
-	    r->t0 > 0 ? pti_clock_s() - r->t0 : 0, loss, acc, (double)r->steps,
+	    rec_wall(w, pti_clock_s()), loss, acc, (double)r->steps,
 	    eval_s, NAN};
 	pti_csv_row(r->eval, &pti_csv_eval_val, row);
 	return pti_csv_sent(r->eval, w->job.out, "eval.csv", 0);

@@ -225,7 +225,7 @@ static const config_entry config_table[] = {
 	"the job secret (hex, mode 0600; make one with 'pstrain secret "
 	"FILE'); without it, the PSTRAIN_SECRET environment variable, which "
 	"'pstrain run' sets for its processes"),
-    E("t0", T_F64, t0, "0", 0, 1e12, SRV | WRK, "T",
+    E("t0", T_F64, job.t0, "0", 0, 1e12, SRV | WRK, "T",
 	"job start time (seconds since 1970) for wall_s columns; 0: now"),
     E("model-file", T_STR, model_file, "", 0, 0, EVL, "FILE",
 	"saved model to evaluate"),

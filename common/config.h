@@ -63,7 +63,6 @@ typedef struct pti_config {
 				    // ring's addresses there
 	char cluster[PT_PATH_MAX];
 	char ready_file[PT_PATH_MAX];
-	double t0; // job start, seconds since the epoch; 0: process start
 	char model_file[PT_PATH_MAX];
 	double warmup_epochs;
 	char resume[PT_PATH_MAX];  // run: the folder to resume from

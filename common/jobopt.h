@@ -22,6 +22,8 @@ typedef struct pti_jobopt {
 	uint64_t seed;  // initial values
 	char out[PT_PATH_MAX]; // where each server writes server-R.json
 	double rpc_timeout;    // seconds a worker waits for a reply
+	double t0;             // the job's start, seconds since 1970: wall_s
+			       // columns count from it; 0: the process's
 	double auth_timeout;   // seconds to prove the secret after connecting
 	// TLS for tls+tcp:// addresses (common/transport.h): PEM files
 	char tls_cert[PT_PATH_MAX]; // this process's certificate

@@ -130,7 +130,7 @@ PT_API int pt_job_table(pt_job *job, const char *name, uint32_t dim,
 // pt_job_set sets option `name` to value, checked as pstrain's flag of
 // that name is (docs/API.md). The options are the job's own: mode,
 // servers, workers, batch, lr, seed, out, tls-cert, tls-key, tls-ca,
-// rpc-timeout, auth-timeout, secret-file, staleness, backup-workers,
+// rpc-timeout, auth-timeout, secret-file, t0, staleness, backup-workers,
 // staleness-lr, max-staleness, optimizer, weight-decay, checkpoint-dir,
 // checkpoint-every, resume-version, worker-timeout, lr-scaling,
 // matched-lr, alone-timeout, connect-timeout, step-max, grad-bound,
@@ -354,7 +354,8 @@ PT_API int pt_worker_done(pt_worker *w);
 // compute_ms (the time the program spent computing it) are the
 // program's. The library adds the rest: the step's length (since the
 // previous call, or for the first step since its first request less
-// compute_ms: time counts from the first step), comm_ms (the length less
+// compute_ms), its end as wall_s (seconds since option t0, the job's
+// start that a launcher gives every process, else since the first step), comm_ms (the length less
 // compute_ms), the largest staleness, learning rate and lowest version
 // the servers replied with since the previous call, the bytes sent and
 // received, the process's page faults and peak memory. PT_EINVAL for a

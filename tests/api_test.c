@@ -14,6 +14,7 @@
 
 #include "client/api.h"
 #include "client/client.h"
+#include "common/clock.h"
 #include "common/jobopt.h"
 #include "common/layout.h"
 #include "common/outputs.h"
@@ -198,9 +199,11 @@ static void test_api_var_values(void)
 // pt_worker_eval a row of eval.csv. Without out, nothing is written.
 static void test_api_records(void)
 {
-	char dir[PT_PATH_MAX], path[PT_PATH_MAX + 32];
+	char dir[PT_PATH_MAX], path[PT_PATH_MAX + 32], t0[32];
 	PT_TEST_OK(pti_test_tmpdir(dir, sizeof(dir), "pt-api-rec"));
-	const char *const opts[] = {"out", dir, NULL};
+	// The job started 1000 s ago (option t0): wall_s counts from there.
+	snprintf(t0, sizeof(t0), "%.3f", pti_wall_s() - 1000);
+	const char *const opts[] = {"out", dir, "t0", t0, NULL};
 	api_job j;
 	pt_worker *w;
 	pt_req *q;
@@ -241,7 +244,8 @@ static void test_api_records(void)
 		PT_TEST_NEAR(x[PTI_WK_LR], 0.5, 1e-9);
 		PT_TEST_TRUE(x[PTI_WK_TX_BYTES] > 12 * sizeof(float));
 		PT_TEST_TRUE(x[PTI_WK_RX_BYTES] > 12 * sizeof(float));
-		PT_TEST_TRUE(x[PTI_WK_RSS_MB] > 0 && x[PTI_WK_WALL] >= 0);
+		PT_TEST_TRUE(x[PTI_WK_RSS_MB] > 0);
+		PT_TEST_TRUE(x[PTI_WK_WALL] >= 1000 && x[PTI_WK_WALL] < 1300);
 	}
 	free(t.v);
 	snprintf(path, sizeof(path), "%s/eval.csv", dir);

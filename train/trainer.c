@@ -36,7 +36,7 @@ int pti_trainer_init(pti_trainer *w, const pti_config *c)
 	int rv;
 	memset(w, 0, sizeof(*w));
 	w->c = c;
-	w->t0 = c->t0 > 0 ? c->t0 : pti_wall_s();
+	w->t0 = c->job.t0 > 0 ? c->job.t0 : pti_wall_s();
 	w->best_acc = -1;
 	w->first_loss = -1;
 	w->delay = c->delay_spec;

@@ -117,7 +117,7 @@ int pti_serve(pti_config *c, const char *publish)
 	int rv;
 	if ((rv = pti_job_from_config(&job, c)) == 0) {
 		pti_server_proc p = {c->rank, c->listen, c->ready_file,
-		    c->gone_workers, (int)c->supervised, c->t0};
+		    c->gone_workers, (int)c->supervised, c->job.t0};
 		rv = pti_server_open(&s, job, &p);
 		pt_job_free(job);
 	}
@@ -240,8 +240,8 @@ int pti_work(pti_config *c, const char *cmdline)
 	}
 	if (procs_out(c, "worker") != 0 || procs_later(c, "worker") != 0)
 		return PTI_EXIT_USAGE;
-	double t0 = c->t0 > 0 ? c->t0 : pti_wall_s();
-	c->t0 = t0; // the wall_s columns and the summary count from here
+	double t0 = c->job.t0 > 0 ? c->job.t0 : pti_wall_s();
+	c->job.t0 = t0; // the wall_s columns and the summary count from here
 	procs_progress pp;
 	pthread_t th;
 	int progress = !c->supervised && c->rank == 0;

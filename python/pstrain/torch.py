@@ -267,7 +267,9 @@ def launch(train_fn, model_fn, servers=1, workers=1, seed=1, bucket_mb=1.0,
     job's (mode="async", lr=0.1, ...).
     Returns when every process has ended; raises naming any that failed.
     """
+    # Every process's wall_s counts from the job's start (option t0).
     options = dict(options, servers=servers, workers=workers)
+    options.setdefault("t0", "%.6f" % time.time())
     if not os.environ.get("PSTRAIN_SECRET"):
         os.environ["PSTRAIN_SECRET"] = os.urandom(32).hex()
     ctx = mp.get_context("spawn")
