@@ -95,6 +95,7 @@ int pt_worker_step(pt_worker *w, int64_t step, double loss, double grad_norm,
 	r->acc = (pti_client_step){0};
 	r->versions = 0;
 	r->steps = step + 1;
+	r->loss = loss;
 	return pti_csv_sent(r->csv, w->job.out, name, 0);
 }
 
@@ -107,9 +108,35 @@ int pt_worker_eval(pt_worker *w, int64_t version, double loss, double acc,
 	if (r->eval == NULL && (r->eval = pti_csv_open(w->job.out, "eval.csv",
 				    &pti_csv_eval_val, w->start > 0)) == NULL)
 		return PT_EIO;
-	double row[PTI_EV_N] = {(double)(version >= 0 ? version : r->pulled),
+	double ver = (double)(version >= 0 ? version : r->pulled);
+	if (r->evals++ == 0 || acc > r->best_acc) {
+		r->best_acc = acc;
+		r->best_step = (double)r->steps;
+		r->best_ver = ver;
+	}
+	r->val_loss = loss;
+	r->val_acc = acc;
+	double row[PTI_EV_N] = {ver,
 	    rec_wall(w, pti_clock_s()), loss, acc, (double)r->steps,
 	    eval_s, NAN};
 	pti_csv_row(r->eval, &pti_csv_eval_val, row);
 	return pti_csv_sent(r->eval, w->job.out, "eval.csv", 0);
+}
+
+int pt_worker_final(pt_worker *w, double test_loss, double test_acc)
+{
+	const pti_worker_rec *r = &w->rec;
+	if (w->job.out[0] == '\0')
+		return 0;
+	FILE *f = pti_csv_open(w->job.out, "final.csv", &pti_csv_final, 0);
+	if (f == NULL)
+		return PT_EIO;
+	double none = NAN, ev = r->evals > 0 ? 1 : NAN; // NaN without evals
+	double row[PTI_FN_N] = {(double)r->pulled, (double)r->steps,
+	    r->t0 > 0 ? r->last - r->t0 : 0, r->steps > 0 ? r->loss : none,
+	    none, test_loss, test_acc, ev * r->val_loss, ev * r->val_acc,
+	    ev * r->best_acc, ev * r->best_step, ev * r->best_ver, none, none,
+	    none, none, none, none, none};
+	pti_csv_row(f, &pti_csv_final, row);
+	return pti_csv_sent(f, w->job.out, "final.csv", 1);
 }

@@ -31,6 +31,9 @@ typedef struct pti_worker_rec {
 	pti_client_step acc; // what the replies since then said
 	uint32_t versions;   // replies with values among them
 	int64_t pulled;      // the version of the last values pulled
+	double loss;         // the last step's
+	uint32_t evals;      // eval.csv rows written: the last and the best
+	double val_loss, val_acc, best_acc, best_step, best_ver;
 	uint64_t tx, rx;     // the connection's bytes at the previous row
 	int64_t steps;       // steps recorded: the last one's number + 1
 } pti_worker_rec;

@@ -4,6 +4,7 @@
 #include "common/summary.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,9 @@
 #include <nng/nng.h>
 
 #include "common/blas.h"
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/job.h"
 #include "common/jsonio.h"
 #include "common/mode.h"
 #include "common/outputs.h"
@@ -217,6 +221,21 @@ static void summary_hosts(json_t *f, const pti_config *c, const pti_hosts *h)
 	json_object_set_new(f, "hosts", hosts);
 }
 
+// summary_warn says a warning: on stderr, or for a program's job in the
+// library's log.
+static void summary_warn(const pti_run_facts *r, const char *fmt, ...)
+{
+	char msg[PT_PATH_MAX * 3];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (r->program)
+		pti_log(PT_LOG_WARN, "summary: %s", msg);
+	else
+		fprintf(stderr, "pstrain run: warning: %s\n", msg);
+}
+
 // summary_last_line copies the last line of file path that is not empty
 // into out (size n); "(no log)" when it cannot be read.
 static void summary_last_line(const char *path, char *out, size_t n)
@@ -237,8 +256,9 @@ static void summary_last_line(const char *path, char *out, size_t n)
 // there (the server did not stop normally, or could not write it) is
 // named in st->srv_missing, and said on stderr with the end of that
 // server's log: its counts are unknown, not zero.
-static void gather_servers(const pti_config *c, sum_stats *st)
+static void gather_servers(const pti_run_facts *r, sum_stats *st)
 {
+	const pti_config *c = r->c;
 	for (uint32_t s = 0; s < c->job.servers; s++) {
 		json_t *j = server_json(c, s);
 		if (j == NULL) {
@@ -247,10 +267,10 @@ static void gather_servers(const pti_config *c, sum_stats *st)
 			snprintf(path, sizeof(path), "%s/server-%u.log",
 			    c->job.out, s);
 			summary_last_line(path, last, sizeof(last));
-			fprintf(stderr, "pstrain run: warning: %s/%s is "
-			    "missing: summary.json's server counts are null "
-			    "and its outcome \"damaged\"; %s ends: %s\n",
-			    c->job.out, name, path, last);
+			summary_warn(r, "%s/%s is missing: summary.json's "
+			    "server counts are null and its outcome "
+			    "\"damaged\"; %s ends: %s", c->job.out, name, path,
+			    last);
 			json_array_append_new(st->srv_missing,
 			    json_string(name));
 			continue;
@@ -489,6 +509,8 @@ const char *pti_outcome(const pti_run_facts *r, const pti_final *fin)
 		return "diverged";
 	if (r->workers_lost || r->worker_restarts || r->server_restarts)
 		return "damaged";
+	if (r->program)
+		return "ok";
 	if (!(fin->train_loss < PTI_COLLAPSE_SHARE * log((double)r->classes)) ||
 	    !(fin->train_acc >= pti_acc_floor(r)))
 		return "collapsed";
@@ -528,7 +550,7 @@ int pti_summary_write(const pti_run_facts *r)
 	pti_final fin;
 	sum_stats st;
 	int have = pti_final_read(c->job.out, &fin) == 0;
-	if (!have && !r->diverged) {
+	if (!have && !r->diverged && !r->program) {
 		fprintf(stderr, "pstrain run: %s/final.csv is missing or "
 		    "malformed\n", c->job.out);
 		return -1;
@@ -544,7 +566,7 @@ int pti_summary_write(const pti_run_facts *r)
 	st.srv_missing = json_array();
 	st.steps_by = json_object();
 	st.short_rank = -1;
-	gather_servers(c, &st);
+	gather_servers(r, &st);
 	gather_workers(r, &st);
 	gather_evals(r, &st);
 	write_staleness(c->job.out, &st);
@@ -553,7 +575,7 @@ int pti_summary_write(const pti_run_facts *r)
 	pti_ckpt_report(c, &ck_failures, ck_error, sizeof(ck_error));
 	snprintf(path, sizeof(path), "%s/summary.json", c->job.out);
 	json_t *f = json_object();
-	const char *outcome = pti_outcome(r, have ? &fin : NULL);
+	const char *outcome = pti_outcome(r, have || r->program ? &fin : NULL);
 	// What the servers counted, unknown (null) when a server's record
 	// is missing; the job then cannot be called sound.
 	int lost_rec = json_array_size(st.srv_missing) > 0;
@@ -567,10 +589,9 @@ int pti_summary_write(const pti_run_facts *r)
 	// So does a worker that stopped short of the plan, unlost.
 	if (st.short_rank >= 0 && strcmp(outcome, "diverged") != 0) {
 		if (strcmp(outcome, "damaged") != 0)
-			fprintf(stderr, "pstrain run: warning: worker %d "
-			    "computed %llu of the %llu steps planned; the "
-			    "outcome is \"damaged\"\n", st.short_rank,
-			    (unsigned long long)st.short_rows,
+			summary_warn(r, "worker %d computed %llu of the %llu "
+			    "steps planned; the outcome is \"damaged\"",
+			    st.short_rank, (unsigned long long)st.short_rows,
 			    (unsigned long long)r->steps);
 		outcome = "damaged";
 	}
@@ -582,10 +603,11 @@ int pti_summary_write(const pti_run_facts *r)
 	// is left out, as nothing of it stops a worker, but the time worker
 	// 0 waited for it is in eval_wait_s.
 	double train_s = st.rows ? st.last_s - st.first_s : fin.train_s;
+	have = have || (r->program && st.rows > 0);
 	double rate = train_s > 0 ? samples / train_s : NAN;
 	double idle = st.step_ms_sum > 0 ? st.comm_ms / st.step_ms_sum : 0;
 	double mean_st = st.updates ? (double)st.stale_sum / st.updates : 0;
-	int val = r->n_val > 0;
+	int val = r->n_val > 0 || (r->program && !isnan(fin.val_acc));
 	str(f, "outcome", outcome);
 	json_object_set_new(f, "diverged", json_boolean(r->diverged));
 	str(f, "mode", pti_mode_name(c->job.mode));
@@ -605,18 +627,18 @@ int pti_summary_write(const pti_run_facts *r)
 	str(f, "optimizer", c->job.optimizer);
 	num(f, "batch", c->job.batch, 10);
 	num(f, "per_worker_batch", c->job.batch / c->job.workers, 10);
-	num(f, "classes", r->classes, 10);
+	num(f, "classes", r->program ? NAN : r->classes, 10);
 	num(f, "acc_floor", pti_acc_floor(r), 6);
 	num(f, "lr", c->job.lr, 10);
 	num(f, "seed", (double)c->job.seed, 20);
-	num(f, "epochs", (double)r->steps / r->spe, 6);
+	num(f, "epochs", r->spe > 0 ? (double)r->steps / r->spe : NAN, 6);
 	num(f, "steps", (double)r->steps, 20);
 	num(f, "steps_per_epoch", (double)r->spe, 20);
 	num(f, "train_examples", (double)r->n_train, 20);
 	num(f, "validation_examples", (double)r->n_val, 20);
-	num(f, "wall_s", r->wall, 6);
+	num(f, "wall_s", r->t0 > 0 ? r->wall : NAN, 6);
 	// Start-up, apart from training: to the first step of any worker.
-	num(f, "startup_s", st.rows ? st.first_s : NAN, 6);
+	num(f, "startup_s", st.rows && r->t0 > 0 ? st.first_s : NAN, 6);
 	json_object_set_new(f, "startup_by_process", st.startups);
 	json_object_set_new(f, "steps_by_worker", st.steps_by);
 	num(f, "train_s", have ? train_s : NAN, 6);
@@ -691,9 +713,15 @@ int pti_summary_write(const pti_run_facts *r)
 	// digits print it as rounded.
 	int bad = json_dump_file(f, path, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
 	json_decref(f);
+	if (bad && r->program)
+		return pti_err_set(PT_EIO, "%s: %s", path, strerror(errno));
 	if (bad) {
 		fprintf(stderr, "pstrain run: %s: %s\n", path, strerror(errno));
 		return -1;
+	}
+	if (r->program) {
+		pti_log(PT_LOG_INFO, "summary: %s (%s)", path, outcome);
+		return 0;
 	}
 	if (!have) {
 		printf("%s: %s job DIVERGED (see worker logs); summary: %s\n",
@@ -728,3 +756,92 @@ int pti_summary_write(const pti_run_facts *r)
 	    (unsigned long long)st.dropped, idle, path);
 	return 0;
 }
+
+// ---------------------------------------------------------------------
+// A program's job (pstrain.h)
+// ---------------------------------------------------------------------
+
+// program_cmdline is this process's command line, its words joined by
+// spaces, for the run record.
+static void program_cmdline(char *out, size_t n)
+{
+	FILE *f = fopen("/proc/self/cmdline", "r");
+	size_t k = f != NULL ? fread(out, 1, n - 1, f) : 0;
+	if (f != NULL)
+		fclose(f);
+	out[k] = '\0';
+	for (size_t i = 0; k > 0 && i + 1 < k; i++)
+		if (out[i] == '\0')
+			out[i] = ' ';
+}
+
+int pti_summary_wait_servers(const pti_config *c, double t0)
+{
+	char path[PT_PATH_MAX + 32];
+	for (int tries = 0; tries < 300; tries++) {
+		uint32_t have = 0;
+		for (uint32_t s = 0; s < c->job.servers; s++) {
+			struct stat sb;
+			snprintf(path, sizeof(path), "%s/server-%u.json",
+			    c->job.out, s);
+			have += stat(path, &sb) == 0 &&
+				(double)sb.st_mtime >= floor(t0);
+		}
+		if (have == c->job.servers)
+			return 0;
+		usleep(100 * 1000);
+	}
+	return -1;
+}
+
+int pt_job_summary(const pt_job *job)
+{
+	static const char *const want[] = {"step"};
+	char cmdline[4096];
+	pti_config *c = calloc(1, sizeof(*c));
+	long *from = calloc(job->o.workers + 1, sizeof(long));
+	int rv = 0;
+	if (c == NULL || from == NULL) {
+		rv = pti_err_set(PT_ENOMEM, "pt_job_summary");
+		goto out;
+	}
+	if (job->o.out[0] == '\0') {
+		rv = pti_err_set(PT_EINVAL, "pt_job_summary: the job has no "
+		    "option out, where its files are");
+		goto out;
+	}
+	pti_config_defaults(c);
+	c->job = job->o;
+	snprintf(c->model, sizeof(c->model), "program");
+	snprintf(c->data, sizeof(c->data), "program");
+	if (!pti_mode_of(c->job.mode)->servers)
+		c->job.servers = 0;
+	if (pti_summary_wait_servers(c, c->job.t0) != 0)
+		pti_log(PT_LOG_WARN, "summary: not every server-R.json is in %s "
+		    "after 30 s: the servers' counts are unknown", c->job.out);
+	// The steps planned: the most any worker recorded.
+	uint64_t steps = 0;
+	for (uint32_t w = 0; w < c->job.workers; w++) {
+		char path[PT_PATH_MAX + 32];
+		pti_csv t;
+		snprintf(path, sizeof(path), "%s/worker-%u.csv", c->job.out, w);
+		if (pti_csv_read(path, 0, want, 1, &t) != 0)
+			continue;
+		if (t.n_rows > steps)
+			steps = t.n_rows;
+		free(t.v);
+	}
+	program_cmdline(cmdline, sizeof(cmdline));
+	double t0 = c->job.t0;
+	pti_run_facts r = {c, cmdline, steps, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1,
+	    from, 0, t0, t0 > 0 ? pti_wall_s() - t0 : NAN, 0, "",
+	    job->l.n_params, NULL, 1};
+	if (c->job.resume_version >= 0)
+		r.resumed_from = c->job.resume_version;
+	rv = pti_summary_write(&r);
+out:
+	free(c);
+	free(from);
+	return rv;
+}
+

@@ -36,6 +36,9 @@ typedef struct pti_run_facts {
 			       // rank, comma-separated; "" when unknown
 	uint64_t n_params;     // the model's parameters
 	const struct pti_hosts *hosts; // the emulated hosts, or NULL
+	int program; // a program's job through the library (pt_job_summary):
+		     // final.csv optional, model and classes unknown (no
+		     // collapse test), nothing printed (the log says it)
 } pti_run_facts;
 
 // The finishing worker's final.csv row (NaN where it has no value).
@@ -55,9 +58,9 @@ int pti_final_read(const char *dir, pti_final *out);
 // pti_outcome names how a job ended: "diverged" (the workers stopped it),
 // "damaged" (a worker lost or restarted, a server restarted), "collapsed"
 // (its final training loss is still above PTI_COLLAPSE_SHARE x
-// ln(classes), or its final training accuracy is under pti_acc_floor),
-// else "ok"; in that order of precedence. fin may be NULL (no
-// final.csv). pti_acc_floor is --acc-floor, or twice chance.
+// ln(classes), or its final training accuracy is under pti_acc_floor;
+// not judged for a program's job), else "ok"; in that order of
+// precedence. fin may be NULL (no final.csv). pti_acc_floor is --acc-floor, or twice chance.
 const char *pti_outcome(const pti_run_facts *r, const pti_final *fin);
 double pti_acc_floor(const pti_run_facts *r);
 
@@ -74,10 +77,19 @@ struct json_t *pti_record_json(const char *cmdline, double t0);
 void pti_ckpt_report(const pti_config *c, uint64_t *failures, char *last,
     size_t n);
 
+// pti_summary_wait_servers gives the servers of c's job up to 30 s, once
+// stopped, to write their server-R.json into c->job.out (each whole or
+// not at all): the summary gathers them, and a missing one makes the
+// job's counts unknown. Files older than t0 (seconds since 1970; 0: any)
+// are not this job's. 0 when every one is there, else -1.
+int pti_summary_wait_servers(const pti_config *c, double t0);
+
 // pti_summary_write gathers the servers' and workers' files of the job
 // in r->c->out, writes staleness.csv and summary.json and prints the
 // result to stdout. Returns 0, or -1 after saying on stderr what is
-// missing or could not be written.
+// missing or could not be written. For a program's job (r->program)
+// nothing is printed: warnings go to the log, and a failure is
+// PT_EIO's message (pt_errmsg).
 int pti_summary_write(const pti_run_facts *r);
 
 #endif // PT_COMMON_SUMMARY_H

@@ -152,6 +152,20 @@ PT_API int pt_job_set(pt_job *job, const char *name, const char *value);
 PT_API int pt_job_model(pt_job *job, const char *spec, uint32_t dim,
     uint32_t classes);
 
+// pt_job_summary writes OUT/summary.json and OUT/staleness.csv for a job
+// of the program that has ended, from its processes' files in OUT (option
+// out), as `pstrain run` does for its own (docs/OUTPUTS.md), so that
+// `pstrain compare --report-only`, the dashboard and the plots read it:
+// the records of pt_worker_step, pt_worker_eval and pt_worker_final, and
+// the servers' server-R.json, waited for up to 30 s. One process calls
+// it once every server has closed (a launcher of the job's processes, or
+// the worker whose pt_worker_done stopped the servers). The model and
+// data are "program"; the steps, the most any worker recorded; start-up
+// and wall time count from option t0 (null without it). Nothing is
+// printed: the log says where it went. PT_EINVAL without option out,
+// PT_EIO naming the file, PT_ENOMEM.
+PT_API int pt_job_summary(const pt_job *job);
+
 // ---------------------------------------------------------------- net
 
 // A pt_net computes the loss and gradient of a job's pstrain model
@@ -371,6 +385,15 @@ PT_API int pt_worker_step(pt_worker *w, int64_t step, double loss,
 // own jobs: worker 0). PT_EIO naming the file.
 PT_API int pt_worker_eval(pt_worker *w, int64_t version, double loss,
     double acc, double eval_s);
+
+// pt_worker_final ends this worker's records with OUT/final.csv, as
+// pstrain's finishing worker writes it: test_loss and test_acc, the
+// program's evaluation of the final parameters on its test set (NAN when
+// it made none), with what the library kept: the steps and the last loss
+// recorded, the training time, the last and the best of the rows this
+// worker added to eval.csv. One worker calls it, after its last step.
+// Without option out it returns 0. PT_EIO naming the file.
+PT_API int pt_worker_final(pt_worker *w, double test_loss, double test_acc);
 
 // pt_worker_close closes the connections and frees w, with the loans of
 // pt_wait_lent not given back.

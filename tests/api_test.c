@@ -219,9 +219,35 @@ static void test_api_records(void)
 	}
 	PT_TEST_OK(pt_worker_eval(w, -1, 0.75, 0.5, 0.25));
 	PT_TEST_ERR(pt_worker_step(w, -1, 0, 0, 0), PT_EINVAL);
+	PT_TEST_OK(pt_worker_final(w, 0.625, 0.875));
 	PT_TEST_OK(pt_worker_done(w));
 	pt_worker_close(w);
-	api_job_close(&j);
+	api_job_close(&j); // the servers write server-R.json
+	// The job's summary, by a process that holds the same job.
+	pt_job *sj;
+	PT_TEST_OK(pt_job_alloc(&sj));
+	PT_TEST_TRUE(pt_job_var(sj, "a", 9, 0.5) == 0);
+	PT_TEST_TRUE(pt_job_var(sj, "b", 3, 0.0) == 1);
+	PT_TEST_OK(pt_job_set(sj, "servers", "2"));
+	PT_TEST_OK(pt_job_set(sj, "out", dir));
+	PT_TEST_OK(pt_job_set(sj, "t0", t0));
+	PT_TEST_OK(pt_job_summary(sj));
+	pt_job_free(sj);
+	snprintf(path, sizeof(path), "%s/summary.json", dir);
+	json_t *o = json_load_file(path, 0, NULL);
+	PT_TEST_TRUE(o != NULL);
+	PT_TEST_STR_HAS(json_string_value(json_object_get(o, "outcome")), "ok");
+	PT_TEST_TRUE(json_integer_value(json_object_get(o, "steps")) == 3);
+	PT_TEST_TRUE(json_integer_value(json_object_get(o, "samples")) == 3 * 256);
+	PT_TEST_NEAR(json_real_value(json_object_get(o, "final_test_acc")),
+	    0.875, 1e-9);
+	PT_TEST_NEAR(json_real_value(json_object_get(o, "best_val_acc")), 0.5,
+	    1e-9);
+	PT_TEST_TRUE(json_number_value(json_object_get(o, "startup_s")) >= 999);
+	PT_TEST_TRUE(json_is_null(json_object_get(o, "server_records_missing"))
+	    == 0 && json_array_size(json_object_get(o,
+	    "server_records_missing")) == 0);
+	json_decref(o);
 	pti_csv t;
 	snprintf(path, sizeof(path), "%s/worker-0.csv", dir);
 	PT_TEST_OK(pti_csv_read_table(path, 0, &pti_csv_worker, &t));

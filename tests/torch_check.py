@@ -8,6 +8,7 @@ sync: a torch MLP trained through 2 servers by 2 workers in sync ends
 async: 4 workers at the per-example-matched lr (lr / W) reach 0.9
   accuracy on a separable task where the initial model is near chance.
 """
+import json
 import os
 import sys
 
@@ -99,6 +100,12 @@ def sync(out, bucket_mb):
             assert int(v["step"]) == t + 1 and int(v["version"]) == t + 1
             assert float(v["loss"]) > 0 and float(v["grad_norm"]) > 0
             assert float(v["lr"]) == LR and int(v["tx_bytes"]) > 259 * 4
+    # launch() wrote the job's summary.json from those files.
+    with open(os.path.join(out, "summary.json")) as f:
+        s = json.load(f)
+    assert s["outcome"] == "ok" and s["mode"] == "sync", s
+    assert s["steps"] == STEPS and s["samples"] == STEPS * B, s
+    assert s["startup_s"] > 0 and s["samples_per_s"] > 0, s
 
 
 def main():

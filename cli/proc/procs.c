@@ -186,33 +186,6 @@ static void *procs_progress_main(void *arg)
 	return NULL;
 }
 
-// procs_wait_servers gives the servers up to 30 s, once stopped, to
-// write their server-R.json (into --out, when the hosts share it; each
-// whole or not at all): the summary gathers them, and a missing one
-// makes the job's counts unknown. Files older than the job are not
-// theirs.
-static void procs_wait_servers(const pti_config *c, double t0)
-{
-	char path[PT_PATH_MAX + 32];
-	for (int tries = 0; tries < 300; tries++) {
-		uint32_t have = 0;
-		for (uint32_t s = 0; s < c->job.servers; s++) {
-			struct stat sb;
-			snprintf(path, sizeof(path), "%s/server-%u.json",
-			    c->job.out, s);
-			have += stat(path, &sb) == 0 &&
-				(double)sb.st_mtime >= floor(t0);
-		}
-		if (have == c->job.servers)
-			return;
-		usleep(100 * 1000);
-	}
-	fprintf(stderr, "pstrain worker %u: not every server-R.json of this "
-	    "job is in %s after 30 s (hosts that do not share it keep their "
-	    "own): the summary's server counts are unknown\n", c->rank,
-	    c->job.out);
-}
-
 // procs_as_run makes c say how a worker started by hand ran, for its
 // summary: the transport of its addresses (--transport is run's flag, so
 // a worker's says ipc whatever it dialed), and no servers in a mode that
@@ -275,13 +248,18 @@ int pti_work(pti_config *c, const char *cmdline)
 	if (!c->supervised && ((rv == 0 && res.finished) ||
 				  (diverged && c->rank == 0))) {
 		long from[1024] = {0};
-		if (c->job.mode != PT_MODE_ALLREDUCE)
-			procs_wait_servers(c, t0);
+		if (c->job.mode != PT_MODE_ALLREDUCE &&
+		    pti_summary_wait_servers(c, t0) != 0)
+			fprintf(stderr, "pstrain worker %u: not every "
+			    "server-R.json of this job is in %s after 30 s "
+			    "(hosts that do not share it keep their own): the "
+			    "summary's server counts are unknown\n", c->rank,
+			    c->job.out);
 		procs_as_run(c);
 		pti_run_facts r = {c, cmdline, res.steps, res.spe, res.n_train,
 		    res.n_val, res.classes, 0, res.lost, 0, 0, 0, -1, from, 0,
 		    t0, pti_wall_s() - t0, diverged, c->connect, res.n_params,
-		    NULL};
+		    NULL, 0};
 		if (c->job.resume_version >= 0)
 			r.resumed_from = c->job.resume_version;
 		if (pti_summary_write(&r) != 0 && rv == 0)

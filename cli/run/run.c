@@ -369,7 +369,7 @@ static int run_write_summary(const run_job *j, int diverged)
 	    j->server_restarts, j->steps_redone, j->time_lost,
 	    j->resumed_from, j->csv_from, j->eval_from, j->t0,
 	    pti_wall_s() - j->t0, diverged, j->urls, j->layout.n_params,
-	    &j->hosts};
+	    &j->hosts, 0};
 	return pti_summary_write(&r);
 }
 

@@ -13,9 +13,9 @@ the end, and writes OUT/result.json.
     python3 examples/torch/fashion_mlp.py --mode async --servers 1 --workers 2 --epochs 2 --out runs/torch
 
 --mode async trains at the per-example-matched rate (lr / W an update).
-OUT gets each worker's worker-R.csv, eval.csv (worker 0's evaluations)
-and server-R.json, as from `pstrain run`: `pstrain dashboard OUT` shows
-the run. Not yet: summary.json.
+OUT gets what `pstrain run` leaves: each worker's worker-R.csv, eval.csv
+(worker 0's evaluations), final.csv, server-R.json and summary.json, so
+that `pstrain dashboard OUT` shows the run.
 """
 import argparse
 import functools
@@ -92,6 +92,10 @@ def train(a, ctx):
                 evals.append(evaluate(ctx, xv, yv, e, i + 1 == spe))
     if ctx.rank == 0:
         xs, ys = load(a.data, "t10k")
+        with torch.no_grad():
+            z = ctx.model(xs)
+            test_loss = torch.nn.functional.cross_entropy(z, ys).item()
+        ctx.ps.final(test_loss, accuracy(ctx.model, xs, ys))
         out = {"mode": a.mode, "servers": a.servers, "workers": a.workers,
                "batch": a.batch, "lr": a.lr, "optimizer": a.optimizer,
                "epochs": a.epochs,

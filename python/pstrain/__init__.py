@@ -152,6 +152,9 @@ _worker_step = _sig("pt_worker_step", ctypes.c_int, _P, ctypes.c_int64,
                     ctypes.c_double, ctypes.c_double, ctypes.c_double)
 _worker_eval = _sig("pt_worker_eval", ctypes.c_int, _P, ctypes.c_int64,
                     ctypes.c_double, ctypes.c_double, ctypes.c_double)
+_worker_final = _sig("pt_worker_final", ctypes.c_int, _P, ctypes.c_double,
+                     ctypes.c_double)
+_job_summary = _sig("pt_job_summary", ctypes.c_int, _P)
 _worker_done = _sig("pt_worker_done", ctypes.c_int, _P)
 _worker_close = _sig("pt_worker_close", None, _P)
 _pushpull_rows = _sig("pt_pushpull_rows", ctypes.c_int, _P, ctypes.c_int,
@@ -254,6 +257,11 @@ class Job:
             value = "true" if value else "false"
         _check(_job_set(self._p, name.encode(), str(value).encode()),
                "option %s" % name)
+
+    def summary(self):
+        """OUT/summary.json of this job, ended (pt_job_summary): once
+        every server has closed, in one process."""
+        _check(_job_summary(self._p), "summary")
 
     def index(self, var):
         return var if isinstance(var, int) else self.names.index(var)
@@ -438,6 +446,12 @@ class Worker:
         on held-out validation data in eval_s seconds."""
         _check(_worker_eval(self._p, version, loss, acc, eval_s),
                "record eval")
+
+    def final(self, test_loss=float("nan"), test_acc=float("nan")):
+        """With the job's option out: OUT/final.csv, the final
+        parameters' test loss and accuracy with what the library kept
+        (pt_worker_final). One worker, after its last step."""
+        _check(_worker_final(self._p, test_loss, test_acc), "final")
 
     def stats(self):
         s = _Stats()

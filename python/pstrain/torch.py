@@ -27,10 +27,12 @@ into one, step() pushes it and pulls the new values into the other.
 launch() starts the servers and workers as processes of this machine
 (multiprocessing, spawn: train and model_fn must be importable, i.e.
 defined at a module's top level) and returns when the job ends; options
-are pstrain's job options (pstrain.Job); with out=DIR each worker writes
-DIR/worker-R.csv as pstrain's own do, and ps.record_eval adds rows to
-DIR/eval.csv (`pstrain dashboard DIR` shows them). Not yet: summary.json,
-and ranks from Slurm or mpirun.
+are pstrain's job options (pstrain.Job); with out=DIR the job leaves
+what `pstrain run` leaves: each worker's worker-R.csv (a row a step),
+eval.csv (ps.record_eval), final.csv (ps.final), the servers'
+server-R.json, and summary.json, which launch() writes at the end, so
+that `pstrain dashboard DIR` and `pstrain compare --report-only` read
+it. Not yet: ranks from Slurm or mpirun.
 """
 import functools
 import multiprocessing as mp
@@ -202,6 +204,12 @@ class ParameterServer:
         self.step_count += 1
         self._begun = None
 
+    def final(self, test_loss=float("nan"), test_acc=float("nan")):
+        """With the job's option out, OUT/final.csv: the test loss and
+        accuracy of the final values this worker holds, with its last
+        step's loss and its best evaluation (one worker, at the end)."""
+        self.worker.final(test_loss, test_acc)
+
     def record_eval(self, loss, acc, eval_s):
         """With the job's option out, a row of OUT/eval.csv: the values
         this worker holds, evaluated on held-out validation data. The next
@@ -301,3 +309,5 @@ def launch(train_fn, model_fn, servers=1, workers=1, seed=1, bucket_mb=1.0,
                 break
         if failed:
             raise RuntimeError("pstrain.torch.launch: " + ", ".join(failed))
+    if options.get("out"):  # the job's summary.json, from its files
+        job_of(_model(model_fn, seed), seed=seed, **options).summary()
