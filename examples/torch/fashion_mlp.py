@@ -116,7 +116,7 @@ def main(make=make_model, hidden="256,128", doc=__doc__):
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--batch", type=int, default=256, help="global batch")
-    p.add_argument("--lr", type=float, default=0.3,
+    p.add_argument("--lr", type=float, default=0.4,
                    help="the servers' rate for the global batch")
     p.add_argument("--optimizer", default="sgd",
                    help="the servers' optimizer: sgd, momentum:M, adam, ...")
