@@ -49,6 +49,7 @@ def train_sync(ctx):
 
 
 def train_async(ctx):
+    ctx.ready()
     for step in range(ASYNC_STEPS):
         x, y = ctx.shard(*batch(step * ctx.workers + ctx.rank))
         loss = torch.nn.functional.cross_entropy(ctx.model(x), y)

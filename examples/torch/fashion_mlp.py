@@ -78,6 +78,7 @@ def train(a, ctx):
     xt, yt = x[perm[VAL:]], y[perm[VAL:]]
     spe = len(yt) // a.batch
     evals = []
+    ctx.ready()  # every worker's data loaded: training starts together
     for e in range(a.epochs):
         order = torch.from_numpy(
             np.random.default_rng(a.seed + e).permutation(len(yt)))

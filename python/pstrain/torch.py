@@ -221,11 +221,20 @@ class ParameterServer:
 class Context:
     """What a worker's train function gets: rank, workers, model (the
     worker's copy, trained through ps), ps (its ParameterServer), worker
-    (the pstrain.Worker), seed, and shard()."""
+    (the pstrain.Worker), seed, shard() and ready()."""
 
-    def __init__(self, rank, workers, model, ps, seed):
+    def __init__(self, rank, workers, model, ps, seed, barrier=None):
         self.rank, self.workers = rank, workers
         self.model, self.ps, self.worker, self.seed = model, ps, ps.worker, seed
+        self._barrier = barrier
+
+    def ready(self):
+        """Waits until every worker is ready (its data loaded): called
+        before the first step, it starts the workers' training together,
+        so that in async and ssp no worker trains alone while another
+        still starts up."""
+        if self._barrier is not None:
+            self._barrier.wait()
 
     def shard(self, *tensors):
         """This worker's rows of a global batch: rows [r B / W, (r + 1) B /
@@ -253,14 +262,16 @@ def _server(model_fn, rank, url, seed, options):
         s.close()
 
 
-def _worker(train_fn, model_fn, rank, urls, seed, bucket_mb, options):
+def _worker(train_fn, model_fn, rank, urls, seed, bucket_mb, barrier,
+            options):
     torch.set_num_threads(1)
     model = _model(model_fn, seed)
     job = job_of(model, seed=seed, **options)
     w = pstrain.Worker(job, rank, urls)
     try:
         train_fn(Context(rank, options["workers"], model,
-                         ParameterServer(model, w, bucket_mb), seed))
+                         ParameterServer(model, w, bucket_mb), seed,
+                         barrier))
         w.done()
     finally:
         w.close()
@@ -286,9 +297,10 @@ def launch(train_fn, model_fn, servers=1, workers=1, seed=1, bucket_mb=1.0,
         procs = [("server %d" % r, ctx.Process(
             target=_server, args=(model_fn, r, urls[r], seed, options)))
             for r in range(servers)]
+        barrier = ctx.Barrier(workers)  # ctx.ready()
         procs += [("worker %d" % r, ctx.Process(
             target=_worker, args=(train_fn, model_fn, r, urls, seed,
-                                  bucket_mb, options)))
+                                  bucket_mb, barrier, options)))
                   for r in range(workers)]
         for _, p in procs:
             p.start()
