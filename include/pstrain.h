@@ -359,9 +359,10 @@ PT_API int pt_worker_done(pt_worker *w);
 // Records. A worker whose job has option "out" (a folder) writes there
 // what pstrain's own workers write (docs/OUTPUTS.md), so that `pstrain
 // dashboard` and the readers of a job's files read a program's job as
-// theirs: OUT/worker-R.csv, a row per pt_worker_step, and OUT/eval.csv, a
-// row per pt_worker_eval (a resumed or rejoining worker adds to them).
-// Without option out both return 0 and write nothing.
+// theirs: OUT/worker-R.csv, a row per pt_worker_step, OUT/eval.csv, a row
+// per pt_worker_eval (a resumed or rejoining worker adds to them), and
+// OUT/final.csv; pt_job_summary then writes summary.json. Without option
+// out the worker calls return 0 and write nothing.
 //
 // pt_worker_step ends step `step` (its requests waited for): loss,
 // grad_norm (the norm of the gradient it pushed; NAN if unknown) and
@@ -369,18 +370,19 @@ PT_API int pt_worker_done(pt_worker *w);
 // program's. The library adds the rest: the step's length (since the
 // previous call, or for the first step since its first request less
 // compute_ms), its end as wall_s (seconds since option t0, the job's
-// start that a launcher gives every process, else since the first step), comm_ms (the length less
-// compute_ms), the largest staleness, learning rate and lowest version
-// the servers replied with since the previous call, the bytes sent and
-// received, the process's page faults and peak memory. PT_EINVAL for a
-// negative step or compute_ms, PT_EIO naming the file.
+// start that a launcher gives every process, else since the first
+// step), comm_ms (the length less compute_ms), the largest staleness,
+// learning rate and lowest version the servers replied with since the
+// previous call, the bytes sent and received, the process's page faults
+// and peak memory. PT_EINVAL for a negative step or compute_ms, PT_EIO
+// naming the file.
 PT_API int pt_worker_step(pt_worker *w, int64_t step, double loss,
     double grad_norm, double compute_ms);
 
 // pt_worker_eval adds a row to OUT/eval.csv: the program evaluated the
 // parameters of `version` (the servers' version; -1: that of the values
-// this worker pulled last) on held-out validation data: mean loss, accuracy, and eval_s
-// the seconds it took; the library adds the time since the first step and
+// this worker pulled last) on held-out validation data: mean loss,
+// accuracy, and eval_s the seconds it took; the library adds wall_s and
 // the steps this worker has recorded. Any worker may call it (pstrain's
 // own jobs: worker 0). PT_EIO naming the file.
 PT_API int pt_worker_eval(pt_worker *w, int64_t version, double loss,
