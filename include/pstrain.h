@@ -401,6 +401,30 @@ PT_API int pt_worker_final(pt_worker *w, double test_loss, double test_acc);
 // pt_wait_lent not given back.
 PT_API void pt_worker_close(pt_worker *w);
 
+// ---------------------------------------------------------------- node
+
+// A job whose scheduler starts one process per task (srun, mpirun), each
+// finding the others through a folder every host sees, as `pstrain node`
+// does (DIR/nodes/ID/ROLE-R.url). pt_node_task reads this task's rank and
+// the task count (SLURM_PROCID and SLURM_NTASKS, else
+// OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE) and names the job
+// (slurm-JOB.STEP, ompi-ID) into id (id_size bytes): PT_ENOENT when no
+// scheduler says, PT_EINVAL naming a variable that is wrong.
+// pt_node_address writes the address this host is reached at (its first
+// IPv4 address that is up and not loopback, else 127.0.0.1; size >= 16).
+// pt_node_publish writes url as ROLE-R's address into dir, whole (by a
+// rename); pt_node_gather waits at most timeout_s seconds for those of
+// ROLE-0 .. ROLE-(n-1) and lists them in out (size bytes), comma-separated
+// in rank order, as pt_worker_open takes them: PT_ETIMEDOUT naming the
+// first file missing, PT_EIO, PT_EINVAL.
+PT_API int pt_node_task(uint32_t *rank, uint32_t *size, char *id,
+    uint64_t id_size);
+PT_API int pt_node_address(char *out, uint64_t size);
+PT_API int pt_node_publish(const char *dir, const char *role, uint32_t rank,
+    const char *url);
+PT_API int pt_node_gather(const char *dir, const char *role, uint32_t n,
+    double timeout_s, char *out, uint64_t size);
+
 #ifdef __cplusplus
 }
 #endif

@@ -25,9 +25,10 @@ fi
 
 # Only pstrain.h's calls leave the shared object: every exported
 # function is declared there, and no internal (pti_) name is exported.
-# The 40 calls include the versions (pt_version, pt_api_version), given
+# The 44 calls include the versions (pt_version, pt_api_version), given
 # initial values (pt_job_var_values), records (pt_worker_step,
-# pt_worker_eval, pt_worker_final, pt_job_summary), the log
+# pt_worker_eval, pt_worker_final, pt_job_summary), a scheduler's tasks
+# (pt_node_*), the log
 # (pt_log_set, pt_log_stderr), the lent-value pair (pt_wait_lent,
 # pt_lent_free), pstrain's own models (pt_job_model, pt_net_*) and
 # embedding tables (pt_job_table, pt_*_rows).
@@ -36,7 +37,7 @@ nm -D --defined-only "$PREFIX/lib/libpstrain.so.1" | awk '$2 == "T" {print $3}' 
 sed -n 's/^PT_API [^(]*[ *]\(pt_[a-z_]*\)(.*/\1/p' include/pstrain.h | sort \
 	>"$T/declared"
 if [ -s "$T/declared" ] && cmp -s "$T/exported" "$T/declared" &&
-	[ "$(wc -l <"$T/declared")" -eq 40 ] &&
+	[ "$(wc -l <"$T/declared")" -eq 44 ] &&
 	grep -qx pt_wait_lent "$T/exported" && grep -qx pt_lent_free "$T/exported" &&
 	grep -qx pt_pushpull_rows "$T/exported"; then
 	ok test_library_exports_only_the_api

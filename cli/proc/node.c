@@ -14,10 +14,7 @@
 // allreduce every task is a worker, and each publishes its ring's address
 // there (worker-R.url) for the others. Not for: starting processes (the
 // scheduler does).
-#include <arpa/inet.h>
 #include <errno.h>
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,36 +27,13 @@
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/err.h"
+#include "common/node.h"
 #include "common/proto.h"
 #include "common/rendezvous.h"
 
-// node_env_u32 reads a whole decimal number from the environment: 0, or
-// -1 when the variable is unset, empty or not such a number.
-static int node_env_u32(const char *name, uint32_t *out)
-{
-	const char *v = getenv(name);
-	char *end;
-	if (v == NULL || *v < '0' || *v > '9')
-		return -1;
-	errno = 0;
-	unsigned long x = strtoul(v, &end, 10);
-	if (errno != 0 || *end != '\0' || x > 1u << 20)
-		return -1;
-	*out = (uint32_t)x;
-	return 0;
-}
-
-// The launchers whose task rank and count we read, in this order.
-static const struct {
-	const char *who, *rank, *size;
-} node_launchers[] = {
-    {"srun", "SLURM_PROCID", "SLURM_NTASKS"},
-    {"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-};
-
 // node_rank finds this process's rank and the job's process count: from
-// --node-rank (count S+W), else from the launcher's variables. *from says
-// which, for messages.
+// --node-rank (count S+W), else from the launcher's variables
+// (common/node.h). *from says which, for messages.
 static int node_rank(const pti_config *c, uint32_t *rank, uint32_t *size,
     const char **from)
 {
@@ -69,65 +43,34 @@ static int node_rank(const pti_config *c, uint32_t *rank, uint32_t *size,
 		*from = "--node-rank";
 		return 0;
 	}
-	size_t n = sizeof(node_launchers) / sizeof(node_launchers[0]);
-	for (size_t i = 0; i < n; i++) {
-		if (node_env_u32(node_launchers[i].rank, rank) != 0)
-			continue;
-		if (node_env_u32(node_launchers[i].size, size) != 0 ||
-		    *rank >= *size)
-			return pti_err_set(PT_EINVAL, "%s is %s but %s is "
-			    "'%s'", node_launchers[i].rank,
-			    getenv(node_launchers[i].rank),
-			    node_launchers[i].size,
-			    getenv(node_launchers[i].size) ? getenv(
-				node_launchers[i].size) : "unset");
-		*from = node_launchers[i].rank;
-		return 0;
-	}
-	return pti_err_set(PT_EINVAL, "no rank: run it under srun or mpirun "
-	    "(SLURM_PROCID, OMPI_COMM_WORLD_RANK), or give --node-rank N");
+	int rv = pti_node_task(rank, size, from);
+	if (rv == PT_ENOENT)
+		return pti_err_set(PT_EINVAL, "%s, or give --node-rank N",
+		    pt_errmsg(rv));
+	return rv;
 }
 
-// node_job_id names the job for its rendezvous folder.
+// node_job_id names the job for its rendezvous folder: --job-id, else the
+// launcher's (common/node.h).
 static int node_job_id(const pti_config *c, char *out, size_t n)
 {
-	const char *job = getenv("SLURM_JOB_ID");
-	const char *step = getenv("SLURM_STEP_ID");
-	const char *ompi = getenv("OMPI_MCA_ess_base_jobid");
-	if (c->job_id[0] != '\0')
-		snprintf(out, n, "%s", c->job_id);
-	else if (job != NULL && *job != '\0')
-		snprintf(out, n, "slurm-%s.%s", job, step ? step : "0");
-	else if (ompi != NULL && *ompi != '\0')
-		snprintf(out, n, "ompi-%s", ompi);
-	else
-		return pti_err_set(PT_EINVAL, "no job id for DIR/nodes/ID: "
-		    "give --job-id ID (one a later job will not reuse), or "
-		    "--cluster FILE");
-	for (char *p = out; *p; p++)
-		if (*p == '/' || (p == out && *p == '.'))
-			return pti_err_set(PT_EINVAL, "job id '%s' would leave "
-			    "DIR/nodes", out);
-	return 0;
+	if (c->job_id[0] == '\0')
+		return pti_node_job_id(out, n) == 0 ? 0 :
+		    pti_err_set(PT_EINVAL, "no job id for DIR/nodes/ID: give "
+			"--job-id ID (one a later job will not reuse), or "
+			"--cluster FILE");
+	snprintf(out, n, "%s", c->job_id);
+	return pti_node_id_check(out);
 }
 
 // node_advertise is the address this host is reached at: --advertise,
-// else its first non-loopback IPv4 address that is up, else 127.0.0.1.
+// else pti_node_address's.
 static void node_advertise(const pti_config *c, char *out, size_t n)
 {
-	struct ifaddrs *ifs, *i;
-	snprintf(out, n, "%s", c->advertise[0] ? c->advertise : "127.0.0.1");
-	if (c->advertise[0] != '\0' || getifaddrs(&ifs) != 0)
-		return;
-	for (i = ifs; i != NULL; i = i->ifa_next) {
-		if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET ||
-		    (i->ifa_flags & IFF_LOOPBACK) || !(i->ifa_flags & IFF_UP))
-			continue;
-		struct sockaddr_in *a = (struct sockaddr_in *)i->ifa_addr;
-		inet_ntop(AF_INET, &a->sin_addr, out, (socklen_t)n);
-		break;
-	}
-	freeifaddrs(ifs);
+	if (c->advertise[0] != '\0')
+		snprintf(out, n, "%s", c->advertise);
+	else
+		pti_node_address(out, n);
 }
 
 // node_dir is DIR/nodes/ID, where this job's processes publish their

@@ -36,7 +36,8 @@ except ImportError as e:
 
 __version__ = "0.11.0"  # the Makefile's VERSION_NUM
 __all__ = ["Error", "Job", "Net", "Server", "Worker", "ALL",
-           "log_to_stderr", "version"]
+           "log_to_stderr", "version", "node_task", "node_address",
+           "node_publish", "node_gather"]
 
 ALL = -1  # a range of the whole key space, as PT_ALL
 API_VERSION = 2  # the PT_API_VERSION this binding needs, at least
@@ -160,12 +161,52 @@ _worker_close = _sig("pt_worker_close", None, _P)
 _pushpull_rows = _sig("pt_pushpull_rows", ctypes.c_int, _P, ctypes.c_int,
                       ctypes.c_int64, _U64, _ID, _F, _U64, _ID, _F)
 _log_set = _sig("pt_log_set", None, _P, _P)
+_node_task = _sig("pt_node_task", ctypes.c_int, ctypes.POINTER(ctypes.c_uint32),
+                  ctypes.POINTER(ctypes.c_uint32), ctypes.c_char_p, _U64)
+_node_address = _sig("pt_node_address", ctypes.c_int, ctypes.c_char_p, _U64)
+_node_publish = _sig("pt_node_publish", ctypes.c_int, ctypes.c_char_p,
+                     ctypes.c_char_p, ctypes.c_uint32, ctypes.c_char_p)
+_node_gather = _sig("pt_node_gather", ctypes.c_int, ctypes.c_char_p,
+                    ctypes.c_char_p, ctypes.c_uint32, ctypes.c_double,
+                    ctypes.c_char_p, _U64)
 _version = _sig("pt_version", ctypes.c_char_p)
 
 
 def version():
     """The library's version, as `pstrain --version` prints it."""
     return _version().decode()
+
+
+def node_task():
+    """(rank, tasks, job id) of this process under srun or mpirun
+    (pt_node_task); Error when no scheduler says."""
+    r, n = ctypes.c_uint32(), ctypes.c_uint32()
+    buf = ctypes.create_string_buffer(256)
+    _check(_node_task(ctypes.byref(r), ctypes.byref(n), buf, len(buf)),
+           "node")
+    return r.value, n.value, buf.value.decode()
+
+
+def node_address():
+    """The address this host is reached at (pt_node_address)."""
+    buf = ctypes.create_string_buffer(64)
+    _check(_node_address(buf, len(buf)), "node address")
+    return buf.value.decode()
+
+
+def node_publish(folder, role, rank, url):
+    """url as ROLE-rank's address in folder (pt_node_publish)."""
+    _check(_node_publish(folder.encode(), role.encode(), rank, url.encode()),
+           "publish")
+
+
+def node_gather(folder, role, n, timeout_s):
+    """The addresses of ROLE-0 .. ROLE-(n-1) in folder, in rank order,
+    waited for at most timeout_s seconds (pt_node_gather)."""
+    buf = ctypes.create_string_buffer(65536)
+    _check(_node_gather(folder.encode(), role.encode(), n, timeout_s, buf,
+                        len(buf)), "gather")
+    return buf.value.decode().split(",")
 
 
 def log_to_stderr(on=True):
