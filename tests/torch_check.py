@@ -7,9 +7,13 @@ sync: a torch MLP trained through 2 servers by 2 workers in sync ends
   pushpull a step, or in 3 buckets as backward reaches them.
 async: 4 workers at the per-example-matched lr (lr / W) reach 0.9
   accuracy on a separable task where the initial model is near chance.
+node: the sync job as three tasks of a scheduler (SLURM_PROCID 0-2 set
+  by hand, as srun sets it): one server and two workers that find it
+  through OUT/nodes/ID (pstrain.torch.node), ending as the sync case.
 """
 import json
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -68,9 +72,8 @@ def accuracy(model):
         return (model(x).argmax(1) == y).float().mean().item()
 
 
-def sync(out, bucket_mb):
-    pt.launch(train_sync, model_fn, servers=2, workers=2, mode="sync",
-              lr=LR, batch=B, out=out, bucket_mb=bucket_mb)
+def reference():
+    """The same model trained by SGD on the whole batch in one process."""
     torch.manual_seed(1)
     m = model_fn()
     opt = torch.optim.SGD(m.parameters(), lr=LR)
@@ -79,9 +82,14 @@ def sync(out, bucket_mb):
         opt.zero_grad()
         torch.nn.functional.cross_entropy(m(x), y).backward()
         opt.step()
-    want = torch.cat([p.detach().reshape(-1) for p in m.parameters()])
+    return torch.cat([p.detach().reshape(-1) for p in m.parameters()]).numpy()
+
+
+def sync(out, bucket_mb):
+    pt.launch(train_sync, model_fn, servers=2, workers=2, mode="sync",
+              lr=LR, batch=B, out=out, bucket_mb=bucket_mb)
     got = np.load(os.path.join(out, "pstrain.npy"))
-    diff = np.abs(got - want.numpy()).max()
+    diff = np.abs(got - reference()).max()
     print("bucket_mb %g: largest difference %.3g over %d parameters" %
           (bucket_mb, diff, got.size))
     assert diff < 1e-5, diff
@@ -109,12 +117,38 @@ def sync(out, bucket_mb):
     assert s["startup_s"] > 0 and s["samples_per_s"] > 0, s
 
 
+def node(out):
+    """Three tasks, as srun starts them: task 0 serves, 1 and 2 work."""
+    env = dict(os.environ, SLURM_NTASKS="3", SLURM_JOB_ID=str(os.getpid()),
+               SLURM_STEP_ID="0")
+    env.setdefault("PSTRAIN_SECRET", os.urandom(32).hex())  # the job's
+    procs = [subprocess.Popen([sys.executable, __file__, "node-task", out],
+                              env=dict(env, SLURM_PROCID=str(r)))
+             for r in range(3)]
+    codes = [p.wait(timeout=240) for p in procs]
+    assert codes == [0, 0, 0], codes
+    got = np.load(os.path.join(out, "pstrain.npy"))
+    diff = np.abs(got - reference()).max()
+    print("node: largest difference %.3g" % diff)
+    assert diff < 1e-5, diff
+    with open(os.path.join(out, "summary.json")) as f:
+        s = json.load(f)
+    assert s["outcome"] == "ok" and s["workers"] == 2, s
+    assert os.path.exists(os.path.join(out, "nodes", "slurm-%d.0" % os.getpid(),
+                                       "server-0.url"))
+
+
 def main():
     case, out = sys.argv[1], sys.argv[2]
     os.environ["OUT"] = out
     if case == "sync":
         for mb in (0, 16 * 4 / 2 ** 20):  # one pushpull; buckets of 16 floats
             sync(out, mb)
+    elif case == "node":
+        node(out)
+    elif case == "node-task":
+        pt.node(train_sync, model_fn, servers=1, out=out, mode="sync", lr=LR,
+                batch=B)
     else:
         pt.launch(train_async, model_fn, servers=1, workers=4,
                   mode="async", lr=LR, matched_lr=True, batch=B)

@@ -14,7 +14,7 @@ if ! make -s lib bin/pstrain >"$T/make.log" 2>&1; then
 	no test_torch_build "make lib" "$T/make.log"
 	exit 0
 fi
-for c in sync async; do
+for c in sync async node; do
 	mkdir -p "$T/$c"
 	if timeout 300 $DEB tests/torch_check.py $c "$T/$c" >"$T/$c.log" 2>&1; then
 		ok test_torch_$c

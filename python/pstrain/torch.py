@@ -32,7 +32,7 @@ what `pstrain run` leaves: each worker's worker-R.csv (a row a step),
 eval.csv (ps.record_eval), final.csv (ps.final), the servers'
 server-R.json, and summary.json, which launch() writes at the end, so
 that `pstrain dashboard DIR` and `pstrain compare --report-only` read
-it. Not yet: ranks from Slurm or mpirun.
+it. Under srun or mpirun, node() is one task of such a job.
 """
 import functools
 import multiprocessing as mp
@@ -47,7 +47,7 @@ import torch
 
 import pstrain
 
-__all__ = ["ParameterServer", "Context", "job_of", "launch"]
+__all__ = ["ParameterServer", "Context", "job_of", "launch", "node"]
 
 NAME_MAX = 31  # bytes of a variable's name (pt_job_var)
 
@@ -252,10 +252,12 @@ def _model(model_fn, seed):
     return model_fn()
 
 
-def _server(model_fn, rank, url, seed, options):
+def _server(model_fn, rank, url, seed, options, folder=None):
     torch.set_num_threads(1)
     job = job_of(_model(model_fn, seed), seed=seed, **options)
     s = pstrain.Server(job, rank, url)
+    if folder is not None:  # node(): where the workers find it
+        pstrain.node_publish(folder, "server", rank, s.url)
     try:
         s.serve()
     finally:
@@ -275,6 +277,40 @@ def _worker(train_fn, model_fn, rank, urls, seed, bucket_mb, barrier,
         w.done()
     finally:
         w.close()
+
+
+def node(train_fn, model_fn, servers=1, out=None, seed=1, bucket_mb=1.0,
+         timeout=60.0, **options):
+    """One task of a job a scheduler started on every task (srun
+    python3 prog.py, mpirun python3 prog.py), as `pstrain node` is: tasks
+    below `servers` serve, the others work (worker rank = task rank -
+    servers), so the job has as many workers as the other tasks. Each
+    server listens on this host's address (pstrain.node_address(), a free
+    port) and publishes it in OUT/nodes/ID (out: a folder every host
+    sees; ID the scheduler's job), where the workers wait for them at
+    most timeout seconds. train_fn and model_fn are launch()'s; ctx.ready()
+    waits for nothing here. Worker 0 writes summary.json at the end.
+    Returns when this task's part is done."""
+    if not out:
+        raise ValueError("pstrain.torch.node: out=DIR is needed, a folder "
+                         "every host sees")
+    rank, size, job_id = pstrain.node_task()
+    if size <= servers:
+        raise ValueError("%d tasks leave no worker beside %d servers" %
+                         (size, servers))
+    folder = os.path.join(out, "nodes", job_id)
+    os.makedirs(folder, exist_ok=True)
+    options = dict(options, servers=servers, workers=size - servers,
+                   out=out)
+    if rank < servers:
+        url = "tcp://%s:0" % pstrain.node_address()
+        _server(model_fn, rank, url, seed, options, folder)
+        return
+    urls = pstrain.node_gather(folder, "server", servers, timeout)
+    _worker(train_fn, model_fn, rank - servers, urls, seed, bucket_mb, None,
+            options)
+    if rank == servers:  # worker 0: the job's summary, once servers wrote
+        job_of(_model(model_fn, seed), seed=seed, **options).summary()
 
 
 def launch(train_fn, model_fn, servers=1, workers=1, seed=1, bucket_mb=1.0,
