@@ -36,6 +36,8 @@ static const struct {
 } node_launchers[] = {
     {"srun", "SLURM_PROCID", "SLURM_NTASKS"},
     {"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+    {"mpiexec", "PMI_RANK", "PMI_SIZE"},   // MPICH's Hydra
+    {"torchrun", "RANK", "WORLD_SIZE"},
 };
 
 int pti_node_task(uint32_t *rank, uint32_t *size, const char **from)
@@ -55,8 +57,9 @@ int pti_node_task(uint32_t *rank, uint32_t *size, const char **from)
 		*from = node_launchers[i].rank;
 		return 0;
 	}
-	return pti_err_set(PT_ENOENT, "no rank: run it under srun or mpirun "
-	    "(SLURM_PROCID, OMPI_COMM_WORLD_RANK)");
+	return pti_err_set(PT_ENOENT, "no rank: run it under srun, mpirun, "
+	    "MPICH's mpiexec or torchrun (SLURM_PROCID, OMPI_COMM_WORLD_RANK, "
+	    "PMI_RANK, RANK)");
 }
 
 int pti_node_id_check(const char *id)
@@ -73,13 +76,17 @@ int pti_node_job_id(char *out, size_t n)
 	const char *job = getenv("SLURM_JOB_ID");
 	const char *step = getenv("SLURM_STEP_ID");
 	const char *ompi = getenv("OMPI_MCA_ess_base_jobid");
+	const char *torch = getenv("TORCHELASTIC_RUN_ID");
 	if (job != NULL && *job != '\0')
 		snprintf(out, n, "slurm-%s.%s", job, step ? step : "0");
 	else if (ompi != NULL && *ompi != '\0')
 		snprintf(out, n, "ompi-%s", ompi);
+	else if (torch != NULL && *torch != '\0' && strcmp(torch, "none") != 0)
+		snprintf(out, n, "torchrun-%s", torch);
 	else
-		return pti_err_set(PT_ENOENT, "no job id: neither SLURM_JOB_ID "
-		    "nor OMPI_MCA_ess_base_jobid is set");
+		return pti_err_set(PT_ENOENT, "no job id: none of SLURM_JOB_ID, "
+		    "OMPI_MCA_ess_base_jobid or TORCHELASTIC_RUN_ID (torchrun "
+		    "--rdzv-id; its default, none, is every job's) is set");
 	return pti_node_id_check(out);
 }
 

@@ -407,9 +407,11 @@ PT_API void pt_worker_close(pt_worker *w);
 // finding the others through a folder every host sees, as `pstrain node`
 // does (DIR/nodes/ID/ROLE-R.url). pt_node_task reads this task's rank and
 // the task count (SLURM_PROCID and SLURM_NTASKS, else
-// OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE) and names the job
-// (slurm-JOB.STEP, ompi-ID) into id (id_size bytes): PT_ENOENT when no
-// scheduler says, PT_EINVAL naming a variable that is wrong.
+// OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE, PMI_RANK and PMI_SIZE,
+// RANK and WORLD_SIZE: srun, Open MPI, MPICH, torchrun) and names the job
+// (slurm-JOB.STEP, ompi-ID, torchrun-ID) into id (id_size bytes):
+// PT_ENOENT when no scheduler says, PT_EINVAL naming a variable that is
+// wrong.
 // pt_node_address writes the address this host is reached at (its first
 // IPv4 address that is up and not loopback, else 127.0.0.1; size >= 16).
 // pt_node_publish writes url as ROLE-R's address into dir, whole (by a

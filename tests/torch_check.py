@@ -8,8 +8,9 @@ sync: a torch MLP trained through 2 servers by 2 workers in sync ends
 async: 4 workers at the per-example-matched lr (lr / W) reach 0.9
   accuracy on a separable task where the initial model is near chance.
 node: the sync job as three tasks of a scheduler (SLURM_PROCID 0-2 set
-  by hand, as srun sets it): one server and two workers that find it
-  through OUT/nodes/ID (pstrain.torch.node), ending as the sync case.
+  by hand, as srun sets it; then torchrun's RANK and WORLD_SIZE): one
+  server and two workers that find it through OUT/nodes/ID
+  (pstrain.torch.node), ending as the sync case.
 """
 import json
 import os
@@ -118,24 +119,31 @@ def sync(out, bucket_mb):
 
 
 def node(out):
-    """Three tasks, as srun starts them: task 0 serves, 1 and 2 work."""
-    env = dict(os.environ, SLURM_NTASKS="3", SLURM_JOB_ID=str(os.getpid()),
-               SLURM_STEP_ID="0")
-    env.setdefault("PSTRAIN_SECRET", os.urandom(32).hex())  # the job's
-    procs = [subprocess.Popen([sys.executable, __file__, "node-task", out],
-                              env=dict(env, SLURM_PROCID=str(r)))
-             for r in range(3)]
-    codes = [p.wait(timeout=240) for p in procs]
-    assert codes == [0, 0, 0], codes
-    got = np.load(os.path.join(out, "pstrain.npy"))
-    diff = np.abs(got - reference()).max()
-    print("node: largest difference %.3g" % diff)
-    assert diff < 1e-5, diff
-    with open(os.path.join(out, "summary.json")) as f:
-        s = json.load(f)
-    assert s["outcome"] == "ok" and s["workers"] == 2, s
-    assert os.path.exists(os.path.join(out, "nodes", "slurm-%d.0" % os.getpid(),
-                                       "server-0.url"))
+    """Three tasks, as srun starts them, then as torchrun does: task 0
+    serves, 1 and 2 work."""
+    launchers = [("slurm-%d.0" % os.getpid(), "SLURM_PROCID",
+                  {"SLURM_NTASKS": "3", "SLURM_JOB_ID": str(os.getpid()),
+                   "SLURM_STEP_ID": "0"}),
+                 ("torchrun-t%d" % os.getpid(), "RANK",
+                  {"WORLD_SIZE": "3",
+                   "TORCHELASTIC_RUN_ID": "t%d" % os.getpid()})]
+    for job, rank_var, env in launchers:
+        env = dict(os.environ, **env)
+        env.setdefault("PSTRAIN_SECRET", os.urandom(32).hex())  # the job's
+        procs = [subprocess.Popen([sys.executable, __file__, "node-task",
+                                   out], env=dict(env, **{rank_var: str(r)}))
+                 for r in range(3)]
+        codes = [p.wait(timeout=240) for p in procs]
+        assert codes == [0, 0, 0], (job, codes)
+        got = np.load(os.path.join(out, "pstrain.npy"))
+        diff = np.abs(got - reference()).max()
+        print("node (%s): largest difference %.3g" % (rank_var, diff))
+        assert diff < 1e-5, diff
+        with open(os.path.join(out, "summary.json")) as f:
+            s = json.load(f)
+        assert s["outcome"] == "ok" and s["workers"] == 2, s
+        assert os.path.exists(os.path.join(out, "nodes", job, "server-0.url"))
+        os.remove(os.path.join(out, "pstrain.npy"))
 
 
 def main():
