@@ -9,7 +9,8 @@ enum {
 	PTI_EXIT_FAIL = 1,      // a process failed, or the job could not run
 	PTI_EXIT_USAGE = 2,     // a bad flag or value, named on stderr
 	PTI_EXIT_DIVERGED = 3,  // training diverged: a result, with a summary
-	PTI_EXIT_SIGNAL = 130,  // stopped by SIGINT or SIGTERM
+	PTI_EXIT_SIGNAL = 128,  // + the signal's number: stopped by SIGINT
+				// (130) or SIGTERM (143), as a shell says
 };
 
 int pti_cmd_run(int argc, char **argv);       // cli/run/run.c

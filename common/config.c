@@ -231,7 +231,7 @@ static const config_entry config_table[] = {
 	"saved model to evaluate"),
     E("staleness", T_U32, job.staleness, "0", 0, 1e6, RUN | SRV, "S",
 	"ssp: a worker may not start step c+1 until every worker has "
-	"pushed step c-S"),
+	"pushed step c-S (run: needed with --mode ssp)"),
     E("backup-workers", T_U32, job.backup_workers, "0", 0, 1023, RUN | SRV,
 	"B", "sync: a step closes with the first W-B gradients; later ones "
 	"are dropped and counted"),

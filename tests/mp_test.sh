@@ -343,6 +343,22 @@ test_mp_bad_batch() {
 	fi
 }
 
+# ssp's bound is never taken silently: --mode ssp without --staleness is
+# refused (exit 2, naming the flag), with --staleness 0 it runs.
+test_mp_ssp_needs_staleness() {
+	n=test_mp_ssp_needs_staleness
+	$P run --mode ssp --workers 2 --batch 32 --steps 2 $D \
+		--out "$T/ssp" 2>"$T/ssp.err"
+	rc=$?
+	if [ "$rc" = 2 ] && grep -q -- "--mode ssp needs --staleness S" \
+		"$T/ssp.err" && $P run --mode ssp --staleness 0 --workers 2 \
+		--batch 32 --steps 2 $D --out "$T/ssp0" >"$T/ssp0.log" 2>&1; then
+		ok $n
+	else
+		no $n "exit $rc, or ssp with --staleness 0 failed" "$T/ssp.err"
+	fi
+}
+
 test_mp_missing_data() {
 	n=test_mp_missing_data
 	if $P run --data "fashion-mnist:$T/nothing" --out "$T/nodata" \
@@ -575,19 +591,26 @@ test_mp_hung_worker_never_wakes() {
 		"worker 1 still running .* after the servers stopped" "$d.log"
 }
 
+# Ctrl-C (SIGINT) and SIGTERM stop the job, leave no process behind, and
+# exit 128 + the signal (130, 143), as a shell reports a killed command.
 test_mp_sigint_cleans_up() {
-	n=test_mp_sigint_cleans_up
-	$P run --servers 2 --workers 2 $D --batch 32 --steps 100000 \
-		--out "$T/int" >"$T/int.log" 2>&1 &
-	pid=$!
-	wait_rows "$T/int/worker-0.csv" 3 ||
-		{ no $n "job did not start"; kill $pid; wait $pid; return; }
-	kill -INT $pid
-	wait $pid
-	rc=$?
-	left=$(left "$T/int")
-	[ "$rc" = 130 ] && [ "$left" = 0 ] && ok $n ||
-		no $n "exit $rc, $left processes left" "$T/int.log"
+	for sig in INT TERM; do
+		n=test_mp_sig$(echo $sig | tr 'A-Z' 'a-z')_cleans_up
+		want=130
+		[ $sig = TERM ] && want=143
+		$P run --servers 2 --workers 2 $D --batch 32 --steps 100000 \
+			--out "$T/$sig" >"$T/$sig.log" 2>&1 &
+		pid=$!
+		wait_rows "$T/$sig/worker-0.csv" 3 ||
+			{ no $n "job did not start"; kill $pid; wait $pid; continue; }
+		kill -$sig $pid
+		wait $pid
+		rc=$?
+		left=$(left "$T/$sig")
+		[ "$rc" = $want ] && [ "$left" = 0 ] && ok $n ||
+			no $n "exit $rc (want $want), $left processes left" \
+				"$T/$sig.log"
+	done
 }
 
 test_mp_valgrind_clean() {
@@ -718,6 +741,7 @@ test_mp_32_workers
 test_mp_tcp
 test_mp_optimizer_default_lr
 test_mp_bad_batch
+test_mp_ssp_needs_staleness
 test_mp_missing_data
 test_mp_server_failure_stops_job
 test_mp_hung_server_times_out

@@ -463,7 +463,7 @@ int pti_cmp_set_run(pti_cmp_set *s)
 				    "signal %d during mode %s, seed %llu\n",
 				    (int)cmp_signalled, j->m->token,
 				    (unsigned long long)j->seed);
-				return PTI_EXIT_SIGNAL;
+				return PTI_EXIT_SIGNAL + (int)cmp_signalled;
 			}
 			if (job_read(j, rv, c) != 0) {
 				fprintf(stderr, "pstrain compare: out of "

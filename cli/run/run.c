@@ -116,7 +116,7 @@ static int run_watch(run_job *j)
 		if (pti_run_signalled) {
 			fprintf(stderr, "\npstrain run: stopping on signal "
 			    "%d\n", (int)pti_run_signalled);
-			return PTI_EXIT_SIGNAL;
+			return PTI_EXIT_SIGNAL + (int)pti_run_signalled;
 		}
 		uint32_t live = 0, servers = 0, finished = 0;
 		for (uint32_t i = 0; i < j->n_procs; i++) {
@@ -261,6 +261,11 @@ static int run_prepare(run_job *j)
 	pti_layout *l = &j->layout;
 	int rv;
 	run_layer_push(c);
+	// ssp's bound is the experiment's variable: never taken silently.
+	if (c->job.mode == PT_MODE_SSP && !pti_config_given(c, "staleness"))
+		return pti_err_set(PT_EINVAL, "--mode ssp needs --staleness S, "
+		    "the steps a worker may run ahead of the slowest (0 keeps "
+		    "every worker in step, as sync does)");
 	// --optimizer was checked with every other flag (pti_cli_config).
 	// Load the data once here so that a bad file is reported before any
 	// process starts.
@@ -466,7 +471,8 @@ int pti_cmd_run(int argc, char **argv)
 	for (;;) {
 		if (pti_run_start(&j) != 0) {
 			// pti_run_start has said what went wrong.
-			rv = pti_run_signalled ? PTI_EXIT_SIGNAL : PTI_EXIT_FAIL;
+			rv = pti_run_signalled ? PTI_EXIT_SIGNAL +
+			    (int)pti_run_signalled : PTI_EXIT_FAIL;
 			break;
 		}
 		if ((rv = run_watch(&j)) != RUN_RESTART)
