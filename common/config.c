@@ -1049,6 +1049,13 @@ int pti_config_check(const pti_config *c, uint32_t cmd)
 		return 0;
 	}
 	int rv;
+	// What --modes gives each job is not compare's own to take.
+	if (cmd == PT_CMD_COMPARE && (pti_config_given(c, "mode") ||
+	    pti_config_given(c, "staleness")))
+		return pti_err_set(PT_EINVAL, "--%s: each job's mode and ssp "
+		    "bound come from --modes (sync, async, ssp:S, ...); give "
+		    "them there", pti_config_given(c, "mode") ? "mode" :
+		    "staleness");
 	if ((rv = pti_jobopt_check(&c->job)) != 0)
 		return rv;
 	if (c->layer_push == PT_LP_ON && c->job.mode != PT_MODE_SYNC)

@@ -617,6 +617,14 @@ test_compare_bad_flags() {
 			has "$T/bad.log" "${mw#*|}" ||
 			{ no $n "--modes $m: exit $rc" "$T/bad.log"; return; }
 	done
+	# compare's own --mode or --staleness would be ignored: refused.
+	for f in "--mode async" "--staleness 2"; do
+		# shellcheck disable=SC2086
+		$P compare --modes sync $f $D --out "$T/bad" >"$T/bad.log" 2>&1
+		rc=$?
+		[ $rc -eq 2 ] && has "$T/bad.log" "${f% *}: each job's mode" ||
+			{ no $n "compare $f: exit $rc" "$T/bad.log"; return; }
+	done
 	for s in 0 x 1,1 2,,3; do
 		# shellcheck disable=SC2086
 		$P compare --modes sync --seeds "$s" $D --out "$T/bad" \
