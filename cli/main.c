@@ -31,8 +31,9 @@ static const struct {
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: pstrain COMMAND [--flag value ...]\n\n"
-		   "Parameter-server training: sync or async SGD with sharded "
-		   "servers and\nworker processes over nng.\n\ncommands:\n");
+		   "Parameter-server training in sync, async or bounded-"
+		   "staleness (ssp) mode,\nor a ring all-reduce, with sharded "
+		   "servers and worker processes over nng.\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].what);
 	fprintf(f, "\n'pstrain COMMAND --help' lists a command's flags; "

@@ -389,7 +389,7 @@ static const config_entry config_table[] = {
 	"DIR/LABEL/seed-S)"),
     E("modes", T_STR, modes, "sync,async", 0, 0, CMP, "LIST",
 	"modes to compare, each MODE[:S][:key=value...]: sync, async, "
-	"ssp:S, allreduce or sgd-small (one worker at batch B/W and lr/W: "
+	"ssp:S, allreduce, hybrid or sgd-small (one worker at batch B/W and lr/W: "
 	"the small-batch control), then modifiers, each a flag of pstrain "
 	"run for that mode's jobs alone (:key for a switch), e.g. "
 	"sync:backup=1, async:matched-lr, sync:optimizer=adam:lr=0.001 "

@@ -367,6 +367,19 @@ static void report_note(FILE *f, const pti_cmp_set *s)
 		    "to A) used the validation split held out of the training "
 		    "set; the test set was evaluated only for final_test_acc "
 		    "and best_val_test_acc.\n");
+	for (int i = 0; i < s->n_modes; i++) {
+		if (s->ms[i].mode != PT_MODE_SSP)
+			continue;
+		fprintf(f, "\nStaleness and the ssp bound count different "
+		    "things: mean_staleness and max_staleness_seen count the "
+		    "updates other workers applied between a gradient's pull "
+		    "and its push, while ssp:S bounds steps (no worker starts "
+		    "step c+1 before every worker has pushed step c-S); each "
+		    "step of each other worker is an update, so with W "
+		    "workers a gradient may be many more than S updates stale "
+		    "while the bound holds.\n");
+		break;
+	}
 }
 
 // report_outcomes states the outcome rule with the accuracy floors the
