@@ -359,6 +359,25 @@ test_mp_ssp_needs_staleness() {
 	fi
 }
 
+# A start that fails before any process runs (here an unwritable
+# --tensorboard) removes the --out folder it made, and leaves one the
+# user made.
+test_mp_failed_start_leaves_no_out() {
+	n=test_mp_failed_start_leaves_no_out
+	mkdir -p "$T/fs-mine"
+	for o in fs-new/run fs-mine; do
+		$P run --workers 2 --batch 32 --steps 2 $D \
+			--tensorboard /proc/pstrain-no-such --out "$T/$o" \
+			>"$T/fs.log" 2>&1 && { no $n "started"; return; }
+	done
+	if [ ! -e "$T/fs-new/run" ] && [ -d "$T/fs-mine" ] &&
+		grep -q -- "--tensorboard /proc/pstrain-no-such" "$T/fs.log"; then
+		ok $n
+	else
+		no $n "--out left behind or removed, or no message" "$T/fs.log"
+	fi
+}
+
 test_mp_missing_data() {
 	n=test_mp_missing_data
 	if $P run --data "fashion-mnist:$T/nothing" --out "$T/nodata" \
@@ -742,6 +761,7 @@ test_mp_tcp
 test_mp_optimizer_default_lr
 test_mp_bad_batch
 test_mp_ssp_needs_staleness
+test_mp_failed_start_leaves_no_out
 test_mp_missing_data
 test_mp_server_failure_stops_job
 test_mp_hung_server_times_out

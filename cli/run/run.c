@@ -328,6 +328,8 @@ static int run_prepare(run_job *j)
 		    c->job.checkpoint_dir, strerror(errno));
 	if ((rv = run_check_out(c)) != 0)
 		return rv;
+	struct stat sb;
+	j->out_made = stat(c->job.out, &sb) != 0;
 	if (pti_mkdir_p(c->job.out) != 0)
 		return pti_err_set(PT_EIO, "--out %s: %s", c->job.out,
 		    strerror(errno));
@@ -364,6 +366,16 @@ static void run_cleanup(run_job *j)
 		unlink(path);
 	}
 	rmdir(j->sockdir);
+}
+
+// run_abandon undoes a start that failed before any process ran: the
+// sockets' folder and hosts, and --out when this run made it and nothing
+// is in it, so that a failed start leaves no empty folder behind.
+static void run_abandon(run_job *j)
+{
+	run_cleanup(j);
+	if (j->out_made)
+		rmdir(j->c.job.out);
 }
 
 // run_write_summary hands what the launcher knows to summary.c.
@@ -404,11 +416,12 @@ int pti_cmd_run(int argc, char **argv)
 		return status;
 	if ((rv = run_prepare(&j)) != 0) {
 		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(rv));
+		run_abandon(&j);
 		return PTI_EXIT_USAGE;
 	}
 	if ((rv = pti_hosts_up(&j.hosts, &j.c)) != 0) {
 		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(rv));
-		run_cleanup(&j);
+		run_abandon(&j);
 		return rv == PT_EINVAL ? PTI_EXIT_USAGE : PTI_EXIT_FAIL;
 	}
 	if (j.hosts.n > 0) {
@@ -424,7 +437,8 @@ int pti_cmd_run(int argc, char **argv)
 	char hex[2 * PT_SECRET_MAX + 1];
 	if ((rv = pti_secret_make(&key)) != 0) {
 		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(rv));
-		return 1;
+		run_abandon(&j);
+		return PTI_EXIT_FAIL;
 	}
 	pti_secret_hex(&key, hex, sizeof(hex));
 	setenv(PT_SECRET_ENV, hex, 1);
@@ -458,14 +472,19 @@ int pti_cmd_run(int argc, char **argv)
 	    (rv = pti_tb_open(&j.tb, j.c.tensorboard, j.c.job.out, j.c.job.workers,
 		 j.t0)) != 0) {
 		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(rv));
+		run_abandon(&j);
 		return PTI_EXIT_USAGE;
 	}
-	if (j.c.dashboard && (rv = run_dashboard(&j)) != 0)
+	if (j.c.dashboard && (rv = run_dashboard(&j)) != 0) {
+		pti_tb_close(j.tb);
+		run_abandon(&j);
 		return rv;
+	}
 	if ((rv = pti_tee_open(&j.tee, RUN_MAX_PROCS)) != 0) {
 		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(rv));
 		pti_dash_close(j.dash);
-		run_cleanup(&j);
+		pti_tb_close(j.tb);
+		run_abandon(&j);
 		return PTI_EXIT_FAIL;
 	}
 	for (;;) {

@@ -39,6 +39,7 @@ typedef struct run_job {
 	run_proc procs[RUN_MAX_PROCS];
 	uint32_t n_procs;
 	char sockdir[PT_PATH_MAX];
+	int out_made;    // run_prepare made --out: a failed start removes it
 	pti_hosts hosts; // --link, --placement: the emulated hosts
 	char urls[PT_URLS_MAX]; // the servers' addresses (allreduce: the
 				// ring's, once the job has run)
