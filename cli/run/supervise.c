@@ -209,7 +209,8 @@ void pti_run_tell_failure(run_job *j, const run_proc *p)
 		snprintf(what, sizeof(what), "exit status %d",
 		    WEXITSTATUS(p->status));
 	else
-		snprintf(what, sizeof(what), "signal %d", WTERMSIG(p->status));
+		snprintf(what, sizeof(what), "signal %d, %s", WTERMSIG(p->status),
+		    strsignal(WTERMSIG(p->status)));
 	fprintf(stderr, "\npstrain run: %s %u failed (%s)\n",
 	    p->server ? "server" : "worker", p->rank, what);
 	pti_run_tell_output(j, p);
