@@ -378,6 +378,20 @@ test_mp_failed_start_leaves_no_out() {
 	fi
 }
 
+# pstrain node: a worker whose task count gives a batch split that does
+# not divide refuses it itself (exit 2), as its server does, instead of
+# waiting for that server's address.
+test_mp_node_bad_split() {
+	n=test_mp_node_bad_split
+	SLURM_PROCID=3 SLURM_NTASKS=6 SLURM_JOB_ID=$$ $P node --servers 1 \
+		--batch 512 $D --connect-timeout 5 --out "$T/node-split" \
+		>"$T/node-split.log" 2>&1
+	rc=$?
+	[ "$rc" = 2 ] && grep -q -- "--batch 512 is not divisible by --workers 5" \
+		"$T/node-split.log" && ok $n ||
+		no $n "exit $rc" "$T/node-split.log"
+}
+
 test_mp_missing_data() {
 	n=test_mp_missing_data
 	if $P run --data "fashion-mnist:$T/nothing" --out "$T/nodata" \
@@ -762,6 +776,7 @@ test_mp_optimizer_default_lr
 test_mp_bad_batch
 test_mp_ssp_needs_staleness
 test_mp_failed_start_leaves_no_out
+test_mp_node_bad_split
 test_mp_missing_data
 test_mp_server_failure_stops_job
 test_mp_hung_server_times_out
