@@ -113,7 +113,9 @@ ev = events("eval")
 rows = list(csv.DictReader(open(job + "/eval.csv")))
 assert len(rows) >= 2 and len(ev) - 1 == len(rows), (len(ev), len(rows))
 for e, row in zip(ev[1:], rows):
-    assert e["step"] == int(row["step"]), (e, row)
+    # one step axis for every run: the workers' steps (in ssp and async
+    # eval.csv's step is the parameters' version)
+    assert e["step"] == int(row["worker_step"]), (e, row)
     assert e["scalars"]["val_acc"] == f32(row["val_acc"]), (e, row)
     assert e["scalars"]["val_loss"] == f32(row["val_loss"]), (e, row)
 print("ok: %d eval events" % (len(ev) - 1))

@@ -210,9 +210,12 @@ int pti_tb_open(pti_tb **out, const char *dir, const char *job_out,
 static const char *const tb_worker_cols[] = {"step", "wall_s", "loss",
     "grad_norm", "step_ms", "compute_ms", "comm_ms", "staleness", "lr"};
 #define TB_WCOLS 9
-// The eval run: eval.csv's validation columns, or its test ones.
-static const char *const tb_eval_cols[] = {"step", "wall_s", "val_loss",
-    "val_acc", "test_loss", "test_acc"};
+// The eval run: eval.csv's validation columns, or its test ones, on the
+// workers' step axis (worker 0's steps at the evaluation, worker_step:
+// in async and ssp eval.csv's step is the parameters' version, about W
+// times as far along).
+static const char *const tb_eval_cols[] = {"worker_step", "wall_s",
+    "val_loss", "val_acc", "test_loss", "test_acc"};
 #define TB_ECOLS 6
 
 // tb_rows appends the rows of path past those written (cols[0] the
