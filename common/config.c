@@ -211,6 +211,10 @@ static const config_entry config_table[] = {
 	"allreduce: publish this worker's ring address (--listen) as "
 	"D/worker-R.url and find the others' there, instead of --connect; "
 	"D is a folder every worker sees"),
+    E("config", T_STR, config, "", 0, 0, RUN | SRV | WRK | CMP | NOD, "FILE",
+	"more flags from FILE, one 'flag = value' a line (a switch: 'flag = "
+	"true'; '#' starts a comment), taken before the command line's, "
+	"which win"),
     E("cluster", T_STR, cluster, "", 0, 0, SRV | WRK, "FILE",
 	"cluster file: 'server URL' lines in rank order and one 'worker "
 	"HOST' line per worker (allreduce: 'worker URL' lines only, each "
@@ -584,11 +588,84 @@ int pti_config_set(pti_config *c, const char *name, const char *value)
 	return pti_err_set(PT_EINVAL, "unknown flag --%s", name);
 }
 
+// config_file applies the flags of --config FILE: each line 'flag =
+// value' (or 'flag value'; a switch's value true or false), '#' a
+// comment, as if given on the command line before its own flags.
+static int config_file(pti_config *c, uint32_t cmd, const char *path)
+{
+	char line[4096];
+	int no = 0, rv = 0;
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return pti_err_set(PT_EINVAL, "--config %s: %s", path,
+		    strerror(errno));
+	while (rv == 0 && fgets(line, sizeof(line), f) != NULL) {
+		no++;
+		line[strcspn(line, "#\r\n")] = '\0';
+		char *key = line + strspn(line, " \t"), *val;
+		if (*key == '\0')
+			continue;
+		size_t kl = strcspn(key, " \t=");
+		val = key + kl + strspn(key + kl, " \t");
+		if (*val == '=')
+			val += 1 + strspn(val + 1, " \t");
+		key[kl] = '\0';
+		for (char *e = val + strlen(val); e > val && (e[-1] == ' ' ||
+		    e[-1] == '\t');)
+			*--e = '\0';
+		int k;
+		for (k = 0; k < N_ENTRIES; k++)
+			if (strcmp(config_table[k].name, key) == 0 &&
+			    cmd_takes(&config_table[k], cmd))
+				break;
+		if (k == N_ENTRIES || strcmp(key, "config") == 0) {
+			rv = pti_err_set(PT_EINVAL, "--config %s, line %d: %s is "
+			    "not a flag of this command", path, no, key);
+			break;
+		}
+		const config_entry *e = &config_table[k];
+		if (e->type == T_BOOL && (strcmp(val, "false") == 0 ||
+		    strcmp(val, "0") == 0))
+			continue;
+		if (e->type == T_BOOL && strcmp(val, "true") != 0 &&
+		    strcmp(val, "1") != 0 && *val != '\0') {
+			rv = pti_err_set(PT_EINVAL, "--config %s, line %d: %s "
+			    "is a switch: true or false, not '%s'", path, no,
+			    key, val);
+			break;
+		}
+		if ((rv = entry_set(&c->job, c, e, e->type == T_BOOL ? "1" :
+		    val)) != 0) {
+			char msg[512];
+			snprintf(msg, sizeof(msg), "%s", pt_errmsg(rv));
+			rv = pti_err_set(rv, "--config %s, line %d: %s", path, no,
+			    msg);
+			break;
+		}
+		c->given[k / 64] |= 1ULL << (k % 64);
+	}
+	fclose(f);
+	return rv;
+}
+
 int pti_config_parse(pti_config *c, uint32_t cmd, int argc, char **argv,
     int *help)
 {
 	*help = 0;
+	// --config FILE first, so that the command line's flags win.
 	for (int i = 0; i < argc; i++) {
+		const char *path = strncmp(argv[i], "--config=", 9) == 0 ?
+		    argv[i] + 9 : strcmp(argv[i], "--config") == 0 &&
+		    i + 1 < argc ? argv[i + 1] : NULL;
+		if (path != NULL) {
+			int rv = config_file(c, cmd, path);
+			if (rv != 0)
+				return rv;
+			break;
+		}
+	}
+	for (int i = 0; i < argc; i++) {
+
 		const char *a = argv[i];
 		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
 			*help = 1;
@@ -704,7 +781,9 @@ int pti_config_to_argv(const pti_config *c, uint32_t from, uint32_t to,
 		return PT_ENOMEM;
 	for (int k = 0; k < N_ENTRIES && rv == 0; k++) {
 		const config_entry *e = &config_table[k];
-		if (!(e->cmds & from) || !(e->cmds & to))
+		// --config's flags are in c already, as values.
+		if (!(e->cmds & from) || !(e->cmds & to) ||
+		    strcmp(e->name, "config") == 0)
 			continue;
 		entry_format(c, e, val, PT_URLS_MAX);
 		if ((e->type == T_STR || e->type == T_LIST) && val[0] == '\0')

@@ -62,6 +62,7 @@ typedef struct pti_config {
 	char ring_dir[PT_PATH_MAX]; // allreduce worker: publish and find the
 				    // ring's addresses there
 	char cluster[PT_PATH_MAX];
+	char config[PT_PATH_MAX]; // --config: flags read from a file
 	char ready_file[PT_PATH_MAX];
 	char model_file[PT_PATH_MAX];
 	double warmup_epochs;

@@ -392,6 +392,33 @@ test_mp_node_bad_split() {
 		no $n "exit $rc" "$T/node-split.log"
 }
 
+# --config FILE: a job's flags from a file ('flag = value', comments,
+# switches), the command line winning, the file named in summary.json;
+# a line that is not a flag is refused with its number.
+test_mp_config_file() {
+	n=test_mp_config_file
+	printf '# the job\nmodel = mlp:16\nbatch = 32   # per step\nsteps = 3\nworkers = 2\nmatched-lr = false\nprefetch = true\n' \
+		>"$T/job.conf"
+	printf 'batch = 32\nbogus = 1\n' >"$T/bad.conf"
+	$P run --config "$T/job.conf" --data synthetic:1200 --steps 5 \
+		--out "$T/conf" >"$T/conf.log" 2>&1
+	rc=$?
+	$P run --config "$T/bad.conf" --out "$T/conf-bad" >"$T/conf-bad.log" 2>&1
+	rb=$?
+	s="$T/conf/summary.json"
+	if [ "$rc" = 0 ] && [ "$(json steps "$s")" = 5 ] &&
+		[ "$(jstr model "$s")" = mlp:16 ] &&
+		[ "$(json workers "$s")" = 2 ] &&
+		grep -q "\"config\": \"$T/job.conf\"" "$s" &&
+		grep -q "\"prefetch\": true" "$s" &&
+		[ "$rb" = 2 ] && grep -q "bad.conf, line 2: bogus is not a flag" \
+		"$T/conf-bad.log"; then
+		ok $n
+	else
+		no $n "exits $rc $rb" "$T/conf.log"
+	fi
+}
+
 test_mp_missing_data() {
 	n=test_mp_missing_data
 	if $P run --data "fashion-mnist:$T/nothing" --out "$T/nodata" \
@@ -777,6 +804,7 @@ test_mp_bad_batch
 test_mp_ssp_needs_staleness
 test_mp_failed_start_leaves_no_out
 test_mp_node_bad_split
+test_mp_config_file
 test_mp_missing_data
 test_mp_server_failure_stops_job
 test_mp_hung_server_times_out
