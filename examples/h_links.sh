@@ -15,13 +15,14 @@
 # namespaces (the emulated hosts are network namespaces).
 #   sh examples/h_links.sh [OUT] [more compare flags]
 # MODEL=cnn runs cnn:32,64/1024 (two conv layers and a dense layer of
-# 1024: 3.27M parameters, 13 MB) instead.
+# 1024: 3.27M parameters, 13 MB) instead, timed to validation accuracy
+# 0.7, which it passes by step 320 in every seed (0.8 for the MLP).
 #   MODEL=cnn RATES="1gbit 100mbit" SEEDS=3 sh examples/h_links.sh
 cd "$(dirname "$0")/.." && make -s bin/pstrain >/dev/null || exit 1
 out=${1:-runs/examples/h}
 [ $# -gt 0 ] && shift
 if [ "${MODEL:-mlp}" = cnn ]; then
-	m="--model cnn:32,64/1024 --target-acc 0.8"
+	m="--model cnn:32,64/1024 --target-acc 0.7"
 else
 	m="--model mlp:1024,1024 --target-acc 0.8"
 fi
