@@ -6,7 +6,8 @@ PyTorch); the optimizer runs on the servers, as everywhere in pstrain.
 In each worker, ParameterServer points every parameter and its .grad at
 two flat float32 buffers that the library reads and writes in place
 (NumPy views of the same memory, no copy): backward() adds the gradient
-into one, step() pushes it and pulls the new values into the other.
+into one and pushes it bucket by bucket as it goes, step() waits for
+the new values in the other.
 
     import torch, pstrain.torch as pt
 
@@ -14,12 +15,13 @@ into one, step() pushes it and pulls the new values into the other.
         return torch.nn.Sequential(torch.nn.Linear(784, 128), ...)
 
     def train(ctx):                      # each worker process runs this
-        for step in range(ctx.steps):
+        ctx.ready()                      # (its data loaded) start together
+        for step in range(STEPS):
             x, y = ctx.shard(*global_batch(step))   # this worker's B / W
             loss = torch.nn.functional.cross_entropy(ctx.model(x), y)
             ctx.ps.zero_grad()
             loss.backward()
-            ctx.ps.step()
+            ctx.ps.step(loss.item())     # the loss, for worker-R.csv
 
     pt.launch(train, model_fn, servers=1, workers=2, mode="async",
               lr=0.1, matched_lr=True)
