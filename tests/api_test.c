@@ -271,7 +271,7 @@ static void test_api_records(void)
 		PT_TEST_TRUE(x[PTI_WK_TX_BYTES] > 12 * sizeof(float));
 		PT_TEST_TRUE(x[PTI_WK_RX_BYTES] > 12 * sizeof(float));
 		PT_TEST_TRUE(x[PTI_WK_RSS_MB] > 0);
-		PT_TEST_TRUE(x[PTI_WK_WALL] >= 1000 && x[PTI_WK_WALL] < 1300);
+		PT_TEST_TRUE(x[PTI_WK_WALL] >= 1000); // from t0, not the first step
 	}
 	free(t.v);
 	snprintf(path, sizeof(path), "%s/eval.csv", dir);
