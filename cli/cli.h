@@ -3,7 +3,7 @@
 #ifndef PT_CLI_CLI_H
 #define PT_CLI_CLI_H
 
-// Exit statuses of every subcommand (README, "Exit status").
+// Exit statuses of every subcommand (docs/USAGE.md, "Exit status").
 enum {
 	PTI_EXIT_OK = 0,
 	PTI_EXIT_FAIL = 1,      // a process failed, or the job could not run

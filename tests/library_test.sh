@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/library_test.sh - pstrain as a library, used the way its README
+# tests/library_test.sh - pstrain as a library, used the way docs/USAGE.md
 # says: `make install PREFIX=...`, then the examples that train models
 # pstrain does not ship through the installed library only: the C linear
 # regression built with pkg-config, and the NumPy network through the
@@ -46,7 +46,7 @@ else
 		"exported: $(tr '\n' ' ' <"$T/exported"); declared: $(tr '\n' ' ' <"$T/declared")"
 fi
 
-# The C example, built as the README shows.
+# The C example, built as docs/USAGE.md shows.
 export PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig" LD_LIBRARY_PATH="$PREFIX/lib"
 LR="$T/linreg"
 if cc -std=c11 -Wall -Wextra -Werror -o "$LR" examples/api/linreg.c \

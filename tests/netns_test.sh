@@ -4,7 +4,7 @@
 # (tests/netns_lib.sh), each with its own address and nothing else in
 # common but the file system. The servers run in host 0, the workers in
 # hosts 1 and 2, over tcp between the hosts' addresses. Two ways in, as
-# README's "Across hosts" and "Under Slurm or mpirun" say: pstrain server
+# docs/USAGE.md's "Across hosts" and "Under Slurm or mpirun" say: pstrain server
 # and worker with a cluster file, and pstrain node with the servers'
 # addresses found through DIR/nodes/ID (each server advertising its
 # host's own address, the default); and an allreduce ring under pstrain
@@ -47,7 +47,7 @@ on() {
 	netns_exec "$i" timeout -s KILL 120 "$@"
 }
 
-# README's cluster file, addresses and all: 2 servers on host 0, a worker
+# docs/USAGE.md's cluster file, addresses and all: 2 servers on host 0, a worker
 # on each of hosts 1 and 2, every process with the same flags.
 test_netns_cluster_file() {
 	local n=test_netns_cluster_file d="$W/cl" f
