@@ -177,7 +177,7 @@ test_ar_dead_worker_ends_job() {
 	rc=$?
 	left=$(pgrep -f -- "--out $d( |$)" | wc -l)
 	if [ "$rc" != 0 ] && [ "$left" = 0 ] &&
-		grep -q "cannot go on without it" "$d.log"; then
+		grep -q "worker 1 failed (signal 9, Killed); the ring" "$d.log"; then
 		ok $n
 	else
 		no $n "exit $rc, $left processes left" "$d.log"

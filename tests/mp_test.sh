@@ -515,6 +515,9 @@ test_mp_dead_worker0_job_finishes() {
 		--save-model "$d/m.bin"
 	rc=$?
 	[ -s "$d/m.bin" ] || { no $n "no saved model" "$d.log"; return; }
+	# The launcher says how it ended.
+	grep -q "worker 0 failed (signal 9, Killed); the job goes on" \
+		"$d.log" || { no $n "no signal in the message" "$d.log"; return; }
 	went_on_without $n "$d" $rc 300 \
 		"worker 0 was lost; this worker finishes the job" "$d/worker-1.log"
 }

@@ -25,28 +25,32 @@
 // the job goes on.
 int pti_run_worker_failed(run_job *j, run_proc *p)
 {
+	char what[64];
 	if (WIFEXITED(p->status) && WEXITSTATUS(p->status) == PTI_EXIT_DIVERGED)
 		return -1; // divergence ends the job
+	pti_run_how_ended(p, what, sizeof(what));
 	if (j->c.job.mode == PT_MODE_ALLREDUCE) {
 		// The ring cannot go on without it: every worker starts
 		// again from the newest checkpoint (pti_run_rollback).
 		if (j->worker_restarts < j->c.restart_workers) {
 			j->worker_restarts++;
-			fprintf(stderr, "\npstrain run: worker %u failed; "
+			fprintf(stderr, "\npstrain run: worker %u failed (%s); "
 			    "restarting every worker (%u of %u restarts)\n",
-			    p->rank, j->worker_restarts, j->c.restart_workers);
+			    p->rank, what, j->worker_restarts,
+			    j->c.restart_workers);
 			pti_run_tell_output(j, p);
 			return RUN_RESTART;
 		}
-		fprintf(stderr, "\npstrain run: worker %u failed; the ring of "
-		    "--mode allreduce cannot go on without it\n", p->rank);
+		fprintf(stderr, "\npstrain run: worker %u failed (%s); the ring "
+		    "of --mode allreduce cannot go on without it\n", p->rank,
+		    what);
 		return -1;
 	}
 	if (j->worker_restarts < j->c.restart_workers) {
 		j->worker_restarts++;
-		fprintf(stderr, "\npstrain run: worker %u failed; restarting it "
-		    "(%u of %u restarts)\n", p->rank, j->worker_restarts,
-		    j->c.restart_workers);
+		fprintf(stderr, "\npstrain run: worker %u failed (%s); "
+		    "restarting it (%u of %u restarts)\n", p->rank, what,
+		    j->worker_restarts, j->c.restart_workers);
 		pti_run_tell_output(j, p);
 		p->exited = 2; // replaced: not counted again
 		return pti_run_spawn_worker(j, p->rank) == 0 ? 0 : -1;
@@ -58,8 +62,8 @@ int pti_run_worker_failed(run_job *j, run_proc *p)
 		return -1;
 	j->lost[p->rank] = 1;
 	j->workers_lost++;
-	fprintf(stderr, "\npstrain run: worker %u failed; the job goes on "
-	    "without it\n", p->rank);
+	fprintf(stderr, "\npstrain run: worker %u failed (%s); the job goes "
+	    "on without it\n", p->rank, what);
 	pti_run_tell_output(j, p);
 	p->exited = 2;
 	return 0;

@@ -70,11 +70,13 @@ extern volatile sig_atomic_t pti_run_signalled;
 // pti_run_reap collects exited children up to the first that failed
 // (returned), pti_run_tell_failure says how a child ended and shows its
 // last lines of output (pti_run_tell_output), and whether its log could
-// be written.
+// be written; pti_run_how_ended writes "exit status N" or "signal N,
+// NAME" into what (size n).
 int pti_run_start(run_job *j);
 run_proc *pti_run_reap(run_job *j);
 void pti_run_tell_failure(run_job *j, const run_proc *p);
 void pti_run_tell_output(run_job *j, const run_proc *p);
+void pti_run_how_ended(const run_proc *p, char *what, size_t n);
 int pti_run_spawn_worker(run_job *j, uint32_t r);
 int pti_run_spawn_server(run_job *j, uint32_t s, const char *listen,
     int64_t version, const char *gone);

@@ -202,15 +202,21 @@ void pti_run_kill_all(run_job *j)
 		}
 }
 
+void pti_run_how_ended(const run_proc *p, char *what, size_t n)
+{
+	if (WIFEXITED(p->status))
+		snprintf(what, n, "exit status %d", WEXITSTATUS(p->status));
+	else if (WIFSIGNALED(p->status))
+		snprintf(what, n, "signal %d, %s", WTERMSIG(p->status),
+		    strsignal(WTERMSIG(p->status)));
+	else
+		snprintf(what, n, "wait status %d", p->status);
+}
+
 void pti_run_tell_failure(run_job *j, const run_proc *p)
 {
 	char what[64];
-	if (WIFEXITED(p->status))
-		snprintf(what, sizeof(what), "exit status %d",
-		    WEXITSTATUS(p->status));
-	else
-		snprintf(what, sizeof(what), "signal %d, %s", WTERMSIG(p->status),
-		    strsignal(WTERMSIG(p->status)));
+	pti_run_how_ended(p, what, sizeof(what));
 	fprintf(stderr, "\npstrain run: %s %u failed (%s)\n",
 	    p->server ? "server" : "worker", p->rank, what);
 	pti_run_tell_output(j, p);
@@ -225,7 +231,7 @@ void pti_run_tell_output(run_job *j, const run_proc *p)
 	int err = pti_tee_tail(j->tee, p->tee, 2.0, 8, tail, sizeof(tail),
 	    &lost);
 	if (tail[0] == '\0')
-		fprintf(stderr, "  (nothing)\n");
+		fprintf(stderr, "  (it printed nothing)\n");
 	for (char *l = tail, *e; *l != '\0'; l = *e ? e + 1 : e) {
 		e = l + strcspn(l, "\n");
 		fprintf(stderr, "  %.*s\n", (int)(e - l), l);
