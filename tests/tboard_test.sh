@@ -3,7 +3,9 @@
 # back by a reader written here from the format's specification (TFRecord
 # framing with masked CRC-32C; Event and Summary protobufs), hold every
 # row of the job's files: each worker's scalars at each step, and the
-# evaluations; compare --tensorboard gives each job its own folder.
+# evaluations; the session run holds the job's hparams (the hparams
+# plugin's records) and its final scores; compare --tensorboard gives
+# each job its own folder, and each mode's seeds one hparams group.
 # Prints "ok NAME" / "FAIL NAME" per case.
 cd "$(dirname "$0")/.." || exit 2
 P=${PSTRAIN:-bin/pstrain}
@@ -70,6 +72,28 @@ def varint(m, i):
         if b < 0x80:
             return v, i
 
+def hparams_data(meta):
+    # SummaryMetadata: plugin_data (1) = plugin_name (1), content (2),
+    # the content an HParamsPluginData: version (1), then
+    # session_start_info (3) or session_end_info (4).
+    plugin = dict(fields(dict(fields(meta))[1]))
+    assert plugin[1] == b"hparams", plugin
+    data = dict(fields(plugin[2]))
+    assert data.get(1, 0) == 0, data
+    if 3 in data:
+        hp, group = {}, None
+        for f, v in fields(data[3]):
+            if f == 1:  # a map entry: key (1), google.protobuf.Value (2)
+                entry = dict(fields(v))
+                (kind, x), = fields(entry[2])
+                hp[entry[1].decode()] = (struct.unpack("<d", x)[0]
+                    if kind == 2 else x.decode() if kind == 3 else bool(x))
+            elif f == 4:
+                group = v.decode()
+        return {"start": hp, "group": group}
+    end = dict(fields(data[4]))
+    return {"status": end[1]}
+
 def events(run):
     files = glob.glob(tb + "/" + run + "/events.out.tfevents.*")
     assert len(files) == 1, files
@@ -86,13 +110,18 @@ def events(run):
             elif f == 5:
                 for g, val in fields(v):
                     assert g == 1
-                    tag = x = None
+                    tag = x = meta = None
                     for h, w in fields(val):
                         if h == 1:
                             tag = w.decode()
                         elif h == 2:
                             x = struct.unpack("<f", w)[0]
-                    e["scalars"][tag] = x
+                        elif h == 9:
+                            meta = w
+                    if meta is not None:
+                        e[tag] = hparams_data(meta)
+                    else:
+                        e["scalars"][tag] = x
         out.append(e)
     return out
 
@@ -118,6 +147,23 @@ for e, row in zip(ev[1:], rows):
     assert e["step"] == int(row["worker_step"]), (e, row)
     assert e["scalars"]["val_acc"] == f32(row["val_acc"]), (e, row)
     assert e["scalars"]["val_loss"] == f32(row["val_loss"]), (e, row)
+# The session (TB itself): the job's hparams, grouped without the seed,
+# then its final scores and a successful end.
+import json
+summ = json.load(open(job + "/summary.json"))
+ev = events("")
+start = ev[1]["_hparams_/session_start_info"]
+hp = start["start"]
+for k in ("mode", "model", "optimizer"):
+    assert hp[k] == summ["config"][k], (k, hp, summ["config"])
+for k in ("lr", "batch", "workers", "servers", "seed"):
+    assert hp[k] == summ["config"][k], (k, hp, summ["config"])
+assert "seed=" not in start["group"] and "mode=" + hp["mode"] in start["group"]
+finals = ev[2]["scalars"]
+for k in ("final_test_acc", "best_val_acc", "train_s"):
+    assert finals[k] == f32(summ[k]), (k, finals, summ[k])
+assert ev[3]["_hparams_/session_end_info"]["status"] == 1, ev[3]
+print("group: %s" % start["group"])
 print("ok: %d eval events" % (len(ev) - 1))
 EOF
 
@@ -150,12 +196,20 @@ test_tboard_compare() {
 	fi
 	for j in sync/seed-1 sync/seed-2 ssp-1/seed-1 ssp-1/seed-2; do
 		if ! $PY "$T/check.py" "$T/tbc/$j" "$T/cmp/$j" 30 \
-			>"$T/check.log" 2>&1; then
-			no $n "event files of $j" "$T/check.log"
+			>"$T/check-$(echo $j | tr / -).log" 2>&1; then
+			no $n "event files of $j" "$T/check-$(echo $j | tr / -).log"
 			return
 		fi
 	done
-	ok $n
+	# One HParams group per mode: its seeds together.
+	g() { sed -n 's/^group: //p' "$T/check-$1.log"; }
+	if [ "$(g sync-seed-1)" = "$(g sync-seed-2)" ] &&
+		[ "$(g ssp-1-seed-1)" = "$(g ssp-1-seed-2)" ] &&
+		[ "$(g sync-seed-1)" != "$(g ssp-1-seed-1)" ]; then
+		ok $n
+	else
+		no $n "hparams groups: '$(g sync-seed-1)' '$(g sync-seed-2)' '$(g ssp-1-seed-1)'"
+	fi
 }
 
 test_tboard_refusals() {

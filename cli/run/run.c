@@ -278,7 +278,7 @@ static int run_prepare(run_job *j)
 			    "servers; --servers %u is ignored\n", c->job.servers);
 		c->job.servers = 0;
 	}
-	// --matched-lr is SGD's per-example match (README, "--matched-lr").
+	// --matched-lr is SGD's per-example match (docs/USAGE.md, "--matched-lr").
 	if (c->job.matched_lr && (c->job.optim.kind == PT_OPT_ADAGRAD ||
 				     c->job.optim.kind == PT_OPT_ADAM))
 		fprintf(stderr, "pstrain run: note: --matched-lr divides the "
@@ -470,7 +470,7 @@ int pti_cmd_run(int argc, char **argv)
 	    j.c.job.out);
 	if (j.c.tensorboard[0] != '\0' &&
 	    (rv = pti_tb_open(&j.tb, j.c.tensorboard, j.c.job.out, j.c.job.workers,
-		 j.t0)) != 0) {
+		 j.t0, &j.c)) != 0) {
 		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(rv));
 		run_abandon(&j);
 		return PTI_EXIT_USAGE;
@@ -510,7 +510,6 @@ int pti_cmd_run(int argc, char **argv)
 	pti_run_kill_all(&j);
 	pti_tee_close(j.tee, 5.0);
 	run_tensorboard(&j);
-	pti_tb_close(j.tb);
 	pti_dash_close(j.dash);
 	run_cleanup(&j);
 	// A diverged job is a result, not a crash: it still gets a summary,
@@ -518,6 +517,12 @@ int pti_cmd_run(int argc, char **argv)
 	if ((rv == 0 || rv == PTI_EXIT_DIVERGED) &&
 	    run_write_summary(&j, rv == PTI_EXIT_DIVERGED) != 0)
 		rv = 1;
+	// TensorBoard's session ends with the summary's final scores.
+	int tb_rv;
+	if (j.tb != NULL && (tb_rv = pti_tb_finish(j.tb, rv == 0 || rv ==
+	    PTI_EXIT_DIVERGED, j.steps)) != 0)
+		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(tb_rv));
+	pti_tb_close(j.tb);
 	pti_run_tell_checkpoints(&j);
 	return rv;
 }

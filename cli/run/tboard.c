@@ -6,6 +6,15 @@
 // protobuf: wall_time (field 1, double), step (2, int64), then either
 // file_version (3, "brain.Event:2", the first record) or a Summary (5)
 // of Values (1), each a tag (1, string) and a simple_value (2, float).
+// The session run (DIR itself) holds the hparams plugin's records: a
+// Value whose metadata (9) is a SummaryMetadata with plugin_data (1) of
+// plugin_name "hparams" (1) and content (2) an HParamsPluginData
+// (version 0, then session_start_info (3): hparams (1) as map entries of
+// a key and a google.protobuf.Value, number (2), string (3) or bool (4);
+// group_name (4), start_time_secs (5); or session_end_info (4): status
+// (1), end_time_secs (2)), and a tensor (8) of no floats, as
+// tensorboard/plugins/hparams/metadata.py writes them; then the job's
+// final scores as scalars.
 // No C library of Debian's offers CRC-32C (Castagnoli) alone, so it is
 // the table-driven loop below.
 #include "cli/run/tboard.h"
@@ -17,9 +26,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "common/afile.h"
+#include "common/clock.h"
 #include "common/config.h"
 #include "common/err.h"
+#include "common/jsonio.h"
 #include "common/outputs.h"
 
 // ---------------------------------------------------------------- CRC-32C
@@ -47,7 +60,7 @@ static uint32_t crc32c_masked(const uint8_t *p, size_t n)
 
 // ---------------------------------------------------------------- protobuf
 
-#define PB_MAX 1024 // an event of a few scalars is far shorter
+#define PB_MAX 4096 // an event of a few scalars, or of the hparams
 
 typedef struct pb {
 	uint8_t b[PB_MAX];
@@ -113,7 +126,7 @@ struct pti_tb {
 	char out[PT_PATH_MAX];
 	uint32_t workers;
 	double t0; // the job's start, seconds since 1970
-	tb_run *runs; // (workers + 1): the workers', then eval's
+	tb_run *runs; // (workers + 2): the workers', eval's, the session's
 };
 
 static void tb_record(tb_run *r, const pb *e)
@@ -133,12 +146,25 @@ static void tb_record(tb_run *r, const pb *e)
 		r->err = errno ? errno : EIO;
 }
 
+// tb_event writes an event of Summary sum at step.
+static void tb_event(tb_run *r, double wall, int64_t step, const pb *sum)
+{
+	static pb ev;
+	ev.n = 0;
+	pb_double(&ev, 1, wall);
+	pb_varint(&ev, 2 << 3 | 0);
+	pb_varint(&ev, (uint64_t)step);
+	pb_bytes(&ev, 5, sum->b, sum->n);
+	if (ev.n < PB_MAX && sum->n < PB_MAX)
+		tb_record(r, &ev);
+}
+
 // tb_scalars writes one event of the n scalars tags[i] = v[i] at step
 // (NaN values, from columns a file lacks, left out).
 static void tb_scalars(tb_run *r, double wall, int64_t step,
     const char *const *tags, const double *v, int n)
 {
-	pb sum = {{0}, 0}, ev = {{0}, 0};
+	pb sum = {{0}, 0};
 	for (int i = 0; i < n; i++) {
 		if (isnan(v[i]))
 			continue;
@@ -147,19 +173,90 @@ static void tb_scalars(tb_run *r, double wall, int64_t step,
 		pb_float(&val, 2, (float)v[i]);
 		pb_bytes(&sum, 1, val.b, val.n);
 	}
-	pb_double(&ev, 1, wall);
-	pb_varint(&ev, 2 << 3 | 0);
-	pb_varint(&ev, (uint64_t)step);
-	pb_bytes(&ev, 5, sum.b, sum.n);
-	if (ev.n < PB_MAX)
-		tb_record(r, &ev);
+	tb_event(r, wall, step, &sum);
 }
 
+// tb_hparams writes an event of the hparams plugin's data (an
+// HParamsPluginData holding field `which` = msg) under tag.
+static void tb_hparams(tb_run *r, double wall, const char *tag, int which,
+    const pb *msg)
+{
+	static pb data, plugin, meta, val, sum;
+	static const uint8_t no_floats[] = {0x08, 0x01, 0x12, 0x02, 0x12, 0x00};
+	data.n = plugin.n = meta.n = val.n = sum.n = 0;
+	pb_varint(&data, 1 << 3 | 0); // version 0
+	pb_varint(&data, 0);
+	pb_bytes(&data, which, msg->b, msg->n);
+	pb_bytes(&plugin, 1, "hparams", 7);
+	pb_bytes(&plugin, 2, data.b, data.n);
+	pb_bytes(&meta, 1, plugin.b, plugin.n);
+	pb_bytes(&val, 1, tag, strlen(tag));
+	pb_bytes(&val, 9, meta.b, meta.n);
+	pb_bytes(&val, 8, no_floats, sizeof(no_floats));
+	pb_bytes(&sum, 1, val.b, val.n);
+	tb_event(r, wall, 0, &sum);
+}
+
+// The flags a TensorBoard session shows as its hparams. A session's
+// group is all of them but the seed, so that the seeds of one
+// configuration are one group.
+static const char *const tb_hparam_flags[] = {"mode", "servers", "workers",
+    "model", "data", "batch", "lr", "optimizer", "staleness",
+    "backup-workers", "epochs", "steps", "lr-scaling", "warmup-epochs",
+    "weight-decay", "matched-lr", "staleness-lr", "max-staleness",
+    "straggler", "delay", "transport", "placement", "link", "layer-push",
+    "validation", "seed"};
+
+// tb_session_start writes the session's start: c's hparams, its group
+// and start time.
+static void tb_session_start(tb_run *r, const pti_config *c, double t0)
+{
+	static pb start, entry, value;
+	char group[PB_MAX / 2], num[64];
+	size_t used = 0;
+	json_t *cfg = pti_config_json(c, PT_CMD_RUN);
+	start.n = 0;
+	group[0] = '\0';
+	for (size_t i = 0; cfg != NULL && i < sizeof(tb_hparam_flags) /
+	    sizeof(tb_hparam_flags[0]); i++) {
+		const char *key = tb_hparam_flags[i];
+		json_t *v = json_object_get(cfg, key);
+		const char *text = NULL;
+		entry.n = value.n = 0;
+		if (json_is_number(v)) {
+			pb_double(&value, 2, json_number_value(v));
+			snprintf(num, sizeof(num), "%.10g", json_number_value(v));
+			text = num;
+		} else if (json_is_boolean(v)) {
+			pb_varint(&value, 4 << 3 | 0);
+			pb_varint(&value, json_is_true(v));
+			text = json_is_true(v) ? "true" : "false";
+		} else if (json_is_string(v) && json_string_length(v) > 0) {
+			text = json_string_value(v);
+			pb_bytes(&value, 3, text, strlen(text));
+		} else {
+			continue;
+		}
+		pb_bytes(&entry, 1, key, strlen(key));
+		pb_bytes(&entry, 2, value.b, value.n);
+		pb_bytes(&start, 1, entry.b, entry.n);
+		if (strcmp(key, "seed") != 0 && used < sizeof(group))
+			used += (size_t)snprintf(group + used, sizeof(group) -
+			    used, "%s%s=%s", used > 0 ? " " : "", key, text);
+	}
+	json_decref(cfg);
+	pb_bytes(&start, 4, group, strlen(group));
+	pb_double(&start, 5, t0);
+	tb_hparams(r, t0, "_hparams_/session_start_info", 3, &start);
+}
+
+// tb_run_open starts run name (the session's: "") under dir.
 static int tb_run_open(tb_run *r, const char *dir, const char *name,
     double now)
 {
 	char folder[PT_PATH_MAX + 64];
-	snprintf(folder, sizeof(folder), "%s/%s", dir, name);
+	snprintf(folder, sizeof(folder), "%s%s%s", dir, name[0] ? "/" : "",
+	    name);
 	if (pti_mkdir_p(folder) != 0)
 		return pti_err_set(PT_EIO, "--tensorboard %s: %s", folder,
 		    strerror(errno));
@@ -178,11 +275,11 @@ static int tb_run_open(tb_run *r, const char *dir, const char *name,
 }
 
 int pti_tb_open(pti_tb **out, const char *dir, const char *job_out,
-    uint32_t workers, double t0)
+    uint32_t workers, double t0, const pti_config *c)
 {
 	crc_init();
 	pti_tb *tb = calloc(1, sizeof(*tb));
-	if (tb == NULL || (tb->runs = calloc(workers + 1,
+	if (tb == NULL || (tb->runs = calloc(workers + 2,
 			       sizeof(*tb->runs))) == NULL) {
 		free(tb);
 		return pti_err_set(PT_ENOMEM, "--tensorboard");
@@ -190,18 +287,19 @@ int pti_tb_open(pti_tb **out, const char *dir, const char *job_out,
 	snprintf(tb->out, sizeof(tb->out), "%s", job_out);
 	tb->workers = workers;
 	tb->t0 = t0;
-	for (uint32_t r = 0; r <= workers; r++) {
+	for (uint32_t r = 0; r <= workers + 1; r++) {
 		char name[32];
 		if (r < workers)
 			snprintf(name, sizeof(name), "worker-%u", r);
 		else
-			snprintf(name, sizeof(name), "eval");
+			snprintf(name, sizeof(name), r == workers ? "eval" : "");
 		int rv = tb_run_open(&tb->runs[r], dir, name, t0);
 		if (rv != 0) {
 			pti_tb_close(tb);
 			return rv;
 		}
 	}
+	tb_session_start(&tb->runs[workers + 1], c, t0);
 	*out = tb;
 	return 0;
 }
@@ -259,11 +357,46 @@ int pti_tb_update(pti_tb *tb)
 	    TB_ECOLS);
 }
 
+// The job's final scores (summary.json keys) the session run ends with.
+static const char *const tb_final_keys[] = {"final_test_acc",
+    "final_test_loss", "final_train_acc", "final_train_loss",
+    "final_val_acc", "best_val_acc", "best_val_test_acc", "final_test_auc",
+    "best_val_test_auc", "train_s", "samples_per_s", "step_ms_median",
+    "idle_fraction", "mean_staleness"};
+#define TB_FINALS (sizeof(tb_final_keys) / sizeof(tb_final_keys[0]))
+
+int pti_tb_finish(pti_tb *tb, int done, uint64_t steps)
+{
+	char path[PT_PATH_MAX + 32];
+	tb_run *r = &tb->runs[tb->workers + 1];
+	double v[TB_FINALS], now = pti_wall_s();
+	snprintf(path, sizeof(path), "%s/summary.json", tb->out);
+	json_t *sum = done ? pti_json_load(path) : NULL;
+	for (size_t i = 0; i < TB_FINALS; i++)
+		v[i] = pti_json_num(sum, tb_final_keys[i]);
+	if (sum != NULL)
+		tb_scalars(r, now, (int64_t)steps, tb_final_keys, v,
+		    (int)TB_FINALS);
+	json_decref(sum);
+	static pb end;
+	end.n = 0;
+	pb_varint(&end, 1 << 3 | 0);
+	pb_varint(&end, done ? 1 : 2); // STATUS_SUCCESS, STATUS_FAILURE
+	pb_double(&end, 2, now);
+	tb_hparams(r, now, "_hparams_/session_end_info", 4, &end);
+	if (fflush(r->f) != 0 && r->err == 0)
+		r->err = errno;
+	if (r->err != 0)
+		return pti_err_set(PT_EIO, "--tensorboard %s: %s", r->path,
+		    strerror(r->err));
+	return 0;
+}
+
 void pti_tb_close(pti_tb *tb)
 {
 	if (tb == NULL)
 		return;
-	for (uint32_t r = 0; tb->runs != NULL && r <= tb->workers; r++)
+	for (uint32_t r = 0; tb->runs != NULL && r <= tb->workers + 1; r++)
 		if (tb->runs[r].f != NULL)
 			fclose(tb->runs[r].f);
 	free(tb->runs);
