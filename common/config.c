@@ -151,7 +151,8 @@ static const config_entry config_table[] = {
     E("epochs", T_U32, epochs, "1", 1, 100000, RUN | WRK, "E",
 	"passes over the training set"),
     E("steps", T_U64, steps, "0", 0, 1e12, RUN | WRK, "N",
-	"global steps to run instead of --epochs (0: use --epochs)"),
+	"global steps to run instead of --epochs (0: use --epochs; the two "
+	"together are refused)"),
     E("batch", T_U32, job.batch, "256", 1, 1 << 20, RUN | SRV | WRK, "B",
 	"global batch; each worker computes on B/W examples"),
     E("lr", T_F64, job.lr, "0", 0, 1e6, RUN | SRV | WRK, "LR",
@@ -429,6 +430,19 @@ static const config_entry config_table[] = {
     E("report-only", T_BOOL, report_only, "0", 0, 1, CMP, "",
 	"run nothing: write the report and plots again from the jobs "
 	"already in --out"),
+    E("plot-style", T_STR, plot_style, "screen", 0, 0, CMP, "screen|paper",
+	"the figures: screen (titles inside, sizes in pixels) or paper "
+	"(one-column sizes in inches, 300 dpi PNG, fonts for print, no "
+	"titles: plots/captions.md has them); PNG, SVG and PDF either way"),
+    // compare's own --resume, a switch: run's (a folder) is not compare's.
+    E("resume", T_BOOL, cmp_resume, "0", 0, 1, CMP, "",
+	"finish a comparison in --out: its flags are read from "
+	"DIR/compare.conf (flags given here win), each job already done is "
+	"kept when it ran with the flags this comparison gives it (else "
+	"refused, naming the flag), the others run"),
+    E("add-seeds", T_U32, add_seeds, "0", 0, 64, CMP, "N",
+	"with --resume: run N seeds more than the comparison in --out has, "
+	"after its largest"),
 };
 #undef E
 
@@ -447,12 +461,26 @@ const char *pti_mode_name(int mode)
 	return choice_name(choice_mode, mode);
 }
 
-// cmd_takes: compare takes every flag of run besides its own; server,
+// entry_shadowed tells whether a flag of compare's own has e's name.
+static int entry_shadowed(const config_entry *e)
+{
+	for (int k = 0; k < N_ENTRIES; k++)
+		if ((config_table[k].cmds & PT_CMD_COMPARE) &&
+		    strcmp(config_table[k].name, e->name) == 0)
+			return 1;
+	return 0;
+}
+
+// cmd_takes: compare takes every flag of run besides its own (and a
+// flag of its own stands for run's of the same name: --resume); server,
 // worker and node take every flag of run, server and worker, so that
 // one command line serves every process of a job.
 static int cmd_takes(const config_entry *e, uint32_t cmd)
 {
 	uint32_t want = cmd;
+	if ((cmd & PT_CMD_COMPARE) && !(e->cmds & PT_CMD_COMPARE) &&
+	    entry_shadowed(e))
+		return 0;
 	if (cmd & PT_CMD_COMPARE)
 		want |= PT_CMD_RUN;
 	if (cmd & (PT_CMD_NODE | PT_CMD_SERVER | PT_CMD_WORKER))
@@ -588,10 +616,10 @@ int pti_config_set(pti_config *c, const char *name, const char *value)
 	return pti_err_set(PT_EINVAL, "unknown flag --%s", name);
 }
 
-// config_file applies the flags of --config FILE: each line 'flag =
+// pti_config_file applies the flags of --config FILE: each line 'flag =
 // value' (or 'flag value'; a switch's value true or false), '#' a
 // comment, as if given on the command line before its own flags.
-static int config_file(pti_config *c, uint32_t cmd, const char *path)
+int pti_config_file(pti_config *c, uint32_t cmd, const char *path)
 {
 	char line[4096];
 	int no = 0, rv = 0;
@@ -658,7 +686,7 @@ int pti_config_parse(pti_config *c, uint32_t cmd, int argc, char **argv,
 		    argv[i] + 9 : strcmp(argv[i], "--config") == 0 &&
 		    i + 1 < argc ? argv[i + 1] : NULL;
 		if (path != NULL) {
-			int rv = config_file(c, cmd, path);
+			int rv = pti_config_file(c, cmd, path);
 			if (rv != 0)
 				return rv;
 			break;
@@ -802,6 +830,35 @@ int pti_config_to_argv(const pti_config *c, uint32_t from, uint32_t to,
 		} else {
 			*argc += 2;
 		}
+	}
+	free(val);
+	return rv;
+}
+
+int pti_config_save(const pti_config *c, uint32_t cmd,
+    const char *const *skip, FILE *f)
+{
+	char *val = malloc(PT_URLS_MAX); // the longest value (--connect)
+	if (val == NULL)
+		return PT_ENOMEM;
+	int rv = 0;
+	for (int k = 0; k < N_ENTRIES && rv == 0; k++) {
+		const config_entry *e = &config_table[k];
+		int out = cmd_takes(e, cmd) && ((c->given[k / 64] >> (k % 64)) &
+		    1) && strcmp(e->name, "config") != 0;
+		for (size_t i = 0; out && skip != NULL && skip[i] != NULL; i++)
+			out = strcmp(skip[i], e->name) != 0;
+		if (!out)
+			continue;
+		entry_format(c, e, val, PT_URLS_MAX);
+		if (strpbrk(val, "#\r\n") != NULL)
+			rv = pti_err_set(PT_EINVAL, "--%s: a value with '#' or a "
+			    "line break cannot be saved in a flag file", e->name);
+		else if (e->type == T_BOOL)
+			fprintf(f, "%s = %s\n", e->name, val[0] == '1' ? "true" :
+			    "false");
+		else
+			fprintf(f, "%s = %s\n", e->name, val);
 	}
 	free(val);
 	return rv;
@@ -1137,6 +1194,18 @@ int pti_config_check(const pti_config *c, uint32_t cmd)
 		    "staleness");
 	if ((rv = pti_jobopt_check(&c->job)) != 0)
 		return rv;
+	if ((cmd & PT_CMD_COMPARE) && strcmp(c->plot_style, "screen") != 0 &&
+	    strcmp(c->plot_style, "paper") != 0)
+		return pti_err_set(PT_EINVAL, "--plot-style %s: expected "
+		    "screen or paper", c->plot_style);
+	// A job's length is one flag's: the other would be ignored.
+	if ((cmd & (PT_CMD_RUN | PT_CMD_COMPARE | PT_CMD_NODE)) &&
+	    c->steps > 0 && pti_config_given(c, "steps") &&
+	    pti_config_given(c, "epochs"))
+		return pti_err_set(PT_EINVAL, "--steps %llu and --epochs %u: "
+		    "give one (--steps N runs N global steps, --epochs E that "
+		    "many passes over the training set)",
+		    (unsigned long long)c->steps, c->epochs);
 	if (c->layer_push == PT_LP_ON && c->job.mode != PT_MODE_SYNC)
 		return pti_err_set(PT_EINVAL, "--layer-push on needs --mode "
 		    "sync (in async and ssp each layer would be an update of "

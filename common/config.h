@@ -101,6 +101,9 @@ typedef struct pti_config {
 	char seeds[PT_PATH_MAX];  // "N" (1..N) or "S,S,..."; "" --seed alone
 	uint32_t allow_failures;  // go on past a damaged job
 	uint32_t report_only;     // re-make report and plots, run nothing
+	char plot_style[16];      // compare's figures: "screen" or "paper"
+	uint32_t cmp_resume;      // compare --resume: keep the jobs done
+	uint32_t add_seeds;       // compare --add-seeds N: N seeds more
 	uint64_t given[2]; // bit i: flag i of the table was on the command line
 } pti_config;
 
@@ -157,6 +160,19 @@ int pti_jobopt_ckpt_every(const pti_jobopt *o, uint64_t *every,
 // naming it, or naming a name that is not a job option).
 void pti_jobopt_defaults(pti_jobopt *o);
 int pti_jobopt_set(pti_jobopt *o, const char *name, const char *value);
+
+// pti_config_file reads FILE's flags (one "key = value" per line, '#'
+// starts a comment, a switch takes true or false) into c as --config
+// does, for command cmd; each counts as given. 0, or PT_EINVAL/PT_EIO
+// naming the file, line and flag.
+int pti_config_file(pti_config *c, uint32_t cmd, const char *path);
+
+// pti_config_save writes every flag of cmd given to c (on the command
+// line or from a file), but --config and those named in skip (a NULL-
+// ended list), to f in the form pti_config_file reads. 0, or PT_EINVAL
+// naming a value that the form cannot hold (a '#' or a line break).
+int pti_config_save(const pti_config *c, uint32_t cmd,
+    const char *const *skip, FILE *f);
 
 // pti_config_given tells whether flag `name` was on the command line.
 int pti_config_given(const pti_config *c, const char *name);

@@ -7,7 +7,7 @@
 # the modes seed by seed. Real small jobs: a 2-seed comparison, the
 # small-batch control sgd-small, --lr-grid's pick on tuning seeds,
 # --seeds auto, --target-auc on a click set,
-# refusal to overwrite without --force,
+# refusal to overwrite without --force, --resume after Ctrl-C,
 # modifiers (any run flag, through the flag table), determinism of sync,
 # bad --modes and --seeds. Prints
 # "ok NAME" / "FAIL NAME: why" per case.
@@ -302,11 +302,23 @@ test_compare_plots() {
 		png "$C/$g.png" || { no $n "$g.png is not a PNG"; return; }
 		grep -q '<svg' "$C/$g.svg" 2>/dev/null ||
 			{ no $n "$g.svg is not SVG"; return; }
+		[ "$(head -c 5 "$C/$g.pdf" 2>/dev/null)" = "%PDF-" ] ||
+			{ no $n "$g.pdf is not a PDF"; return; }
+		has "$C/plots/captions.md" "**$g**:" ||
+			{ no $n "no caption of $g"; return; }
 	done
 	grep -q "'/" "$C/plots/plot.gp" &&
 		{ no $n "plot.gp holds an absolute path"; return; }
-	has "$C/plots/async-eval.dat" "different numbers of rows" ||
-		{ no $n "async-eval.dat does not say seeds differ"; return; }
+	# Seeds aligned by x: each point is read at one x from every seed.
+	has "$C/plots/async-eval-examples.dat" "points of the range every seed covers" ||
+		{ no $n "async-eval-examples.dat does not align by x"; return; }
+	# The screen style titles its figures, paper leaves them to captions.
+	grep -q "^set title 'staleness" "$C/plots/plot.gp" ||
+		{ no $n "screen figures have no titles"; return; }
+	compare_only "$C" --plot-style paper >"$T/paper.log" 2>&1 &&
+		! grep -q "^set title" "$C/plots/plot.gp" &&
+		grep -q "pdfcairo size 3.40in,2.60in" "$C/plots/plot.gp" ||
+		{ no $n "--plot-style paper" "$T/paper.log"; return; }
 	mv "$C" "$T/moved" && rm -f "$T"/moved/*.png "$T"/moved/*.svg
 	(cd "$T/moved" && gnuplot plots/plot.gp) >"$T/moved.log" 2>&1 &&
 		png "$T/moved/loss.png" && grep -q '<svg' "$T/moved/staleness.svg" ||
@@ -671,6 +683,72 @@ test_compare_damaged_job() {
 	ok $n
 }
 
+# jobs_table FILE: mode, seed, outcome, the accuracy cells and
+# updates_to_A of every job in report.md's "Every job" table (times left
+# out: they are the machine's).
+jobs_table() {
+	awk -F'|' '$4 ~ /^ [a-z]+ $/ && $3 ~ /^ [0-9]+ $/ {
+		print $2, $3, $4, $5, $6, $7, $8, $9 }' "$1"
+}
+
+test_compare_resume() {
+	# A comparison stopped by Ctrl-C mid-job: a rerun without --resume
+	# is refused, --resume with another --lr names it and runs
+	# nothing, --resume alone (flags from DIR/compare.conf) keeps the
+	# jobs done, runs the rest and reports what an uninterrupted
+	# comparison reports; --add-seeds 1 then runs seed 3 only.
+	n=test_compare_resume
+	r="$T/resume"
+	R="--modes sync,allreduce --seeds 2 --delay uniform:20:20"
+	# shellcheck disable=SC2086
+	$P compare $R $D --out "$r" >"$r.log" 2>&1 &
+	pid=$!
+	wait_rows "$r/allreduce/seed-1/worker-0.csv" 3 ||
+		{ no $n "the second job never wrote rows" "$r.log"; kill $pid
+		return; }
+	kill -INT $pid
+	wait $pid
+	rc=$?
+	[ $rc = 130 ] && [ ! -e "$r/report.md" ] &&
+		[ ! -e "$r/allreduce/seed-1/summary.json" ] ||
+		{ no $n "Ctrl-C: exit $rc" "$r.log"; return; }
+	grep -q "^seeds = 2$" "$r/compare.conf" ||
+		{ no $n "compare.conf has no seeds = 2" "$r/compare.conf"; return; }
+	sum1=$(cksum <"$r/sync/seed-1/summary.json")
+	$P compare --out "$r" >"$r.2.log" 2>&1
+	rc=$?
+	[ $rc = 2 ] && has "$r.2.log" "--resume" ||
+		{ no $n "rerun without --resume: exit $rc" "$r.2.log"; return; }
+	$P compare --resume --lr 0.1 --out "$r" >"$r.3.log" 2>&1
+	rc=$?
+	[ $rc = 2 ] && has "$r.3.log" "$r/sync/seed-1" &&
+		has "$r.3.log" "--lr was 0.2 there, 0.1 now" &&
+		[ ! -e "$r/sync/seed-2" ] ||
+		{ no $n "--resume with another --lr: exit $rc" "$r.3.log"; return; }
+	$P compare --resume --out "$r" >"$r.4.log" 2>&1 ||
+		{ no $n "--resume failed" "$r.4.log"; return; }
+	has "$r.4.log" "1 job of $r done already, kept; 3 to run" &&
+		[ "$sum1" = "$(cksum <"$r/sync/seed-1/summary.json")" ] ||
+		{ no $n "--resume did not keep sync seed 1 alone" "$r.4.log"
+		return; }
+	# shellcheck disable=SC2086
+	$P compare $R $D --out "$T/resume0" >"$T/resume0.log" 2>&1 ||
+		{ no $n "the uninterrupted comparison failed" "$T/resume0.log"
+		return; }
+	a=$(jobs_table "$r/report.md")
+	b=$(jobs_table "$T/resume0/report.md")
+	[ "$(echo "$a" | grep -c .)" = 4 ] && [ "$a" = "$b" ] ||
+		{ no $n "resumed report's jobs differ: '$a' vs '$b'"; return; }
+	$P compare --resume --add-seeds 1 --out "$r" >"$r.5.log" 2>&1 ||
+		{ no $n "--add-seeds 1 failed" "$r.5.log"; return; }
+	has "$r.5.log" "4 jobs of $r done already, kept; 2 to run" &&
+		grep -q "^seeds = 1,2,3$" "$r/compare.conf" &&
+		[ "$(jobs_table "$r/report.md" | grep -c .)" = 6 ] ||
+		{ no $n "--add-seeds 1 did not run seed 3 alone" "$r.5.log"
+		return; }
+	ok $n
+}
+
 test_compare_target_auc
 test_compare_aggregates
 test_compare_paired
@@ -684,6 +762,7 @@ test_compare_lr_grid
 test_compare_lr_grid_auto
 test_compare_seeds_auto
 test_compare_force
+test_compare_resume
 test_compare_deterministic
 test_compare_optimizer_modifier
 test_compare_modifier_flags

@@ -150,11 +150,15 @@ test_record_matched_lr() {
 	grep -q "note: --matched-lr divides the rate by W.*adagrad" \
 		"$T/mlr-ada.log" ||
 		no "${n}_adagrad_note" "no note" "$T/mlr-ada.log"
-	# --steps with --epochs: the run says which one it follows.
-	job $n "$T/se" --mode async --workers 2 --batch 32 --steps 3 \
-		--epochs 4 || return
-	grep -q "note: --steps 3 is what runs (0.08 epochs); --epochs 4 is" \
-		"$T/se.log" || no "${n}_steps_note" "no note" "$T/se.log"
+	# --steps with --epochs: one of them would be ignored, so refused,
+	# both named; --steps alone runs that many steps.
+	$P run $D --mode async --workers 2 --batch 32 --steps 3 --epochs 4 \
+		--out "$T/se2" >"$T/se2.log" 2>&1
+	rc=$?
+	[ $rc = 2 ] && grep -q -- "--steps 3 and --epochs 4: give one" \
+		"$T/se2.log" && [ ! -e "$T/se2/summary.json" ] ||
+		no "${n}_steps_epochs" "exit $rc" "$T/se2.log"
+	job $n "$T/se" --mode async --workers 2 --batch 32 --steps 3 || return
 	[ "$(sed -n 's/^  "steps": \([0-9]*\),*$/\1/p' "$T/se/summary.json")" = 3 ] ||
 		no "${n}_steps" "not 3 steps" "$T/se/summary.json"
 	$P run $D --mode sync --workers 2 --batch 32 --steps 5 --matched-lr \

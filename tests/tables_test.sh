@@ -155,7 +155,8 @@ test_tables_resume() {
 	# admission threshold) stopped at step 25 and resumed from version
 	# 20 writes the same checkpoints at 40 as the job run through.
 	n=test_tables_resume
-	J="--model fm:4 $D --mode sync --servers 2 --workers 2 --lr 1 \
+	J="--model fm:4 ${D%% --epochs 3*}${D#*--epochs 3} --mode sync \
+		--servers 2 --workers 2 --lr 1 \
 		--table-capacity 300 --table-admit 2 --checkpoint-every 10"
 	$P run $J --steps 40 --checkpoint-dir "$T/fck" --out "$T/full" \
 		--save-model "$T/full/m.bin" >"$T/full.log" 2>&1 ||

@@ -36,6 +36,96 @@
 static const char *record_must_agree[] = {"openblas_core", "cpu_model",
     "version"};
 
+// The flags of compare.conf: the comparison's own, not how this run of
+// it went (where --out is: the file is found there; whether it was
+// forced, resumed, or watched).
+static const char *const conf_skip[] = {"out", "resume", "add-seeds",
+    "force", "report-only", "dashboard", "dashboard-listen", NULL};
+
+// conf_text is c's flags as compare.conf holds them (pti_config_save), in
+// a string to free; NULL after saying why.
+static char *conf_text(const pti_config *c)
+{
+	char *text = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&text, &n);
+	if (f == NULL) {
+		fprintf(stderr, "pstrain compare: out of memory\n");
+		return NULL;
+	}
+	fprintf(f, "# pstrain compare's flags for this folder: pstrain "
+	    "compare --resume --out DIR\n# reads them (flags given there "
+	    "win), as --config FILE does.\n");
+	int rv = pti_config_save(c, PT_CMD_COMPARE, conf_skip, f);
+	if (fclose(f) != 0 || rv != 0) {
+		fprintf(stderr, "pstrain compare: compare.conf: %s\n",
+		    rv != 0 ? pt_errmsg(rv) : "out of memory");
+		free(text);
+		return NULL;
+	}
+	return text;
+}
+
+int pti_cmp_conf_write(const char *dir, const char *text)
+{
+	char path[PT_PATH_MAX + 16];
+	pti_afile a;
+	int rv;
+	snprintf(path, sizeof(path), "%s/compare.conf", dir);
+	if ((rv = pti_afile_open(&a, path)) == 0) {
+		pti_afile_write(&a, text, strlen(text));
+		rv = pti_afile_commit(&a);
+	}
+	if (rv != 0)
+		fprintf(stderr, "pstrain compare: %s\n", pt_errmsg(rv));
+	return rv != 0;
+}
+
+// conf_read reads the flags of the comparison in --out again for
+// --resume and --report-only: DIR/compare.conf first, where there is
+// one, then --config FILE and the command line over it, as
+// pti_cli_config reads them; then --add-seeds' seeds. -1 to go on, else
+// the exit status.
+static int conf_read(pti_config *c, int argc, char **argv)
+{
+	char conf[PT_PATH_MAX + 16];
+	int help, rv;
+	if (c->add_seeds > 0 && !c->cmp_resume) {
+		fprintf(stderr, "pstrain compare: --add-seeds needs --resume: "
+		    "it adds seeds to the comparison in --out\n");
+		return PTI_EXIT_USAGE;
+	}
+	if (c->cmp_resume && (c->force || c->report_only)) {
+		fprintf(stderr, "pstrain compare: --resume with --%s: --resume "
+		    "keeps the jobs done and runs the others; give one of "
+		    "them\n", c->force ? "force" : "report-only");
+		return PTI_EXIT_USAGE;
+	}
+	if (!c->cmp_resume && !c->report_only)
+		return -1;
+	snprintf(conf, sizeof(conf), "%s/compare.conf", c->job.out);
+	if (access(conf, F_OK) == 0) {
+		pti_config_defaults(c);
+		if ((rv = pti_config_file(c, PT_CMD_COMPARE, conf)) != 0 ||
+		    (rv = pti_config_parse(c, PT_CMD_COMPARE, argc, argv,
+		    &help)) != 0) {
+			fprintf(stderr, "pstrain compare: %s\n", pt_errmsg(rv));
+			return PTI_EXIT_USAGE;
+		}
+		if ((rv = pti_cli_finish(c, PT_CMD_COMPARE, "compare")) >= 0)
+			return rv;
+		printf("pstrain compare: the comparison's flags from %s, with "
+		    "the command line's over them\n", conf);
+	} else if (c->cmp_resume) {
+		printf("pstrain compare: --resume: no %s (a comparison from "
+		    "before compare.conf): the command line's flags alone\n",
+		    conf);
+	}
+	if (c->add_seeds > 0 && pti_cmp_seeds_add(c) != 0)
+		return PTI_EXIT_USAGE;
+	return -1;
+}
+
 // previous tells whether dir already holds a comparison: report.md, or
 // any LABEL/seed-S/summary.json.
 static int previous(const char *dir)
@@ -716,15 +806,17 @@ static int report_write(const pti_cmp_set *s, int argc, char **argv)
 	table_modes(f, s, 1);
 	fprintf(f, "\n## Every job\n\n");
 	table_jobs(f, s);
-	fprintf(f, "\n## Plots\n\nEach as .png and .svg (data and script in "
-	    "plots/; re-plot with `gnuplot plots/plot.gp` from this "
-	    "folder): loss-examples, loss-updates, loss-wall and loss (the "
-	    "three side by side): training loss of worker 0, mean of %d "
-	    "steps; accuracy-examples, accuracy-updates, accuracy-wall and "
-	    "accuracy: %s accuracy; grad-norm; step-time; staleness. Curves "
-	    "are the mean over seeds with a band of ± one sd.\n",
-	    PTI_CMP_SMOOTH,
-	    s->sel_test ? "test" : "validation");
+	fprintf(f, "\n## Plots\n\nEach as .png, .svg and .pdf (%s style; "
+	    "data, captions and script in plots/; re-plot with `gnuplot "
+	    "plots/plot.gp` from this folder): loss-examples, loss-updates, "
+	    "loss-wall and loss (the three side by side): training loss of "
+	    "worker 0, mean of %d steps; accuracy-examples, "
+	    "accuracy-updates, accuracy-wall and accuracy: %s accuracy; "
+	    "grad-norm; step-time; staleness. Curves are the mean over seeds "
+	    "with a band of ± one sd, the seeds aligned by the x axis's "
+	    "value (each seed's curve read on the line between its rows), "
+	    "over the range every seed covers.\n", s->c->plot_style,
+	    PTI_CMP_SMOOTH, s->sel_test ? "test" : "validation");
 	if (fclose(f) != 0) {
 		fprintf(stderr, "pstrain compare: %s: write failed\n", path);
 		return -1;
@@ -825,14 +917,20 @@ int pti_cmd_compare(int argc, char **argv)
 	    "turned into '-'.\n--validation defaults to 10% and "
 	    "--evals-per-epoch to 10 here. A diverged job\nis a result; a "
 	    "damaged one stops the comparison unless --allow-failures.\nDIR "
-	    "must not hold a comparison already unless --force; "
-	    "--report-only\nre-makes report and plots from DIR "
-	    "(docs/COMPARE.md).\n\nexample:\n"
+	    "must not hold a comparison already unless --force (which runs "
+	    "it\nagain) or --resume (which keeps the jobs done with the same "
+	    "flags and runs\nthe others; --add-seeds N more seeds). "
+	    "DIR/compare.conf keeps the flags, so\n`pstrain compare --resume "
+	    "--out DIR` finishes it; --report-only re-makes\nreport and plots "
+	    "from DIR (docs/COMPARE.md).\n\nexample:\n"
 	    "  pstrain compare --modes sync,async,ssp:4,sync:backup=1 "
 	    "--seeds 5 \\\n      --workers 4 --model mlp:128 --epochs 5 "
 	    "--target-acc 0.8 --out runs/cmp", argc, argv);
-	if (rv >= 0)
+	if (rv >= 0 || (rv = conf_read(&c, argc, argv)) >= 0)
 		return rv;
+	char *conf = c.report_only ? NULL : conf_text(&c);
+	if (!c.report_only && conf == NULL)
+		return 1;
 	pti_config_hosts_imply(&c); // what each job's run is then given
 	if (c.tensorboard[0] != '\0' && c.report_only) {
 		fprintf(stderr, "pstrain compare: --tensorboard with "
@@ -870,10 +968,12 @@ int pti_cmd_compare(int argc, char **argv)
 	if ((rv = pti_cmp_set_init(&s, &c)) >= 0)
 		goto out;
 	rv = 2;
-	if (!c.report_only && !c.force && previous(c.job.out)) {
+	if (!c.report_only && !c.force && !c.cmp_resume &&
+	    previous(c.job.out)) {
 		fprintf(stderr, "pstrain compare: %s already holds a "
 		    "comparison (report.md or LABEL/seed-S/summary.json); "
-		    "give --force to overwrite it, or another --out\n",
+		    "give --resume to finish it (the jobs done are kept), "
+		    "--force to run it all again, or another --out\n",
 		    c.job.out);
 		goto out;
 	}
@@ -884,6 +984,12 @@ int pti_cmd_compare(int argc, char **argv)
 		    strerror(errno));
 		goto out;
 	}
+	// Resumed, the file is written once the jobs done are found to
+	// agree with it (pti_cmp_set_run): a refused --resume leaves it.
+	if (conf != NULL && !c.cmp_resume &&
+	    pti_cmp_conf_write(c.job.out, conf) != 0)
+		goto out;
+	s.conf = c.cmp_resume ? conf : NULL;
 	// --lr-grid: each mode's rate first, picked on other seeds; the
 	// comparison is then of each mode at its rate.
 	static pti_cmp_tune tune;
@@ -893,6 +999,7 @@ int pti_cmd_compare(int argc, char **argv)
 		pti_cmp_set_fini(&s);
 		memset(&s, 0, sizeof(s));
 		s.tb = tb;
+		s.conf = c.cmp_resume ? conf : NULL;
 		if ((rv = pti_cmp_set_init(&s, &c)) >= 0)
 			goto out;
 		s.tune = &tune;
@@ -934,10 +1041,11 @@ int pti_cmd_compare(int argc, char **argv)
 	printf("\nreport: %s/report.md\n", c.job.out);
 	fflush(stdout);
 	if (pti_cmp_plot(c.job.out, s.ms, s.n_modes, s.jobs, s.n_seeds,
-	    s.sel_test, s.tune) != 0)
+	    s.sel_test, s.tune, strcmp(c.plot_style, "paper") == 0) != 0)
 		goto out;
-	printf("plots: %s/*.png and *.svg (script %s/plot.gp)\n", c.job.out,
-	    plots);
+	printf("plots: %s/*.png, *.svg and *.pdf (%s style; captions in "
+	    "%s/captions.md, script %s/plot.gp)\n", c.job.out, c.plot_style,
+	    plots, plots);
 	rv = 0;
 out:
 	if (s.dash != NULL) {
@@ -947,5 +1055,6 @@ out:
 		    "dashboard %s serves it again)\n", c.job.out);
 	}
 	pti_cmp_set_fini(&s);
+	free(conf);
 	return rv;
 }

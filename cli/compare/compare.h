@@ -161,11 +161,23 @@ typedef struct pti_cmp_set {
 	int auto_cap;      // --seeds auto: at most this many seeds; 0 not auto
 	int auto_short;    // --report-only found fewer seeds than auto ran to
 	const struct pti_cmp_tune *tune; // the lr grid's result, or NULL
+	const char *conf; // --resume: compare.conf's text, written by
+			  // pti_cmp_set_run once the jobs done agree
 } pti_cmp_set;
+
+// pti_cmp_conf_write writes text as DIR/compare.conf, whole or not at
+// all (compare.c). 0, or 1 after saying why.
+int pti_cmp_conf_write(const char *dir, const char *text);
+
+// pti_cmp_seeds_add turns --seeds into the list of its seeds and
+// c->add_seeds more after the largest (--add-seeds), then zeroes
+// add_seeds. 0, or -1 after saying why (a bad --seeds, auto, too many).
+int pti_cmp_seeds_add(pti_config *c);
 
 // pti_cmp_set_init fills s from c (its modes, seeds and out): a job per
 // (mode, seed); the exit status on failure (2: a bad flag), else -1.
-// pti_cmp_set_run runs every job, seed-major; pti_cmp_set_read reads
+// pti_cmp_set_run runs every job, seed-major (with --resume, those not
+// done already in c's out with the same flags); pti_cmp_set_read reads
 // those already in c's out (--report-only): 0, or the exit status.
 // pti_cmp_set_fini frees what s holds.
 int pti_cmp_set_init(pti_cmp_set *s, const pti_config *c);
@@ -184,15 +196,16 @@ void pti_cmp_set_fini(pti_cmp_set *s);
 int pti_job_examples_at(const char *dir, double pwb, const double *t,
     double *at, size_t n);
 
-// pti_cmp_plot writes DIR/plots/*.dat and DIR/plots/plot.gp (with the
-// figure lr-grid when tune is not NULL) from the
-// jobs (jobs[mode * n_seeds + seed], MISSING ones skipped), then runs
+// pti_cmp_plot writes DIR/plots/*.dat, DIR/plots/captions.md and
+// DIR/plots/plot.gp (with the figure lr-grid when tune is not NULL) from
+// the jobs (jobs[mode * n_seeds + seed], MISSING ones skipped), then runs
 // gnuplot with DIR as its working directory, so every path in the script
-// is relative and DIR can be moved. sel_test: accuracy curves are test
-// accuracy. Returns 0, or -1 after printing why (gnuplot missing: how to
-// install it).
+// is relative and DIR can be moved: each figure as PNG, SVG and PDF.
+// sel_test: accuracy curves are test accuracy. paper: --plot-style
+// paper (print sizes and fonts, no titles in the figures). Returns 0, or
+// -1 after printing why (gnuplot missing: how to install it).
 int pti_cmp_plot(const char *dir, const pti_cmp_mode *ms, int n_modes,
     const pti_cmp_job *jobs, int n_seeds, int sel_test,
-    const pti_cmp_tune *tune);
+    const pti_cmp_tune *tune, int paper);
 
 #endif // PT_CLI_COMPARE_COMPARE_H

@@ -22,6 +22,8 @@
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/err.h"
+#include "common/optspec.h"
+#include "common/proto.h"
 
 // The report's columns: the name in the table header ("_A" becomes the
 // target), the summary.json key it comes from (NULL: computed from
@@ -132,18 +134,52 @@ bad:
 	return -1;
 }
 
+int pti_cmp_seeds_add(pti_config *c)
+{
+	uint64_t seeds[PTI_CMP_SEEDS_MAX], top = 0;
+	int n, cap;
+	if (seeds_parse(c, seeds, &n, &cap) != 0)
+		return -1;
+	if (cap > 0) {
+		fprintf(stderr, "pstrain compare: --add-seeds with --seeds "
+		    "auto: auto picks how many seeds it runs; give --seeds N "
+		    "or a list\n");
+		return -1;
+	}
+	if (n + (int)c->add_seeds > PTI_CMP_SEEDS_MAX) {
+		fprintf(stderr, "pstrain compare: --add-seeds %u: %d seeds "
+		    "and %u more is over %d\n", c->add_seeds, n, c->add_seeds,
+		    PTI_CMP_SEEDS_MAX);
+		return -1;
+	}
+	for (int i = 0; i < n; i++)
+		top = seeds[i] > top ? seeds[i] : top;
+	for (uint32_t i = 1; i <= c->add_seeds; i++)
+		seeds[n++] = top + i;
+	char list[sizeof(c->seeds)];
+	size_t used = 0;
+	for (int i = 0; i < n && used < sizeof(list); i++)
+		used += (size_t)snprintf(list + used, sizeof(list) - used,
+		    "%s%llu", i > 0 ? "," : "", (unsigned long long)seeds[i]);
+	c->add_seeds = 0;
+	// Given, as if typed: compare.conf keeps the list.
+	return pti_config_set(c, "seeds", list) == 0 ? 0 : -1;
+}
+
 // ---------------------------------------------------------------------
 // Running one job
 
 // The words of job_argv's tail: --mode, --staleness, --backup-workers,
-// --seed, --out and --save-model, each with its value.
-enum { JOB_TAIL = 12 };
+// --seed, --out and --save-model, each with its value, and --force.
+enum { JOB_TAIL = 13 };
 
 // job_argv builds `pstrain run` for job j: every run flag of c, then this
 // job's mode, seed and folders, then its mode's modifiers, which override
 // the same flags given earlier, and with tb (compare's --tensorboard DIR)
 // its own TensorBoard folder DIR/LABEL/seed-S, the place of its outputs
-// in --out. NULL when out of memory (printed).
+// in --out. With --resume each job gets --force: a job run again
+// replaces what an interrupted run left. NULL when out of memory
+// (printed).
 static char **job_argv(const pti_config *c, const pti_cmp_job *j,
     const char *tb)
 {
@@ -162,6 +198,17 @@ static char **job_argv(const pti_config *c, const pti_cmp_job *j,
 	if ((rv = pti_config_to_argv(c, PT_CMD_RUN, PT_CMD_RUN, argv, &argc)) !=
 	    0)
 		goto oom;
+	// A job of --steps (compare's or its mode's) is not given --epochs
+	// too: run refuses the two together.
+	for (int i = 2; m->steps > 0 && i + 1 < argc; i++)
+		if (strcmp(argv[i], "--epochs") == 0) {
+			free(argv[i]);
+			free(argv[i + 1]);
+			memmove(&argv[i], &argv[i + 2], (size_t)(argc - i - 2) *
+			    sizeof(*argv));
+			argc -= 2;
+			break;
+		}
 	snprintf(save, sizeof(save), "%s/model.bin", j->dir);
 	snprintf(stale, sizeof(stale), "%u", m->staleness);
 	snprintf(backup, sizeof(backup), "%u", m->backup);
@@ -169,10 +216,12 @@ static char **job_argv(const pti_config *c, const pti_cmp_job *j,
 	const char *tail[] = {"--mode", pti_mode_name(m->mode), "--staleness",
 	    stale, "--backup-workers", backup, "--seed", seed, "--out",
 	    j->dir, "--save-model", save};
-	_Static_assert(sizeof(tail) / sizeof(tail[0]) == JOB_TAIL,
+	_Static_assert(sizeof(tail) / sizeof(tail[0]) + 1 == JOB_TAIL,
 	    "job_argv's room for the tail");
 	for (size_t i = 0; i < sizeof(tail) / sizeof(tail[0]); i++)
 		argv[argc++] = strdup(tail[i]);
+	if (c->cmp_resume)
+		argv[argc++] = strdup("--force");
 	// --layer-push auto would be on for some jobs only (sync ones whose
 	// processes fit the cores): one thing more than the mode would then
 	// differ. Off unless asked for.
@@ -434,11 +483,156 @@ void pti_cmp_set_fini(pti_cmp_set *s)
 	free(s->jobs);
 }
 
+// ---------------------------------------------------------------------
+// --resume: the jobs done already
+
+// The keys of a job's "config" that say where its files went or how it
+// was watched, not what it trained: a job done is kept whatever they
+// were.
+static const char *const resume_ignored[] = {"out", "save-model",
+    "tensorboard", "force", "resume", "config", "dashboard",
+    "dashboard-listen"};
+
+static int resume_ignores(const char *key)
+{
+	for (size_t i = 0; i < sizeof(resume_ignored) /
+	    sizeof(resume_ignored[0]); i++)
+		if (strcmp(resume_ignored[i], key) == 0)
+			return 1;
+	return 0;
+}
+
+// job_flags_differ compares the flags job j ran with (its summary.json's
+// "config") with those this comparison gives it (job_argv's, settled as
+// pstrain run settles them: the optimizer's usual lr for --lr 0, the
+// transport the hosts imply, no servers for all-reduce). A flag the job
+// has no record of (newer than the version that ran it) is not
+// compared, nor --epochs where --steps gives the length. 0 when they
+// agree; 1 after writing the first flag that
+// differs into why; -1 after printing why it cannot tell.
+static int job_flags_differ(const pti_cmp_set *s, const pti_cmp_job *j,
+    char *why, size_t n)
+{
+	static pti_config want;
+	const json_t *was = json_object_get(j->json, "config");
+	char **argv = job_argv(s->c, j, s->tb);
+	int argc = 0, help, rv = -1;
+	if (argv == NULL)
+		return -1;
+	while (argv[argc] != NULL)
+		argc++;
+	pti_config_defaults(&want);
+	if ((rv = pti_config_parse(&want, PT_CMD_RUN, argc - 2, argv + 2,
+	    &help)) != 0) {
+		fprintf(stderr, "pstrain compare: mode %s: %s\n", j->m->token,
+		    pt_errmsg(rv));
+		rv = -1;
+		goto out;
+	}
+	if (want.job.lr == 0)
+		want.job.lr = pti_optim_default_lr(&want.job.optim);
+	pti_config_hosts_imply(&want);
+	if (want.job.mode == PT_MODE_ALLREDUCE)
+		want.job.servers = 0;
+	json_t *now = pti_config_json(&want, PT_CMD_RUN);
+	if (now == NULL) {
+		fprintf(stderr, "pstrain compare: out of memory\n");
+		rv = -1;
+		goto out;
+	}
+	rv = 0;
+	if (!json_is_object(was)) {
+		snprintf(why, n, "its summary.json records no flags");
+		rv = 1;
+	}
+	const char *key;
+	json_t *v;
+	json_object_foreach(now, key, v) {
+		const json_t *w = json_object_get(was, key);
+		// With --steps, --epochs was never used.
+		if (rv != 0 || resume_ignores(key) || w == NULL ||
+		    json_equal(v, w) || (want.steps > 0 &&
+		    strcmp(key, "epochs") == 0))
+			continue;
+		// Numbers as the flag was typed, unless that hides the
+		// difference.
+		char *a = NULL, *b = NULL;
+		for (int prec = 15; prec <= 17 && (a == NULL || b == NULL ||
+		    strcmp(a, b) == 0); prec += 2) {
+			free(a);
+			free(b);
+			a = json_dumps(w, JSON_ENCODE_ANY |
+			    JSON_REAL_PRECISION(prec));
+			b = json_dumps(v, JSON_ENCODE_ANY |
+			    JSON_REAL_PRECISION(prec));
+		}
+		snprintf(why, n, "--%s was %s there, %s now", key,
+		    a != NULL ? a : "?", b != NULL ? b : "?");
+		free(a);
+		free(b);
+		rv = 1;
+	}
+	json_decref(now);
+out:
+	for (int i = 0; i < argc; i++)
+		free(argv[i]);
+	free(argv);
+	return rv;
+}
+
+// set_keep marks the jobs of s done already in --out (--resume): a
+// summary.json from the flags this comparison gives the job, not
+// damaged unless --allow-failures. The others run (again). A job done
+// with other flags stops the comparison before any job runs. 0, or the
+// exit status.
+static int set_keep(pti_cmp_set *s)
+{
+	int kept = 0, todo = 0;
+	char why[1024];
+	for (int k = 0; k < s->n_modes * s->n_seeds; k++) {
+		pti_cmp_job *j = &s->jobs[k];
+		if (j->ran)
+			continue;
+		if (job_read(j, -1, s->c) != 0) {
+			fprintf(stderr, "pstrain compare: out of memory\n");
+			return 1;
+		}
+		if (j->outcome == PTI_OUT_MISSING || (j->outcome ==
+		    PTI_OUT_DAMAGED && !s->c->allow_failures)) {
+			todo++;
+			continue;
+		}
+		int rv = job_flags_differ(s, j, why, sizeof(why));
+		if (rv < 0)
+			return 1;
+		if (rv > 0) {
+			fprintf(stderr, "pstrain compare: --resume: %s ran "
+			    "with other flags than this comparison gives it: "
+			    "%s; give the flags it ran with (%s/compare.conf "
+			    "holds the comparison's), or --force to run every "
+			    "job again\n", j->dir, why, s->c->job.out);
+			return PTI_EXIT_USAGE;
+		}
+		j->ran = 1;
+		kept++;
+		pti_dash_state(s->dash, (uint32_t)k, PTI_DASH_FILES, 0);
+	}
+	printf("pstrain compare: --resume: %d job%s of %s done already, "
+	    "kept; %d to run\n", kept, kept == 1 ? "" : "s", s->c->job.out,
+	    todo);
+	return 0;
+}
+
 // pti_cmp_set_run runs every job, seed-major. 0, or the exit status.
 int pti_cmp_set_run(pti_cmp_set *s)
 {
 	const pti_config *c = s->c;
-	int total = 0, done = 0;
+	int total = 0, done = 0, rv;
+	if (c->cmp_resume && (rv = set_keep(s)) != 0)
+		return rv;
+	if (s->conf != NULL && pti_cmp_conf_write(c->job.out, s->conf) != 0)
+		return 1;
+	s->conf = NULL;
 	for (int k = 0; k < s->n_modes * s->n_seeds; k++)
 		total += !s->jobs[k].ran;
 	pti_on_stop_signals(cmp_on_signal);
@@ -454,7 +648,7 @@ int pti_cmp_set_run(pti_cmp_set *s)
 			uint32_t k = (uint32_t)(i * s->n_seeds + r);
 			pti_dash_state(s->dash, k, PTI_DASH_RUNNING,
 			    pti_wall_s());
-			int rv = job_run(c, j, s->tb);
+			rv = job_run(c, j, s->tb);
 			pti_dash_state(s->dash, k, rv == 0 || rv ==
 			    PTI_EXIT_DIVERGED ? PTI_DASH_DONE : PTI_DASH_FAILED,
 			    0);

@@ -14,12 +14,18 @@
 
 #include "cli/compare/compare.h"
 #include "common/jsonio.h"
+#include "common/proto.h"
 #include "common/stats.h"
 
 #define PLOT_WORKERS_MAX 256
 #define PLOT_STALE_MAX 100000 // staleness buckets kept (beyond: dropped)
 #define PLOT_EVAL_COLS 4      // examples, updates, wall_s, accuracy
 #define PLOT_W0_COLS 5        // ... then loss and grad_norm (smoothed)
+#define PLOT_POINTS_EVAL 200  // points of x an accuracy curve is read at
+#define PLOT_POINTS_W0 400    // and a loss or gradient-norm curve
+
+// The x columns of a curve, as its data files name them.
+static const char *const x_files[] = {"examples", "updates", "train_s"};
 
 // One seed's curve: columns side by side, the x columns first.
 typedef struct curve {
@@ -30,6 +36,7 @@ typedef struct curve {
 // Per mode: how many points each data file got, and step times.
 typedef struct plot_mode {
 	size_t n_eval, n_w0, n_stale;
+	double x_hi[3]; // the largest x its curves reach, per x axis
 	size_t stale_max; // the highest staleness seen
 	int n_workers;
 } plot_mode;
@@ -37,6 +44,7 @@ typedef struct plot_mode {
 typedef struct plot_set {
 	const pti_cmp_mode *ms;
 	int n_modes, sel_test;
+	int paper; // --plot-style paper: print sizes, captions apart
 	plot_mode pm[PTI_CMP_MODES_MAX];
 } plot_set;
 
@@ -257,65 +265,148 @@ static int job_staleness(const char *dir, double **hist, size_t *n)
 // ---------------------------------------------------------------------
 // Data files
 
-// curves_write writes the mean over seeds of each column of cvs, point
-// by point, to path: "index n x... y_mean y_sd ..." with the first n_x
-// columns as means only. An sd that does not exist (one seed) is written
-// as 0 so that the band is empty there.
-static int curves_write(const char *path, const char *what,
-    const pti_cmp_job *jobs, const curve *cvs, int n_seeds, int n_x,
-    int n_cols, const char *names)
+// One seed's (x, y) points of one curve: rows where both are numbers,
+// x never decreasing (a row that goes back is left out).
+typedef struct xy {
+	double *x, *y;
+	size_t n;
+} xy;
+
+static int xy_make(xy *p, const curve *cv, int xc, int yc)
 {
-	const double *ys[PTI_CMP_SEEDS_MAX];
-	size_t lens[PTI_CMP_SEEDS_MAX], n_points = 0, shortest = SIZE_MAX;
-	pti_stats *st[PLOT_W0_COLS] = {0};
+	p->n = 0;
+	p->x = malloc((cv->n + 1) * sizeof(double));
+	p->y = malloc((cv->n + 1) * sizeof(double));
+	if (p->x == NULL || p->y == NULL)
+		return -1;
+	for (size_t i = 0; i < cv->n; i++) {
+		double x = cv->col[xc][i], y = cv->col[yc][i];
+		if (!isfinite(x) || !isfinite(y) ||
+		    (p->n > 0 && x < p->x[p->n - 1]))
+			continue;
+		p->x[p->n] = x;
+		p->y[p->n++] = y;
+	}
+	return 0;
+}
+
+// xy_at is p's y at x = g, on the straight line between the points
+// around g; NaN outside p's range.
+static double xy_at(const xy *p, double g)
+{
+	if (p->n == 0 || g < p->x[0] || g > p->x[p->n - 1])
+		return NAN;
+	size_t lo = 0, hi = p->n - 1; // the first point with x >= g
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (p->x[mid] < g)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0 || p->x[lo] == g)
+		return p->y[lo];
+	double t = (g - p->x[lo - 1]) / (p->x[lo] - p->x[lo - 1]);
+	return p->y[lo - 1] + t * (p->y[lo] - p->y[lo - 1]);
+}
+
+// curves_write writes the curves of the seeds' cvs (jobs[s]'s, missing
+// ones skipped) against x column xc to path: the mean and sample sd over
+// seeds of each y column ycs[0..n_y) at `points` values of x spread
+// evenly over the range every seed covers, each seed's y there read on
+// the straight line between its rows around it, so that seeds are
+// aligned by x (examples, updates or seconds), never by row. Where the
+// seeds share no range, over the range any covers, n saying how many
+// seeds each point averages. Rows "x n y sd ...", sd 0 with one seed.
+static int curves_write(const char *path, const char *what,
+    const char *x_name, const pti_cmp_job *jobs, const curve *cvs,
+    int n_seeds, int xc, const int *ycs, int n_y, const char *y_names,
+    size_t points, double *x_hi)
+{
+	static xy p[PTI_CMP_SEEDS_MAX][PLOT_W0_COLS];
+	double lo_all = INFINITY, hi_all = -INFINITY, lo = -INFINITY,
+	       hi = INFINITY;
 	int rv = -1, used = 0;
 	FILE *f = fopen(path, "w");
+	memset(p, 0, sizeof(p));
 	if (f == NULL)
 		return -1;
-	fprintf(f, "# %s, mean over seeds by row index (evaluations and "
-	    "steps happen at the same\n# worker-0 steps for every seed); "
-	    "rows per seed:", what);
+	fprintf(f, "# %s against %s: per seed, x from .. to (rows):", what,
+	    x_name);
 	for (int s = 0; s < n_seeds; s++) {
-		lens[s] = cvs[s].n;
-		n_points = lens[s] > n_points ? lens[s] : n_points;
-		if (jobs[s].outcome != PTI_OUT_MISSING) {
-			shortest = lens[s] < shortest ? lens[s] : shortest;
-			fprintf(f, " seed %llu: %zu", (unsigned long long)
-			    jobs[s].seed, lens[s]);
-			used++;
+		if (jobs[s].outcome == PTI_OUT_MISSING)
+			continue;
+		for (int k = 0; k < n_y; k++)
+			if (xy_make(&p[s][k], &cvs[s], xc, ycs[k]) != 0)
+				goto out;
+		const xy *q = &p[s][0];
+		if (q->n == 0) {
+			fprintf(f, " seed %llu: none;", (unsigned long long)
+			    jobs[s].seed);
+			continue;
 		}
+		fprintf(f, " seed %llu: %g .. %g (%zu);", (unsigned long long)
+		    jobs[s].seed, q->x[0], q->x[q->n - 1], cvs[s].n);
+		lo_all = fmin(lo_all, q->x[0]);
+		hi_all = fmax(hi_all, q->x[q->n - 1]);
+		lo = fmax(lo, q->x[0]);
+		hi = fmin(hi, q->x[q->n - 1]);
+		used++;
 	}
 	fprintf(f, "\n");
-	if (used > 0 && shortest < n_points)
-		fprintf(f, "# The seeds have different numbers of rows: past "
-		    "row %zu only the seeds that\n# have the row count "
-		    "(column n).\n", shortest);
-	fprintf(f, "# sd is the sample sd over seeds, 0 where one seed "
-	    "has the row.\n# index n %s\n", names);
-	for (int k = 0; k < n_cols; k++) {
-		if ((st[k] = calloc(n_points + 1, sizeof(pti_stats))) == NULL)
-			goto out;
-		for (int s = 0; s < n_seeds; s++)
-			ys[s] = cvs[s].col[k];
-		pti_stats_curve(st[k], ys, lens, (uint32_t)n_seeds, n_points);
+	if (used > 0 && lo <= hi) {
+		fprintf(f, "# mean and sample sd over the %d seeds at %zu "
+		    "points of the range every seed covers,\n# each seed's "
+		    "value there on the line between its rows around it\n",
+		    used, points);
+	} else if (used > 0) {
+		fprintf(f, "# the seeds share no range of x: the range any "
+		    "covers, n seeds at each point\n");
+		lo = lo_all;
+		hi = hi_all;
 	}
-	for (size_t i = 0; i < n_points; i++) {
+	fprintf(f, "# %s n %s\n", x_name, y_names);
+	if (used > 0 && hi >= lo && hi > *x_hi)
+		*x_hi = hi;
+	if (used == 0 || hi < lo)
+		points = 0;
+	else if (hi == lo)
+		points = 1;
+	for (size_t i = 0; i < points; i++) {
+		double g = points > 1 ? lo + (hi - lo) * (double)i /
+		    (double)(points - 1) : lo;
 		int n = 0;
 		for (int s = 0; s < n_seeds; s++)
-			n += lens[s] > i;
-		fprintf(f, "%zu %d", i + 1, n);
-		for (int k = 0; k < n_cols; k++) {
-			fprintf(f, " %.6g", st[k][i].mean);
-			if (k >= n_x)
-				fprintf(f, " %.6g", isnan(st[k][i].sd) ? 0.0
-				    : st[k][i].sd);
+			n += !isnan(xy_at(&p[s][0], g));
+		fprintf(f, "%.6g %d", g, n);
+		for (int k = 0; k < n_y; k++) {
+			double sum = 0, sq = 0, m;
+			int c = 0;
+			for (int s = 0; s < n_seeds; s++) {
+				double y = xy_at(&p[s][k], g);
+				if (!isnan(y)) {
+					sum += y;
+					c++;
+				}
+			}
+			m = c > 0 ? sum / c : NAN;
+			for (int s = 0; s < n_seeds; s++) {
+				double y = xy_at(&p[s][k], g);
+				if (!isnan(y))
+					sq += (y - m) * (y - m);
+			}
+			fprintf(f, " %.6g %.6g", m, c > 1 ? sqrt(sq / (c - 1))
+			    : 0.0);
 		}
 		fprintf(f, "\n");
 	}
 	rv = 0;
 out:
-	for (int k = 0; k < n_cols; k++)
-		free(st[k]);
+	for (int s = 0; s < n_seeds; s++)
+		for (int k = 0; k < n_y; k++) {
+			free(p[s][k].x);
+			free(p[s][k].y);
+		}
 	if (fclose(f) != 0)
 		rv = -1;
 	return rv;
@@ -360,15 +451,24 @@ static int mode_data(plot_set *p, const char *dir, int i,
 		walls = NULL;
 		seeds++;
 	}
-	snprintf(path, sizeof(path), "%s/plots/%s-eval.dat", dir, label);
-	if (curves_write(path, p->ms[i].token, jobs, ev, n_seeds, 3,
-	    PLOT_EVAL_COLS, "examples updates train_s acc acc_sd") != 0)
-		goto out;
-	snprintf(path, sizeof(path), "%s/plots/%s-worker0.dat", dir, label);
-	if (curves_write(path, p->ms[i].token, jobs, w0, n_seeds, 3,
-	    PLOT_W0_COLS, "examples updates train_s loss loss_sd grad_norm "
-	    "grad_norm_sd (loss and grad_norm smoothed first)") != 0)
-		goto out;
+	// Per x axis, the evaluations' accuracy and worker 0's smoothed
+	// loss and gradient norm.
+	static const int acc_col[] = {3}, w0_cols[] = {3, 4};
+	for (int x = 0; x < 3; x++) {
+		snprintf(path, sizeof(path), "%s/plots/%s-eval-%s.dat", dir,
+		    label, x_files[x]);
+		if (curves_write(path, p->ms[i].token, x_files[x], jobs, ev,
+		    n_seeds, x, acc_col, 1, "acc acc_sd",
+		    PLOT_POINTS_EVAL, &pm->x_hi[x]) != 0)
+			goto out;
+		snprintf(path, sizeof(path), "%s/plots/%s-worker0-%s.dat",
+		    dir, label, x_files[x]);
+		if (curves_write(path, p->ms[i].token, x_files[x], jobs, w0,
+		    n_seeds, x, w0_cols, 2, "loss loss_sd grad_norm "
+		    "grad_norm_sd (worker 0's, each smoothed over its steps "
+		    "first)", PLOT_POINTS_W0, &pm->x_hi[x]) != 0)
+			goto out;
+	}
 	for (int s = 0; s < n_seeds; s++) {
 		pm->n_eval = ev[s].n > pm->n_eval ? ev[s].n : pm->n_eval;
 		pm->n_w0 = w0[s].n > pm->n_w0 ? w0[s].n : pm->n_w0;
@@ -418,22 +518,26 @@ enum { FIG_CURVE, FIG_PANELS, FIG_STEPS, FIG_STALE };
 static const char *x_labels[N_X] = {"examples processed (all workers)",
     "updates applied (parameter version)",
     "training time: seconds since the first step"};
+static const char *x_short[N_X] = {"examples", "updates",
+    "seconds of training"};
 
-// A curve's y: data file suffix, mean column (sd next to it), axis label
-// (NULL: accuracy, whose label depends on the split) and key position.
+// A curve's y: data file, mean column (sd next to it) and axis label
+// (NULL: accuracy, whose label depends on the split).
+// brief: the label of a paper figure, whose caption says the rest.
 static const struct plot_y {
 	const char *file;
 	int col;
-	const char *label, *key;
+	const char *label, *brief;
 } plot_ys[] = {
-    [Y_LOSS] = {"worker0", 6, "training loss of worker 0 (mean of 20 "
-	"steps)", "top right"},
-    [Y_ACC] = {"eval", 6, NULL, "bottom right"},
-    [Y_GRAD] = {"worker0", 8, "gradient norm of worker 0 (mean of 20 "
-	"steps)", "top right"},
+    [Y_LOSS] = {"worker0", 3, "training loss of worker 0 (mean of 20 "
+	"steps)", "training loss"},
+    [Y_ACC] = {"eval", 3, NULL, NULL},
+    [Y_GRAD] = {"worker0", 5, "gradient norm of worker 0 (mean of 20 "
+	"steps)", "gradient norm"},
 };
 
-// Each figure is written as NAME.png and NAME.svg in DIR.
+// Each figure is written as NAME.png, NAME.svg and NAME.pdf in DIR: in
+// pixels on screen (the PDF at 100 per inch), in inches for paper.
 static const struct figure {
 	const char *name;
 	int kind, y, x, width, height;
@@ -444,8 +548,8 @@ static const struct figure {
     {"accuracy-examples", FIG_CURVE, Y_ACC, X_EXAMPLES, 900, 600},
     {"accuracy-updates", FIG_CURVE, Y_ACC, X_UPDATES, 900, 600},
     {"accuracy-wall", FIG_CURVE, Y_ACC, X_WALL, 900, 600},
-    {"loss", FIG_PANELS, Y_LOSS, 0, 1800, 550},
-    {"accuracy", FIG_PANELS, Y_ACC, 0, 1800, 550},
+    {"loss", FIG_PANELS, Y_LOSS, 0, 1800, 600},
+    {"accuracy", FIG_PANELS, Y_ACC, 0, 1800, 600},
     {"grad-norm", FIG_CURVE, Y_GRAD, X_EXAMPLES, 900, 600},
     {"step-time", FIG_STEPS, 0, 0, 1000, 600},
     {"staleness", FIG_STALE, 0, 0, 900, 600},
@@ -480,25 +584,61 @@ static const char *y_label(const plot_set *p, int y)
 			   : "validation accuracy";
 }
 
+// y_axis is y's axis label: on paper the short one.
+static const char *y_axis(const plot_set *p, int y)
+{
+	if (!p->paper)
+		return y_label(p, y);
+	if (plot_ys[y].brief != NULL)
+		return plot_ys[y].brief;
+	return p->sel_test ? "test accuracy" : "validation accuracy";
+}
+
+// nice_step is the tick step of 1, 2 or 5 times a power of ten that
+// gives at most `ticks` intervals over [0, hi].
+static double nice_step(double hi, int ticks)
+{
+	double v = hi / ticks, e = pow(10, floor(log10(v)));
+	return v <= e ? e : v <= 2 * e ? 2 * e : v <= 5 * e ? 5 * e : 10 * e;
+}
+
 // gp_curves writes one plot: per mode with points, its band (mean ± sd)
-// and its mean line, y against x.
+// and its mean line, y against x. The key goes under the axes, off the
+// data; large numbers of examples and updates are written 200k, 1.5M,
+// so that tick labels keep apart in a third of a figure's width.
 static void gp_curves(FILE *f, const plot_set *p, int y, int x)
 {
 	const struct plot_y *py = &plot_ys[y];
 	int first = 1;
-	fprintf(f, "set xlabel '%s'\nset ylabel '%s'\nset key %s\n",
-	    x_labels[x], y_label(p, y), py->key);
+	// Large x in thousands or millions: short tick labels.
+	double hi = 0, scale = 1;
+	for (int i = 0; i < p->n_modes; i++)
+		hi = fmax(hi, p->pm[i].x_hi[x]);
+	if (x != X_WALL && hi >= 2e6)
+		scale = 1e6;
+	else if (x != X_WALL && hi >= 2e4)
+		scale = 1e3;
+	fprintf(f, "set xlabel '%s%s'\nset ylabel '%s'\nset key below "
+	    "horizontal\n", p->paper ? x_short[x] : x_labels[x], scale ==
+	    1e6 ? ", millions" : scale == 1e3 ? ", thousands" : "",
+	    y_axis(p, y));
+	if (hi > 0) // few enough ticks for a third of a figure
+		fprintf(f, "set xtics %g\n", nice_step(hi / scale,
+		    p->paper ? 4 : 6));
+	if (y == Y_ACC) // a band past 0 or 1 is cut there
+		fprintf(f, "set yrange [0 < * : * < 1]\n");
 	for (int i = 0; i < p->n_modes; i++) {
 		size_t n = y == Y_ACC ? p->pm[i].n_eval : p->pm[i].n_w0;
+		size_t pts = y == Y_ACC ? PLOT_POINTS_EVAL : PLOT_POINTS_W0;
 		if (n == 0)
 			continue;
-		fprintf(f, "%s'plots/%s-%s.dat' using %d:($%d-$%d):($%d+$%d) "
-		    "with filledcurves fs transparent solid 0.2 noborder ls %d "
-		    "notitle, \\\n     '' using %d:%d with linespoints ls %d "
-		    "pi %zu title '%s'", first ? "plot " : ", \\\n     ",
-		    p->ms[i].label, py->file, 3 + x, py->col, py->col + 1,
-		    py->col, py->col + 1, i + 1, 3 + x, py->col, i + 1,
-		    n / 12 > 1 ? n / 12 : 1, p->ms[i].token);
+		fprintf(f, "%s'plots/%s-%s-%s.dat' using ($1/%g):($%d-$%d):"
+		    "($%d+$%d) with filledcurves fs transparent solid 0.2 "
+		    "noborder ls %d notitle, \\\n     '' using ($1/%g):%d with "
+		    "linespoints ls %d pi %zu title '%s'", first ? "plot " :
+		    ", \\\n     ", p->ms[i].label, py->file, x_files[x], scale,
+		    py->col, py->col + 1, py->col, py->col + 1, i + 1, scale,
+		    py->col, i + 1, pts / 12, p->ms[i].token);
 		first = 0;
 	}
 	if (first)
@@ -517,7 +657,7 @@ static void gp_steps(FILE *f, const plot_set *p)
 	fprintf(f, "set style data histograms\nset style histogram "
 	    "rowstacked title offset 0,-1\nset boxwidth 0.8\nset xlabel "
 	    "' ' offset 0,-1\nset ylabel 'mean step time per worker (ms)'\n"
-	    "set key below\nset grid noxtics\nplot ");
+	    "set key above horizontal\nset grid noxtics\nplot ");
 	for (int i = 0; i < p->n_modes; i++) {
 		fprintf(f, "%snewhistogram '%s'", i ? ", \\\n     " : "",
 		    p->ms[i].token);
@@ -532,68 +672,128 @@ static void gp_steps(FILE *f, const plot_set *p)
 	fprintf(f, "\n");
 }
 
-// gp_stale writes the staleness histogram, one line per mode, log y.
+// gp_stale writes the staleness histogram, one line per mode, log y. A
+// mode whose every gradient had one staleness (sync: 0) is one point,
+// drawn large and last so that no line hides it, its title saying where;
+// the servers' last bucket, PT_STALE_BUCKETS - 1, counts that staleness
+// and above, and its tick says so.
 static void gp_stale(FILE *f, const plot_set *p)
 {
 	int first = 1;
 	fprintf(f, "set logscale y\nset xlabel 'staleness (updates applied "
-	    "between the pull and the push of a gradient)'\nset ylabel 'gradients "
-	    "(summed over seeds)'\nset key top right\n");
+	    "between the pull and the push of a gradient)'\nset ylabel "
+	    "'gradients (summed over seeds)'\nset key below horizontal\n"
+	    "set xrange [-0.5:*]\nset offsets 0, 0.5, 0, 0\n");
 	size_t most = 0;
 	for (int i = 0; i < p->n_modes; i++)
 		most = p->pm[i].stale_max > most ? p->pm[i].stale_max : most;
-	if (most <= 20) // else gnuplot's own tics: whole numbers anyway
+	if (most >= PT_STALE_BUCKETS - 1)
+		fprintf(f, "set xtics 0, 10, %d\nset xtics add ('%d+' %d)\n",
+		    PT_STALE_BUCKETS - 4, PT_STALE_BUCKETS - 1,
+		    PT_STALE_BUCKETS - 1);
+	else if (most <= 20) // else gnuplot's own tics: whole numbers anyway
 		fprintf(f, "set xtics 1\n");
-	for (int i = 0; i < p->n_modes; i++) {
-		if (p->pm[i].n_stale == 0)
-			continue;
-		fprintf(f, "%s'plots/%s-staleness.dat' using 1:2 with "
-		    "linespoints ls %d title '%s'", first ? "plot " :
-		    ", \\\n     ", p->ms[i].label, i + 1, p->ms[i].token);
-		first = 0;
-	}
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < p->n_modes; i++) {
+			int one = p->pm[i].n_stale == 1;
+			if (p->pm[i].n_stale == 0 || one != pass)
+				continue;
+			fprintf(f, "%s'plots/%s-staleness.dat' using 1:2 with "
+			    "linespoints ls %d%s title '%s", first ? "plot " :
+			    ", \\\n     ", p->ms[i].label, i + 1, one ?
+			    " ps 2.5" : "", p->ms[i].token);
+			if (one)
+				fprintf(f, " (every gradient at %zu)",
+				    p->pm[i].stale_max);
+			fprintf(f, "'");
+			first = 0;
+		}
 	if (first)
 		gp_none(f);
 	else
 		fprintf(f, "\n");
 }
 
+// The output formats: each figure as PNG, SVG and PDF.
+enum { OUT_PNG, OUT_SVG, OUT_PDF, N_OUT };
+static const char *const out_ext[N_OUT] = {"png", "svg", "pdf"};
+
+// gp_terminal sets the terminal and output for format t of a figure of
+// w x h (screen pixels; paper: a one-column figure, 3.4 x 2.6 inches,
+// or twice as wide for panels, w >= 1800, with fonts for print).
+static void gp_terminal(FILE *f, const plot_set *p, const char *name,
+    int t, int w, int h)
+{
+	double in_w = p->paper ? (w >= 1800 ? 7.0 : 3.4) : w / 100.0,
+	       in_h = p->paper ? 2.6 : h / 100.0;
+	if (t == OUT_PNG && p->paper) // 300 dots per inch
+		fprintf(f, "eval('set terminal '.png_term.' size %d,%d "
+		    "fontscale 1.9 linewidth 3 noenhanced')\n",
+		    (int)(in_w * 300), (int)(in_h * 300));
+	else if (t == OUT_PNG)
+		fprintf(f, "eval('set terminal '.png_term.' size %d,%d "
+		    "noenhanced')\n", w, h);
+	else if (t == OUT_SVG)
+		fprintf(f, "set terminal svg size %d,%d%s noenhanced\n",
+		    (int)(in_w * 100), (int)(in_h * 100), p->paper ?
+		    " font 'sans,9'" : "");
+	else
+		fprintf(f, "set terminal pdfcairo size %.2fin,%.2fin font "
+		    "'sans,%d' noenhanced\n", in_w, in_h, p->paper ? 7 : 9);
+	fprintf(f, "set output '%s.%s'\n", name, out_ext[t]);
+}
+
+// fig_caption writes figure g's caption into cap (size n): the title on
+// screen, the caption in plots/captions.md.
+static void fig_caption(const plot_set *p, const struct figure *g,
+    char *cap, size_t n)
+{
+	switch (g->kind) {
+	case FIG_CURVE:
+	case FIG_PANELS:
+		snprintf(cap, n, "%s, mean ± sd over seeds%s", y_label(p, g->y),
+		    g->kind == FIG_PANELS ? " (against examples, updates and "
+		    "seconds)" : "");
+		break;
+	case FIG_STEPS:
+		snprintf(cap, n, "step time per worker, mean over steps of "
+		    "every seed");
+		break;
+	default:
+		snprintf(cap, n, "staleness of applied gradients");
+	}
+}
+
 // gp_figure writes figure g once per output format.
 static void gp_figure(FILE *f, const plot_set *p, const struct figure *g)
 {
-	static const char *formats[] = {"png", "svg"};
-	for (int t = 0; t < 2; t++) {
+	char cap[256];
+	fig_caption(p, g, cap, sizeof(cap));
+	for (int t = 0; t < N_OUT; t++) {
 		fprintf(f, "\nreset\n");
-		if (t == 0)
-			fprintf(f, "eval('set terminal '.png_term.' size %d,%d "
-			    "noenhanced')\n", g->width, g->height);
-		else
-			fprintf(f, "set terminal svg size %d,%d noenhanced\n",
-			    g->width, g->height);
-		fprintf(f, "set output '%s.%s'\nset grid\n", g->name,
-		    formats[t]);
+		gp_terminal(f, p, g->name, t, g->width, g->height);
+		fprintf(f, "set grid\n");
 		gp_styles(f, p->n_modes);
+		if (!p->paper && g->kind != FIG_PANELS)
+			fprintf(f, "set title '%s'\n", cap);
 		switch (g->kind) {
 		case FIG_CURVE:
-			fprintf(f, "set title '%s, mean ± sd over seeds'\n",
-			    y_label(p, g->y));
 			gp_curves(f, p, g->y, g->x);
 			break;
 		case FIG_PANELS:
-			fprintf(f, "set multiplot layout 1,3 title '%s, mean "
-			    "± sd over seeds'\n", y_label(p, g->y));
+			if (p->paper)
+				fprintf(f, "set multiplot layout 1,3\n");
+			else
+				fprintf(f, "set multiplot layout 1,3 title "
+				    "'%s'\n", cap);
 			for (int x = 0; x < N_X; x++)
 				gp_curves(f, p, g->y, x);
 			fprintf(f, "unset multiplot\n");
 			break;
 		case FIG_STEPS:
-			fprintf(f, "set title 'step time per worker, mean "
-			    "over steps of every seed'\n");
 			gp_steps(f, p);
 			break;
 		case FIG_STALE:
-			fprintf(f, "set title 'staleness of applied "
-			    "gradients'\n");
 			gp_stale(f, p);
 			break;
 		}
@@ -628,22 +828,19 @@ static int grid_data(const char *dir, const pti_cmp_tune *t)
 
 // gp_grid writes the figure lr-grid: each mode's mean best validation
 // accuracy against the rate, failed rates ringed, each pick starred.
-static void gp_grid(FILE *f, const pti_cmp_tune *t)
+static void gp_grid(FILE *f, const plot_set *p, const pti_cmp_tune *t)
 {
-	static const char *formats[] = {"png", "svg"};
-	for (int fm = 0; fm < 2; fm++) {
+	for (int fm = 0; fm < N_OUT; fm++) {
 		fprintf(f, "\nreset\n");
-		if (fm == 0)
-			fprintf(f, "eval('set terminal '.png_term.' size 900,550 "
-			    "noenhanced')\n");
-		else
-			fprintf(f, "set terminal svg size 900,550 noenhanced\n");
-		fprintf(f, "set output 'lr-grid.%s'\nset grid\n", formats[fm]);
+		gp_terminal(f, p, "lr-grid", fm, 900, 550);
+		fprintf(f, "set grid\n");
 		gp_styles(f, t->n_modes);
+		if (!p->paper)
+			fprintf(f, "set title 'the lr grid, over the tuning "
+			    "seeds'\n");
 		fprintf(f, "set logscale x 2\nset xlabel 'learning rate "
 		    "(--lr)'\nset ylabel 'mean best validation accuracy'\n"
-		    "set title 'the lr grid, over the tuning seeds'\n"
-		    "set key outside right\nset xtics (");
+		    "set key below horizontal\nset xtics (");
 		for (int k = 0; k < t->n_lr; k++)
 			fprintf(f, "%s'%g' %g", k ? ", " : "", t->lr[k], t->lr[k]);
 		fprintf(f, ")\nset offsets graph 0.05, graph 0.05, 0, 0\n"
@@ -660,6 +857,26 @@ static void gp_grid(FILE *f, const pti_cmp_tune *t)
 		    "ps 3 lc rgb 'black' title 'the rate picked'\n"
 		    "set output\n");
 	}
+}
+
+// captions_write writes DIR/plots/captions.md: each figure's caption,
+// the title it has on screen (paper figures have none).
+static int captions_write(const char *dir, const plot_set *p, int grid)
+{
+	char path[PT_PATH_MAX + 64], cap[256];
+	snprintf(path, sizeof(path), "%s/plots/captions.md", dir);
+	FILE *f = fopen(path, "w");
+	if (f == NULL)
+		return -1;
+	fprintf(f, "# Figures of this comparison (.png, .svg, .pdf)\n\n");
+	for (size_t g = 0; g < sizeof(figures) / sizeof(figures[0]); g++) {
+		fig_caption(p, &figures[g], cap, sizeof(cap));
+		fprintf(f, "- **%s**: %s.\n", figures[g].name, cap);
+	}
+	if (grid)
+		fprintf(f, "- **lr-grid**: the lr grid, over the tuning "
+		    "seeds.\n");
+	return fclose(f);
 }
 
 // gp_run runs gnuplot on plots/plot.gp from dir.
@@ -694,7 +911,7 @@ static int gp_run(const char *dir)
 
 int pti_cmp_plot(const char *dir, const pti_cmp_mode *ms, int n_modes,
     const pti_cmp_job *jobs, int n_seeds, int sel_test,
-    const pti_cmp_tune *tune)
+    const pti_cmp_tune *tune, int paper)
 {
 	static plot_set p;
 	char path[PT_PATH_MAX + 64];
@@ -702,6 +919,7 @@ int pti_cmp_plot(const char *dir, const pti_cmp_mode *ms, int n_modes,
 	p.ms = ms;
 	p.n_modes = n_modes;
 	p.sel_test = sel_test;
+	p.paper = paper;
 	snprintf(path, sizeof(path), "%s/plots/step-time.dat", dir);
 	FILE *steps = fopen(path, "w");
 	if (steps == NULL)
@@ -727,8 +945,12 @@ int pti_cmp_plot(const char *dir, const pti_cmp_mode *ms, int n_modes,
 	    "'pngcairo') > 0 ? 'pngcairo' : 'png'\n");
 	for (size_t g = 0; g < sizeof(figures) / sizeof(figures[0]); g++)
 		gp_figure(f, &p, &figures[g]);
+	if (captions_write(dir, &p, tune != NULL) != 0) {
+		fclose(f);
+		goto fail;
+	}
 	if (tune != NULL)
-		gp_grid(f, tune);
+		gp_grid(f, &p, tune);
 	if (fclose(f) != 0 || (tune != NULL && grid_data(dir, tune) != 0))
 		goto fail;
 	return gp_run(dir);

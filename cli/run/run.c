@@ -304,11 +304,6 @@ static int run_prepare(run_job *j)
 		    "--servers %u is more than the model's %llu parameters",
 		    c->job.servers, (unsigned long long)l->n_params);
 	j->steps = c->steps ? c->steps : (uint64_t)c->epochs * j->spe;
-	if (c->steps && pti_config_given(c, "epochs"))
-		fprintf(stderr, "pstrain run: note: --steps %llu is what runs "
-		    "(%.2f epochs); --epochs %u is not used\n",
-		    (unsigned long long)c->steps, (double)c->steps / j->spe,
-		    c->epochs);
 	if (c->resume[0] != '\0') {
 		uint32_t ns = pti_run_ckpt_ranks(c);
 		int64_t v = pti_run_find_resume(c, c->resume, l, 0, ns);
