@@ -66,21 +66,6 @@ static char *conf_text(const pti_config *c)
 	return text;
 }
 
-int pti_cmp_conf_write(const char *dir, const char *text)
-{
-	char path[PT_PATH_MAX + 16];
-	pti_afile a;
-	int rv;
-	snprintf(path, sizeof(path), "%s/compare.conf", dir);
-	if ((rv = pti_afile_open(&a, path)) == 0) {
-		pti_afile_write(&a, text, strlen(text));
-		rv = pti_afile_commit(&a);
-	}
-	if (rv != 0)
-		fprintf(stderr, "pstrain compare: %s\n", pt_errmsg(rv));
-	return rv != 0;
-}
-
 // conf_read reads the flags of the comparison in --out again for
 // --resume and --report-only: DIR/compare.conf first, where there is
 // one, then --config FILE and the command line over it, as
@@ -932,7 +917,7 @@ int pti_cmd_compare(int argc, char **argv)
 	if (!c.report_only && conf == NULL)
 		return 1;
 	pti_config_hosts_imply(&c); // what each job's run is then given
-	if (c.tensorboard[0] != '\0' && c.report_only) {
+	if (c.job.tensorboard[0] != '\0' && c.report_only) {
 		fprintf(stderr, "pstrain compare: --tensorboard with "
 		    "--report-only: no job runs to write event files\n");
 		return PTI_EXIT_USAGE;
@@ -954,9 +939,9 @@ int pti_cmd_compare(int argc, char **argv)
 	// --tensorboard's (job_argv).
 	int dashboard = c.dashboard;
 	c.dashboard = 0;
-	static char tb[sizeof(c.tensorboard)];
-	snprintf(tb, sizeof(tb), "%s", c.tensorboard);
-	c.tensorboard[0] = '\0';
+	static char tb[sizeof(c.job.tensorboard)];
+	snprintf(tb, sizeof(tb), "%s", c.job.tensorboard);
+	c.job.tensorboard[0] = '\0';
 	// Selection on a validation split, evaluated often enough to time
 	// the target, unless the command line says otherwise.
 	if (!pti_config_given(&c, "validation"))

@@ -166,7 +166,7 @@ typedef struct pti_cmp_set {
 } pti_cmp_set;
 
 // pti_cmp_conf_write writes text as DIR/compare.conf, whole or not at
-// all (compare.c). 0, or 1 after saying why.
+// all (jobs.c). 0, or 1 after saying why.
 int pti_cmp_conf_write(const char *dir, const char *text);
 
 // pti_cmp_seeds_add turns --seeds into the list of its seeds and

@@ -19,6 +19,7 @@
 #include "cli/flags.h"
 #include "common/jsonio.h"
 #include "cli/self.h"
+#include "common/afile.h"
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/err.h"
@@ -132,6 +133,21 @@ bad:
 	    "distinct seeds, or auto[:CAP], CAP 3 to %d)\n", c->seeds,
 	    PTI_CMP_SEEDS_MAX, PTI_CMP_SEEDS_MAX, PTI_CMP_SEEDS_MAX);
 	return -1;
+}
+
+int pti_cmp_conf_write(const char *dir, const char *text)
+{
+	char path[PT_PATH_MAX + 16];
+	pti_afile a;
+	int rv;
+	snprintf(path, sizeof(path), "%s/compare.conf", dir);
+	if ((rv = pti_afile_open(&a, path)) == 0) {
+		pti_afile_write(&a, text, strlen(text));
+		rv = pti_afile_commit(&a);
+	}
+	if (rv != 0)
+		fprintf(stderr, "pstrain compare: %s\n", pt_errmsg(rv));
+	return rv != 0;
 }
 
 int pti_cmp_seeds_add(pti_config *c)
