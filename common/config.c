@@ -386,10 +386,11 @@ static const config_entry config_table[] = {
     E("dashboard-listen", T_STR, dashboard_listen, "127.0.0.1:0", 0, 0,
 	RUN, "HOST:PORT", "where --dashboard serves (port 0: a free one; "
 	"another host than 127.0.0.1 only when given)"),
-    E("tensorboard", T_STR, tensorboard, "", 0, 0, RUN, "DIR",
+    E("tensorboard", T_STR, job.tensorboard, "", 0, 0, RUN, "DIR",
 	"write TensorBoard event files into DIR as the job runs: a run per "
 	"worker (loss, gradient norm, step, compute and communication ms, "
-	"staleness, lr at each step) and one of the evaluations; "
+	"staleness, lr at each step), one of the evaluations, and DIR's own "
+	"with the job's flags and final scores (the HParams tab); "
 	"tensorboard --logdir DIR shows them (compare: each job's under "
 	"DIR/LABEL/seed-S)"),
     E("modes", T_STR, modes, "sync,async", 0, 0, CMP, "LIST",

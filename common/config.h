@@ -87,7 +87,6 @@ typedef struct pti_config {
 	char job_id[128];      // node: names DIR/nodes/ID
 	char advertise[256];   // node: the address other hosts reach it at
 	uint32_t port;         // node: servers listen on port+R; 0: any
-	char tensorboard[PT_PATH_MAX]; // run: event files' folder, or ""
 	double acc_floor;           // run: collapsed under it; 0: 2/classes
 	uint32_t dashboard;         // run: serve /metrics over HTTP
 	char dashboard_listen[128]; // run: HOST:PORT for it

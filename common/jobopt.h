@@ -24,6 +24,8 @@ typedef struct pti_jobopt {
 	double rpc_timeout;    // seconds a worker waits for a reply
 	double t0;             // the job's start, seconds since 1970: wall_s
 			       // columns count from it; 0: the process's
+	char tensorboard[PT_PATH_MAX]; // TensorBoard event files' folder,
+				       // or "" (common/tboard.h)
 	double auth_timeout;   // seconds to prove the secret after connecting
 	// TLS for tls+tcp:// addresses (common/transport.h): PEM files
 	char tls_cert[PT_PATH_MAX]; // this process's certificate

@@ -23,6 +23,7 @@
 #include "common/outputs.h"
 #include "common/placement.h"
 #include "common/proto.h"
+#include "common/tboard.h"
 #include "pstrain.h"
 
 // ---------------------------------------------------------------------
@@ -839,6 +840,11 @@ int pt_job_summary(const pt_job *job)
 	if (c->job.resume_version >= 0)
 		r.resumed_from = c->job.resume_version;
 	rv = pti_summary_write(&r);
+	// With option tensorboard, the event files from the same files.
+	int tb_rv;
+	if (c->job.tensorboard[0] != '\0' &&
+	    (tb_rv = pti_tb_write(c, rv == 0, steps)) != 0 && rv == 0)
+		rv = tb_rv;
 out:
 	free(c);
 	free(from);

@@ -130,7 +130,8 @@ PT_API int pt_job_table(pt_job *job, const char *name, uint32_t dim,
 // pt_job_set sets option `name` to value, checked as pstrain's flag of
 // that name is (docs/API.md). The options are the job's own: mode,
 // servers, workers, batch, lr, seed, out, tls-cert, tls-key, tls-ca,
-// rpc-timeout, auth-timeout, secret-file, t0, staleness, backup-workers,
+// rpc-timeout, auth-timeout, secret-file, t0, tensorboard, staleness,
+// backup-workers,
 // staleness-lr, max-staleness, optimizer, weight-decay, checkpoint-dir,
 // checkpoint-every, resume-version, worker-timeout, lr-scaling,
 // matched-lr, alone-timeout, connect-timeout, step-max, grad-bound,
@@ -161,8 +162,10 @@ PT_API int pt_job_model(pt_job *job, const char *spec, uint32_t dim,
 // it once every server has closed (a launcher of the job's processes, or
 // the worker whose pt_worker_done stopped the servers). The model and
 // data are "program"; the steps, the most any worker recorded; start-up
-// and wall time count from option t0 (null without it). Nothing is
-// printed: the log says where it went. PT_EINVAL without option out,
+// and wall time count from option t0 (null without it). With option
+// tensorboard DIR it writes the job's TensorBoard event files there too,
+// from the same files, as `pstrain run --tensorboard DIR` does. Nothing
+// is printed: the log says where it went. PT_EINVAL without option out,
 // PT_EIO naming the file, PT_ENOMEM.
 PT_API int pt_job_summary(const pt_job *job);
 

@@ -12,6 +12,7 @@ node: the sync job as three tasks of a scheduler (SLURM_PROCID 0-2 set
   server and two workers that find it through OUT/nodes/ID
   (pstrain.torch.node), ending as the sync case.
 """
+import glob
 import json
 import os
 import subprocess
@@ -86,9 +87,21 @@ def reference():
     return torch.cat([p.detach().reshape(-1) for p in m.parameters()]).numpy()
 
 
+def records(path):
+    """The data of each TFRecord of an events file (lengths only: the
+    CRCs are tests/tboard_test.sh's to check)."""
+    d, i, out = open(path, "rb").read(), 0, []
+    while i < len(d):
+        n = int.from_bytes(d[i:i + 8], "little")
+        out.append(d[i + 12:i + 12 + n])
+        i += 16 + n
+    return out
+
+
 def sync(out, bucket_mb):
+    tb = os.path.join(out, "tb-%g" % bucket_mb)
     pt.launch(train_sync, model_fn, servers=2, workers=2, mode="sync",
-              lr=LR, batch=B, out=out, bucket_mb=bucket_mb)
+              lr=LR, batch=B, out=out, bucket_mb=bucket_mb, tensorboard=tb)
     got = np.load(os.path.join(out, "pstrain.npy"))
     diff = np.abs(got - reference()).max()
     print("bucket_mb %g: largest difference %.3g over %d parameters" %
@@ -116,6 +129,17 @@ def sync(out, bucket_mb):
     assert s["outcome"] == "ok" and s["mode"] == "sync", s
     assert s["steps"] == STEPS and s["samples"] == STEPS * B, s
     assert s["startup_s"] > 0 and s["samples_per_s"] > 0, s
+    # Option tensorboard: the event files, from the same files: a record
+    # per step (after the file's first), and the session's hparams,
+    # final scores and end.
+    for r in range(2):
+        ev = glob.glob(os.path.join(tb, "worker-%d" % r, "events.out.*"))
+        assert len(ev) == 1 and len(records(ev[0])) == STEPS + 1, ev
+    session = b"".join(records(glob.glob(os.path.join(tb,
+                                                      "events.out.*"))[0]))
+    for want in (b"_hparams_/session_start_info", b"hparams", b"mode",
+                 b"samples_per_s", b"_hparams_/session_end_info"):
+        assert want in session, want
 
 
 def node(out):

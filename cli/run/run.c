@@ -23,7 +23,7 @@
 #include "cli/run/run_impl.h"
 #include "cli/run/sockdir.h"
 #include "common/summary.h"
-#include "cli/run/tboard.h"
+#include "common/tboard.h"
 #include "cli/run/tee.h"
 #include "common/afile.h"
 #include "common/auth.h"
@@ -463,8 +463,8 @@ int pti_cmd_run(int argc, char **argv)
 	    pti_mode_name(j.c.job.mode), j.c.job.servers, j.c.job.workers, j.c.model,
 	    j.c.job.batch, j.c.job.batch / j.c.job.workers, (unsigned long long)j.steps,
 	    j.c.job.out);
-	if (j.c.tensorboard[0] != '\0' &&
-	    (rv = pti_tb_open(&j.tb, j.c.tensorboard, j.c.job.out, j.c.job.workers,
+	if (j.c.job.tensorboard[0] != '\0' &&
+	    (rv = pti_tb_open(&j.tb, j.c.job.tensorboard, j.c.job.out, j.c.job.workers,
 		 j.t0, &j.c)) != 0) {
 		fprintf(stderr, "pstrain run: %s\n", pt_errmsg(rv));
 		run_abandon(&j);

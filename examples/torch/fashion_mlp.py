@@ -129,6 +129,8 @@ def main(make=make_model, hidden="256,128", doc=__doc__):
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--out", default="runs/torch")
+    p.add_argument("--tensorboard", default="",
+                   help="also write TensorBoard event files into this folder")
     a = p.parse_args()
     a.hidden = [int(h) for h in a.hidden.split(",") if h]
     if a.batch % a.workers:
@@ -141,6 +143,8 @@ def main(make=make_model, hidden="256,128", doc=__doc__):
         options["matched_lr"] = True
     if a.mode == "ssp":
         options["staleness"] = a.staleness
+    if a.tensorboard:
+        options["tensorboard"] = a.tensorboard
     pt.launch(functools.partial(train, a),
               functools.partial(make, a.hidden), servers=a.servers,
               workers=a.workers, seed=a.seed, **options)

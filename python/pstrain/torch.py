@@ -321,7 +321,9 @@ def launch(train_fn, model_fn, servers=1, workers=1, seed=1, bucket_mb=1.0,
     `workers` worker processes, each worker calling train_fn(ctx) with
     the model model_fn() builds (after torch.manual_seed(seed), in every
     process alike); bucket_mb is ParameterServer's. options are the
-    job's (mode="async", lr=0.1, ...).
+    job's (mode="async", lr=0.1, ...); with out=DIR the job's files and,
+    at the end, summary.json go there, and with tensorboard=DIR its
+    TensorBoard event files too.
     Returns when every process has ended; raises naming any that failed.
     """
     # Every process's wall_s counts from the job's start (option t0).

@@ -1,5 +1,7 @@
-// cli/run/tboard.h - TensorBoard event files of a job, written by the launcher
-// from the job's own files (worker-R.csv, eval.csv) as they grow: DIR has
+// common/tboard.h - TensorBoard event files of a job (option tensorboard
+// DIR), written from the job's own files (worker-R.csv, eval.csv): by
+// pstrain run's launcher as they grow, by pt_job_summary for a program's
+// job once it has ended (pti_tb_write). DIR has
 // a run per worker (worker-R/) with its loss, gradient norm, step,
 // compute and communication times, staleness and learning rate at each
 // step, a run "eval/" with the evaluations' loss and accuracy, and DIR's
@@ -7,8 +9,8 @@
 // `tensorboard --logdir DIR` shows them. The format (docs/OUTPUTS.md):
 // TFRecord framing with masked CRC-32C, Event and Summary protobufs with
 // scalar values. Off the servers' and workers' path.
-#ifndef PT_CLI_RUN_TBOARD_H
-#define PT_CLI_RUN_TBOARD_H
+#ifndef PT_COMMON_TBOARD_H
+#define PT_COMMON_TBOARD_H
 
 #include <stdint.h>
 
@@ -41,4 +43,10 @@ int pti_tb_finish(pti_tb *tb, int done, uint64_t steps);
 // pti_tb_close closes the files and frees tb; NULL is fine.
 void pti_tb_close(pti_tb *tb);
 
-#endif // PT_CLI_RUN_TBOARD_H
+// pti_tb_write writes c's job's event files into c->job.tensorboard at
+// once, from the files in c->job.out, ending the session as
+// pti_tb_finish does (done: its summary.json was written). 0, or the
+// error of pti_tb_open, pti_tb_update or pti_tb_finish.
+int pti_tb_write(const struct pti_config *c, int done, uint64_t steps);
+
+#endif // PT_COMMON_TBOARD_H

@@ -1,4 +1,4 @@
-// cli/run/tboard.c - TensorBoard event files from a job's files (tboard.h).
+// common/tboard.c - TensorBoard event files from a job's files (tboard.h).
 //
 // A record is: its length (uint64, little-endian), the masked CRC-32C of
 // those 8 bytes, the data, the masked CRC-32C of the data; masked is
@@ -17,7 +17,7 @@
 // final scores as scalars.
 // No C library of Debian's offers CRC-32C (Castagnoli) alone, so it is
 // the table-driven loop below.
-#include "cli/run/tboard.h"
+#include "common/tboard.h"
 
 #include <errno.h>
 #include <math.h>
@@ -316,6 +316,17 @@ static const char *const tb_eval_cols[] = {"worker_step", "wall_s",
     "val_loss", "val_acc", "test_loss", "test_acc"};
 #define TB_ECOLS 6
 
+// tb_flush flushes run r: PT_EIO naming its file when a write failed.
+static int tb_flush(tb_run *r)
+{
+	if (fflush(r->f) != 0 && r->err == 0)
+		r->err = errno;
+	if (r->err != 0)
+		return pti_err_set(PT_EIO, "--tensorboard %s: %s", r->path,
+		    strerror(r->err));
+	return 0;
+}
+
 // tb_rows appends the rows of path past those written (cols[0] the
 // step, cols[1] wall_s, the rest scalars named as their columns).
 static int tb_rows(pti_tb *tb, tb_run *r, const char *path,
@@ -334,12 +345,7 @@ static int tb_rows(pti_tb *tb, tb_run *r, const char *path,
 	if (t.n_rows > r->rows)
 		r->rows = t.n_rows;
 	free(t.v);
-	if (fflush(r->f) != 0 && r->err == 0)
-		r->err = errno;
-	if (r->err != 0)
-		return pti_err_set(PT_EIO, "--tensorboard %s: %s", r->path,
-		    strerror(r->err));
-	return 0;
+	return tb_flush(r);
 }
 
 int pti_tb_update(pti_tb *tb)
@@ -384,12 +390,21 @@ int pti_tb_finish(pti_tb *tb, int done, uint64_t steps)
 	pb_varint(&end, done ? 1 : 2); // STATUS_SUCCESS, STATUS_FAILURE
 	pb_double(&end, 2, now);
 	tb_hparams(r, now, "_hparams_/session_end_info", 4, &end);
-	if (fflush(r->f) != 0 && r->err == 0)
-		r->err = errno;
-	if (r->err != 0)
-		return pti_err_set(PT_EIO, "--tensorboard %s: %s", r->path,
-		    strerror(r->err));
-	return 0;
+	return tb_flush(r);
+}
+
+int pti_tb_write(const pti_config *c, int done, uint64_t steps)
+{
+	pti_tb *tb;
+	double t0 = c->job.t0 > 0 ? c->job.t0 : pti_wall_s();
+	int rv = pti_tb_open(&tb, c->job.tensorboard, c->job.out,
+	    c->job.workers, t0, c);
+	if (rv != 0)
+		return rv;
+	if ((rv = pti_tb_update(tb)) == 0)
+		rv = pti_tb_finish(tb, done, steps);
+	pti_tb_close(tb);
+	return rv;
 }
 
 void pti_tb_close(pti_tb *tb)
