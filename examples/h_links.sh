@@ -17,6 +17,7 @@
 # MODEL=cnn runs cnn:32,64/1024 (two conv layers and a dense layer of
 # 1024: 3.27M parameters, 13 MB) instead, timed to validation accuracy
 # 0.7, which it passes by step 320 in every seed (0.8 for the MLP).
+# STEPS=N runs N steps instead of EPOCHS (2) epochs.
 #   MODEL=cnn RATES="1gbit 100mbit" SEEDS=3 sh examples/h_links.sh
 cd "$(dirname "$0")/.." && make -s bin/pstrain >/dev/null || exit 1
 out=${1:-runs/examples/h}
@@ -26,6 +27,8 @@ if [ "${MODEL:-mlp}" = cnn ]; then
 else
 	m="--model mlp:1024,1024 --target-acc 0.8"
 fi
+len="--epochs ${EPOCHS:-2}"
+[ -n "${STEPS:-}" ] && len="--steps $STEPS"
 for rate in ${RATES:-none 1gbit 100mbit}; do
 	link=""
 	[ "$rate" = none ] || link="--link $rate"
@@ -33,6 +36,6 @@ for rate in ${RATES:-none 1gbit 100mbit}; do
 	bin/pstrain compare --modes "sync,sync:servers=2,sync:servers=4:placement=colocated,async:servers=2:matched-lr,allreduce" \
 		--placement dedicated $link --servers 1 --workers 4 $m \
 		--data fashion-mnist --batch 256 --lr 0.1 --warmup-epochs 1 \
-		--epochs "${EPOCHS:-2}" --seeds "${SEEDS:-5}" \
+		$len --seeds "${SEEDS:-5}" \
 		--out "$out/$rate" "$@" || exit 1
 done
