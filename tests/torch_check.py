@@ -182,12 +182,21 @@ def main():
         pt.node(train_sync, model_fn, servers=1, out=out, mode="sync", lr=LR,
                 batch=B)
     else:
-        pt.launch(train_async, model_fn, servers=1, workers=4,
-                  mode="async", lr=LR, matched_lr=True, batch=B)
+        # async, ssp (bound 1) and sync with a backup worker (a step
+        # closes on 3 of 4 gradients), each through buckets: all learn.
+        opts = {"async": dict(mode="async", matched_lr=True),
+                "ssp": dict(mode="ssp", staleness=1, matched_lr=True),
+                "backup": dict(mode="sync", backup_workers=1)}[case]
+        pt.launch(train_async, model_fn, servers=1, workers=4, lr=LR,
+                  batch=B, out=out, bucket_mb=16 * 4 / 2 ** 20, **opts)
         acc = float(open(os.path.join(out, "acc")).read())
         first = accuracy(pt._model(model_fn, 1))
-        print("accuracy %.4f (initial %.4f)" % (acc, first))
+        with open(os.path.join(out, "summary.json")) as f:
+            s = json.load(f)
+        print("%s: accuracy %.4f (initial %.4f), dropped %s" %
+              (case, acc, first, s["dropped_gradients"]))
         assert first < 0.6 and acc >= 0.9, (first, acc)
+        assert s["outcome"] == "ok" and s["mode"] == opts["mode"], s
 
 
 if __name__ == "__main__":

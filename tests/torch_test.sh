@@ -1,7 +1,9 @@
 #!/bin/sh
 # tests/torch_test.sh - the torch bridge (python/pstrain/torch.py) with
 # Debian's python3-torch, through real server and worker processes
-# (tests/torch_check.py has the cases). Prints "ok NAME" / "FAIL NAME".
+# (tests/torch_check.py has the cases: sync equal to one process's SGD,
+# async, ssp and sync with a backup worker learning through buckets,
+# srun's and torchrun's tasks). Prints "ok NAME" / "FAIL NAME".
 cd "$(dirname "$0")/.." || exit 2
 T=$(mktemp -d "${TMPDIR:-/tmp}/pt-torch-XXXXXX")
 trap 'rm -rf "$T"' EXIT
@@ -14,7 +16,7 @@ if ! make -s lib bin/pstrain >"$T/make.log" 2>&1; then
 	no test_torch_build "make lib" "$T/make.log"
 	exit 0
 fi
-for c in sync async node; do
+for c in sync async ssp backup node; do
 	mkdir -p "$T/$c"
 	if timeout 300 $DEB tests/torch_check.py $c "$T/$c" >"$T/$c.log" 2>&1; then
 		ok test_torch_$c
