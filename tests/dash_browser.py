@@ -7,6 +7,7 @@
 #   python3 tests/dash_browser.py run URL DIR CKPT SHOTDIR
 #   python3 tests/dash_browser.py compare-live URL SHOTDIR
 #   python3 tests/dash_browser.py compare-done URL CMPDIR SHOTDIR [COPY]
+#   python3 tests/dash_browser.py many URL CMPDIR LABEL,LABEL,... SEEDS
 #   python3 tests/dash_browser.py shot URL FILE [WIDTH HEIGHT]
 #
 # URL may be @LOG: Chromium starts first and says so by creating
@@ -229,10 +230,13 @@ def check_compare_live(url, shots):
         wait_for(d, lambda d: panel(d, "progress")["latest"]["jobs"][1]
                  ["state"] == "running" and panel(d, "loss")["latest"]
                  ["job"] == 1)
-        lines = d.execute_script(
-            "return Chart.getChart('c-loss-step').data.datasets.map("
-            "(s) => s.label)")
-        assert lines == labels, lines
+        # Grouped (the default): a mean line per mode, named by the mode
+        # (one seed each); with "every run" ticked, the jobs' lines too.
+        lines = labelled(d, "c-loss-step")
+        assert lines == ["sync", "async"], lines
+        d.find_element("id", "ctl-runs").click()
+        wait_for(d, lambda d: labelled(d, "c-loss-step")[2:] == labels)
+        d.find_element("id", "ctl-runs").click()
         d.save_screenshot(shots + "/compare-live.png")
         errs = console(d)
         assert not errs, errs
@@ -266,6 +270,71 @@ def check_compare_done(url, cmp, shots, copy=None):
         close(d)
 
 
+def labelled(d, chart):
+    """The labels of chart's datasets that have one (bands have none)."""
+    return d.execute_script(
+        "return Chart.getChart(arguments[0]).data.datasets.filter("
+        "(s) => s.label).map((s) => s.label)", chart)
+
+
+def check_many(url, cmp, modes, seeds):
+    """pstrain dashboard on a folder of many jobs (modes x seeds): each
+    mode drawn as its mean with a band of ± sd, the mode picker hides a
+    mode, every run shows the jobs, log y, and no smoothing draws each
+    job's lowest loss."""
+    d = browser()
+    try:
+        d.get(url)
+        n = len(modes) * seeds
+        wait_for(d, lambda d: (lambda p: p and len(p["jobs"]) == n and all(
+            j["state"] == "finished" for j in p["jobs"]))(
+            panel(d, "progress")["latest"]))
+        want = ["%s (mean ± sd of %d)" % (m, seeds) for m in modes]
+        wait_for(d, lambda d: labelled(d, "c-loss-step") == want)
+        for c in ("c-loss-time", "c-acc-step", "c-acc-time", "c-gnorm"):
+            assert labelled(d, c) == want, (c, labelled(d, c))
+        fills = d.execute_script(
+            "return Chart.getChart('c-loss-step').data.datasets.map("
+            "(s) => s.fill)")
+        assert fills.count("-1") == len(modes), fills
+        # The configuration of every job, from its summary.json.
+        cells = d.find_elements("css selector",
+                                "#panel-progress table.jobs tr[data-job]")
+        assert len(cells) == n, len(cells)
+        row = [td.text for td in cells[0].find_elements("tag name", "td")]
+        assert row[2] == "0.2" and row[3] == "32" and row[4] == "sgd", row
+        # The picker: unticking the first mode takes its lines away.
+        boxes = d.find_elements("css selector", "#ctl-modes input")
+        assert len(boxes) == len(modes), len(boxes)
+        boxes[0].click()
+        wait_for(d, lambda d: labelled(d, "c-loss-step") == want[1:])
+        boxes[0].click()
+        d.find_element("id", "ctl-runs").click()
+        wait_for(d, lambda d: len(labelled(d, "c-loss-step")) ==
+                 len(modes) + n)
+        d.find_element("id", "ctl-logy").click()
+        wait_for(d, lambda d: d.execute_script(
+            "return Chart.getChart('c-loss-step').options.scales.y.type")
+            == "logarithmic")
+        # No smoothing: each job's line reaches the lowest loss of its
+        # worker-0.csv (thinning keeps each run's lowest and highest).
+        d.execute_script("const e = document.getElementById('ctl-smooth');"
+                         "e.value = 0; e.dispatchEvent(new Event('input'));")
+        got = wait_for(d, lambda d: d.execute_script(
+            "const s = Chart.getChart('c-loss-step').data.datasets.filter("
+            "(s) => s.label && s.label.indexOf('mean') < 0);"
+            "return s.length ? s.map((s) => [s.label, Math.min(...s.data.map("
+            "(p) => p.y))]) : null"))
+        for label, low in got:
+            rows = csv_rows("%s/%s/worker-0.csv" % (cmp, label))
+            assert near(low, min(float(r["loss"]) for r in rows)), (label, low)
+        d.save_screenshot(cmp + "/many.png")
+        errs = console(d)
+        assert not errs, errs
+    finally:
+        close(d)
+
+
 def shot(url, path, width=1300, height=1900):
     d = browser(int(width), int(height))
     try:
@@ -284,6 +353,10 @@ if __name__ == "__main__":
         case("test_dash_browser_compare_live", check_compare_live, *args)
     elif what == "compare-done":
         case("test_dash_browser_compare_done", check_compare_done, *args)
+    elif what == "many":
+        url, cmp, modes, seeds = args
+        case("test_dash_browser_many", check_many, url, cmp,
+             modes.split(","), int(seeds))
     elif what == "shot":
         shot(*args)
     else:

@@ -6,7 +6,8 @@
 # numbers are the job's files', and later in the job it holds more rows,
 # draws a newer step and looks different; compare --dashboard shows every
 # mode side by side as the jobs run; pstrain dashboard serves the finished
-# comparison.
+# comparison; a folder of 21 jobs shows each mode's mean ± sd, and the
+# controls (mode picker, every run, log y, smoothing) do what they say.
 # SHOT=FILE also keeps that last screenshot (docs/dashboard.png is one).
 # Prints "ok NAME" / "FAIL NAME" per case, or "skip: why" without Chromium.
 cd "$(dirname "$0")/.." || exit 2
@@ -104,5 +105,30 @@ test_dash_browser_compare() {
 	wait $dpid
 }
 
+# A folder of 21 jobs, 7 modes x 3 seeds, served by pstrain dashboard:
+# the grouped view, the picker, every run, log y, unsmoothed lines.
+test_dash_browser_many() {
+	n=test_dash_browser_many
+	$P compare --modes sync,async,ssp:1,ssp:2,sync:lr=0.1,async:matched-lr,allreduce \
+		--seeds 3 --workers 2 --model mlp:8 --data synthetic:600 \
+		--batch 32 --lr 0.2 --steps 20 --evals-per-epoch 2 \
+		--out "$T/many" >"$T/many.log" 2>&1 ||
+		{ no $n "compare failed" "$T/many.log"; return; }
+	$P dashboard "$T/many" >"$T/many-dash.log" 2>&1 &
+	dpid=$!
+	if ! url=$(wait_url "$T/many-dash.log"); then
+		no $n "no address" "$T/many-dash.log"
+	else
+		$BPY tests/dash_browser.py many "$url" "$T/many" \
+			sync,async,ssp-1,ssp-2,sync-lr-0.1,async-matched-lr,allreduce 3 \
+			>"$T/many-check.log" 2>&1
+		grep -E '^(ok|FAIL)' "$T/many-check.log" ||
+			no $n "no verdict" "$T/many-check.log"
+	fi
+	kill -TERM $dpid
+	wait $dpid
+}
+
 test_dash_browser_run
 test_dash_browser_compare
+test_dash_browser_many

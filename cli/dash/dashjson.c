@@ -307,11 +307,14 @@ static void job_checkpoints(pti_dbuf *b, const dash_info *in)
 // job_summary: the summary.json figures the page shows, or null.
 static void job_summary(pti_dbuf *b, const dash_info *in)
 {
+	// The figures, then the configuration the page's table shows.
 	static const char *const nums[] = {"steps", "wall_s",
 	    "dropped_gradients", "idle_fraction", "mean_staleness",
 	    "max_staleness_seen", "final_test_acc", "final_val_acc",
 	    "best_val_acc", "workers_lost", "worker_restarts",
-	    "server_restarts", "checkpoint_failures"};
+	    "server_restarts", "checkpoint_failures", "lr", "batch", "seed",
+	    "servers", "workers", "epochs"};
+	static const char *const texts[] = {"optimizer", "model", "data"};
 	if (in->sum == NULL) {
 		pti_dbuf_printf(b, "null");
 		return;
@@ -326,6 +329,15 @@ static void job_summary(pti_dbuf *b, const dash_info *in)
 		const json_t *v = json_object_get(in->sum, nums[k]);
 		pti_dbuf_printf(b, ", \"%s\": ", nums[k]);
 		pti_dbuf_num(b, json_is_number(v) ? json_number_value(v) : NAN);
+	}
+	for (size_t k = 0; k < sizeof(texts) / sizeof(texts[0]); k++) {
+		const char *t = json_string_value(json_object_get(in->sum,
+		    texts[k]));
+		pti_dbuf_printf(b, ", \"%s\": ", texts[k]);
+		if (t != NULL)
+			pti_dbuf_str(b, t);
+		else
+			pti_dbuf_printf(b, "null");
 	}
 	// Where it ran: emulated hosts' placement, link rate (bits/s) and
 	// delay (s), and each process's host.

@@ -14,6 +14,10 @@
   const S = {
     view: "", title: "", workerCols: [], evalCols: [], jobs: [],
     charts: {}, fetches: 0, chartMissing: null,
+    // The reader's choices (the controls under the title): each mode's
+    // mean ± sd or (also) every run, an EMA of loss and gradient norm
+    // (TensorBoard's weight), log y, and the modes shown.
+    ui: {group: true, runs: false, smooth: 0.6, logy: false, hidden: {}},
   };
   const haveChart = typeof window.Chart !== "undefined";
 
@@ -133,7 +137,8 @@
         if (x !== null && y !== null) pts.push({x: x - x0, y: y});
       }
       const st = styleOf(k, j);
-      out.push({label: label, pts: pts, color: st.color, dash: st.dash});
+      out.push({label: label, pts: pts, color: st.color, dash: st.dash,
+        group: groupOf(j)});
     };
     if (!isCompare()) {
       const j = S.jobs[0];
@@ -141,17 +146,82 @@
     } else {
       S.jobs.forEach((j, i) => {
         const r = refWorker(j);
-        if (j.rows[r] && j.rows[r].length) add(j, j.rows[r], j.label, i);
+        if (shown(j) && j.rows[r] && j.rows[r].length)
+          add(j, j.rows[r], j.label, i);
       });
     }
     return out;
   }
+  // shown: whether job j's mode is ticked in the picker.
+  function shown(j) { return !S.ui.hidden[groupOf(j)]; }
 
+  // thin keeps at most about MAX_POINTS of a series: in each of
+  // MAX_POINTS / 2 runs of points, the lowest and the highest, in their
+  // order, so that a spike is drawn at every refresh, not now and then.
   function thin(pts) {
     if (pts.length <= MAX_POINTS) return pts;
-    const k = Math.ceil(pts.length / MAX_POINTS), out = [];
-    for (let i = 0; i < pts.length; i += k) out.push(pts[i]);
-    if (out[out.length - 1] !== pts[pts.length - 1]) out.push(pts[pts.length - 1]);
+    const k = Math.ceil(pts.length / (MAX_POINTS / 2)), out = [];
+    for (let i = 0; i < pts.length; i += k) {
+      let lo = i, hi = i;
+      for (let m = i + 1; m < Math.min(i + k, pts.length); m++) {
+        if (pts[m].y < pts[lo].y) lo = m;
+        if (pts[m].y > pts[hi].y) hi = m;
+      }
+      out.push(pts[Math.min(lo, hi)]);
+      if (hi !== lo) out.push(pts[Math.max(lo, hi)]);
+    }
+    return out;
+  }
+
+  // yAt is the y of points pts (x ascending) at x, on the line between
+  // the points around it; null outside them.
+  function yAt(pts, x) {
+    if (!pts.length || x < pts[0].x || x > pts[pts.length - 1].x) return null;
+    let lo = 0, hi = pts.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (pts[mid].x < x) lo = mid + 1; else hi = mid;
+    }
+    if (lo === 0 || pts[lo].x === x) return pts[lo].y;
+    const a = pts[lo - 1], b = pts[lo];
+    return a.y + (b.y - a.y) * (x - a.x) / (b.x - a.x);
+  }
+
+  // groupLines: in a comparison with "mean ± sd per mode" ticked, per
+  // mode the mean of its jobs' lines and a band of ± one sd, read at
+  // GROUP_POINTS values of x over the range every job of the mode covers
+  // (each job's y on the line between its points), as compare's plots
+  // are; with "every run" ticked, the jobs' own lines too, faint.
+  const GROUP_POINTS = 200;
+  function groupLines(lines) {
+    if (!isCompare() || !S.ui.group) return lines;
+    const out = [], groups = [];
+    lines.forEach((l) => { if (groups.indexOf(l.group) < 0) groups.push(l.group); });
+    groups.forEach((g) => {
+      const ls = lines.filter((l) => l.group === g && l.pts.length);
+      if (!ls.length) return;
+      const first = ls.map((l) => l.pts[0].x), last = ls.map((l) => l.pts[l.pts.length - 1].x);
+      let lo = Math.max(...first), hi = Math.min(...last);
+      if (hi < lo) { lo = Math.min(...first); hi = Math.max(...last); }
+      const n = hi > lo ? GROUP_POINTS : 1, mean = [], up = [], dn = [];
+      for (let i = 0; i < n; i++) {
+        const x = n > 1 ? lo + (hi - lo) * i / (n - 1) : lo;
+        const ys = ls.map((l) => yAt(l.pts, x)).filter((y) => y !== null);
+        if (!ys.length) continue;
+        const m = ys.reduce((a, b) => a + b, 0) / ys.length;
+        const sd = ys.length > 1 ? Math.sqrt(ys.reduce((a, y) =>
+          a + (y - m) * (y - m), 0) / (ys.length - 1)) : 0;
+        mean.push({x: x, y: m});
+        up.push({x: x, y: m + sd});
+        dn.push({x: x, y: m - sd});
+      }
+      const c = ls[0].color;
+      out.push({label: "", pts: dn, color: c, dash: [], band: "lo", group: g});
+      out.push({label: "", pts: up, color: c, dash: [], band: "hi", group: g});
+      out.push({label: ls.length > 1 ? g + " (mean ± sd of " + ls.length + ")" : g,
+        pts: mean, color: c, dash: [], group: g, width: 2.2});
+    });
+    if (S.ui.runs) lines.forEach((l) => out.push(Object.assign({}, l, {faint: true})));
     return out;
   }
 
@@ -171,7 +241,8 @@
           y: {type: "linear", title: {display: true, text: yTitle}},
         },
         plugins: {legend: {position: "bottom",
-          labels: {boxWidth: 12, font: {size: 11}}}},
+          labels: {boxWidth: 12, font: {size: 11},
+            filter: (item) => item.text !== ""}}},
       },
     });
   }
@@ -207,17 +278,28 @@
   }
 
   // draw sets chart c's lines; returns the points drawn.
+  // A band's lower edge draws nothing; its upper edge fills down to it.
   function draw(c, lines) {
     let n = 0;
     const ds = lines.map((l) => {
       const pts = thin(l.pts);
       n += pts.length;
-      return {label: l.label, data: pts, borderColor: l.color,
-        backgroundColor: l.color, borderDash: l.dash, pointRadius: 0,
-        borderWidth: 1.5};
+      if (l.band)
+        return {label: "", data: pts, borderColor: l.color + "00",
+          backgroundColor: l.color + "33", pointRadius: 0, borderWidth: 0,
+          fill: l.band === "hi" ? "-1" : false};
+      return {label: l.label, data: pts, borderColor: l.faint ? l.color + "66"
+        : l.color, backgroundColor: l.color, borderDash: l.dash,
+        pointRadius: 0, borderWidth: l.width || (l.faint ? 1 : 1.5),
+        fill: false};
     });
     if (c) { c.data.datasets = ds; c.update("none"); }
     return n;
+  }
+  // logY sets chart c's y axis to log or linear, as ticked.
+  function logY(c) {
+    if (!c) return;
+    c.options.scales.y.type = S.ui.logy ? "logarithmic" : "linear";
   }
   function drawBars(c, labels, sets) {
     if (!c) return;
@@ -269,12 +351,23 @@
     const ps = S.jobs.map(jobProgress);
     let html = "";
     if (isCompare()) html += modesTable(ps);
-    html += "<table><tr><th>job</th><th>mode</th><th>state</th><th>step</th>" +
+    // Each job's configuration, from its summary.json once it has one.
+    const conf = (j) => {
+      const m = j.summary;
+      if (!m) return "<td colspan=\"4\" class=\"muted\">(when it ends)</td>";
+      return "<td class=\"num\">" + esc(m.lr === null ? "?" : m.lr) +
+        "</td><td class=\"num\">" + esc(m.batch === null ? "?" : m.batch) +
+        "</td><td>" + esc(m.optimizer || "?") + "</td><td class=\"num\">" +
+        esc(m.seed === null ? "?" : m.seed) + "</td>";
+    };
+    html += "<table class=\"jobs\"><tr><th>job</th><th>mode</th><th>lr</th>" +
+      "<th>batch</th><th>optimizer</th><th>seed</th><th>state</th><th>step</th>" +
       "<th></th><th>elapsed</th><th>steps/s</th><th>ETA</th></tr>";
     ps.forEach((p, i) => {
       const frac = p.steps ? Math.min(1, p.step / p.steps) : 0;
       html += "<tr data-job=\"" + i + "\"><td>" + esc(p.label || "this job") +
-        "</td><td>" + esc(p.mode || "?") + "</td><td class=\"state-" +
+        "</td><td>" + esc(p.mode || "?") + "</td>" + conf(S.jobs[i]) +
+        "<td class=\"state-" +
         esc(p.state) + "\">" + esc(p.state) + "</td><td class=\"num\">" +
         p.step + " / " + (p.steps ? p.steps : "?") +
         "</td><td><span class=\"bar\"><span style=\"width:" +
@@ -347,27 +440,33 @@
     return h + "</table>";
   }
 
-  // smooth: in a comparison each loss curve is the mean of SMOOTH steps,
-  // as compare's own plots are; a run shows every step.
-  const SMOOTH = 20;
+  // smooth: each curve of loss or gradient norm as TensorBoard smooths
+  // it, an exponential moving average of weight S.ui.smooth, debiased
+  // at its start (0: every step as it is).
   function smooth(lines) {
-    if (!isCompare()) return lines;
+    const w = S.ui.smooth;
+    if (!(w > 0)) return lines;
     return lines.map((l) => {
-      const pts = [];
-      let sum = 0;
-      l.pts.forEach((p, i) => {
-        sum += p.y;
-        if (i >= SMOOTH) sum -= l.pts[i - SMOOTH].y;
-        if (i >= SMOOTH - 1) pts.push({x: p.x, y: sum / SMOOTH});
+      let last = 0;
+      const pts = l.pts.map((p, i) => {
+        last = last * w + (1 - w) * p.y;
+        return {x: p.x, y: last / (1 - Math.pow(w, i + 1))};
       });
       return Object.assign({}, l, {pts: pts, rows: l.pts.length});
     });
+  }
+  function smoothNote() {
+    return S.ui.smooth > 0 ? "smoothed (EMA weight " + S.ui.smooth.toFixed(2) +
+      ")" : "not smoothed";
   }
 
   function renderLoss() {
     const a = smooth(series(col("step"), col("loss")));
     const b = smooth(series(col("wall_s"), col("loss"), true));
-    const n = draw(S.charts.lossStep, a) + draw(S.charts.lossTime, b);
+    logY(S.charts.lossStep);
+    logY(S.charts.lossTime);
+    const n = draw(S.charts.lossStep, groupLines(a)) +
+      draw(S.charts.lossTime, groupLines(b));
     const fi = focusJob(), j = S.jobs[fi], lr = j && lastRow(j);
     const latest = lr ? {job: fi, worker: lr.worker, step: lr.row[col("step")],
       loss: lr.row[col("loss")],
@@ -375,9 +474,9 @@
     panel("panel-loss", n, rowsOf(a), latest, latest
       ? esc((isCompare() ? j.label + ", " : "") + "worker " + latest.worker +
         ": step " + latest.step + ", loss " + fmt(latest.loss, 4) + " at " +
-        fmt(latest.t, 1) + " s of training") +
-        (isCompare() ? " &middot; each job's lowest-ranked worker, mean of " +
-          SMOOTH + " steps" : "")
+        fmt(latest.t, 1) + " s of training") + " &middot; " +
+        (isCompare() ? "each job's lowest-ranked worker, " : "") + smoothNote() +
+        (isCompare() && S.ui.group ? ", each mode's mean ± sd over its jobs" : "")
       : "no step yet");
   }
 
@@ -394,7 +493,7 @@
     const auc = aucShown(), ac = auc ? ecol("auc") : ecol("acc");
     const what = auc ? "AUC" : "accuracy";
     S.jobs.forEach((j, i) => {
-      if (!j.evalRows.length) return;
+      if (!j.evalRows.length || (isCompare() && !shown(j))) return;
       const st = styleOf(i, j);
       const label = isCompare() ? j.label : (j.evalSet || "") + " " + what;
       const p1 = [], p2 = [], x0 = firstStep(j);
@@ -403,10 +502,12 @@
         p1.push({x: r[sc] !== null ? r[sc] : r[vc], y: r[ac]});
         p2.push({x: r[wc] - x0, y: r[ac]});
       }
-      a.push({label: label, pts: p1, color: st.color, dash: st.dash});
-      b.push({label: label, pts: p2, color: st.color, dash: st.dash});
+      const g = groupOf(j);
+      a.push({label: label, pts: p1, color: st.color, dash: st.dash, group: g});
+      b.push({label: label, pts: p2, color: st.color, dash: st.dash, group: g});
     });
-    const n = draw(S.charts.accStep, a) + draw(S.charts.accTime, b);
+    const n = draw(S.charts.accStep, groupLines(a)) +
+      draw(S.charts.accTime, groupLines(b));
     const fi = focusJob(), j = S.jobs[fi];
     let latest = null;
     if (j && j.evalRows.length) {
@@ -498,14 +599,16 @@
   }
 
   function renderGradNorm() {
-    const lines = series(col("step"), col("grad_norm"));
-    const n = draw(S.charts.gnorm, lines);
+    const lines = smooth(series(col("step"), col("grad_norm")));
+    logY(S.charts.gnorm);
+    const n = draw(S.charts.gnorm, groupLines(lines));
     const fi = focusJob(), j = S.jobs[fi], lr = j && lastRow(j);
     const latest = lr ? {job: fi, worker: lr.worker, step: lr.row[col("step")],
       grad_norm: lr.row[col("grad_norm")]} : null;
     panel("panel-gradnorm", n, rowsOf(lines), latest, latest
       ? esc((isCompare() ? j.label + ", " : "") + "worker " + latest.worker +
-        ": step " + latest.step + ", gradient norm " + fmt(latest.grad_norm, 4))
+        ": step " + latest.step + ", gradient norm " + fmt(latest.grad_norm, 4)) +
+        " &middot; " + smoothNote()
       : "no step yet");
   }
 
@@ -659,8 +762,43 @@
         notes.map(esc).join("<br>") : ""));
   }
 
+  // controls shows the reader's choices once the page knows whether it
+  // shows a comparison, and keeps the mode picker's boxes one per mode.
+  function controls() {
+    const f = $("controls");
+    if (!f) return;
+    f.hidden = false;
+    for (const el of f.querySelectorAll(".compare-only"))
+      el.hidden = !isCompare();
+    const box = $("ctl-modes"), groups = [];
+    S.jobs.forEach((j) => { if (groups.indexOf(groupOf(j)) < 0) groups.push(groupOf(j)); });
+    if (!isCompare() || box.dataset.groups === groups.join("\n")) return;
+    box.dataset.groups = groups.join("\n");
+    box.innerHTML = "modes: " + groups.map((g, i) => "<label><input type=\"checkbox\"" +
+      " data-group=\"" + esc(g) + "\"" + (S.ui.hidden[g] ? "" : " checked") +
+      "> <span style=\"color:" + PALETTE[modeIndex(g) % PALETTE.length] + "\">" +
+      esc(g || "?") + "</span></label>").join(" ");
+    for (const el of box.querySelectorAll("input"))
+      el.addEventListener("change", () => {
+        S.ui.hidden[el.dataset.group] = !el.checked;
+        render();
+      });
+  }
+  function wireControls() {
+    const on = (id, ev, f) => { const el = $(id); if (el) el.addEventListener(ev, () => { f(el); render(); }); };
+    on("ctl-group", "change", (el) => { S.ui.group = el.checked; });
+    on("ctl-runs", "change", (el) => { S.ui.runs = el.checked; });
+    on("ctl-logy", "change", (el) => { S.ui.logy = el.checked; });
+    on("ctl-smooth", "input", (el) => {
+      S.ui.smooth = Number(el.value);
+      $("ctl-smooth-v").textContent = S.ui.smooth.toFixed(2);
+    });
+  }
+  wireControls();
+
   function render() {
     charts();
+    controls();
     $("title").textContent = S.title;
     document.title = S.title;
     renderProgress();
