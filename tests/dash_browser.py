@@ -195,7 +195,10 @@ def check_run(url, out, ck, shots):
                      panel(d, p)["rows"] > early[p]["rows"]
                      for p in ("gradnorm", "steptime")))
         late = {p: panel(d, p) for p in PANELS}
-        d.save_screenshot(shots + "/late.png")
+        # The canvas shows the newer rows once it is painted again: on a
+        # busy machine that can take a moment after the DOM has them.
+        wait_for(d, lambda d: d.save_screenshot(shots + "/late.png") and
+                 png(shots + "/early.png") != png(shots + "/late.png"))
         for p in ("loss", "gradnorm", "steptime"):
             assert late[p]["rows"] > early[p]["rows"], p
             assert late[p]["points"] > 0, (p, late[p]["points"])

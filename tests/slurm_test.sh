@@ -79,7 +79,7 @@ test_slurm_sbatch() {
 test_slurm_compare() {
 	local n=test_slurm_compare d="$W/cmp" m
 	mkdir -p "$d"
-	PSTRAIN=$P OUT="$d/out" SEEDS=2 ARGS="$J" \
+	PSTRAIN=$P OUT="$d/out" SEEDS=2 ARGS="$J" LENGTH="" \
 		NODE_ARGS="--advertise 127.0.0.1" \
 		timeout 300 sbatch --wait -N 1 -n 3 -o "$d/job.out" \
 		examples/slurm/compare.sbatch >"$d/sbatch.log" 2>&1
