@@ -282,9 +282,9 @@ def labelled(d, chart):
 
 def check_many(url, cmp, modes, seeds):
     """pstrain dashboard on a folder of many jobs (modes x seeds): each
-    mode drawn as its mean with a band of ± sd, the mode picker hides a
-    mode, every run shows the jobs, log y, and no smoothing draws each
-    job's lowest loss."""
+    mode drawn as its mean with a band of ± sd, step time summed by
+    mode, the mode picker hides a mode, every run shows the jobs, log
+    y, and no smoothing draws each job's lowest loss."""
     d = browser()
     try:
         d.get(url)
@@ -294,8 +294,13 @@ def check_many(url, cmp, modes, seeds):
             panel(d, "progress")["latest"]))
         want = ["%s (mean ± sd of %d)" % (m, seeds) for m in modes]
         wait_for(d, lambda d: labelled(d, "c-loss-step") == want)
-        for c in ("c-loss-time", "c-acc-step", "c-acc-time", "c-gnorm"):
+        for c in ("c-loss-time", "c-acc-step", "c-acc-time", "c-gnorm",
+                  "c-step-ms"):
             assert labelled(d, c) == want, (c, labelled(d, c))
+        # Step time by mode: a bar and a caption entry per mode, not 21.
+        st = panel(d, "steptime")["latest"]["groups"]
+        assert [g["label"] for g in st] == modes, st
+        assert all(g["rows"] == seeds * 2 * 20 for g in st), st
         fills = d.execute_script(
             "return Chart.getChart('c-loss-step').data.datasets.map("
             "(s) => s.fill)")

@@ -559,21 +559,31 @@
     const cut = ys.length ? 1.5 * ys[Math.floor(0.99 * (ys.length - 1))] : 0;
     const clipped = ys.length && ys[ys.length - 1] > cut;
     if (S.charts.stepMs) S.charts.stepMs.options.scales.y.max = clipped ? cut : undefined;
-    const n = draw(S.charts.stepMs, lines);
-    // Bars: per worker of the job (a run), per job (a comparison).
-    const groups = [];
+    const n = draw(S.charts.stepMs, groupLines(lines));
+    // Bars: per worker of the job (a run), per job (a comparison), or
+    // per mode, its jobs' steps together (a comparison drawn by mode).
+    const groups = [], byMode = isCompare() && S.ui.group;
     if (!isCompare()) {
       S.jobs[0].rows.forEach((rows, r) =>
         groups.push({label: "worker " + r, worker: r, s: sums(rows)}));
     } else {
       S.jobs.forEach((j, i) => {
-        const t = {n: 0, step: 0, compute: 0, comm: 0};
+        if (!shown(j)) return;
+        const key = byMode ? groupOf(j) : j.label;
+        let g = groups.find((x) => x.label === key);
+        if (!g) {
+          g = {label: key, s: {n: 0, step: 0, compute: 0, comm: 0}, jobs: 0};
+          if (!byMode) g.job = i;
+          groups.push(g);
+        }
+        g.jobs++;
         j.rows.forEach((rows) => {
           const s = sums(rows);
-          t.n += s.n; t.step += s.step; t.compute += s.compute; t.comm += s.comm;
+          g.s.n += s.n; g.s.step += s.step; g.s.compute += s.compute; g.s.comm += s.comm;
         });
-        if (t.n) groups.push({label: j.label, job: i, s: t});
       });
+      for (let k = groups.length - 1; k >= 0; k--)
+        if (!groups[k].s.n) groups.splice(k, 1);
     }
     const mean = (g, k) => g.s.n ? g.s[k] / g.s.n : 0;
     drawBars(S.charts.split, groups.map((g) => g.label), [
@@ -594,7 +604,8 @@
       fmt(g.step_ms_mean, 2) + " ms a step, utilization " +
       fmt(g.utilization === null ? null : 100 * g.utilization, 1) + "%").join("; ");
     panel("panel-steptime", n + groups.length * 3, rowsOf(lines), {groups: latest},
-      (cap || "no step yet") + " &middot; utilization: compute over step time" +
+      (cap || "no step yet") + (byMode ? " &middot; each mode's jobs together" : "") +
+      " &middot; utilization: compute over step time" +
       (clipped ? " &middot; step-time axis cut at " + fmt(cut, 1) + " ms" : ""));
   }
 
