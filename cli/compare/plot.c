@@ -80,19 +80,24 @@ static int cmp_double(const void *a, const void *b)
 // examples is how many examples all workers had processed by wall time
 // t: the worker rows (walls, sorted) with wall_s <= t, times the
 // per-worker batch.
-static double examples(const double *walls, size_t n, double t, double pwb)
+// first_past is the first index i of v[0..n) (ascending) with v[i] > t,
+// or with v[i] >= t when `at` is set; n when there is none.
+static size_t first_past(const double *v, size_t n, double t, int at)
 {
 	size_t lo = 0, hi = n;
-	if (isnan(t))
-		return NAN;
-	while (lo < hi) { // first index with walls[i] > t
+	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (walls[mid] <= t)
+		if (v[mid] < t || (!at && v[mid] == t))
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return (double)lo * pwb;
+	return lo;
+}
+
+static double examples(const double *walls, size_t n, double t, double pwb)
+{
+	return isnan(t) ? NAN : (double)first_past(walls, n, t, 0) * pwb;
 }
 
 // StepSum: per worker, sums over rows of step_ms, compute_ms, comm_ms.
@@ -296,14 +301,7 @@ static double xy_at(const xy *p, double g)
 {
 	if (p->n == 0 || g < p->x[0] || g > p->x[p->n - 1])
 		return NAN;
-	size_t lo = 0, hi = p->n - 1; // the first point with x >= g
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (p->x[mid] < g)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = first_past(p->x, p->n, g, 1); // the first x >= g
 	if (lo == 0 || p->x[lo] == g)
 		return p->y[lo];
 	double t = (g - p->x[lo - 1]) / (p->x[lo] - p->x[lo - 1]);
@@ -374,30 +372,17 @@ static int curves_write(const char *path, const char *what,
 		points = 1;
 	for (size_t i = 0; i < points; i++) {
 		double g = points > 1 ? lo + (hi - lo) * (double)i /
-		    (double)(points - 1) : lo;
-		int n = 0;
-		for (int s = 0; s < n_seeds; s++)
-			n += !isnan(xy_at(&p[s][0], g));
-		fprintf(f, "%.6g %d", g, n);
+		    (double)(points - 1) : lo, ys[PTI_CMP_SEEDS_MAX];
+		pti_stats st[PLOT_W0_COLS];
 		for (int k = 0; k < n_y; k++) {
-			double sum = 0, sq = 0, m;
-			int c = 0;
-			for (int s = 0; s < n_seeds; s++) {
-				double y = xy_at(&p[s][k], g);
-				if (!isnan(y)) {
-					sum += y;
-					c++;
-				}
-			}
-			m = c > 0 ? sum / c : NAN;
-			for (int s = 0; s < n_seeds; s++) {
-				double y = xy_at(&p[s][k], g);
-				if (!isnan(y))
-					sq += (y - m) * (y - m);
-			}
-			fprintf(f, " %.6g %.6g", m, c > 1 ? sqrt(sq / (c - 1))
-			    : 0.0);
+			for (int s = 0; s < n_seeds; s++)
+				ys[s] = xy_at(&p[s][k], g);
+			pti_stats_of(&st[k], ys, (uint32_t)n_seeds);
 		}
+		fprintf(f, "%.6g %u", g, st[0].n);
+		for (int k = 0; k < n_y; k++)
+			fprintf(f, " %.6g %.6g", st[k].mean, st[k].n > 1 ?
+			    st[k].sd : 0.0);
 		fprintf(f, "\n");
 	}
 	rv = 0;
