@@ -27,6 +27,7 @@ import time
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
 
 PANELS = ["progress", "loss", "accuracy", "steptime", "gradnorm",
           "staleness", "events"]
@@ -280,18 +281,30 @@ def labelled(d, chart):
         "(s) => s.label).map((s) => s.label)", chart)
 
 
+def legend(d, chart):
+    """The entries chart's legend shows."""
+    return d.execute_script(
+        "return Chart.getChart(arguments[0]).legend.legendItems.map("
+        "(i) => i.text)", chart)
+
+
 def check_many(url, cmp, modes, seeds):
-    """pstrain dashboard on a folder of many jobs (modes x seeds): each
-    mode drawn as its mean with a band of ± sd, step time summed by
-    mode, the mode picker hides a mode, every run shows the jobs, log
-    y, and no smoothing draws each job's lowest loss."""
+    """pstrain dashboard on a folder of many jobs (modes x seeds), each
+    file read as an overview of 4 points a line: each mode drawn as its
+    mean with a band of ± sd, step time summed by mode over every row,
+    the mode picker hides a mode, every run shows the jobs (not in the
+    legend), log y, no smoothing draws each job's lowest loss, x in
+    examples, and a drag zooms."""
     d = browser()
     try:
-        d.get(url)
+        d.get(url + "?points=4")
         n = len(modes) * seeds
-        wait_for(d, lambda d: (lambda p: p and len(p["jobs"]) == n and all(
-            j["state"] == "finished" for j in p["jobs"]))(
-            panel(d, "progress")["latest"]))
+        p = wait_for(d, lambda d: (lambda p: p if p and len(p["jobs"]) == n
+                     and all(j["state"] == "finished" for j in p["jobs"])
+                     else None)(panel(d, "progress")["latest"]))
+        # Only what is drawn was loaded: fewer rows than each file has.
+        for j in p["jobs"]:
+            assert 0 < j["held"] < j["rows"] == 20, j
         want = ["%s (mean ± sd of %d)" % (m, seeds) for m in modes]
         wait_for(d, lambda d: labelled(d, "c-loss-step") == want)
         for c in ("c-loss-time", "c-acc-step", "c-acc-time", "c-gnorm",
@@ -320,6 +333,7 @@ def check_many(url, cmp, modes, seeds):
         d.find_element("id", "ctl-runs").click()
         wait_for(d, lambda d: len(labelled(d, "c-loss-step")) ==
                  len(modes) + n)
+        assert legend(d, "c-loss-step") == want, legend(d, "c-loss-step")
         d.find_element("id", "ctl-logy").click()
         wait_for(d, lambda d: d.execute_script(
             "return Chart.getChart('c-loss-step').options.scales.y.type")
@@ -336,6 +350,32 @@ def check_many(url, cmp, modes, seeds):
         for label, low in got:
             rows = csv_rows("%s/%s/worker-0.csv" % (cmp, label))
             assert near(low, min(float(r["loss"]) for r in rows)), (label, low)
+        # x in examples: each job's last point is where its workers had
+        # processed between 20 and 40 steps of 16 examples.
+        d.find_element("css selector", "#ctl-x option[value=examples]").click()
+        wait_for(d, lambda d: d.execute_script(
+            "return Chart.getChart('c-loss-step').options.scales.x.title.text")
+            == "examples processed (all workers)")
+        ends = d.execute_script(
+            "return Chart.getChart('c-loss-step').data.datasets.filter("
+            "(s) => s.ptFaint).map((s) => s.data[s.data.length - 1].x)")
+        assert len(ends) == n and all(320 <= x <= 640 for x in ends), ends
+        # A drag across the seconds chart shows that range of seconds.
+        c = d.find_element("id", "c-loss-time")
+        ActionChains(d).move_to_element_with_offset(c, -60, 0) \
+            .click_and_hold().move_by_offset(100, 0).release().perform()
+        lo, hi = wait_for(d, lambda d: d.execute_script(
+            "const x = Chart.getChart('c-loss-time').options.scales.x;"
+            "return x.min !== undefined ? [x.min, x.max] : null"))
+        inside = d.execute_script(
+            "return Chart.getChart('c-loss-time').data.datasets.map((s) =>"
+            "s.data.slice(1, -1).every((p) => p.x >= arguments[0] &&"
+            "p.x <= arguments[1]))", lo, hi)
+        assert 0 <= lo < hi and all(inside), (lo, hi, inside)
+        ActionChains(d).double_click(c).perform()
+        wait_for(d, lambda d: d.execute_script(
+            "return Chart.getChart('c-loss-time').options.scales.x.min"
+            " === undefined"))
         d.save_screenshot(cmp + "/many.png")
         errs = console(d)
         assert not errs, errs

@@ -347,6 +347,84 @@ EOF
 	fi
 }
 
+# An overview (?points=): a file read from its start comes as the rows
+# that draw its lines as they are, each with its index in the file, and
+# the sums of every row; in a comparison only the worker the page draws
+# (draw=) comes thinned, the others as a few rows at even intervals.
+test_dash_overview() {
+	n=test_dash_overview
+	if [ ! -f "$T/cmp/async/seed-1/summary.json" ]; then
+		no $n "no comparison folder from test_dash_dir"
+		return
+	fi
+	$P dashboard "$T/cmp" >"$T/d3.log" 2>&1 &
+	d3=$!
+	$PY - "$T/d3.log" "$T/cmp" >"$T/overview.log" 2>&1 <<'EOF'
+import csv, json, math, re, sys, time, urllib.error, urllib.request
+log, cmp = sys.argv[1:3]
+end = time.time() + 120
+while not re.search(r"at (http://\S+/) ", open(log).read()):
+    assert time.time() < end, "no address"
+    time.sleep(0.05)
+url = re.search(r"at (http://\S+/) ", open(log).read()).group(1)
+def get(q):
+    return json.loads(urllib.request.urlopen(url + "data.json?" + q,
+                                             timeout=10).read())
+def num(v):
+    return float(v) if v not in ("", "nan") else None
+d = get("points=8&draw=0,1")
+cols = d["worker_cols"]
+for i, (label, drawn) in enumerate([("sync", 0), ("async", 1)]):
+    for r, p in enumerate(d["jobs"][i]["worker"]):
+        rows = list(csv.DictReader(open("%s/%s/seed-1/worker-%d.csv" %
+                                        (cmp, label, r))))
+        assert p["drawn"] == (r == drawn), (label, r, p["drawn"])
+        assert p["agg"]["rows"] == len(rows) and p["next"] > 0, p["agg"]["rows"]
+        ix = p["index"]
+        assert len(ix) == len(p["rows"]) and ix == sorted(set(ix)), ix
+        assert ix[0] == 0 and ix[-1] == len(rows) - 1, ix
+        for k, row in zip(ix, p["rows"]):
+            assert row[cols.index("step")] == int(rows[k]["step"]), (k, row)
+        if r == drawn:
+            # 4 runs of rows, the lowest and highest of 3 columns each
+            assert 4 <= len(ix) <= 4 * 6 + 2 < len(rows), len(ix)
+            for c in ("loss", "grad_norm", "step_ms"):
+                ys = [num(x[c]) for x in rows]
+                got = [row[cols.index(c)] for row in p["rows"]]
+                assert min(ys) in got and max(ys) in got, c
+        else:
+            assert len(ix) == 2, ix
+        a = p["agg"]
+        for c in ("step_ms", "compute_ms", "comm_ms"):
+            assert math.isclose(a[c], sum(num(x[c]) for x in rows),
+                                rel_tol=1e-9), c
+        st = [round(num(x["staleness"])) for x in rows]
+        assert a["stale_rows"] == len(st) and sum(a["stale"]) == len(st)
+        assert all(a["stale"][s] == st.count(s) for s in set(st)), a["stale"]
+        assert a["dropped"] == sum(num(x["lr"]) == 0 for x in rows)
+# Asked from where the overviews ended: nothing new.
+cur = ",".join(".".join([str(j["eval"]["next"])] + [str(p["next"])
+               for p in j["worker"]]) for j in d["jobs"])
+t = get("points=8&from=" + cur)
+assert all(not p["rows"] and "agg" not in p for j in t["jobs"]
+           for p in j["worker"]), "rows after the end"
+try:
+    get("points=1")
+    raise SystemExit("points=1 answered")
+except urllib.error.HTTPError as e:
+    assert e.code == 400, e.code
+print("overview ok")
+EOF
+	r=$?
+	kill -TERM $d3
+	wait $d3
+	if [ $r != 0 ]; then
+		no $n "checks" "$T/overview.log"
+	else
+		ok $n
+	fi
+}
+
 test_dash_refusals() {
 	n=test_dash_refusals
 	e1=$($P run --servers 1 --workers 1 --model mlp:8 \
@@ -386,4 +464,5 @@ test_dash_refusals() {
 
 test_dash_live
 test_dash_dir
+test_dash_overview
 test_dash_refusals

@@ -861,6 +861,7 @@ static int cmp_dashboard(pti_cmp_set *s)
 		snprintf(jobs[i].ckpt_dir, sizeof(jobs[i].ckpt_dir), "%s",
 		    c->job.checkpoint_dir);
 		jobs[i].workers = j->m->workers;
+		jobs[i].batch = j->m->batch;
 		jobs[i].steps = cmp_steps(j->m, n_train);
 		jobs[i].state = PTI_DASH_PENDING;
 	}

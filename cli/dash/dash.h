@@ -38,6 +38,7 @@ typedef struct pti_dash_job {
 				    // summary.json's
 	uint32_t workers; // 0: as many worker-R.csv files as there are
 	uint64_t steps;   // global steps planned; 0: summary.json's, if any
+	uint32_t batch;   // global batch; 0: summary.json's, if any
 	double t0;        // its start, seconds since 1970; 0 unknown
 	int state;        // PTI_DASH_*
 } pti_dash_job;

@@ -2,7 +2,8 @@
 // the jobs' files at each request: per job the rows that each worker-R.csv
 // and eval.csv gained since the byte offsets the page gives in ?from=
 // (at most DASH_ROWS a file and DASH_BUDGET in all, "more" telling the
-// page to ask again at once), the counts of lost and restarted processes
+// page to ask again at once; with ?points=, a file read from its start
+// as an overview, overview.c), the counts of lost and restarted processes
 // (the launcher's while it runs the job, else summary.json's), the
 // checkpoints written while it ran, and a few summary.json figures once
 // the job has one. docs/OUTPUTS.md describes the format.
@@ -11,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +21,7 @@
 
 #include <jansson.h>
 
+#include "cli/dash/overview.h"
 #include "cli/dash/web.h"
 #include "common/err.h"
 #include "common/outputs.h"
@@ -28,11 +31,21 @@
 #define DASH_CKPTS 200     // checkpoints listed per job (the newest)
 #define DASH_DIGITS 18     // of one offset in ?from=
 
-// The worker-R.csv columns sent, in this order ("worker_cols").
-static const int dash_wcols[] = {PTI_WK_STEP, PTI_WK_WALL, PTI_WK_LOSS,
-    PTI_WK_GRAD_NORM, PTI_WK_STEP_MS, PTI_WK_COMPUTE_MS, PTI_WK_COMM_MS,
-    PTI_WK_STALENESS, PTI_WK_LR, PTI_WK_VERSION};
-#define DASH_NW ((int)(sizeof(dash_wcols) / sizeof(dash_wcols[0])))
+// The worker-R.csv columns sent, in overview.h's PTI_DW_* order
+// ("worker_cols").
+static const int dash_wcols[PTI_DW_N] = {PTI_WK_STEP, PTI_WK_WALL,
+    PTI_WK_LOSS, PTI_WK_GRAD_NORM, PTI_WK_STEP_MS, PTI_WK_COMPUTE_MS,
+    PTI_WK_COMM_MS, PTI_WK_STALENESS, PTI_WK_LR, PTI_WK_VERSION};
+#define DASH_NW PTI_DW_N
+
+// What the page asked for: byte offsets (from=), for each job the worker
+// it draws (draw=, compare view; 0 when absent), and points= (0: every
+// row; else a file read from its start comes as an overview).
+typedef struct dash_query {
+	const char *from, *draw;
+	size_t from_n, draw_n;
+	size_t points;
+} dash_query;
 
 // eval.csv's columns read (both sets' names), and those sent.
 static const char *const dash_ecols_in[] = {"step", "wall_s", "val_loss",
@@ -87,21 +100,25 @@ static long from_offset(const char *s, size_t n, uint32_t job, uint32_t k)
 	return v;
 }
 
-// query_from finds from= in the query string q; *s and *n are its
-// value (NULL, 0 when absent). PT_EINVAL when it is malformed.
-static int query_from(const char *q, const char **s, size_t *n)
+// query_get finds name= in the query string q; *s and *n are its value
+// (NULL, 0 when absent). PT_EINVAL when it is not digits, '.' and ','.
+static int query_get(const char *q, const char *name, const char **s,
+    size_t *n)
 {
+	size_t name_n = strlen(name);
 	*s = NULL;
 	*n = 0;
 	while (q != NULL && *q != '\0') {
 		size_t len = strcspn(q, "&");
-		if (len >= 5 && strncmp(q, "from=", 5) == 0) {
-			if (from_check(q + 5, len - 5) != 0)
-				return pti_err_set(PT_EINVAL, "from: expected "
-				    "byte offsets, '.' between a job's files "
-				    "and ',' between jobs (0.120.130,0.0.0)");
-			*s = q + 5;
-			*n = len - 5;
+		if (len > name_n && strncmp(q, name, name_n) == 0 &&
+		    q[name_n] == '=') {
+			if (from_check(q + name_n + 1, len - name_n - 1) != 0)
+				return pti_err_set(PT_EINVAL, "%s: expected "
+				    "numbers, '.' between a job's files and "
+				    "',' between jobs (0.120.130,0.0.0)",
+				    name);
+			*s = q + name_n + 1;
+			*n = len - name_n - 1;
 		}
 		q += len;
 		if (*q == '&')
@@ -151,7 +168,7 @@ typedef struct dash_info {
 	json_t *sum; // summary.json, or NULL
 	char mode[32];
 	char ckpt_dir[PT_PATH_MAX];
-	double steps, t0, end; // NaN unknown; end: its last second
+	double steps, batch, t0, end; // NaN unknown; end: its last second
 } dash_info;
 
 static double info_start(const json_t *sum)
@@ -180,6 +197,9 @@ static void info_read(const pti_dash_jobrt *j, double now, dash_info *in)
 	    ? j->cfg.ckpt_dir : s != NULL ? s : "");
 	const json_t *v = json_object_get(in->sum, "steps");
 	in->steps = j->cfg.steps > 0 ? (double)j->cfg.steps
+		    : json_is_number(v) ? json_number_value(v) : NAN;
+	v = json_object_get(in->sum, "batch");
+	in->batch = j->cfg.batch > 0 ? (double)j->cfg.batch
 		    : json_is_number(v) ? json_number_value(v) : NAN;
 	in->t0 = j->cfg.t0 > 0 ? j->cfg.t0 : info_start(in->sum);
 	v = json_object_get(in->sum, "wall_s");
@@ -377,21 +397,52 @@ static void job_summary(pti_dbuf *b, const dash_info *in)
 	pti_dbuf_printf(b, "}");
 }
 
+// worker_json writes worker r of job i: an overview (overview.h) when
+// the page reads its file from the start and asked for points, else the
+// rows since its offset. -1 when out of memory.
+static int worker_json(pti_dbuf *b, const pti_dash_view *v, uint32_t i,
+    uint32_t r, const dash_query *qy, size_t *budget)
+{
+	static const int wcols[DASH_NW] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+	const char *wnames[DASH_NW];
+	char path[PT_PATH_MAX + 160];
+	long from = from_offset(qy->from, qy->from_n, i, r + 1);
+	int whole = qy->points > 0 && from == 0;
+	size_t max = whole ? SIZE_MAX : *budget < DASH_ROWS ? *budget
+							    : DASH_ROWS;
+	pti_csv_at at;
+	pti_csv p;
+	for (int k = 0; k < DASH_NW; k++)
+		wnames[k] = PTI_COL(pti_csv_worker, dash_wcols[k]);
+	snprintf(path, sizeof(path), "%s/worker-%u.csv", v->jobs[i].cfg.dir,
+	    r);
+	if (part_read(path, from, wnames, DASH_NW, max, &at, &p) != 0)
+		return -1;
+	if (whole) {
+		int drawn = !v->compare ||
+			    r == (uint32_t)from_offset(qy->draw, qy->draw_n,
+				     i, 0);
+		// Its rows are bounded by points: not counted in *budget.
+		pti_dash_overview(b, &at, &p, qy->points, drawn);
+	} else {
+		part_json(b, &at, &p, wcols, DASH_NW);
+		*budget -= p.n_rows;
+	}
+	free(p.v);
+	return 0;
+}
+
 // job_json writes job i; *budget is the rows the response may still
 // carry. -1 when out of memory.
 static int job_json(pti_dbuf *b, const pti_dash_view *v, uint32_t i,
-    const char *from, size_t from_n, size_t *budget)
+    const dash_query *qy, size_t *budget)
 {
 	const pti_dash_jobrt *j = &v->jobs[i];
-	const char *wnames[DASH_NW];
-	static const int wcols[DASH_NW] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
 	char path[PT_PATH_MAX + 160];
 	dash_info in;
 	pti_csv_at at;
 	pti_csv p;
 	int rv = 0;
-	for (int k = 0; k < DASH_NW; k++)
-		wnames[k] = PTI_COL(pti_csv_worker, dash_wcols[k]);
 	info_read(j, v->now, &in);
 	uint32_t workers = pti_dash_workers(j);
 	if (workers == 0 && in.sum != NULL) {
@@ -408,24 +459,19 @@ static int job_json(pti_dbuf *b, const pti_dash_view *v, uint32_t i,
 	pti_dbuf_printf(b, ", \"state\": \"%s\", \"workers\": %u, \"steps\": ",
 	    state_name(j, &in), workers);
 	pti_dbuf_num(b, in.steps);
+	pti_dbuf_printf(b, ", \"batch\": ");
+	pti_dbuf_num(b, in.batch);
 	pti_dbuf_printf(b, ", \"t0\": ");
 	pti_dbuf_secs(b, in.t0);
 	pti_dbuf_printf(b, ",\n \"worker\": [");
 	for (uint32_t r = 0; r < workers && rv == 0; r++) {
-		size_t max = *budget < DASH_ROWS ? *budget : DASH_ROWS;
-		snprintf(path, sizeof(path), "%s/worker-%u.csv", j->cfg.dir, r);
-		if ((rv = part_read(path, from_offset(from, from_n, i, r + 1),
-			 wnames, DASH_NW, max, &at, &p)) != 0)
-			break;
-		*budget -= p.n_rows;
 		pti_dbuf_printf(b, "%s\n  ", r ? "," : "");
-		part_json(b, &at, &p, wcols, DASH_NW);
-		free(p.v);
+		rv = worker_json(b, v, i, r, qy, budget);
 	}
 	if (rv == 0) {
 		size_t max = *budget < DASH_ROWS ? *budget : DASH_ROWS;
 		snprintf(path, sizeof(path), "%s/eval.csv", j->cfg.dir);
-		rv = part_read(path, from_offset(from, from_n, i, 0),
+		rv = part_read(path, from_offset(qy->from, qy->from_n, i, 0),
 		    dash_ecols_in, E_N, max, &at, &p);
 	}
 	if (rv == 0) {
@@ -459,11 +505,21 @@ static int job_json(pti_dbuf *b, const pti_dash_view *v, uint32_t i,
 
 int pti_dash_json(pti_dbuf *b, const pti_dash_view *v, const char *query)
 {
-	const char *from;
-	size_t from_n, budget = DASH_BUDGET;
-	int rv = query_from(query, &from, &from_n);
-	if (rv != 0)
+	dash_query qy = {0};
+	const char *pts;
+	size_t pts_n, budget = DASH_BUDGET;
+	int rv;
+	if ((rv = query_get(query, "from", &qy.from, &qy.from_n)) != 0 ||
+	    (rv = query_get(query, "draw", &qy.draw, &qy.draw_n)) != 0 ||
+	    (rv = query_get(query, "points", &pts, &pts_n)) != 0)
 		return rv;
+	if (pts != NULL) {
+		qy.points = (size_t)from_offset(pts, pts_n, 0, 0);
+		if (qy.points < 2 || qy.points > PTI_DASH_POINTS_MAX)
+			return pti_err_set(PT_EINVAL, "points: expected 2 to "
+			    "%d (the points of a line drawn from a file read "
+			    "from its start)", PTI_DASH_POINTS_MAX);
+	}
 	pti_dbuf_printf(b, "{\"view\": \"%s\", \"title\": ",
 	    v->compare ? "compare" : "run");
 	pti_dbuf_str(b, v->title);
@@ -481,7 +537,7 @@ int pti_dash_json(pti_dbuf *b, const pti_dash_view *v, const char *query)
 		    dash_ecols_out[k]);
 	pti_dbuf_printf(b, "],\n\"jobs\": [\n");
 	for (uint32_t i = 0; i < v->n_jobs && !b->failed; i++)
-		if (job_json(b, v, i, from, from_n, &budget) != 0)
+		if (job_json(b, v, i, &qy, &budget) != 0)
 			b->failed = 1;
 	pti_dbuf_printf(b, "]}\n");
 	return 0;

@@ -67,6 +67,7 @@ static int run_dashboard(run_job *j)
 	    j->c.job.checkpoint_dir);
 	job.workers = j->c.job.workers;
 	job.steps = j->steps;
+	job.batch = j->c.job.batch;
 	job.t0 = j->t0;
 	job.state = PTI_DASH_RUNNING;
 	char net[128];

@@ -1,14 +1,21 @@
 // cli/web/dash.js - pstrain's dashboard page: polls data.json about once a
 // second for the rows the jobs' files gained (byte offsets in ?from=, so
-// each row crosses once), keeps every row, and redraws the panels with
-// Chart.js (Debian's, served by pstrain at /chart.js). No reload, no
-// request to any other host. Each panel says in the DOM how many points it
+// each row crosses once) and redraws the panels with Chart.js (Debian's,
+// served by pstrain at /chart.js). A file read from its start comes as an
+// overview (?points=): the rows that draw its lines as they are and the
+// sums of every row, so a folder of many long runs paints at once; the
+// rows written later come whole. No reload, no request to any other
+// host. Each panel says in the DOM how many points it
 // draws (data-points), the rows behind them (data-rows) and its latest
 // values (data-latest, JSON), for people and for tests alike.
 "use strict";
 (function () {
   const MAX_POINTS = 800; // per series: more only slows the drawing
-  const PALETTE = ["#3c78d8", "#e8710a", "#1a7f37", "#b42318", "#7e3ff2",
+  // The points of a line the server's overview of a file keeps (?points=
+  // in the page's address sets them): a file's rows read later are
+  // thinned again by asking for a new overview past 4 times that.
+  const POINTS = Math.min(20000, Math.max(2, Number(new URLSearchParams(
+    window.location.search).get("points")) || 600));  const PALETTE = ["#3c78d8", "#e8710a", "#1a7f37", "#b42318", "#7e3ff2",
     "#0e7490", "#a16207", "#be185d", "#4b5563", "#65a30d"];
   const DASHES = [[], [6, 3], [2, 2], [10, 3, 2, 3], [1, 4]];
   const S = {
@@ -17,7 +24,10 @@
     // The reader's choices (the controls under the title): each mode's
     // mean ± sd or (also) every run, an EMA of loss and gradient norm
     // (TensorBoard's weight), log y, and the modes shown.
-    ui: {group: true, runs: false, smooth: 0.6, logy: false, hidden: {}},
+    // x: the left charts' axis (steps or examples); zoom: per axis kind
+    // (step, examples, time) the range shown, null for all.
+    ui: {group: true, runs: false, smooth: 0.6, logy: false, hidden: {},
+      x: "step", zoom: {}},
   };
   const haveChart = typeof window.Chart !== "undefined";
 
@@ -46,6 +56,10 @@
   function cursor() {
     return S.jobs.map((j) => [j.evalNext].concat(j.wNext).join(".")).join(",");
   }
+  function query() {
+    return "points=" + POINTS + "&draw=" + S.jobs.map((j) => j.draw).join(",") +
+      "&from=" + cursor();
+  }
 
   // take merges one file's part: rows are kept unless the server read
   // from elsewhere than where the page stood (a file made afresh).
@@ -53,6 +67,37 @@
     if (part.from !== next) rows.length = 0;
     for (const r of part.rows) rows.push(r);
     return part.next;
+  }
+  // takeWorker merges worker r's part: an overview (it has agg) stands
+  // for the whole file, its rows' indices in `index` and the sums of
+  // every row in agg; the rows after it come whole.
+  function takeWorker(j, r, part) {
+    if (!j.rows[r]) {
+      j.rows[r] = []; j.wNext[r] = 0; j.idx[r] = []; j.agg[r] = null; j.tail0[r] = 0;
+    }
+    if (part.agg) {
+      j.rows[r] = part.rows.slice();
+      j.idx[r] = part.index;
+      j.agg[r] = part.agg;
+      j.tail0[r] = part.rows.length;
+      j.sparse[r] = part.rows.length < part.agg.rows && !part.drawn;
+      j.wNext[r] = part.next;
+      return;
+    }
+    const had = j.wNext[r];
+    j.wNext[r] = take(j.rows[r], had, part);
+    if (part.from !== had) { j.idx[r] = []; j.agg[r] = null; j.tail0[r] = 0; }
+    // Too many rows since the overview: ask for a new one.
+    if (j.rows[r].length - j.tail0[r] > 4 * POINTS) j.wNext[r] = 0;
+  }
+  // rowIndex: the index in its file of worker r's k-th row held.
+  function rowIndex(j, r, k) {
+    if (k < j.tail0[r]) return j.idx[r][k];
+    return (j.agg[r] ? j.agg[r].rows : 0) + k - j.tail0[r];
+  }
+  // rowsOfFile: how many rows worker r's file had, as far as known.
+  function rowsOfFile(j, r) {
+    return j.rows[r] && j.rows[r].length ? rowIndex(j, r, j.rows[r].length - 1) + 1 : 0;
   }
 
   function merge(d) {
@@ -65,18 +110,28 @@
     d.jobs.forEach((dj, i) => {
       let j = S.jobs[i];
       if (!j) {
-        j = S.jobs[i] = {rows: [], wNext: [], evalRows: [], evalNext: 0};
+        j = S.jobs[i] = {rows: [], wNext: [], evalRows: [], evalNext: 0,
+          idx: [], agg: [], tail0: [], sparse: [], draw: 0};
       }
       Object.assign(j, {label: dj.label, dir: dj.dir, mode: dj.mode,
-        state: dj.state, steps: dj.steps, t0: dj.t0, counts: dj.counts,
+        state: dj.state, steps: dj.steps, batch: dj.batch, t0: dj.t0,
+        counts: dj.counts,
         events: dj.events, checkpoints: dj.checkpoints,
         checkpointDir: dj.checkpoint_dir, evalSet: dj.eval_set,
         summary: dj.summary, workers: dj.workers});
       dj.worker.forEach((part, r) => {
-        if (!j.rows[r]) { j.rows[r] = []; j.wNext[r] = 0; }
-        j.wNext[r] = take(j.rows[r], j.wNext[r], part);
-        more = more || part.more;
+        takeWorker(j, r, part);
+        more = more || part.more || j.wNext[r] === 0 && part.next > 0;
       });
+      // A comparison draws each job's lowest-ranked worker with rows:
+      // when the server sent that one sparse, ask for it drawn.
+      const ref = refWorker(j);
+      if (isCompare() && j.sparse[ref]) {
+        j.draw = ref;
+        j.wNext[ref] = 0;
+        j.sparse[ref] = false;
+        more = true;
+      }
       j.evalNext = take(j.evalRows, j.evalNext, dj.eval);
       more = more || dj.eval.more;
     });
@@ -125,29 +180,73 @@
     return t === null ? 0 : t;
   }
 
+  // countAt: how many rows worker r of job j had written by wall time t
+  // (its rows' index, on the line between the rows held around t).
+  function countAt(j, r, t) {
+    const rows = j.rows[r] || [], wc = col("wall_s");
+    let lo = 0, hi = rows.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (rows[mid][wc] <= t) lo = mid + 1; else hi = mid;
+    }
+    if (lo === 0) return 0;
+    const k = lo - 1, i = rowIndex(j, r, k);
+    if (lo === rows.length) return i + 1;
+    const j1 = rowIndex(j, r, lo), a = rows[k][wc], b = rows[lo][wc];
+    return i + 1 + (b > a ? Math.floor((j1 - i - 1) * (t - a) / (b - a)) : 0);
+  }
+  // examplesFn: the examples all of job j's workers had processed by
+  // wall time t (their rows by then times the per-worker batch, as
+  // compare's plots count them), or null when the batch is not known.
+  function examplesFn(j) {
+    const w = j.workers || j.rows.length, pwb = j.batch / w;
+    if (!(pwb > 0)) return null;
+    return (t) => {
+      if (t === null) return null;
+      let n = 0;
+      for (let r = 0; r < j.rows.length; r++) n += countAt(j, r, t);
+      return n * pwb;
+    };
+  }
+  // xFn: a worker row's x on axis kind: its step, the examples processed
+  // by its time, or seconds since its job's first step (start-up is not
+  // training time, as in compare's plots and train_s_to_A).
+  function xFn(j, kind) {
+    const sc = col("step"), wc = col("wall_s");
+    if (kind === "time") {
+      const x0 = firstStep(j);
+      return (row) => row[wc] === null ? null : row[wc] - x0;
+    }
+    if (kind === "examples") {
+      const ex = examplesFn(j);
+      return (row) => ex ? ex(row[wc]) : null;
+    }
+    return (row) => row[sc];
+  }
+
   // series: each worker's (a run) or each job's reference worker's (a
-  // comparison) rows as points of columns xc and yc; with `since`, x
-  // counts from the job's first step.
-  function series(xc, yc, since) {
-    const out = [];
-    const add = (j, rows, label, k) => {
-      const pts = [], x0 = since ? firstStep(j) : 0;
-      for (const r of rows) {
-        const x = r[xc], y = r[yc];
-        if (x !== null && y !== null) pts.push({x: x - x0, y: y});
+  // comparison) rows as points of x on axis kind and column yc; each
+  // point keeps its step (s), which smoothing needs.
+  function series(kind, yc) {
+    const out = [], sc = col("step");
+    const add = (j, w, label, k) => {
+      const pts = [], xf = xFn(j, kind);
+      for (const r of j.rows[w]) {
+        const x = xf(r), y = r[yc];
+        if (x !== null && y !== null) pts.push({x: x, y: y, s: r[sc]});
       }
       const st = styleOf(k, j);
       out.push({label: label, pts: pts, color: st.color, dash: st.dash,
-        group: groupOf(j)});
+        group: groupOf(j), rows: rowsOfFile(j, w)});
     };
     if (!isCompare()) {
       const j = S.jobs[0];
-      j.rows.forEach((rows, r) => add(j, rows, "worker " + r, r));
+      j.rows.forEach((_, r) => add(j, r, "worker " + r, r));
     } else {
       S.jobs.forEach((j, i) => {
         const r = refWorker(j);
         if (shown(j) && j.rows[r] && j.rows[r].length)
-          add(j, j.rows[r], j.label, i);
+          add(j, r, j.label, i);
       });
     }
     return out;
@@ -240,11 +339,65 @@
           x: {type: "linear", title: {display: true, text: xTitle}},
           y: {type: "linear", title: {display: true, text: yTitle}},
         },
+        // The legend names the lines a reader picks out: each mode's
+        // mean, not every run's faint line (its tooltip names it).
         plugins: {legend: {position: "bottom",
           labels: {boxWidth: 12, font: {size: 11},
-            filter: (item) => item.text !== ""}}},
+            filter: (item, data) => item.text !== "" &&
+              !data.datasets[item.datasetIndex].ptFaint}}},
       },
     });
+  }
+
+  // zoomable lets a reader drag across chart c to show that range of x
+  // (every chart of the same axis kind follows), and double-click to
+  // show all again; the points in the range are then thinned anew, so
+  // a zoom shows what the overview holds there.
+  function zoomable(c) {
+    if (!c) return;
+    const canvas = c.canvas, box = document.createElement("div");
+    box.className = "zoombox";
+    box.hidden = true;
+    canvas.parentNode.appendChild(box);
+    let x0 = null;
+    const px = (e) => e.clientX - canvas.getBoundingClientRect().left;
+    canvas.addEventListener("mousedown", (e) => {
+      const a = c.chartArea, x = px(e);
+      if (x < a.left || x > a.right) return;
+      x0 = x;
+    });
+    canvas.addEventListener("mousemove", (e) => {
+      if (x0 === null) return;
+      const a = c.chartArea, x = Math.min(a.right, Math.max(a.left, px(e)));
+      box.hidden = false;
+      Object.assign(box.style, {left: Math.min(x0, x) + "px", width:
+        Math.abs(x - x0) + "px", top: a.top + "px", height: (a.bottom - a.top) + "px"});
+    });
+    window.addEventListener("mouseup", (e) => {
+      if (x0 === null) return;
+      const a = c.chartArea, x = Math.min(a.right, Math.max(a.left, px(e)));
+      box.hidden = true;
+      if (Math.abs(x - x0) >= 5) {
+        const u = c.scales.x.getValueForPixel(Math.min(x0, x));
+        const v = c.scales.x.getValueForPixel(Math.max(x0, x));
+        S.ui.zoom[c.ptKind] = [u, v];
+        render();
+      }
+      x0 = null;
+    });
+    canvas.addEventListener("dblclick", () => {
+      delete S.ui.zoom[c.ptKind];
+      render();
+    });
+  }
+
+  // inRange: pts (x ascending) within [lo, hi], with the point just
+  // outside each end so that the line runs to the chart's edges.
+  function inRange(pts, lo, hi) {
+    let a = 0, b = pts.length;
+    while (a < b && pts[a].x < lo) a++;
+    while (b > a && pts[b - 1].x > hi) b--;
+    return pts.slice(Math.max(0, a - 1), Math.min(pts.length, b + 1));
   }
   function barChart(id, xTitle, yTitle, stacked) {
     if (!haveChart) return null;
@@ -275,14 +428,28 @@
     S.charts.split = barChart("c-split", "", "mean ms", true);
     S.charts.gnorm = lineChart("c-gnorm", "step", "gradient norm");
     S.charts.stale = barChart("c-stale", "staleness", "gradients", false);
+    for (const k of ["lossStep", "accStep", "stepMs", "gnorm"])
+      S.charts[k].ptLeft = S.charts[k].options.scales.x.title.text;
+    for (const k of ["lossStep", "lossTime", "accStep", "accTime", "stepMs", "gnorm"])
+      zoomable(S.charts[k]);
   }
 
-  // draw sets chart c's lines; returns the points drawn.
-  // A band's lower edge draws nothing; its upper edge fills down to it.
-  function draw(c, lines) {
+  // draw sets chart c's lines, x on axis kind (zoomed as the reader
+  // chose); returns the points drawn. A band's lower edge draws
+  // nothing; its upper edge fills down to it.
+  function draw(c, lines, kind) {
     let n = 0;
+    const z = S.ui.zoom[kind];
+    if (c) {
+      c.ptKind = kind;
+      c.options.scales.x.min = z ? z[0] : undefined;
+      c.options.scales.x.max = z ? z[1] : undefined;
+      // A left chart's x: its steps' title, or examples.
+      if (c.ptLeft) c.options.scales.x.title.text = kind === "examples"
+        ? "examples processed (all workers)" : c.ptLeft;
+    }
     const ds = lines.map((l) => {
-      const pts = thin(l.pts);
+      const pts = thin(z ? inRange(l.pts, z[0], z[1]) : l.pts);
       n += pts.length;
       if (l.band)
         return {label: "", data: pts, borderColor: l.color + "00",
@@ -291,7 +458,7 @@
       return {label: l.label, data: pts, borderColor: l.faint ? l.color + "66"
         : l.color, backgroundColor: l.color, borderDash: l.dash,
         pointRadius: 0, borderWidth: l.width || (l.faint ? 1 : 1.5),
-        fill: false};
+        fill: false, ptFaint: !!l.faint};
     });
     if (c) { c.data.datasets = ds; c.update("none"); }
     return n;
@@ -342,9 +509,12 @@
     if (j.state === "running" && j.steps && step > 0 && wall > 0)
       eta = (j.steps - step) * wall / step;
     else if (j.state === "finished") eta = 0;
+    // held: the rows the page holds of the worker it draws, of `rows`.
+    const r = refWorker(j);
     return {label: j.label, mode: j.mode, state: j.state, step: step,
       steps: j.steps, elapsed_s: wall, eta_s: eta,
-      rate: wall > 0 ? step / wall : null};
+      rate: wall > 0 ? step / wall : null,
+      held: j.rows[r] ? j.rows[r].length : 0, rows: rowsOfFile(j, r)};
   }
 
   function renderProgress() {
@@ -441,18 +611,24 @@
   }
 
   // smooth: each curve of loss or gradient norm as TensorBoard smooths
-  // it, an exponential moving average of weight S.ui.smooth, debiased
-  // at its start (0: every step as it is).
+  // it, an exponential moving average of weight S.ui.smooth per step,
+  // debiased at its start (0: every step as it is). Where an overview
+  // left steps out, a point decays the average by the weight to the
+  // power of the steps since the last one, as those steps would have.
   function smooth(lines) {
     const w = S.ui.smooth;
     if (!(w > 0)) return lines;
     return lines.map((l) => {
-      let last = 0;
-      const pts = l.pts.map((p, i) => {
-        last = last * w + (1 - w) * p.y;
-        return {x: p.x, y: last / (1 - Math.pow(w, i + 1))};
+      let last = 0, norm = 0, prev = null;
+      const pts = l.pts.map((p) => {
+        const gap = prev === null || !(p.s > prev) ? 1 : p.s - prev;
+        const d = Math.pow(w, gap);
+        prev = p.s;
+        last = last * d + (1 - d) * p.y;
+        norm = norm * d + (1 - d);
+        return {x: p.x, y: last / norm, s: p.s};
       });
-      return Object.assign({}, l, {pts: pts, rows: l.pts.length});
+      return Object.assign({}, l, {pts: pts});
     });
   }
   function smoothNote() {
@@ -461,12 +637,12 @@
   }
 
   function renderLoss() {
-    const a = smooth(series(col("step"), col("loss")));
-    const b = smooth(series(col("wall_s"), col("loss"), true));
+    const a = smooth(series(S.ui.x, col("loss")));
+    const b = smooth(series("time", col("loss")));
     logY(S.charts.lossStep);
     logY(S.charts.lossTime);
-    const n = draw(S.charts.lossStep, groupLines(a)) +
-      draw(S.charts.lossTime, groupLines(b));
+    const n = draw(S.charts.lossStep, groupLines(a), S.ui.x) +
+      draw(S.charts.lossTime, groupLines(b), "time");
     const fi = focusJob(), j = S.jobs[fi], lr = j && lastRow(j);
     const latest = lr ? {job: fi, worker: lr.worker, step: lr.row[col("step")],
       loss: lr.row[col("loss")],
@@ -497,17 +673,20 @@
       const st = styleOf(i, j);
       const label = isCompare() ? j.label : (j.evalSet || "") + " " + what;
       const p1 = [], p2 = [], x0 = firstStep(j);
+      const ex = S.ui.x === "examples" ? examplesFn(j) : null;
       for (const r of j.evalRows) {
         if (r[ac] === null) continue;
-        p1.push({x: r[sc] !== null ? r[sc] : r[vc], y: r[ac]});
+        const x = S.ui.x === "examples" ? ex && ex(r[wc])
+          : r[sc] !== null ? r[sc] : r[vc];
+        if (x !== null) p1.push({x: x, y: r[ac]});
         p2.push({x: r[wc] - x0, y: r[ac]});
       }
       const g = groupOf(j);
       a.push({label: label, pts: p1, color: st.color, dash: st.dash, group: g});
       b.push({label: label, pts: p2, color: st.color, dash: st.dash, group: g});
     });
-    const n = draw(S.charts.accStep, groupLines(a)) +
-      draw(S.charts.accTime, groupLines(b));
+    const n = draw(S.charts.accStep, groupLines(a), S.ui.x) +
+      draw(S.charts.accTime, groupLines(b), "time");
     const fi = focusJob(), j = S.jobs[fi];
     let latest = null;
     if (j && j.evalRows.length) {
@@ -525,32 +704,51 @@
       : "no evaluation yet (eval.csv has no row)");
   }
 
-  // sums of a job's step, compute and communication ms over its rows.
-  function sums(rows) {
+  // tailRows: worker r's rows past its overview (every one of them).
+  function tailRows(j, r) { return (j.rows[r] || []).slice(j.tail0[r] || 0); }
+  // sums of worker r's step, compute and communication ms over every
+  // row of its file: the overview's sums and the rows since.
+  function sums(j, r) {
     const s = col("step_ms"), c = col("compute_ms"), m = col("comm_ms");
-    let st = 0, cp = 0, cm = 0;
-    for (const r of rows) {
-      if (r[s] === null || r[c] === null || r[m] === null) continue;
-      st += r[s]; cp += r[c]; cm += r[m];
+    const a = j.agg[r];
+    let st = a ? a.step_ms || 0 : 0, cp = a ? a.compute_ms || 0 : 0;
+    let cm = a ? a.comm_ms || 0 : 0;
+    const rows = tailRows(j, r);
+    for (const x of rows) {
+      if (x[s] === null || x[c] === null || x[m] === null) continue;
+      st += x[s]; cp += x[c]; cm += x[m];
     }
-    return {n: rows.length, step: st, compute: cp, comm: cm};
+    return {n: (a ? a.rows : 0) + rows.length, step: st, compute: cp, comm: cm};
   }
   function idle(j) {
     let st = 0, cm = 0;
-    j.rows.forEach((rows) => { const s = sums(rows); st += s.step; cm += s.comm; });
+    j.rows.forEach((_, r) => { const s = sums(j, r); st += s.step; cm += s.comm; });
     return st > 0 ? cm / st : null;
   }
+  // staleOf: worker r's staleness over every row: histogram (0 to 63,
+  // the last bin "63 and above"), rows with a value, their sum.
+  function staleOf(j, r) {
+    const c = col("staleness"), a = j.agg[r];
+    const out = {hist: a ? a.stale.slice() : [], n: a ? a.stale_rows : 0,
+      sum: a ? a.stale_sum || 0 : 0};
+    for (const x of tailRows(j, r)) {
+      if (x[c] === null) continue;
+      const b = Math.min(63, Math.max(0, Math.round(x[c])));
+      while (out.hist.length <= b) out.hist.push(0);
+      out.hist[b]++;
+      out.n++;
+      out.sum += x[c];
+    }
+    return out;
+  }
   function meanStale(j) {
-    const c = col("staleness");
     let n = 0, s = 0;
-    j.rows.forEach((rows) => rows.forEach((r) => {
-      if (r[c] !== null) { n++; s += r[c]; }
-    }));
+    j.rows.forEach((_, r) => { const x = staleOf(j, r); n += x.n; s += x.sum; });
     return n ? s / n : null;
   }
 
   function renderStepTime() {
-    const lines = series(col("step"), col("step_ms"));
+    const lines = series(S.ui.x, col("step_ms"));
     // A few slow steps (start-up, an evaluation) would flatten the rest:
     // the axis stops at 1.5 x the 99th percentile.
     const ys = [];
@@ -559,13 +757,13 @@
     const cut = ys.length ? 1.5 * ys[Math.floor(0.99 * (ys.length - 1))] : 0;
     const clipped = ys.length && ys[ys.length - 1] > cut;
     if (S.charts.stepMs) S.charts.stepMs.options.scales.y.max = clipped ? cut : undefined;
-    const n = draw(S.charts.stepMs, groupLines(lines));
+    const n = draw(S.charts.stepMs, groupLines(lines), S.ui.x);
     // Bars: per worker of the job (a run), per job (a comparison), or
     // per mode, its jobs' steps together (a comparison drawn by mode).
     const groups = [], byMode = isCompare() && S.ui.group;
     if (!isCompare()) {
-      S.jobs[0].rows.forEach((rows, r) =>
-        groups.push({label: "worker " + r, worker: r, s: sums(rows)}));
+      S.jobs[0].rows.forEach((_, r) =>
+        groups.push({label: "worker " + r, worker: r, s: sums(S.jobs[0], r)}));
     } else {
       S.jobs.forEach((j, i) => {
         if (!shown(j)) return;
@@ -577,8 +775,8 @@
           groups.push(g);
         }
         g.jobs++;
-        j.rows.forEach((rows) => {
-          const s = sums(rows);
+        j.rows.forEach((_, r) => {
+          const s = sums(j, r);
           g.s.n += s.n; g.s.step += s.step; g.s.compute += s.compute; g.s.comm += s.comm;
         });
       });
@@ -610,9 +808,9 @@
   }
 
   function renderGradNorm() {
-    const lines = smooth(series(col("step"), col("grad_norm")));
+    const lines = smooth(series(S.ui.x, col("grad_norm")));
     logY(S.charts.gnorm);
-    const n = draw(S.charts.gnorm, groupLines(lines));
+    const n = draw(S.charts.gnorm, groupLines(lines), S.ui.x);
     const fi = focusJob(), j = S.jobs[fi], lr = j && lastRow(j);
     const latest = lr ? {job: fi, worker: lr.worker, step: lr.row[col("step")],
       grad_norm: lr.row[col("grad_norm")]} : null;
@@ -625,21 +823,16 @@
 
   function staleSet(m) { return m === "async" || m === "ssp"; }
   function renderStaleness() {
-    const c = col("staleness");
     const per = [];
     let top = 0;
     S.jobs.forEach((j, i) => {
       const hist = [];
-      let rows = 0;
-      j.rows.forEach((rs) => rs.forEach((r) => {
-        rows++;
-        if (r[c] === null) return;
-        const s = Math.min(63, Math.max(0, Math.round(r[c])));
+      j.rows.forEach((_, r) => staleOf(j, r).hist.forEach((n, s) => {
         while (hist.length <= s) hist.push(0);
-        hist[s]++;
+        hist[s] += n;
       }));
-      const p = {job: i, label: j.label, mode: j.mode, rows: j.rows.map((r) =>
-        r.length), idle_fraction: idle(j), hist: staleSet(j.mode) ? hist : null};
+      const p = {job: i, label: j.label, mode: j.mode, rows: j.rows.map((_, r) =>
+        rowsOfFile(j, r)), idle_fraction: idle(j), hist: staleSet(j.mode) ? hist : null};
       if (p.hist) top = Math.max(top, hist.length);
       per.push(p);
     });
@@ -693,21 +886,32 @@
     S.jobs.forEach((j, i) => {
       const who = isCompare() ? j.label + ": " : "";
       const at = (t) => (j.t0 || 0) + (t || 0);
-      // Dropped gradients, a line per second of the job that had any.
+      // Dropped gradients, a line per second of the job that had any:
+      // the overview's latest (as [step, wall_s]) and the rows since.
       const bySec = new Map();
-      j.rows.forEach((rows, r) => rows.forEach((row) => {
-        if (row[lrc] !== 0) return;
-        dropped++;
-        const k = Math.floor(row[wc] || 0);
-        const g = bySec.get(k) || {n: 0, t: row[wc], lo: row[sc], hi: row[sc],
+      const drop = (r, step, wall) => {
+        const k = Math.floor(wall || 0);
+        const g = bySec.get(k) || {n: 0, t: wall, lo: step, hi: step,
           workers: new Set()};
         g.n++;
-        g.t = Math.max(g.t, row[wc]);
-        g.lo = Math.min(g.lo, row[sc]);
-        g.hi = Math.max(g.hi, row[sc]);
+        g.t = Math.max(g.t, wall);
+        g.lo = Math.min(g.lo, step);
+        g.hi = Math.max(g.hi, step);
         g.workers.add(r);
         bySec.set(k, g);
-      }));
+      };
+      j.rows.forEach((_, r) => {
+        const a = j.agg[r];
+        if (a) {
+          dropped += a.dropped;
+          a.dropped_rows.forEach((x) => drop(r, x[0], x[1]));
+        }
+        tailRows(j, r).forEach((row) => {
+          if (row[lrc] !== 0) return;
+          dropped++;
+          drop(r, row[sc], row[wc]);
+        });
+      });
       bySec.forEach((g) => ev.push({at: at(g.t), t: g.t, text: who + g.n +
         " gradient" + (g.n > 1 ? "s" : "") + " dropped (worker" +
         (g.workers.size > 1 ? "s " : " ") + Array.from(g.workers).sort()
@@ -800,6 +1004,8 @@
     on("ctl-group", "change", (el) => { S.ui.group = el.checked; });
     on("ctl-runs", "change", (el) => { S.ui.runs = el.checked; });
     on("ctl-logy", "change", (el) => { S.ui.logy = el.checked; });
+    on("ctl-x", "change", (el) => { S.ui.x = el.value; });
+    on("ctl-unzoom", "click", () => { S.ui.zoom = {}; });
     on("ctl-smooth", "input", (el) => {
       S.ui.smooth = Number(el.value);
       $("ctl-smooth-v").textContent = S.ui.smooth.toFixed(2);
@@ -832,7 +1038,7 @@
   async function poll() {
     let wait = 1000;
     try {
-      const r = await fetch("data.json?from=" + cursor(), {cache: "no-store"});
+      const r = await fetch("data.json?" + query(), {cache: "no-store"});
       if (!r.ok) throw new Error("HTTP " + r.status);
       const more = merge(await r.json());
       S.fetches++;
