@@ -1177,6 +1177,18 @@ static int config_sparse(const pti_config *c)
 	return 0;
 }
 
+int pti_config_length_check(const pti_config *c)
+{
+	// A job's length is one flag's: the other would be ignored.
+	if (c->steps > 0 && pti_config_given(c, "steps") &&
+	    pti_config_given(c, "epochs"))
+		return pti_err_set(PT_EINVAL, "--steps %llu and --epochs %u: "
+		    "give one (--steps N runs N global steps, --epochs E that "
+		    "many passes over the training set)",
+		    (unsigned long long)c->steps, c->epochs);
+	return 0;
+}
+
 int pti_config_check(const pti_config *c, uint32_t cmd)
 {
 	if (cmd == PT_CMD_EVAL) {
@@ -1199,14 +1211,9 @@ int pti_config_check(const pti_config *c, uint32_t cmd)
 	    strcmp(c->plot_style, "paper") != 0)
 		return pti_err_set(PT_EINVAL, "--plot-style %s: expected "
 		    "screen or paper", c->plot_style);
-	// A job's length is one flag's: the other would be ignored.
 	if ((cmd & (PT_CMD_RUN | PT_CMD_COMPARE | PT_CMD_NODE)) &&
-	    c->steps > 0 && pti_config_given(c, "steps") &&
-	    pti_config_given(c, "epochs"))
-		return pti_err_set(PT_EINVAL, "--steps %llu and --epochs %u: "
-		    "give one (--steps N runs N global steps, --epochs E that "
-		    "many passes over the training set)",
-		    (unsigned long long)c->steps, c->epochs);
+	    (rv = pti_config_length_check(c)) != 0)
+		return rv;
 	if (c->layer_push == PT_LP_ON && c->job.mode != PT_MODE_SYNC)
 		return pti_err_set(PT_EINVAL, "--layer-push on needs --mode "
 		    "sync (in async and ssp each layer would be an update of "

@@ -209,6 +209,13 @@ int pti_jobopt_check(const pti_jobopt *o);
 int pti_jobopt_check_proc(const pti_jobopt *o, uint32_t cmd, uint32_t rank,
     const char *addrs);
 
+// pti_config_length_check: PT_EINVAL naming both when --steps and
+// --epochs were both given (one of them would be ignored); else 0. Run,
+// compare and node refuse them (pti_config_check; node before it takes
+// a server's or a worker's role), not the server and worker a launcher
+// starts, which it gives every flag.
+int pti_config_length_check(const pti_config *c);
+
 // pti_config_check validates the combination of flags for cmd (W divides
 // B, epochs or steps, ...). PT_EINVAL with a detail naming the flags.
 int pti_config_check(const pti_config *c, uint32_t cmd);

@@ -390,6 +390,14 @@ test_mp_node_bad_split() {
 	[ "$rc" = 2 ] && grep -q -- "--batch 512 is not divisible by --workers 5" \
 		"$T/node-split.log" && ok $n ||
 		no $n "exit $rc" "$T/node-split.log"
+	# --steps with --epochs: refused by every task, before its role.
+	SLURM_PROCID=0 SLURM_NTASKS=3 SLURM_JOB_ID=$$ $P node --servers 1 \
+		$D --steps 5 --epochs 2 --out "$T/node-len" \
+		>"$T/node-len.log" 2>&1
+	rc=$?
+	[ "$rc" = 2 ] && grep -q -- "--steps 5 and --epochs 2: give one" \
+		"$T/node-len.log" && [ ! -e "$T/node-len" ] ||
+		no ${n}_steps_epochs "exit $rc" "$T/node-len.log"
 }
 
 # --config FILE: a job's flags from a file ('flag = value', comments,

@@ -59,7 +59,7 @@ test_slurm_srun() {
 test_slurm_sbatch() {
 	local n=test_slurm_sbatch d="$W/sbatch"
 	mkdir -p "$d"
-	PSTRAIN=$P OUT="$d/out" ARGS="$J --advertise 127.0.0.1" \
+	PSTRAIN=$P OUT="$d/out" ARGS="$J --advertise 127.0.0.1" LENGTH="" \
 		timeout 180 sbatch --wait -N 1 -n 3 -o "$d/job.out" \
 		examples/slurm/job.sbatch >"$d/sbatch.log" 2>&1
 	local r=$?

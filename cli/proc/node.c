@@ -164,7 +164,8 @@ int pti_cmd_node(int argc, char **argv)
 	// The job's options are checked again with the worker count the
 	// tasks give (a batch W does not divide): every task refuses at once,
 	// the workers before they wait for a server that already refused.
-	if ((rv = node_rank(&c, &rank, &size, &from)) != 0 ||
+	if ((rv = pti_config_length_check(&c)) != 0 ||
+	    (rv = node_rank(&c, &rank, &size, &from)) != 0 ||
 	    (rv = node_roles(&c, rank, size, from, &server)) != 0 ||
 	    (rv = pti_jobopt_check(&c.job)) != 0 ||
 	    (c.cluster[0] == '\0' &&
