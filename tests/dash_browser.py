@@ -293,8 +293,8 @@ def check_many(url, cmp, modes, seeds):
     file read as an overview of 4 points a line: each mode drawn as its
     mean with a band of ± sd, step time summed by mode over every row,
     the mode picker hides a mode, every run shows the jobs (not in the
-    legend), log y, no smoothing draws each job's lowest loss, x in
-    examples, and a drag zooms."""
+    legend), the seed picker, log y, no smoothing draws each job's
+    lowest loss, x in examples, and a drag zooms."""
     d = browser()
     try:
         d.get(url + "?points=4")
@@ -330,6 +330,14 @@ def check_many(url, cmp, modes, seeds):
         boxes[0].click()
         wait_for(d, lambda d: labelled(d, "c-loss-step") == want[1:])
         boxes[0].click()
+        # The seed picker: without seed 1 each mean is of the others.
+        seed1 = d.find_element("css selector",
+                               "#ctl-seeds input[data-key='seed 1']")
+        seed1.click()
+        wait_for(d, lambda d: labelled(d, "c-loss-step") == [
+            "%s (mean ± sd of %d)" % (m, seeds - 1) for m in modes])
+        seed1.click()
+        wait_for(d, lambda d: labelled(d, "c-loss-step") == want)
         d.find_element("id", "ctl-runs").click()
         wait_for(d, lambda d: len(labelled(d, "c-loss-step")) ==
                  len(modes) + n)

@@ -27,7 +27,7 @@
     // x: the left charts' axis (steps or examples); zoom: per axis kind
     // (step, examples, time) the range shown, null for all.
     ui: {group: true, runs: false, smooth: 0.6, logy: false, hidden: {},
-      x: "step", zoom: {}},
+      x: "step", zoom: {}, hiddenSeeds: {}},
   };
   const haveChart = typeof window.Chart !== "undefined";
 
@@ -252,7 +252,14 @@
     return out;
   }
   // shown: whether job j's mode is ticked in the picker.
-  function shown(j) { return !S.ui.hidden[groupOf(j)]; }
+  // and its seed's (a job whose label names no seed is always shown).
+  function shown(j) {
+    return !S.ui.hidden[groupOf(j)] && !S.ui.hiddenSeeds[seedOf(j)];
+  }
+  function seedOf(j) {
+    const m = /seed-(\d+)$/.exec(j.label || "");
+    return m ? "seed " + m[1] : "";
+  }
 
   // thin keeps at most about MAX_POINTS of a series: in each of
   // MAX_POINTS / 2 runs of points, the lowest and the highest, in their
@@ -836,7 +843,7 @@
       if (p.hist) top = Math.max(top, hist.length);
       per.push(p);
     });
-    const stale = per.filter((p) => p.hist);
+    const stale = per.filter((p) => p.hist && (!isCompare() || shown(S.jobs[p.job])));
     // Bars up to the staleness 99% of the gradients shown stay within,
     // the few above it in one last bar.
     const all = [];
@@ -985,17 +992,30 @@
     f.hidden = false;
     for (const el of f.querySelectorAll(".compare-only"))
       el.hidden = !isCompare();
-    const box = $("ctl-modes"), groups = [];
-    S.jobs.forEach((j) => { if (groups.indexOf(groupOf(j)) < 0) groups.push(groupOf(j)); });
-    if (!isCompare() || box.dataset.groups === groups.join("\n")) return;
-    box.dataset.groups = groups.join("\n");
-    box.innerHTML = "modes: " + groups.map((g, i) => "<label><input type=\"checkbox\"" +
-      " data-group=\"" + esc(g) + "\"" + (S.ui.hidden[g] ? "" : " checked") +
-      "> <span style=\"color:" + PALETTE[modeIndex(g) % PALETTE.length] + "\">" +
-      esc(g || "?") + "</span></label>").join(" ");
+    const groups = [], seeds = [];
+    S.jobs.forEach((j) => {
+      if (groups.indexOf(groupOf(j)) < 0) groups.push(groupOf(j));
+      if (seedOf(j) && seeds.indexOf(seedOf(j)) < 0) seeds.push(seedOf(j));
+    });
+    if (!isCompare()) return;
+    picker($("ctl-modes"), "modes", groups, S.ui.hidden,
+      (g) => PALETTE[modeIndex(g) % PALETTE.length]);
+    picker($("ctl-seeds"), "seeds", seeds.length > 1 ? seeds : [],
+      S.ui.hiddenSeeds, () => null);
+  }
+  // picker keeps in box a box to tick per key (a mode, a seed): unticked,
+  // hidden[key] is set and that key's jobs are left out of every chart
+  // and mean.
+  function picker(box, title, keys, hidden, colour) {
+    if (!box || box.dataset.keys === keys.join("\n")) return;
+    box.dataset.keys = keys.join("\n");
+    box.innerHTML = keys.length ? title + ": " + keys.map((k) =>
+      "<label><input type=\"checkbox\" data-key=\"" + esc(k) + "\"" +
+      (hidden[k] ? "" : " checked") + "> <span" + (colour(k) ? " style=\"color:" +
+      colour(k) + "\"" : "") + ">" + esc(k || "?") + "</span></label>").join(" ") : "";
     for (const el of box.querySelectorAll("input"))
       el.addEventListener("change", () => {
-        S.ui.hidden[el.dataset.group] = !el.checked;
+        hidden[el.dataset.key] = !el.checked;
         render();
       });
   }
