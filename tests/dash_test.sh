@@ -197,6 +197,9 @@ def hostile():
     bad = {b"/data.json?from=abc": 400, b"/data.json?from=-1": 400,
            b"/data.json?from=1234567890123456789012": 400,
            b"/data.json?from=%00": 400, b"/data.json?from=1.2&from=x": 400,
+           b"/data.json?points=abc": 400, b"/data.json?points=0": 400,
+           b"/data.json?points=99999999999999999": 400,
+           b"/data.json?points=8&draw=-1": 400,
            b"/../../../etc/passwd": 404, b"/nothing": 404}
     for path, want in bad.items():
         got = status(raw(req(path)))
@@ -206,6 +209,11 @@ def hostile():
     many = b"/data.json?from=" + b",".join([b"9" * 18 + b".7.7"] * 3000)
     assert status(raw(req(many))) in (200, 400, 413, None), "many offsets"
     assert status(raw(req(b"/data.json?from=" + b"." * 5000))) == 200
+    # Overviews of every file at once, drawing workers that do not exist.
+    assert status(raw(req(b"/data.json?points=20000&draw=" +
+                          b",".join([b"9" * 18] * 100)))) == 200, "draw"
+    assert status(raw(req(b"/data.json?points=2&draw=1&from=0.0.0"))) == 200, \
+        "points=2"
     for junk in (b"\x00\xff garbage\r\n\r\n", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
                  b"GET / HTTP/9.9\r\nHost: x\r\n\r\n",
                  b"GET / HTTP/1.1\r\n" + b"X: " + b"a" * 200000 + b"\r\n\r\n",
