@@ -44,4 +44,10 @@ int pti_blas_threads(int n);
 // bits, which is why a run records it.
 int pti_blas_info(char *core, size_t n);
 
+// pti_blas_kernel_note: 1, with what to say in msg (size n), when the
+// kernel OpenBLAS uses is older than this CPU's vectors allow (Prescott's
+// on an AVX-512 CPU, as OpenBLAS falls back to where it does not know
+// the CPU), naming the OPENBLAS_CORETYPE that fixes it; else 0.
+int pti_blas_kernel_note(char *msg, size_t n);
+
 #endif // PT_COMMON_BLAS_H

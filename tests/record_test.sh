@@ -292,6 +292,36 @@ test_record_short_worker() {
 	fi
 }
 
+# An OpenBLAS kernel older than the CPU's vectors allow gets a note that
+# names it and the OPENBLAS_CORETYPE to set; the kernel the CPU is made
+# for gets none. The CPU's level is read here from /proc/cpuinfo.
+test_record_blas_kernel() {
+	n=test_record_blas_kernel
+	f=$(grep -m1 '^flags' /proc/cpuinfo)
+	has() { echo "$f" | grep -qw "$1"; }
+	if has avx512f && has avx512bw && has avx512vl && has avx512dq; then
+		best=SkylakeX
+	elif has avx2 && has fma; then
+		best=Haswell
+	elif has avx; then
+		best=Sandybridge
+	else
+		best=""
+	fi
+	OPENBLAS_CORETYPE=Prescott job $n "$T/bk1" --steps 2 || return
+	if [ -n "$best" ]; then
+		grep -q "note: OpenBLAS uses its Prescott kernel.*OPENBLAS_CORETYPE=$best" \
+			"$T/bk1.log" || { no $n "no note" "$T/bk1.log"; return; }
+		OPENBLAS_CORETYPE=$best job $n "$T/bk2" --steps 2 || return
+		! grep -q "note: OpenBLAS" "$T/bk2.log" ||
+			{ no $n "a note for $best" "$T/bk2.log"; return; }
+	elif grep -q "note: OpenBLAS" "$T/bk1.log"; then
+		no $n "a note on a CPU without AVX" "$T/bk1.log"
+		return
+	fi
+	ok $n
+}
+
 test_record_every_option
 test_record_short_worker
 test_record_disk_full
@@ -301,3 +331,4 @@ test_record_refuses_overwrite
 test_record_validation_split
 test_record_matched_lr
 test_record_eval_beside_training
+test_record_blas_kernel

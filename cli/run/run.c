@@ -29,6 +29,7 @@
 #include "common/auth.h"
 #include "common/checkpoint.h"
 #include "common/clock.h"
+#include "common/blas.h"
 #include "common/config.h"
 #include "common/data.h"
 #include "common/err.h"
@@ -288,6 +289,10 @@ static int run_prepare(run_job *j)
 		    "by the gradients' own size, so async at lr / W moves a "
 		    "parameter 1/W to 1/sqrt(W) as far (docs/EXPERIMENTS.md "
 		    "(i))\n", c->job.optimizer);
+	char blas[512];
+	if (pti_blas_kernel_note(blas, sizeof(blas)))
+		fprintf(stderr, "pstrain run: note: %s (docs/PERFORMANCE.md)\n",
+		    blas);
 	j->n_train = d.train.n;
 	j->n_val = d.val.n;
 	rv = pti_layout_init(l, c->model, d.train.dim, d.train.classes);
