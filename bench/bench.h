@@ -42,21 +42,31 @@ static inline void widen_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 
 // The raw side: a REP socket that answers every request with a reply of
 // `bytes` (comm: the request's size, as a server answers a pushpull with
-// the values; rows: the rows' bytes, as it answers their ids). It is
-// served the way nng serves best (and as pstrain's server is): a context
-// whose aio callback receives, answers and receives again on nng's own
-// threads, with no hand-over to a thread of ours.
-typedef struct raw_srv {
-	nng_socket sock;
+// the values; rows: the rows' bytes, as it answers their ids; 0: as long
+// as the request, for requests in chunks). It is served the way nng
+// serves best (and as pstrain's server is): contexts whose aio callback
+// receives, answers and receives again on nng's own threads, with no
+// hand-over to a thread of ours; one context answers one request at a
+// time, RAW_CTXS answer as many at once (as pstrain's server takes a
+// worker's pieces).
+#define RAW_CTXS 8
+
+typedef struct raw_ctx {
 	nng_ctx ctx;
 	nng_aio *aio;
 	size_t bytes;
 	int sending;
+} raw_ctx;
+
+typedef struct raw_srv {
+	nng_socket sock;
+	raw_ctx c[RAW_CTXS];
+	int n;
 } raw_srv;
 
 static inline void raw_cb(void *arg)
 {
-	raw_srv *r = arg;
+	raw_ctx *r = arg;
 	if (nng_aio_result(r->aio) != 0) {
 		if (r->sending)
 			nng_msg_free(nng_aio_get_msg(r->aio));
@@ -68,12 +78,13 @@ static inline void raw_cb(void *arg)
 		return;
 	}
 	nng_msg *m = nng_aio_get_msg(r->aio), *rep;
-	if (nng_msg_alloc(&rep, r->bytes) != 0) {
+	size_t bytes = r->bytes ? r->bytes : nng_msg_len(m);
+	if (nng_msg_alloc(&rep, bytes) != 0) {
 		nng_msg_free(m);
 		return;
 	}
 	memcpy(nng_msg_body(rep), nng_msg_body(m),
-	    nng_msg_len(m) < r->bytes ? nng_msg_len(m) : r->bytes);
+	    nng_msg_len(m) < bytes ? nng_msg_len(m) : bytes);
 	nng_msg_free(m);
 	r->sending = 1;
 	nng_aio_set_msg(r->aio, rep);
@@ -102,16 +113,16 @@ static inline double raw_round(nng_socket req, const float *g, size_t bytes,
 	return (now_us() - t0) / iters;
 }
 
-// raw_open starts a raw REP server of `bytes` replies on url (a tcp
-// ":0" port is resolved into url), its ipc connections widened when
-// `widen` is set.
-static inline void raw_open(raw_srv *r, char *url, size_t cap, size_t bytes,
-    int widen)
+// raw_open_ctxs starts a raw REP server of `bytes` replies on url (a
+// tcp ":0" port is resolved into url) with n contexts (at most
+// RAW_CTXS), its ipc connections widened when `widen` is set.
+static inline void raw_open_ctxs(raw_srv *r, char *url, size_t cap,
+    size_t bytes, int widen, int n)
 {
 	nng_listener l;
 	int rv;
 	memset(r, 0, sizeof(*r));
-	r->bytes = bytes;
+	r->n = n < RAW_CTXS ? n : RAW_CTXS;
 	if ((rv = nng_rep0_open(&r->sock)) != 0 ||
 	    (widen && (rv = nng_pipe_notify(r->sock, NNG_PIPE_EV_ADD_PRE,
 			   widen_cb, NULL)) != 0) ||
@@ -125,21 +136,35 @@ static inline void raw_open(raw_srv *r, char *url, size_t cap, size_t bytes,
 		snprintf(url, cap, "tcp://127.0.0.1:%u",
 		    (unsigned)ntohs(sa.s_in.sa_port));
 	}
-	if ((rv = nng_ctx_open(&r->ctx, r->sock)) != 0 ||
-	    (rv = nng_aio_alloc(&r->aio, raw_cb, r)) != 0)
-		die("raw context", rv, 1);
-	nng_ctx_recv(r->ctx, r->aio);
+	for (int i = 0; i < r->n; i++) {
+		raw_ctx *c = &r->c[i];
+		c->bytes = bytes;
+		if ((rv = nng_ctx_open(&c->ctx, r->sock)) != 0 ||
+		    (rv = nng_aio_alloc(&c->aio, raw_cb, c)) != 0)
+			die("raw context", rv, 1);
+		nng_ctx_recv(c->ctx, c->aio);
+	}
+}
+
+// raw_open: raw_open_ctxs with one context.
+static inline void raw_open(raw_srv *r, char *url, size_t cap, size_t bytes,
+    int widen)
+{
+	raw_open_ctxs(r, url, cap, bytes, widen, 1);
 }
 
 static inline void raw_close(raw_srv *r)
 {
 	// A reply handed to nng_ctx_send after the aio was stopped is
 	// refused without a callback: it is still ours.
-	nng_aio_stop(r->aio);
+	for (int i = 0; i < r->n; i++)
+		nng_aio_stop(r->c[i].aio);
 	nng_close(r->sock);
-	if (r->sending)
-		nng_msg_free(nng_aio_get_msg(r->aio));
-	nng_aio_free(r->aio);
+	for (int i = 0; i < r->n; i++) {
+		if (r->c[i].sending)
+			nng_msg_free(nng_aio_get_msg(r->c[i].aio));
+		nng_aio_free(r->c[i].aio);
+	}
 }
 
 // raw_dial connects a REQ socket to a raw server, widened as it is.

@@ -13,13 +13,18 @@
 // drives its requests: an aio with a callback (send, then receive, each
 // completion run on nng's task threads) and the caller waiting on a
 // condition variable, which shows what that hand-over costs apart
-// (`raw_cb`). The servers run as threads of this process, or with
-// "procs" in a forked process of their own, as in a job.
+// (`raw_cb`). And as pstrain sends a large pushpull: the raw exchange
+// cut into the same pieces (client/api.c's worker_piece: pieces of at
+// least 2^19 floats, at most 8), sent at once on a context each and
+// answered by a server with as many contexts (`raw_chunks`): the raw
+// rate pstrain's pieces could reach. The servers run as threads of this
+// process, or with "procs" in a forked process of their own, as in a
+// job.
 //
 //   comm URL_PREFIX N ROUNDS ITERS [procs]   e.g. comm ipc:///tmp/d 4352 7 200
 //
 // Prints one line per round: "raw_us raw_wide_us ps_us ps_lent_us
-// raw_cb_us" (mean
+// raw_cb_us raw_chunks_us" (mean
 // round trip of ITERS exchanges after a warm-up), for bench/run.sh to
 // take the medians of.
 #include <malloc.h>
@@ -118,6 +123,57 @@ static double cb_round(cb_req *x, const float *g, size_t bytes,
 	return (now_us() - t0) / iters;
 }
 
+// The pieces of a pushpull of n floats, as client/api.c cuts them.
+#define PIECE_MIN ((uint64_t)1 << 19)
+#define PIECES_MAX RAW_CTXS
+
+static uint64_t piece_of(uint64_t n)
+{
+	uint64_t k = (n + PIECE_MIN - 1) / PIECE_MIN;
+	if (k > PIECES_MAX)
+		k = PIECES_MAX;
+	return k <= 1 ? n : (n + k - 1) / k;
+}
+
+// chunk_round: raw_round's exchange of n floats cut into pieces, each
+// sent at once on a context of its own (xs), then every reply waited
+// for.
+static double chunk_round(cb_req *xs, const float *g, uint64_t n, int iters)
+{
+	uint64_t piece = piece_of(n);
+	int k = (int)((n + piece - 1) / piece);
+	double t0 = 0;
+	for (int i = -iters / 10 - 1; i < iters; i++) {
+		if (i == 0)
+			t0 = now_us();
+		for (int c = 0; c < k; c++) {
+			uint64_t lo = (uint64_t)c * piece;
+			uint64_t len = n - lo < piece ? n - lo : piece;
+			nng_msg *m;
+			int rv;
+			if ((rv = nng_msg_alloc(&m, len * sizeof(float))) != 0)
+				die("raw pieces", rv, 1);
+			memcpy(nng_msg_body(m), g + lo, len * sizeof(float));
+			cb_req *x = &xs[c];
+			x->receiving = 0;
+			x->done = 0;
+			nng_aio_set_msg(x->aio, m);
+			nng_ctx_send(x->ctx, x->aio);
+		}
+		for (int c = 0; c < k; c++) {
+			cb_req *x = &xs[c];
+			pthread_mutex_lock(&x->mu);
+			while (!x->done)
+				pthread_cond_wait(&x->cv, &x->mu);
+			pthread_mutex_unlock(&x->mu);
+			if (x->rv != 0)
+				die("raw pieces", x->rv, 1);
+			nng_msg_free(x->rep);
+		}
+	}
+	return (now_us() - t0) / iters;
+}
+
 static void *ps_serve(void *arg)
 {
 	pt_server_serve(arg);
@@ -149,18 +205,19 @@ static double ps_round(pt_worker *w, uint64_t n, float *g, float *v,
 }
 
 // The serving side: raw REP sockets (nng's buffers, and over ipc widened
-// ones) and a pstrain server of one n-float variable, each served by a
-// thread; their addresses go to url[0] (raw), url[1] (raw, widened; ""
-// over tcp) and url[2] (pstrain).
+// ones; one that answers pieces) and a pstrain server of one n-float
+// variable, each served by a thread; their addresses go to url[0] (raw),
+// url[1] (raw, widened; "" over tcp), url[2] (pstrain) and url[3] (raw
+// pieces, widened over ipc).
 typedef struct serving {
-	raw_srv rs, rw;
+	raw_srv rs, rw, rc;
 	pt_job *job;
 	pt_server *s;
 	pthread_t pst;
 } serving;
 
 static void serve_open(serving *sv, const char *prefix, uint64_t n,
-    char url[3][512])
+    char url[4][512])
 {
 	int rv, tcp = strncmp(prefix, "tcp://", 6) == 0;
 	memset(sv, 0, sizeof(*sv));
@@ -168,7 +225,9 @@ static void serve_open(serving *sv, const char *prefix, uint64_t n,
 	snprintf(url[0], 512, tcp ? "%s:0" : "%s-raw", prefix);
 	snprintf(url[1], 512, tcp ? "" : "%s-raww", prefix);
 	snprintf(url[2], 512, tcp ? "%s:0" : "%s-ps", prefix);
+	snprintf(url[3], 512, tcp ? "%s:0" : "%s-rawc", prefix);
 	raw_open(&sv->rs, url[0], 512, n * sizeof(float), 0);
+	raw_open_ctxs(&sv->rc, url[3], 512, 0, !tcp, RAW_CTXS);
 	if (!tcp)
 		raw_open(&sv->rw, url[1], 512, n * sizeof(float), 1);
 	if ((rv = pt_job_alloc(&sv->job)) != 0 ||
@@ -187,7 +246,8 @@ static void serve_close(serving *sv)
 	pt_server_close(sv->s);
 	pt_job_free(sv->job);
 	raw_close(&sv->rs);
-	if (sv->rw.aio != NULL)
+	raw_close(&sv->rc);
+	if (sv->rw.n > 0)
 		raw_close(&sv->rw);
 }
 
@@ -206,7 +266,7 @@ int main(int argc, char **argv)
 	uint64_t n = strtoull(argv[2], NULL, 10);
 	int rounds = atoi(argv[3]), iters = atoi(argv[4]), rv;
 	size_t bytes = n * sizeof(float);
-	char url[3][512]; // raw, raw widened ("-" over tcp), pstrain
+	char url[4][512]; // raw, raw widened ("-" over tcp), pstrain, pieces
 	serving sv;
 	int procs = argc == 6, up[2], down[2];
 	pid_t child = -1;
@@ -220,8 +280,8 @@ int main(int argc, char **argv)
 			close(up[0]);
 			close(down[1]);
 			serve_open(&sv, prefix, n, url);
-			dprintf(up[1], "%s\n%s\n%s\n", url[0],
-			    url[1][0] ? url[1] : "-", url[2]);
+			dprintf(up[1], "%s\n%s\n%s\n%s\n", url[0],
+			    url[1][0] ? url[1] : "-", url[2], url[3]);
 			close(up[1]);
 			char c;
 			while (read(down[0], &c, 1) > 0)
@@ -232,8 +292,8 @@ int main(int argc, char **argv)
 		close(up[1]);
 		close(down[0]);
 		FILE *f = fdopen(up[0], "r");
-		if (f == NULL || fscanf(f, "%511s %511s %511s", url[0], url[1],
-				     url[2]) != 3)
+		if (f == NULL || fscanf(f, "%511s %511s %511s %511s", url[0],
+				     url[1], url[2], url[3]) != 4)
 			die("the serving process", PT_EIO, 0);
 		fclose(f);
 		if (strcmp(url[1], "-") == 0)
@@ -241,13 +301,14 @@ int main(int argc, char **argv)
 	} else
 		serve_open(&sv, prefix, n, url);
 
-	nng_socket req, reqw;
+	nng_socket req, reqw, reqc;
 	pt_job *job;
 	pt_worker *w;
 	int wide = url[1][0] != '\0'; // ipc: a widened raw exchange too
 	raw_dial(&req, url[0], 0);
 	if (wide)
 		raw_dial(&reqw, url[1], 1);
+	raw_dial(&reqc, url[3], wide);
 	if ((rv = pt_job_alloc(&job)) != 0 ||
 	    pt_job_var(job, "v", n, 0.0) < 0 ||
 	    (rv = pt_job_set(job, "lr", "0")) != 0 ||
@@ -255,15 +316,19 @@ int main(int argc, char **argv)
 		die("pstrain worker", rv, 0);
 	cb_req cr; // on the widened socket over ipc: pstrain's buffers
 	cb_req_open(&cr, wide ? reqw : req);
+	cb_req pieces[PIECES_MAX];
+	for (int c = 0; c < PIECES_MAX; c++)
+		cb_req_open(&pieces[c], reqc);
 	float *g = calloc(n, sizeof(float)), *v = malloc(bytes);
 	int64_t step = pt_worker_start(w);
 	for (int r = 0; r < rounds; r++) {
-		// Turn which goes first (raw, widened, copied, lent, callback;
-		// then widened, copied, lent, callback, raw; ...), so that none
+		// Turn which goes first (raw, widened, copied, lent, callback,
+		// pieces; then widened, copied, ..., raw; ...), so that none
 		// always follows another's cache and allocator state.
-		double t[5] = {0, 0, 0, 0, 0}; // raw, widened, copied, lent, cb
-		for (int k = 0; k < 5; k++) {
-			int which = (r + k) % 5;
+		double t[6] = {0, 0, 0, 0, 0, 0}; // raw, widened, copied,
+						  // lent, cb, pieces
+		for (int k = 0; k < 6; k++) {
+			int which = (r + k) % 6;
 			if (which == 0)
 				t[0] = raw_round(req, g, bytes, iters);
 			else if (which == 1 && wide)
@@ -274,14 +339,19 @@ int main(int argc, char **argv)
 				t[3] = ps_round(w, n, g, NULL, &step, iters);
 			else if (which == 4)
 				t[4] = cb_round(&cr, g, bytes, iters);
+			else if (which == 5)
+				t[5] = chunk_round(pieces, g, n, iters);
 		}
 		if (!wide)
 			t[1] = t[0]; // tcp: the same exchange
-		printf("%.2f %.2f %.2f %.2f %.2f\n", t[0], t[1], t[2], t[3],
-		    t[4]);
+		printf("%.2f %.2f %.2f %.2f %.2f %.2f\n", t[0], t[1], t[2],
+		    t[3], t[4], t[5]);
 		fflush(stdout);
 	}
 	cb_req_close(&cr);
+	for (int c = 0; c < PIECES_MAX; c++)
+		cb_req_close(&pieces[c]);
+	nng_close(reqc);
 	pt_worker_close(w);
 	pt_job_free(job);
 	nng_close(req);

@@ -4,7 +4,8 @@
 #  1. communication: a pushpull of n floats through one server (pstrain.h),
 #     its values copied and lent, against a raw nng REQ/REP round trip of
 #     the same bytes with the same socket buffers (and, apart, with nng's
-#     defaults), ipc and tcp,
+#     defaults), and against the raw exchange cut into pstrain's pieces
+#     and sent at once (the rate those pieces could reach), ipc and tcp,
 #     at the sizes of a tiny model, mlp:256,128 and 4.35M floats (17.4 MB,
 #     the size issue 12 names; mlp:2048,2048 has 5.82M), the
 #     servers in a process of their own (bench/comm.c "procs");
@@ -13,16 +14,23 @@
 #     also with --prefetch, --layer-push (1x1 off, 2x4 on: the other
 #     way from auto) and --pin, 1x2 with --pin (the
 #     PyTorch processes are not pinned); the same model, data
-#     order and update in one process with no servers (bench/solo.c);
-#  3. the same job in PyTorch, one process and DDP (gloo) with 2 and 4
-#     workers, and the same torch model through pstrain's servers
+#     order and update in one process with no servers (bench/solo.c),
+#     with one OpenBLAS thread and with two (one process using both
+#     cores); each job's scaling efficiency (its samples/s over solo's);
+#  3. the same job in PyTorch, one process (one thread, and as it comes:
+#     torch's and OpenBLAS's own thread counts) and DDP (gloo) with 2
+#     and 4 workers, and the same torch model through pstrain's servers
 #     (pstrain.torch, sync 1 x 2 and 2 x 4), when python3-torch is
-#     installed (said when it is not);
+#     installed (said when it is not); and mlp:2048,2048, where the
+#     exchange is most of a step: sync 1 x 2 and 2 x 2 and all-reduce
+#     against DDP 2 and one process;
 #  4. resources: page faults and server CPU per step in the steady state,
-#     peak RSS, and a server's peak RSS with mlp:2048,2048 at 1, 4 and 8
-#     workers against issue 12's bound;
+#     peak RSS, and a server's peak RSS and page faults with
+#     mlp:2048,2048 at 1, 2, 4 and 8 workers against issue 12's bound;
 #  5. the ring all-reduce of --mode allreduce alone, 2 workers on
-#     5.82M floats, against its bytes at the raw nng rate (bench/ring.c);
+#     5.82M floats, against its bytes at the raw nng rate (two serial
+#     round trips), against raw nng sending them both ways at once in the
+#     ring's chunks, and against the memory-copy floor (bench/ring.c);
 #  6. whether this OpenBLAS kernel keeps a layer's product bit-identical
 #     when it is cut into blocks (bench/split.c): what hiding a 1 x 1
 #     job's round trip inside its compute would need;
@@ -58,9 +66,9 @@ span() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 }
 echo "pstrain bench: $R interleaved rounds per figure; machine record below"
 json="{\n  \"rounds\": $R,\n  \"communication\": ["
 sep=""
-printf '\n%-5s %-22s %10s %10s %10s %7s %11s %10s %7s %7s %10s %7s\n' \
+printf '\n%-5s %-22s %10s %10s %10s %7s %11s %10s %7s %7s %10s %7s %10s %7s\n' \
 	transport size raw_nng_us "(defaults)" pstrain_us speed "(min-max)" \
-	lent_us speed "vs dflt" raw_cb_us "vs cb"
+	lent_us speed "vs dflt" raw_cb_us "vs cb" pieces_us "vs pcs"
 # name floats iterations
 for tr in ipc tcp; do
 	for spec in "tiny_2.6KB 650 2000" "mlp256x128_0.94MB 235146 100" \
@@ -76,7 +84,9 @@ for tr in ipc tcp; do
 		# same buffers; "vs dflt" against raw nng as nng leaves them;
 		# raw_cb: raw nng (same buffers) driven by an aio callback and
 		# a condition variable, as pstrain's client drives a request,
-		# and "vs cb" pstrain copying against that.
+		# and "vs cb" pstrain copying against that; pieces: raw nng in
+		# pstrain's pieces, all sent at once, and "vs pcs" pstrain
+		# copying against that (the strongest raw exchange here).
 		dflt=$(awk '{print $1}' "$T/c.txt" | median)
 		raw=$(awk '{print $2}' "$T/c.txt" | median)
 		ps=$(awk '{print $3}' "$T/c.txt" | median)
@@ -86,11 +96,14 @@ for tr in ipc tcp; do
 		sd=$(awk '{print $1 / $3}' "$T/c.txt" | median)
 		cb=$(awk '{print $5}' "$T/c.txt" | median)
 		sc=$(awk '{print $5 / $3}' "$T/c.txt" | median)
+		pc=$(awk '{print $6}' "$T/c.txt" | median)
+		spc=$(awk '{print $6 / $3}' "$T/c.txt" | median)
 		set -- "$@" $(awk '{print $2 / $3}' "$T/c.txt" | span)
 		f='%-5s %-22s %10.1f %10.1f %10.1f %6.2fx %5.2f-%.2f'
-		printf "$f %10.1f %6.2fx %6.2fx %10.1f %6.2fx\n" $tr "$1" "$raw" \
-			"$dflt" "$ps" "$sp" "$4" "$5" "$lent" "$sl" "$sd" "$cb" "$sc"
-		json="$json$sep\n    {\"transport\": \"$tr\", \"size\": \"$1\", \"floats\": $2, \"raw_nng_us\": $raw, \"raw_nng_default_buffers_us\": $dflt, \"pstrain_us\": $ps, \"pstrain_lent_us\": $lent, \"speed_vs_raw\": $sp, \"speed_range\": [$4, $5], \"speed_lent_vs_raw\": $sl, \"speed_vs_raw_default_buffers\": $sd, \"raw_nng_callback_us\": $cb, \"speed_vs_raw_callback\": $sc}"
+		printf "$f %10.1f %6.2fx %6.2fx %10.1f %6.2fx %10.1f %6.2fx\n" \
+			$tr "$1" "$raw" "$dflt" "$ps" "$sp" "$4" "$5" "$lent" \
+			"$sl" "$sd" "$cb" "$sc" "$pc" "$spc"
+		json="$json$sep\n    {\"transport\": \"$tr\", \"size\": \"$1\", \"floats\": $2, \"raw_nng_us\": $raw, \"raw_nng_default_buffers_us\": $dflt, \"pstrain_us\": $ps, \"pstrain_lent_us\": $lent, \"speed_vs_raw\": $sp, \"speed_range\": [$4, $5], \"speed_lent_vs_raw\": $sl, \"speed_vs_raw_default_buffers\": $sd, \"raw_nng_callback_us\": $cb, \"speed_vs_raw_callback\": $sc, \"raw_nng_pieces_us\": $pc, \"speed_vs_raw_pieces\": $spc}"
 		sep=","
 	done
 done
@@ -99,19 +112,27 @@ json="$json\n  ],"
 # The ring all-reduce of --mode allreduce alone (bench/ring.c): 2 workers
 # sum mlp:2048,2048's 5.82M floats, against its bytes at the raw nng rate
 # (2 REQ/REP round trips of n/2 floats between the same two processes),
-# rounds interleaved. time: ring / bound (issue 13 asks within 10%).
+# against raw nng sending them both ways at once in the ring's chunks
+# (duplex), and against the time to copy 2n floats (floor), rounds
+# interleaved. time: ring / each.
 RN=5820000
 build/bench/ring "$T" $RN "$R" 10 >"$T/r.txt" 2>"$T/r.err" ||
 	{ echo "bench: ring failed:"; cat "$T/r.err"; exit 1; }
 ring=$(awk '{print $1}' "$T/r.txt" | median)
 bound=$(awk '{print $2}' "$T/r.txt" | median)
+duplex=$(awk '{print $3}' "$T/r.txt" | median)
+floor=$(awk '{print $4}' "$T/r.txt" | median)
 rt=$(awk '{print $1 / $2}' "$T/r.txt" | median)
-set -- $(awk '{print $1 / $2}' "$T/r.txt" | span)
-printf '\n%-44s %10s %10s %7s %11s\n' "ring all-reduce, 2 workers, 5.82M floats" \
-	ring_us bound_us time "(min-max)"
-printf '%-44s %10.1f %10.1f %6.2fx %5.2f-%.2f\n' "(ipc; bound: 2 raw round trips of n/2)" \
-	"$ring" "$bound" "$rt" "$1" "$2"
-json="$json\n  \"ring\": {\"floats\": $RN, \"workers\": 2, \"ring_us\": $ring, \"bound_us\": $bound, \"time_vs_bound\": $rt, \"time_range\": [$1, $2]},"
+rd=$(awk '{print $1 / $3}' "$T/r.txt" | median)
+rf=$(awk '{print $1 / $4}' "$T/r.txt" | median)
+set -- $(awk '{print $1 / $3}' "$T/r.txt" | span)
+printf '\n%-44s %10s %10s %10s %10s %7s %11s %7s %7s\n' \
+	"ring all-reduce, 2 workers, 5.82M floats" ring_us serial_us \
+	duplex_us floor_us time "(min-max)" "vs ser" "vs flr"
+printf '%-44s %10.1f %10.1f %10.1f %10.1f %6.2fx %5.2f-%.2f %6.2fx %6.2fx\n' \
+	"(ipc; time: ring / raw duplex in chunks)" "$ring" "$bound" "$duplex" \
+	"$floor" "$rd" "$1" "$2" "$rt" "$rf"
+json="$json\n  \"ring\": {\"floats\": $RN, \"workers\": 2, \"ring_us\": $ring, \"bound_us\": $bound, \"duplex_us\": $duplex, \"floor_us\": $floor, \"time_vs_duplex\": $rd, \"time_vs_duplex_range\": [$1, $2], \"time_vs_bound\": $rt, \"time_vs_floor\": $rf},"
 
 # Training: the same job as pstrain run, as one process (bench/solo) and
 # in PyTorch alone and as DDP, samples/s of training time. Each round runs
@@ -128,9 +149,9 @@ done
 # --layer-push off, _pin --pin (each measured on and off), _tcp
 # --transport tcp (the default is ipc). arW: --mode allreduce with W
 # workers.
-CONFIGS="solo solo_pf ps1x1 ps1x1_pf ps1x1_nolp ps1x1_pin ps1x1_tcp ps1x2 \
-ps1x2_pin ps2x2 ps1x4 ps2x4 ps2x4_pf ps2x4_lp ps2x4_pin ar2 ar4"
-[ -n "$PY" ] && CONFIGS="$CONFIGS torch1 ddp2 ddp4 br1x2 br2x4"
+CONFIGS="solo solo2 solo_pf ps1x1 ps1x1_pf ps1x1_nolp ps1x1_pin ps1x1_tcp \
+ps1x2 ps1x2_pin ps2x2 ps1x4 ps2x4 ps2x4_pf ps2x4_lp ps2x4_pin ar2 ar4"
+[ -n "$PY" ] && CONFIGS="$CONFIGS torch1 torch1n ddp2 ddp4 br1x2 br2x4"
 # pstrain CONFIG: runs psSxW[_pf|_lp]; prints samples/s, and appends its
 # resource figures (summary.json) to $T/CONFIG.res
 RES="server_faults_per_update worker_faults_per_step server_cpu_ms_per_update server_max_rss_mb worker_max_rss_mb"
@@ -150,8 +171,8 @@ pstrain() {
 		  return 1; }
 	for k in $RES; do
 		printf '%s ' "$(jnum "$k")"
-	done >>"$T/$1.res"
-	echo >>"$T/$1.res"
+	done >>"$T/$1${RES_TAG:-}.res"
+	echo >>"$T/$1${RES_TAG:-}.res"
 	jnum samples_per_s
 }
 # jnum KEY: a number of the last run's summary.json ("nan" for null)
@@ -182,11 +203,15 @@ interleave() {
 dense() {
 	case $1 in
 	solo) build/bench/solo $M --steps "$STEPS" | awk '{print $2}' ;;
+	solo2) OPENBLAS_NUM_THREADS=2 build/bench/solo $M --steps "$STEPS" |
+		awk '{print $2}' ;;
 	solo_pf) build/bench/solo $M --steps "$STEPS" --prefetch |
 		awk '{print $2}' ;;
 	ps* | ar*) pstrain "$1" ;;
 	torch1) $PY bench/torch_ref.py --workers 1 --steps "$STEPS" |
 		awk '{print $2}' ;;
+	torch1n) env -u OPENBLAS_NUM_THREADS $PY bench/torch_ref.py \
+		--workers 1 --native --steps "$STEPS" | awk '{print $2}' ;;
 	ddp*) $PY bench/torch_ref.py --workers "${1#ddp}" --steps "$STEPS" |
 		awk '{print $2}' ;;
 	br*) sw=${1#br}
@@ -227,12 +252,21 @@ line() {
 		printf '%-46s %12.0f\n' "$1" "$(median <"$T/$2.txt")"
 	fi
 }
+KERNEL=$(sed -n 's/^    "openblas_core": "\(.*\)",*$/\1/p' "$T/run/summary.json")
+echo "(OpenBLAS kernel $KERNEL; one OpenBLAS thread a process unless said)"
 printf '%-46s %12.0f\n' "one process, no servers (bench/solo)" "$med_solo"
+line "  the same, 2 OpenBLAS threads (both cores)" solo2 solo
 [ -n "$PY" ] && printf '%-46s %12.0f\n' "PyTorch, one process" "$med_torch1"
+[ -n "$PY" ] && line "PyTorch, one process as it comes" torch1n torch1
 [ -n "$PY" ] && printf '%-46s %12.0f\n' "PyTorch DDP (gloo), 2 workers" "$med_ddp2"
 [ -n "$PY" ] && printf '%-46s %12.0f\n' "PyTorch DDP (gloo), 4 workers" "$med_ddp4"
 line "pstrain sync, 1 server x 1 worker" ps1x1 solo
+line "  the same, against solo with 2 threads" ps1x1 solo2
 line "  the same, against PyTorch" ps1x1 torch1
+line "pstrain sync, 1 x 2, against PyTorch as it comes" ps1x2 torch1n
+line "pstrain sync, 2 x 2, against PyTorch as it comes" ps2x2 torch1n
+line "pstrain sync, 2 x 4, against PyTorch as it comes" ps2x4 torch1n
+line "pstrain allreduce 2, against PyTorch as it comes" ar2 torch1n
 line "pstrain sync, 1 server x 2 workers" ps1x2 ddp2
 line "pstrain sync, 2 servers x 2 workers" ps2x2 ddp2
 line "pstrain sync, 1 server x 4 workers" ps1x4 ddp4
@@ -260,6 +294,72 @@ line "pstrain 1 x 2, --pin, against DDP 2" ps1x2_pin ddp2
 line "pstrain 2 x 4, --pin" ps2x4_pin ps2x4
 line "  the same, against DDP 4" ps2x4_pin ddp4
 json="$json}, \"speed_range\": {$rj}},"
+# Scaling efficiency: each job's samples/s over one process's (solo, one
+# thread), median over rounds; 1 = as fast as no servers at all.
+printf '\n%-46s' "scaling efficiency (samples/s over solo's)"
+json="$json\n  \"scaling_efficiency\": {"
+sep=""
+k=0
+for c in $CONFIGS; do
+	case $c in ps* | ar* | br*) ;; *) continue ;; esac
+	[ $((k % 4)) = 0 ] && printf '\n '
+	e=$(ratio "$c" solo)
+	printf ' %-11s %5.2f' "$c" "$e"
+	json="$json$sep\"$c\": $e"
+	sep=", "
+	k=$((k + 1))
+done
+echo
+json="$json},"
+
+# mlp:2048,2048 (5.82M floats), where the exchange is most of a sync step:
+# sync 1 x 2 and 2 x 2 and all-reduce against DDP 2 and one process,
+# BENCH_LARGE_ROUNDS (3) rounds of BENCH_LARGE_STEPS (40) steps.
+# BENCH_LARGE_DATA (fashion-mnist) for pstrain and solo (the test's
+# small set: a final evaluation of this model on 10,000 examples would be
+# most of a short run); PyTorch reads fashion-mnist.
+LM="--model mlp:2048,2048 --data ${BENCH_LARGE_DATA:-fashion-mnist} --batch 256 --seed 1 --lr 0.1"
+LSTEPS=${BENCH_LARGE_STEPS:-40}
+LCONF="L_solo L_ps1x2 L_ps2x2 L_ar2"
+[ -n "$PY" ] && LCONF="$LCONF L_ddp2 L_torch1n"
+# large CONFIG: the figure of one configuration on mlp:2048,2048
+large() {
+	case $1 in
+	L_solo) build/bench/solo $LM --steps "$LSTEPS" | awk '{print $2}' ;;
+	L_ddp2) $PY bench/torch_ref.py --workers 2 --hidden 2048,2048 \
+		--steps "$LSTEPS" | awk '{print $2}' ;;
+	L_torch1n) env -u OPENBLAS_NUM_THREADS $PY bench/torch_ref.py \
+		--workers 1 --native --hidden 2048,2048 --steps "$LSTEPS" |
+		awk '{print $2}' ;;
+	*) (M=$LM STEPS=$LSTEPS RES_TAG=_large; pstrain "${1#L_}") ;;
+	esac
+}
+for c in $LCONF; do : >"$T/${c#L_}_large.res"; done
+R0=$R
+R=${BENCH_LARGE_ROUNDS:-3}
+# shellcheck disable=SC2086
+interleave "mlp:2048,2048" large $LCONF
+printf '\n%-46s %12s %10s %s\n' "training, mlp:2048,2048, batch 256, $LSTEPS steps" \
+	samples/s speed "(rounds min-max)"
+json="$json\n  \"large\": {\"model\": \"mlp:2048,2048\", \"batch\": 256, \"steps\": $LSTEPS, \"rounds\": $R, \"samples_per_s\": {"
+sep=""
+for c in $LCONF; do
+	json="$json$sep\"${c#L_}\": $(median <"$T/$c.txt")"
+	sep=", "
+done
+json="$json}, \"speed\": {"
+sep=""
+rj=""
+printf '%-46s %12.0f\n' "one process, no servers (bench/solo)" \
+	"$(median <"$T/L_solo.txt")"
+line "PyTorch, one process as it comes" L_torch1n L_solo
+line "PyTorch DDP (gloo), 2 workers" L_ddp2 L_solo
+line "pstrain sync, 1 server x 2 workers" L_ps1x2 L_ddp2
+line "pstrain sync, 2 servers x 2 workers" L_ps2x2 L_ddp2
+line "  the same, against one process" L_ps2x2 L_solo
+line "pstrain allreduce, 2 workers" L_ar2 L_ddp2
+json="$json}, \"speed_range\": {$rj}},"
+R=$R0
 
 # The processes' own resource use (getrusage), steady state from the 20th
 # step or update on: medians over rounds.
@@ -295,10 +395,12 @@ json="$json\n  },"
 # worker + 32 MiB. Memory is no timing: one run each.
 MEM_STEPS=${BENCH_MEM_STEPS:-30}
 MEM_DATA=${BENCH_MEM_DATA:-fashion-mnist}
-printf '\n%-40s %12s %12s\n' "server peak RSS, mlp:2048,2048, sgd" MiB "bound MiB"
+printf '\n%-40s %12s %12s %14s %14s\n' "server peak RSS, mlp:2048,2048, sgd" MiB \
+	"bound MiB" "faults/update" "faults/step"
+printf '%-40s %12s %12s %14s %14s\n' "" "" "" "(server)" "(worker)"
 [ "$MEM_DATA" = fashion-mnist ] || echo "(on $MEM_DATA)"
 json="$json\n  \"server_memory\": {\"model\": \"mlp:2048,2048\", \"data\": \"$MEM_DATA\", \"steps\": $MEM_STEPS"
-for wk in 1 4 8; do
+for wk in 1 2 4 8; do
 	rm -rf "$T/run"
 	$P run --mode sync --servers 1 --workers $wk --model mlp:2048,2048 \
 		--data "$MEM_DATA" --batch 256 --seed 1 --lr 0.1 \
@@ -308,10 +410,19 @@ for wk in 1 4 8; do
 	rss=$(jnum server_max_rss_mb)
 	n=$(sed -n 's/^  "hi": \([0-9]*\),*$/\1/p' "$T/run/server-0.json")
 	bound=$(awk -v n="$n" -v w=$wk 'BEGIN { print n * 4 * (1 + w) / 1048576 + 32 }')
-	printf '%-40s %12.1f %12.1f\n' "1 server x $wk workers" "$rss" "$bound"
-	json="$json, \"w$wk\": {\"server_max_rss_mb\": $rss, \"bound_mb\": $bound}"
+	sf=$(jnum server_faults_per_update)
+	wf=$(jnum worker_faults_per_step)
+	sfj=$sf wfj=$wf # a run too short for a steady state: JSON's null
+	case $sf in nan | -nan) sfj=null ;; esac
+	case $wf in nan | -nan) wfj=null ;; esac
+	printf '%-40s %12.1f %12.1f %14.3f %14.3f\n' "1 server x $wk workers" \
+		"$rss" "$bound" "$sf" "$wf"
+	json="$json, \"w$wk\": {\"server_max_rss_mb\": $rss, \"bound_mb\": $bound, \"server_faults_per_update\": $sfj, \"worker_faults_per_step\": $wfj}"
+	eval "rss_w$wk=$rss"
 done
-json="$json},"
+g=$(awk -v a="$rss_w8" -v b="$rss_w1" 'BEGIN { print a / b }')
+printf '%-40s %11.2fx\n' "8 workers' peak against 1 worker's" "$g"
+json="$json, \"w8_vs_w1\": $g},"
 
 # Embedding tables (issue 35). Rows through one server (bench/rows.c):
 # K = 4096 rows of 16 floats a request, drawn from 2^20 rows that exist,

@@ -15,7 +15,10 @@ plain SGD, a fresh random order each epoch, pixels / 255 as float32.
                                          (pstrain.torch, S servers; SGD on
                                          the servers)
 
-Every process uses one thread (as pstrain's do). The figure is training
+Every process uses one thread (as pstrain's do), unless --native: then
+torch keeps its own thread count, as a user running one process on this
+machine would (with OPENBLAS_NUM_THREADS unset by the caller, OpenBLAS
+keeps its own too). The figure is training
 time only: from a barrier before the first step to one after the last
 (the bridge's: a multiprocessing barrier among its workers).
 Prints "samples_per_s S train_s T final_loss L", as bench/solo does.
@@ -66,7 +69,8 @@ def model(hidden):
 
 
 def train(rank, a, ret):
-    torch.set_num_threads(1)
+    if not a.native:
+        torch.set_num_threads(1)
     ddp = a.workers > 1
     if ddp:
         os.environ["MASTER_ADDR"] = "127.0.0.1"
@@ -154,6 +158,8 @@ def main():
     p.add_argument("--data-dir", default=DEBIAN_DIR)
     p.add_argument("--bridge", type=int, default=0, metavar="S",
                    help="through pstrain's S servers (pstrain.torch)")
+    p.add_argument("--native", action="store_true",
+                   help="torch's own thread count, not one thread")
     p.add_argument("--port", type=int, default=0,
                    help="DDP's rendezvous port (default: a free one)")
     a = p.parse_args()

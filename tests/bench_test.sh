@@ -7,6 +7,7 @@ trap 'rm -rf "$T"' EXIT
 . tests/lib.sh
 n=test_bench_reports_every_figure
 if BENCH_ROUNDS=1 BENCH_STEPS=40 BENCH_MEM_STEPS=3 BENCH_MEM_DATA=synthetic:512 \
+	BENCH_LARGE_STEPS=3 BENCH_LARGE_ROUNDS=1 BENCH_LARGE_DATA=synthetic:512 \
 	BENCH_OUT="$T/bench.json" sh bench/run.sh \
 	>"$T/bench.log" 2>&1 &&
 	python3 -c '
@@ -18,18 +19,28 @@ for r in c:
     for k in ("raw_nng_us", "pstrain_us", "speed_vs_raw",
               "raw_nng_default_buffers_us", "pstrain_lent_us",
               "speed_lent_vs_raw", "speed_vs_raw_default_buffers",
-              "raw_nng_callback_us", "speed_vs_raw_callback"):
+              "raw_nng_callback_us", "speed_vs_raw_callback",
+              "raw_nng_pieces_us", "speed_vs_raw_pieces"):
         assert math.isfinite(r[k]), r
 g = d["ring"]
-for k in ("ring_us", "bound_us", "time_vs_bound"):
+for k in ("ring_us", "bound_us", "time_vs_bound", "duplex_us", "floor_us",
+          "time_vs_duplex", "time_vs_floor"):
     assert math.isfinite(g[k]) and g[k] > 0, g
-assert g["time_range"][0] <= g["time_vs_bound"] <= g["time_range"][1], g
+lo, hi = g["time_vs_duplex_range"]
+assert lo <= g["time_vs_duplex"] <= hi, g
 t = d["training"]
-ps = ["solo", "ps1x1", "ps1x2", "ps2x2", "ps1x4", "ps2x4", "ps1x1_pin",
+ps = ["solo", "solo2", "ps1x1", "ps1x2", "ps2x2", "ps1x4", "ps2x4", "ps1x1_pin",
       "ps1x2_pin", "ps2x4_pin", "ps1x1_tcp"]
 for k in ps:
     assert math.isfinite(t["samples_per_s"][k]), (k, t)
 assert math.isfinite(t["speed"]["ps1x1_vs_solo"]), t
+assert math.isfinite(t["speed"]["ps1x1_vs_solo2"]), t
+e = d["scaling_efficiency"]
+for k in ("ps1x1", "ps2x4", "ar2"):
+    assert math.isfinite(e[k]) and e[k] > 0, (k, e)
+L = d["large"]
+for k in ("solo", "ps1x2", "ps2x2", "ar2"):
+    assert math.isfinite(L["samples_per_s"][k]), (k, L)
 for k in ("ar2", "ar4"):
     assert math.isfinite(t["samples_per_s"][k]), (k, t)
     assert math.isfinite(d["resources"][k]["worker_max_rss_mb"]), (k, d)
@@ -38,20 +49,25 @@ lo, hi = t["speed_range"]["ps1x1_vs_solo"]
 assert lo <= t["speed"]["ps1x1_vs_solo"] <= hi, t
 for r in c:
     assert r["speed_range"][0] <= r["speed_vs_raw"] <= r["speed_range"][1], r
-for k in ps[1:]:
+for k in ps[2:]:
     r = d["resources"][k]
     for f in ("server_faults_per_update", "worker_faults_per_step",
               "server_cpu_ms_per_update", "server_max_rss_mb",
               "worker_max_rss_mb"):
         assert math.isfinite(r[f]), (k, f, r)
 if not d["pytorch"].startswith("not installed"):
-    for k in ("torch1", "ddp2", "ddp4", "br1x2", "br2x4"):
+    for k in ("torch1", "torch1n", "ddp2", "ddp4", "br1x2", "br2x4"):
         assert math.isfinite(t["samples_per_s"][k]), (k, t)
+    for k in ("ps2x2_vs_torch1n", "ar2_vs_torch1n"):
+        assert math.isfinite(t["speed"][k]), (k, t)
+    for k in ("L_ps2x2_vs_L_ddp2", "L_ar2_vs_L_ddp2"):
+        assert math.isfinite(L["speed"][k]), (k, L)
     for k in ("br1x2_vs_ddp2", "br2x4_vs_ps2x4"):
         assert math.isfinite(t["speed"][k]), (k, t)
-for k in ("w1", "w4", "w8"):
+for k in ("w1", "w2", "w4", "w8"):
     m = d["server_memory"][k]
     assert math.isfinite(m["server_max_rss_mb"]) and m["bound_mb"] > 32, m
+assert math.isfinite(d["server_memory"]["w8_vs_w1"])
 assert d["record"]["openblas_core"], d["record"]
 tb = d["tables"]
 for op in ("pull", "pushpull"):
