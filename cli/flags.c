@@ -30,6 +30,11 @@ int pti_cli_config(pti_config *c, unsigned cmd, const char *name,
 int pti_cli_finish(pti_config *c, unsigned cmd, const char *name)
 {
 	int rv;
+	// --transport shm: ipc, with the dense values in shared memory.
+	if (c->transport == PT_TRANSPORT_SHM) {
+		c->transport = PT_TRANSPORT_IPC;
+		c->job.shm = 1;
+	}
 	if (c->cluster[0] != '\0' && (rv = pti_config_cluster(c, cmd)) != 0) {
 		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
 		return PTI_EXIT_USAGE;

@@ -102,6 +102,8 @@ int pti_worker_join(pt_worker *w, int64_t step, int64_t *start)
 		if (rv == 0)
 			rv = pti_client_hello(w->client, &w->l, w->job.mode,
 			    w->job.workers, step, start);
+		if (rv == 0 && w->job.shm)
+			rv = pti_client_shm(w->client);
 		if (rv == 0) {
 			w->start = w->next_ver = *start;
 			return 0;
@@ -240,10 +242,11 @@ static int worker_send(pt_worker *w, int what, int64_t step, uint64_t lo,
 			h.ver = w->next_ver;
 		}
 		// A large sync pushpull: in pieces (worker_piece), each its
-		// range of the same request.
+		// range of the same request (not through shared memory,
+		// where nothing crosses a socket).
 		uint64_t piece = b - a;
 		if (op == PT_OP_PUSHPULL && w->mode->lockstep &&
-		    w->job.backup_workers == 0 && !lend)
+		    w->job.backup_workers == 0 && !lend && !w->job.shm)
 			piece = worker_piece(b - a);
 		for (uint64_t pa = a; pa < b && rv == 0 && piece < b - a;
 		     pa += piece) {

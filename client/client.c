@@ -15,6 +15,7 @@
 #include "common/config.h"
 #include "common/err.h"
 #include "common/mode.h"
+#include "common/shm.h"
 #include "common/testhook.h"
 #include "common/transport.h"
 
@@ -62,6 +63,13 @@ struct client_link {
 	client_part *free, *busy, *all;
 	uint64_t lo, hi; // its shard, from hello
 	int64_t ver;     // version of the values last received from it
+	// --transport shm (common/shm.h): this worker's segment, where it
+	// writes its pushes' values, and the server's, where it reads its
+	// pulls' (read-only); none before the handshake. A server's segment
+	// replaced by a later handshake stays mapped until close (a lent
+	// value may point in).
+	pti_shm_seg mine, theirs, *old;
+	uint32_t n_old;
 	nng_dialer dialer;
 	double dialed;   // when its dialer was started
 };
@@ -128,6 +136,7 @@ struct pti_client {
 	uint64_t copied; // loans whose values had to be copied (unaligned)
 	uint64_t tx, rx; // bytes of the messages sent and received
 	int skew; // test hook: lent replies are moved to an unaligned body
+	int shm;  // dense values through shared memory (pti_client_shm)
 };
 
 // link_pipe_cb follows the connection to one server. When it closes, the
@@ -273,6 +282,11 @@ void pti_client_close(pti_client *c)
 	for (uint32_t i = 0; i < c->n && c->links; i++) {
 		client_link *k = &c->links[i];
 		nng_close(k->sock);
+		pti_shm_seg_fini(&k->mine);
+		pti_shm_seg_fini(&k->theirs);
+		for (uint32_t j = 0; j < k->n_old; j++)
+			pti_shm_seg_fini(&k->old[j]);
+		free(k->old);
 		while (k->all != NULL) {
 			client_part *p = k->all;
 			k->all = p->all_next;
@@ -314,6 +328,8 @@ int pti_client_open(pti_client **out, const char *urls, uint32_t role,
 		free(c);
 		return pti_err_set(PT_ENOMEM, "client");
 	}
+	for (uint32_t i = 0; i < n; i++)
+		c->links[i].mine = c->links[i].theirs = PTI_SHM_SEG_NONE;
 	const char *p = urls;
 	for (uint32_t i = 0; i < n; i++) {
 		client_link *k = &c->links[i];
@@ -473,6 +489,18 @@ int pti_call_new(pti_client *c, pt_req **out)
 }
 
 // call_send is pti_call_send, and pti_call_send_lent when lend is set.
+// link_shm: whether request h of n values to k goes through shared
+// memory: a push, pushpull or pull of a range within k's shard, once k's
+// segments were handed over.
+static int link_shm(const client_link *k, const pti_hdr *h, uint64_t n)
+{
+	return k->theirs.p != NULL && k->mine.p != NULL &&
+	       (h->op == PT_OP_PUSH || h->op == PT_OP_PUSHPULL ||
+		   h->op == PT_OP_PULL) &&
+	       (h->has & PTI_H_RANGE) && h->off >= k->lo && h->off <= k->hi &&
+	       n <= k->hi - h->off;
+}
+
 static int call_send(pt_req *q, uint32_t server, const pti_hdr *h,
     const float *pay, uint64_t n, float *dst, int lend)
 {
@@ -496,6 +524,21 @@ static int call_send(pt_req *q, uint32_t server, const pti_hdr *h,
 	pthread_mutex_unlock(&c->mu);
 	if (rv != 0)
 		return rv;
+	// Shared memory: the values go where the server reads them, the
+	// request says so (and that the reply's values stay in the
+	// server's segment).
+	pti_hdr hs;
+	if (link_shm(k, h, n)) {
+		hs = *h;
+		hs.has |= PTI_H_SHM | PTI_H_RANGE;
+		hs.shm = 1;
+		hs.n = n;
+		if (pay != NULL)
+			memcpy(k->mine.p + (h->off - k->lo), pay,
+			    n * sizeof(float));
+		h = &hs;
+		pay = NULL;
+	}
 	// The part's last reply carries the request when it holds it
 	// without growing (a pushpull's values, step after step).
 	if (pay != NULL && pti_msg_roomy(p->spare, n) &&
@@ -605,6 +648,19 @@ static int call_check(client_part *p)
 	if ((rv = pti_msg_decode(&p->hdr, &p->pay, p->reply)) != 0)
 		return pti_err_set(rv, "reply from server %u to %s: %s",
 		    k->rank, op, pt_errmsg(rv));
+	// Values left in the server's segment: read them there.
+	if (p->hdr.status == 0 && (p->hdr.has & PTI_H_SHM)) {
+		const pti_hdr *r = &p->hdr;
+		if (k->theirs.p == NULL || !(r->has & PTI_H_RANGE) ||
+		    r->off < k->lo || r->off > k->hi || r->n > k->hi - r->off ||
+		    (r->off - k->lo + r->n) * sizeof(float) > k->theirs.bytes)
+			return pti_err_set(PT_EPROTO, "server %u answered %s "
+			    "with values in shared memory at [%llu, +%llu), "
+			    "outside what it handed over", k->rank, op,
+			    (unsigned long long)r->off,
+			    (unsigned long long)r->n);
+		p->pay = k->theirs.p + (r->off - k->lo);
+	}
 	if (p->hdr.status != 0)
 		return pti_err_set(p->hdr.status < PT_NERR ? (int)p->hdr.status
 							   : PT_EPROTO,
@@ -1075,6 +1131,52 @@ int pti_client_hello(pti_client *c, const pti_layout *l, int mode,
 	if (rv == 0)
 		*start = at;
 	return rv;
+}
+
+int pti_client_shm(pti_client *c)
+{
+	for (uint32_t i = 0; i < c->n; i++) {
+		client_link *k = &c->links[i];
+		char path[PT_PATH_MAX];
+		size_t bytes = (size_t)(k->hi - k->lo) * sizeof(float);
+		uint64_t lo, hi;
+		pti_shm_seg theirs;
+		int rv;
+		if ((rv = pti_shm_path(k->url, path, sizeof(path))) != 0)
+			return rv;
+		if (k->mine.p == NULL &&
+		    (rv = pti_shm_seg_create(&k->mine, bytes,
+			 "pstrain-worker")) != 0)
+			return rv;
+		if ((rv = pti_shm_offer(path, &c->secret, c->rank, k->rank,
+			 &k->mine, c->timeout_s, &theirs, &lo, &hi)) != 0)
+			return rv;
+		if (lo != k->lo || hi != k->hi) {
+			pti_shm_seg_fini(&theirs);
+			return pti_err_set(PT_EPROTO, "server %u at %s handed "
+			    "over [%llu, %llu) in shared memory; its hello "
+			    "said [%llu, %llu)", k->rank, k->url,
+			    (unsigned long long)lo, (unsigned long long)hi,
+			    (unsigned long long)k->lo,
+			    (unsigned long long)k->hi);
+		}
+		pthread_mutex_lock(&c->mu);
+		if (k->theirs.p != NULL) {
+			pti_shm_seg *o = realloc(k->old,
+			    (k->n_old + 1) * sizeof(*o));
+			if (o == NULL) {
+				pthread_mutex_unlock(&c->mu);
+				pti_shm_seg_fini(&theirs);
+				return pti_err_set(PT_ENOMEM, "shared memory");
+			}
+			k->old = o;
+			k->old[k->n_old++] = k->theirs;
+		}
+		k->theirs = theirs;
+		pthread_mutex_unlock(&c->mu);
+	}
+	c->shm = 1;
+	return 0;
 }
 
 int pti_client_pull(pti_client *c, float *params, int64_t want_ver,

@@ -47,6 +47,14 @@ uint32_t pti_client_servers(const pti_client *c);
 int pti_client_wait(pti_client *c, const char *who, double timeout_s,
     double never_s);
 
+// pti_client_shm hands each server this worker's shared-memory segment
+// and maps the server's (common/shm.h), after a hello (the shards are
+// known then); from then on pushes, pushpulls and pulls of a shard's
+// ranges carry their values through them. Called again after a later
+// hello (a server that restarted has a new segment). PT_EINVAL for an
+// address that is not ipc://, else pti_shm_offer's errors.
+int pti_client_shm(pti_client *c);
+
 // pti_client_hello joins every server and checks that each holds the shard
 // that l and the server count say, in `mode` with `workers` workers.
 // `step` is the worker's next step (0 at the start); *start receives

@@ -15,6 +15,7 @@
 #include "common/err.h"
 
 #define AUTH_LABEL "pstrain hello 2"
+#define AUTH_SHM_LABEL "pstrain shm 1" // common/shm.h's handshake
 
 int pti_random(void *buf, size_t n)
 {
@@ -149,13 +150,14 @@ static void put_le(uint8_t *p, uint64_t v, int bytes)
 		p[i] = (uint8_t)(v >> (8 * i));
 }
 
-void pti_auth_mac(const pti_secret *s, const uint8_t nonce[PT_NONCE_LEN],
-    uint32_t role, uint32_t rank, uint32_t server_rank, uint64_t layout_hash,
-    uint8_t mac[PT_MAC_LEN])
+// auth_mac is pti_auth_mac's HMAC under a label of its own.
+static void auth_mac(const char *label, const pti_secret *s,
+    const uint8_t nonce[PT_NONCE_LEN], uint32_t role, uint32_t rank,
+    uint32_t server_rank, uint64_t layout_hash, uint8_t mac[PT_MAC_LEN])
 {
-	uint8_t msg[sizeof(AUTH_LABEL) + PT_NONCE_LEN + 20];
-	size_t at = sizeof(AUTH_LABEL); // the label and its NUL
-	memcpy(msg, AUTH_LABEL, at);
+	uint8_t msg[64 + PT_NONCE_LEN + 20];
+	size_t at = strlen(label) + 1; // the label and its NUL
+	memcpy(msg, label, at);
 	memcpy(msg + at, nonce, PT_NONCE_LEN);
 	at += PT_NONCE_LEN;
 	put_le(msg + at, role, 4);
@@ -165,6 +167,21 @@ void pti_auth_mac(const pti_secret *s, const uint8_t nonce[PT_NONCE_LEN],
 	at += 20;
 	mbedtls_md_hmac(mbedtls_md_info_from_type(MBEDTLS_MD_SHA256), s->key,
 	    s->len, msg, at, mac);
+}
+
+void pti_auth_mac(const pti_secret *s, const uint8_t nonce[PT_NONCE_LEN],
+    uint32_t role, uint32_t rank, uint32_t server_rank, uint64_t layout_hash,
+    uint8_t mac[PT_MAC_LEN])
+{
+	auth_mac(AUTH_LABEL, s, nonce, role, rank, server_rank, layout_hash,
+	    mac);
+}
+
+void pti_auth_mac_shm(const pti_secret *s, const uint8_t nonce[PT_NONCE_LEN],
+    uint32_t role, uint32_t rank, uint32_t server_rank,
+    uint8_t mac[PT_MAC_LEN])
+{
+	auth_mac(AUTH_SHM_LABEL, s, nonce, role, rank, server_rank, 0, mac);
 }
 
 int pti_auth_equal(const uint8_t *a, const uint8_t *b, size_t n)

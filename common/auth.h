@@ -49,6 +49,13 @@ void pti_auth_mac(const pti_secret *s, const uint8_t nonce[PT_NONCE_LEN],
     uint32_t role, uint32_t rank, uint32_t server_rank, uint64_t layout_hash,
     uint8_t mac[PT_MAC_LEN]);
 
+// pti_auth_mac_shm is the proof of the shared-memory handshake
+// (common/shm.h): the same HMAC under a label of its own, so that no
+// proof of one can stand for the other.
+void pti_auth_mac_shm(const pti_secret *s, const uint8_t nonce[PT_NONCE_LEN],
+    uint32_t role, uint32_t rank, uint32_t server_rank,
+    uint8_t mac[PT_MAC_LEN]);
+
 // pti_auth_equal compares two macs in constant time: 1 when equal.
 int pti_auth_equal(const uint8_t *a, const uint8_t *b, size_t n);
 

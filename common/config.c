@@ -55,7 +55,8 @@ static const config_choice choice_mode[] = {{"sync", PT_MODE_SYNC},
     {"allreduce", PT_MODE_ALLREDUCE}, {"hybrid", PT_MODE_HYBRID},
     {NULL, 0}};
 static const config_choice choice_transport[] = {{"ipc", PT_TRANSPORT_IPC},
-    {"tcp", PT_TRANSPORT_TCP}, {"tls", PT_TRANSPORT_TLS}, {NULL, 0}};
+    {"tcp", PT_TRANSPORT_TCP}, {"tls", PT_TRANSPORT_TLS},
+    {"shm", PT_TRANSPORT_SHM}, {NULL, 0}};
 static const config_choice choice_place[] = {{"none", PT_PLACE_NONE},
     {"dedicated", PT_PLACE_DEDICATED}, {"colocated", PT_PLACE_COLOCATED},
     {NULL, 0}};
@@ -167,9 +168,11 @@ static const config_entry config_table[] = {
 	"output folder (run: required; created if missing)"),
     E("save-model", T_STR, save_model, "", 0, 0, RUN | WRK, "FILE",
 	"write the final parameters to FILE (docs/FORMATS.md)"),
-    E("transport", T_TRANSPORT, transport, "ipc", 0, 0, RUN, "ipc|tcp|tls",
-	"ipc:// sockets, or tcp:// on 127.0.0.1, or tls+tcp:// on 127.0.0.1 "
-	"(with --tls-cert, --tls-key and --tls-ca)"),
+    E("transport", T_TRANSPORT, transport, "ipc", 0, 0, RUN,
+	"ipc|shm|tcp|tls",
+	"ipc:// sockets; shm: ipc with the dense values in shared memory "
+	"(sync without backup workers); tcp:// on 127.0.0.1; or tls+tcp:// on "
+	"127.0.0.1 (with --tls-cert, --tls-key and --tls-ca)"),
     E("link", T_STR, link, "", 0, 0, RUN, "RATE[,DELAY]",
 	"emulated hosts (network namespaces on a bridge; needs root or "
 	"unprivileged user namespaces), each host's link shaped both ways "
@@ -226,6 +229,11 @@ static const config_entry config_table[] = {
     E("auth-timeout", T_F64, job.auth_timeout, "10", 0.1, 3600, RUN | SRV, "S",
 	"seconds a connection may stay without proving the job secret "
 	"before the server closes it (with any message it left unfinished)"),
+    E("shm", T_BOOL, job.shm, "0", 0, 1, RUN | SRV | WRK, "",
+	"dense values through shared memory, not the socket: a push's are "
+	"read where the worker wrote them, a pull's where the server keeps "
+	"them (what --transport shm sets; ipc:// addresses, sync without "
+	"backup workers)"),
     E("secret-file", T_STR, job.secret_file, "", 0, 0, SRV | WRK, "FILE",
 	"the job secret (hex, mode 0600; make one with 'pstrain secret "
 	"FILE'); without it, the PSTRAIN_SECRET environment variable, which "
@@ -1080,10 +1088,13 @@ static int config_hosts(const pti_config *c)
 	if (c->placement == PT_PLACE_NONE && pti_config_given(c, "placement"))
 		return pti_err_set(PT_EINVAL, "--link %s needs emulated hosts: "
 		    "--placement dedicated or colocated, not none", c->link);
-	if (c->transport == PT_TRANSPORT_IPC && pti_config_given(c, "transport"))
+	if ((c->transport == PT_TRANSPORT_IPC ||
+		c->transport == PT_TRANSPORT_SHM) &&
+	    pti_config_given(c, "transport"))
 		return pti_err_set(PT_EINVAL, "--%s: emulated hosts talk over "
-		    "--transport tcp or tls, not ipc",
-		    c->link[0] ? "link" : "placement");
+		    "--transport tcp or tls, not %s",
+		    c->link[0] ? "link" : "placement",
+		    choice_name(choice_transport, c->transport));
 	if (c->placement == PT_PLACE_COLOCATED &&
 	    c->job.mode != PT_MODE_ALLREDUCE && c->job.servers > c->job.workers)
 		return pti_err_set(PT_EINVAL, "--placement colocated puts "
@@ -1129,6 +1140,14 @@ int pti_jobopt_check(const pti_jobopt *o)
 		return pti_err_set(PT_EINVAL,
 		    "--backup-workers %u needs --mode sync and fewer than "
 		    "--workers %u", o->backup_workers, o->workers);
+	// A worker reads the values where the server keeps them: only sync
+	// (every worker waits for all) leaves them still meanwhile.
+	if (o->shm && (o->mode != PT_MODE_SYNC || o->backup_workers > 0))
+		return pti_err_set(PT_EINVAL, "--transport shm: --mode sync "
+		    "without backup workers only, for now (in %s a server "
+		    "changes values that a worker may be reading: not done "
+		    "yet); use ipc", o->mode != PT_MODE_SYNC
+		    ? pti_mode_name(o->mode) : "sync with --backup-workers");
 	if (pti_mode_of(o->mode)->lockstep &&
 	    (o->staleness_lr || o->max_staleness >= 0 || o->matched_lr))
 		return pti_err_set(PT_EINVAL,
@@ -1207,6 +1226,7 @@ int pti_config_check(const pti_config *c, uint32_t cmd)
 		    "staleness");
 	if ((rv = pti_jobopt_check(&c->job)) != 0)
 		return rv;
+
 	if ((cmd & PT_CMD_COMPARE) && strcmp(c->plot_style, "screen") != 0 &&
 	    strcmp(c->plot_style, "paper") != 0)
 		return pti_err_set(PT_EINVAL, "--plot-style %s: expected "

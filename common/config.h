@@ -27,7 +27,10 @@ enum {
 // server and worker take every run flag too, so that one command line
 // serves every process of a job; each uses what concerns it.
 
-enum { PT_TRANSPORT_IPC = 1, PT_TRANSPORT_TCP = 2, PT_TRANSPORT_TLS = 3 };
+// PT_TRANSPORT_SHM is ipc with the job's dense values in shared memory
+// (common/shm.h); pti_cli_finish turns it into ipc and job.shm.
+enum { PT_TRANSPORT_IPC = 1, PT_TRANSPORT_TCP = 2, PT_TRANSPORT_TLS = 3,
+    PT_TRANSPORT_SHM = 4 };
 enum { PT_LR_NONE = 1, PT_LR_LINEAR = 2 };
 // --layer-push: off, on, or auto (pti_config_layer_push_resolve).
 enum { PT_LP_OFF = 0, PT_LP_ON = 1, PT_LP_AUTO = 2 };

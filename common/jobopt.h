@@ -32,6 +32,8 @@ typedef struct pti_jobopt {
 	char tls_key[PT_PATH_MAX];  // its private key
 	char tls_ca[PT_PATH_MAX];   // the CA that signs every peer's
 	char secret_file[PT_PATH_MAX];
+	uint32_t shm; // 1: dense values through shared memory with the
+		      // processes of this host (common/shm.h), over ipc
 	// consistency and staleness policies (servers)
 	uint32_t staleness;      // ssp bound s
 	uint32_t backup_workers; // sync: a step closes with W - b gradients

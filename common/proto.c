@@ -174,7 +174,7 @@ static uint32_t hdr_count(const pti_hdr *h)
 	    {PTI_H_RANGE, 2}, {PTI_H_STATUS, 2}, {PTI_H_LAYOUT, 2},
 	    {PTI_H_SHARD, 6}, {PTI_H_STALE, 1}, {PTI_H_STATS, 9},
 	    {PTI_H_LR, 1}, {PTI_H_NONCE, 1}, {PTI_H_MAC, 1}, {PTI_H_ROWS, 3},
-	    {PTI_H_SCAN, 2},
+	    {PTI_H_SCAN, 2}, {PTI_H_SHM, 1},
 	};
 	uint32_t n = 4; // pv, op, role, rank
 	if ((h->has & PTI_H_STATS) && h->hist != NULL)
@@ -311,6 +311,8 @@ int pti_msg_encode_in(nng_msg *m, const pti_hdr *h, const float *payload,
 		pack_u(&pk, "k", hh.k);
 		pack_u(&pk, "kp", hh.kp);
 	}
+	if (hh.has & PTI_H_SHM)
+		pack_u(&pk, "shm", 1);
 	if (hh.has & PTI_H_SCAN) {
 		pack_u(&pk, "from", hh.from);
 		pack_u(&pk, "lim", hh.lim);
@@ -434,6 +436,7 @@ static const hdr_field hdr_fields[] = {
     F("tb", table, 'u', PTI_H_ROWS), F("k", k, 'u', PTI_H_ROWS),
     F("kp", kp, 'u', PTI_H_ROWS),
     F("from", from, 'U', PTI_H_SCAN), F("lim", lim, 'u', PTI_H_SCAN),
+    F("shm", shm, 'u', PTI_H_SHM),
     F("updates", updates, 'U', PTI_H_STATS),
     F("rejected", rejected, 'U', PTI_H_STATS),
     F("dropped", dropped, 'U', PTI_H_STATS),
@@ -620,7 +623,9 @@ static int msg_parse(pti_hdr *h, uint64_t *hist, const void **payload,
 	size_t pay = len > at ? len - at : 0;
 	if (len < at && len != 4 + hl)
 		return pti_err_set(PT_EPROTO, "header padding is truncated");
-	uint64_t want = (h->has & PTI_H_RANGE) ? h->n : 0;
+	// Values in shared memory come without a payload.
+	uint64_t want = (h->has & PTI_H_RANGE) && !(h->has & PTI_H_SHM) ? h->n
+									: 0;
 	int carries = h->op == PT_OP_PUSH || h->op == PT_OP_PUSHPULL ||
 		      h->op == PT_OP_RING || h->op == PT_OP_ROWS ||
 		      (h->has & PTI_H_STATUS);

@@ -77,6 +77,10 @@ enum {
 	PTI_H_ROWS = 1u << 12,  // table, k rows pushed, kp rows pulled
 	PTI_H_SCAN = 1u << 13,  // rows: every row from id `from` on, at
 				// most `lim` (a reply: its ids first)
+	PTI_H_SHM = 1u << 14,   // the range's values are in shared memory
+				// (common/shm.h): a push's in the worker's
+				// segment, a reply's in the server's; no
+				// payload
 };
 
 // A rows request's payload, in 4-byte words (docs/PROTOCOL.md): the k
@@ -116,6 +120,7 @@ typedef struct pti_hdr {
 	uint32_t table, k, kp; // rows: the table, rows pushed, rows pulled
 	uint64_t from;         // scan: the lowest id wanted
 	uint32_t lim;          // scan: rows at most
+	uint32_t shm;          // 1 with PTI_H_SHM
 	// stats
 	uint64_t updates, rejected, dropped, stale_sum, stale_max;
 	uint32_t n_hello, n_done, n_lost;

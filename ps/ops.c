@@ -167,14 +167,16 @@ static nng_msg *op_pull(ps_server *s, ps_ctx *x, const pti_hdr *h,
 			return pti_server_error(s, h, PT_ESTATE, why);
 		}
 		if (s->policy->ahead(s, off, n))
-			return pti_server_values(s, h->op, off, n, h->ver, -1, 0);
+			return pti_server_values(s, h->op, off, n, h->ver, -1, 0,
+			    x->r_shm);
 		if (pti_park_full(s, x->r_pipe))
 			return pti_server_error(s, h, PT_ESTATE,
 			    "too many requests of this connection wait");
 		pti_park(s, x, h->op, h->ver, off, n, -1, 0);
 		return NULL;
 	}
-	return pti_server_values(s, h->op, off, n, s->version, -1, 0);
+	return pti_server_values(s, h->op, off, n, s->version, -1, 0,
+	    x->r_shm);
 }
 
 // push_take validates a gradient and hands it to the policy, which
@@ -244,7 +246,7 @@ static nng_msg *op_push(ps_server *s, ps_ctx *x, const pti_hdr *h,
 		return pti_server_reply(s, &r, NULL, 0);
 	}
 	return pti_server_values(s, h->op, off, n, s->version + t.ahead, t.lr,
-	    t.stale);
+	    t.stale, x->r_shm);
 }
 
 static nng_msg *op_done(ps_server *s, ps_ctx *x, const pti_hdr *h,
@@ -321,6 +323,38 @@ static const struct {
 	[PT_OP_ROWS] = {pti_op_rows, OP_WORKER},
 };
 
+// shm_payload: a request whose values are in shared memory (PTI_H_SHM)
+// has them where its worker wrote them, in the segment it handed over:
+// *pay then points there, for a push's range within the shard. Another
+// op's values (a pull's) only come back that way. PT_ESTATE without a
+// segment (the worker's handshake did not happen), PT_ERANGE for a range
+// outside the shard, with why.
+static int shm_payload(ps_server *s, const pti_hdr *h, const void **pay,
+    char *why, size_t n_why)
+{
+	const pti_shm_seg *g = s->shm_of != NULL && h->rank < s->job->workers
+				   ? &s->shm_of[h->rank] : NULL;
+	if (g == NULL || g->p == NULL) {
+		snprintf(why, n_why, "values in shared memory, but worker %u "
+		    "handed over none (--transport shm needs the handshake "
+		    "after hello)", h->rank);
+		return PT_ESTATE;
+	}
+	if (h->op != PT_OP_PUSH && h->op != PT_OP_PUSHPULL)
+		return 0;
+	if (!(h->has & PTI_H_RANGE) || h->off < s->lo || h->off > s->hi ||
+	    h->n > s->hi - h->off ||
+	    (h->off - s->lo + h->n) * sizeof(float) > g->bytes) {
+		snprintf(why, n_why, "values in shared memory for [%llu, "
+		    "+%llu), outside this shard [%llu, %llu)",
+		    (unsigned long long)h->off, (unsigned long long)h->n,
+		    (unsigned long long)s->lo, (unsigned long long)s->hi);
+		return PT_ERANGE;
+	}
+	*pay = g->p + (h->off - s->lo);
+	return 0;
+}
+
 // handle runs one request under the lock. NULL means parked.
 static nng_msg *handle(ps_server *s, ps_ctx *x, nng_msg *m, ps_ctx **wake)
 {
@@ -375,6 +409,9 @@ static nng_msg *handle(ps_server *s, ps_ctx *x, nng_msg *m, ps_ctx **wake)
 	}
 	if (h.role == PT_ROLE_WORKER)
 		s->m[h.rank].seen = pti_clock_s();
+	x->r_shm = (h.has & PTI_H_SHM) != 0;
+	if (x->r_shm && (rv = shm_payload(s, &h, &pay, why, sizeof(why))))
+		return pti_server_error(s, &h, rv, why);
 	return op_table[h.op].fn(s, x, &h, pay, wake);
 }
 

@@ -98,7 +98,7 @@ nng_msg *pti_server_error(ps_server *s, const pti_hdr *req, int code,
 // already: policy->ahead); lr >= 0 also reports the learning rate and
 // staleness of the push it follows.
 nng_msg *pti_server_values(ps_server *s, uint32_t op, uint64_t off,
-    uint64_t n, int64_t ver, double lr, int64_t stale)
+    uint64_t n, int64_t ver, double lr, int64_t stale, int shm)
 {
 	pti_hdr h;
 	pti_hdr_init(&h, op, PT_ROLE_SERVER, s->rank);
@@ -109,6 +109,12 @@ nng_msg *pti_server_values(ps_server *s, uint32_t op, uint64_t off,
 		h.has |= PTI_H_LR | PTI_H_STALE;
 		h.lr = lr;
 		h.staleness = stale;
+	}
+	if (shm && s->shm_mine.p != NULL) {
+		h.has |= PTI_H_SHM; // where the worker reads them: no payload
+		h.shm = 1;
+		h.n = n;
+		return pti_server_reply(s, &h, NULL, 0);
 	}
 	return pti_server_reply(s, &h, s->params + off, n);
 }
@@ -130,7 +136,8 @@ static void wake_when(ps_server *s, ps_ctx **wake, int ahead)
 		}
 		*pp = x->next;
 		nng_aio_set_msg(x->aio, pti_server_values(s, x->r_op, x->r_off,
-					    x->r_n, ver, x->r_lr, x->r_stale));
+					    x->r_n, ver, x->r_lr, x->r_stale,
+					    x->r_shm));
 		x->next = *wake;
 		*wake = x;
 	}

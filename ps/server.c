@@ -34,6 +34,7 @@
 #include "common/testhook.h"
 #include "common/transport.h"
 #include "ps/server_impl.h"
+#include "ps/shmsrv.h"
 
 volatile sig_atomic_t pti_server_signal;
 int pti_server_exit_on_hang;
@@ -49,6 +50,7 @@ struct pt_server {
 	nng_listener l;
 	int open;      // the socket is open
 	char url[PT_PATH_MAX];
+	ps_shmsrv shm; // --transport shm's handshakes (fd -1: none)
 };
 // ---------------------------------------------------------------- serving
 
@@ -342,6 +344,7 @@ static int server_listen(pt_server *ps)
 // status the process would exit with, should closing hang.
 static void server_free(pt_server *ps, int rv)
 {
+	pti_shmsrv_stop(&ps->shm);
 	if (ps->open)
 		server_close(&ps->s, rv);
 	pti_server_fini(&ps->s);
@@ -378,6 +381,7 @@ int pti_server_open(pt_server **out, const pt_job *job,
 	int rv;
 	if (ps == NULL)
 		return pti_err_set(PT_ENOMEM, "server");
+	ps->shm.fd = ps->shm.stop[0] = ps->shm.stop[1] = -1; // none yet
 	// The server's own copy: the job's options, with this process's.
 	ps->job = job->o;
 	if (p->listen == NULL || strlen(p->listen) >= sizeof(ps->listen) ||
@@ -395,7 +399,9 @@ int pti_server_open(pt_server **out, const pt_job *job,
 	if ((rv = server_check(&ps->job, &own)) != 0 ||
 	    (rv = pti_server_init(&ps->s, &ps->job, &own, &job->l,
 	    job->given)) != 0 ||
-	    (rv = server_listen(ps)) != 0) {
+	    (rv = server_listen(ps)) != 0 ||
+	    (ps->job.shm && (rv = pti_shmsrv_start(&ps->shm, &ps->s,
+				 ps->url)) != 0)) {
 		server_free(ps, rv);
 		return rv;
 	}

@@ -20,6 +20,7 @@
 #include "common/layout.h"
 #include "common/optim.h"
 #include "common/proto.h"
+#include "common/shm.h"
 #include "ps/server.h"
 
 #define PS_CONTROL_MAX 8 // authenticated control connections at once
@@ -98,6 +99,8 @@ struct ps_ctx {
 	uint64_t r_off, r_n; // reply range, relative to the shard
 	uint32_t r_pipe;     // the connection it came on
 	uint32_t r_op;
+	int r_shm;           // the request's values in shared memory: so
+			     // are the reply's (PTI_H_SHM)
 	double r_lr;      // learning rate applied to the parked push
 	int64_t r_stale;  // its staleness
 	uint32_t r_table;  // rows: the table
@@ -136,7 +139,15 @@ struct ps_server {
 	void *pol;               // (policy->size) the policy's state
 	pti_layout layout;
 	uint64_t lo, hi, n; // shard [lo, hi) of the flat vector, n = hi - lo
-	float *params;      // (n)
+	float *params;      // (n): in shm_mine with --transport shm
+	// --transport shm (common/shm.h, ps/shmsrv.c): the shard's values
+	// in a segment the workers map; worker r's pushes read in shm_of[r]
+	// (none until its handshake); segments replaced by a later
+	// handshake stay mapped until fini (a held gradient may point in).
+	pti_shm_seg shm_mine;
+	pti_shm_seg *shm_of;  // (workers)
+	pti_shm_seg *shm_old; // (n_shm_old) replaced
+	uint32_t n_shm_old;
 	nng_msg *cur;        // the request being handled; a handler that
 			     // keeps it sets this to NULL
 	// Requests done with, kept to carry replies with values (a sync
@@ -295,8 +306,10 @@ nng_msg *pti_server_reply(ps_server *s, pti_hdr *h, const float *pay,
 // of version ver (the shard's, or the next one for a range that holds it
 // already: policy->ahead); lr >= 0 also reports the learning rate and
 // staleness of the push it follows.
+// shm: the values stay in the shard's segment, the reply says where
+// (the request came with PTI_H_SHM).
 nng_msg *pti_server_values(ps_server *s, uint32_t op, uint64_t off,
-    uint64_t n, int64_t ver, double lr, int64_t stale);
+    uint64_t n, int64_t ver, double lr, int64_t stale, int shm);
 // pti_server_spare keeps m, a request done with, to carry a later reply
 // (freed when enough are kept already).
 void pti_server_spare(ps_server *s, nng_msg *m);

@@ -401,7 +401,16 @@ void pti_server_fini(ps_server *s)
 			nng_aio_free(s->ctxs[i].aio);
 		}
 	free(s->ctxs);
-	free(s->params);
+	if (s->shm_mine.p != NULL)
+		pti_shm_seg_fini(&s->shm_mine);
+	else
+		free(s->params);
+	for (uint32_t r = 0; s->shm_of != NULL && r < s->job->workers; r++)
+		pti_shm_seg_fini(&s->shm_of[r]);
+	for (uint32_t i = 0; i < s->n_shm_old; i++)
+		pti_shm_seg_fini(&s->shm_old[i]);
+	free(s->shm_of);
+	free(s->shm_old);
 	if (s->pol != NULL)
 		s->policy->fini(s);
 	free(s->pol);
@@ -477,7 +486,18 @@ int pti_server_init(ps_server *s, const pti_jobopt *c,
 		    "server %u would hold no parameters: %llu parameters "
 		    "over %u servers", s->rank,
 		    (unsigned long long)s->layout.n_params, c->servers);
-	s->params = malloc(s->n * sizeof(float));
+	s->shm_mine = PTI_SHM_SEG_NONE;
+	if (c->shm) {
+		if ((rv = pti_shm_seg_create(&s->shm_mine, s->n * sizeof(float),
+			 "pstrain-shard")) != 0)
+			return rv;
+		s->params = s->shm_mine.p;
+		s->shm_of = calloc(c->workers, sizeof(*s->shm_of));
+		for (uint32_t r = 0; s->shm_of != NULL && r < c->workers; r++)
+			s->shm_of[r] = PTI_SHM_SEG_NONE;
+	} else {
+		s->params = malloc(s->n * sizeof(float));
+	}
 	s->spare = calloc(c->workers + 1, sizeof(*s->spare));
 	s->m = calloc(c->workers, sizeof(ps_member));
 	s->clocks = calloc(c->workers, sizeof(int64_t));
@@ -488,7 +508,7 @@ int pti_server_init(ps_server *s, const pti_jobopt *c,
 	s->peers = calloc(s->n_peers, sizeof(ps_peer));
 	s->evict = calloc(s->n_peers, sizeof(*s->evict));
 	if (!s->params || !s->spare || !s->m || !s->clocks || !s->peers ||
-	    !s->evict)
+	    !s->evict || (c->shm && !s->shm_of))
 		return pti_err_set(PT_ENOMEM, "server %u: shard of %llu floats",
 		    s->rank, (unsigned long long)s->n);
 	if ((s->pol = calloc(1, s->policy->size)) == NULL)

@@ -240,7 +240,9 @@ static void sync_close(ps_server *s, ps_take *t)
 		y->use[r] = y->have[r]; // a backup worker's is still to come
 	while (rc < w && !(y->have[rc] && y->held[rc] != NULL))
 		rc++;
-	nng_msg *fm = y->n_eager == 0 && rc < w &&
+	// (Not one whose values are in shared memory: the worker's, read
+	// only here.)
+	nng_msg *fm = y->n_eager == 0 && rc < w && s->shm_mine.p == NULL &&
 			      pti_msg_roomy(y->held[rc], s->n)
 			  ? y->held[rc]
 			  : NULL;

@@ -139,6 +139,33 @@ test_ck_dead_server_restarted() {
 	fi
 }
 
+test_ck_dead_server_restarted_shm() {
+	# The same over shared memory (--transport shm): the restarted
+	# server hands over a new segment, the workers map it when they
+	# rejoin, and the model is bit-identical to the ipc job's that never
+	# failed.
+	n=test_ck_dead_server_restarted_shm
+	d="$T/srvshm"
+	[ -f "$T/srv-ref/m.bin" ] || { no $n "no reference model"; return; }
+	kill_server_at "$d" "$d/ck/server-1-v40.ckpt" 1 $J --steps 400 \
+		--checkpoint-dir "$d/ck" --checkpoint-every 20 \
+		--delay uniform:3:3 --restart-servers 1 --save-model "$d/m.bin" \
+		--transport shm
+	rc=$?
+	rs=$(json server_restarts "$d/summary.json")
+	# server-1.log is the restarted server's (each start truncates it):
+	# worker 0 handed its segment over to it.
+	maps=$(grep -c "worker 0's pushes are read in shared memory" \
+		"$d/server-1.log")
+	if [ "$rc" = 0 ] && [ "$rs" = 1 ] && [ "$maps" -ge 1 ] &&
+		grep -q "rejoining" "$d/worker-0.log" &&
+		$DIFF "$T/srv-ref/m.bin" "$d/m.bin" 0 >"$T/diff4.log"; then
+		ok $n
+	else
+		no $n "exit $rc, restarts '$rs', the restarted server mapped worker 0's segment $maps times: $(cat "$T/diff4.log" 2>/dev/null)" "$d.log"
+	fi
+}
+
 test_ck_killed_while_writing() {
 	# kill -9 a server while it writes a checkpoint (the test hook holds
 	# it halfway through its temporary file): the half-written file is
@@ -312,6 +339,7 @@ test_ck_write_failures_reported
 test_ck_resume_bit_identical
 test_ck_resume_same_out
 test_ck_dead_server_restarted
+test_ck_dead_server_restarted_shm
 test_ck_killed_while_writing
 test_ck_async_server_restarted
 test_ck_async_resume

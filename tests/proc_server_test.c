@@ -5,6 +5,8 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +15,7 @@
 
 #include "common/layout.h"
 #include "common/proto.h"
+#include "common/shm.h"
 #include "tests/test.h"
 
 #define SPEC "mlp:8"
@@ -968,7 +971,85 @@ static int park_main(const char *url, uint32_t rank)
 	_exit(0);          // the kernel closes the connection
 }
 
+// shm_seg_raw: a memfd of `bytes` (not rounded up), sealed or not, as a
+// segment to hand over (not mapped).
+static pti_shm_seg shm_seg_raw(size_t bytes, int seal)
+{
+	int fd = memfd_create("t", MFD_ALLOW_SEALING);
+	PT_TEST_TRUE(fd >= 0 && ftruncate(fd, (off_t)bytes) == 0);
+	if (seal)
+		PT_TEST_TRUE(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW |
+				  F_SEAL_SEAL) == 0);
+	return (pti_shm_seg){NULL, bytes, fd};
+}
+
+// --shm: values in shared memory only after the handshake, which takes
+// only the job secret's proof and a sealed segment large enough; then a
+// pushpull reads the gradient in the worker's segment and leaves the new
+// values in the server's, equal to what a pull over the socket gets; a
+// range outside the shard is refused. The server serves on after every
+// refusal.
+static void test_server_shm(void)
+{
+	srv s;
+	pti_hdr h, r;
+	pti_secret key, bad;
+	char path[256];
+	pti_shm_seg mine, theirs, small, loose;
+	uint64_t lo = 0, hi = 0;
+	srv_start_flag(&s, "--shm", "sync", 1);
+	uint64_t n = s.shard.hi - s.shard.lo;
+	float *v = malloc(n * 4), *v2 = malloc(n * 4);
+	PT_TEST_TRUE(hello(&s, 0) == 0);
+	PT_TEST_OK(pti_secret_load(&key, NULL));
+	PT_TEST_OK(pti_shm_path(s.url, path, sizeof(path)));
+	pti_hdr_init(&h, PT_OP_PUSHPULL, PT_ROLE_WORKER, 0);
+	h.has |= PTI_H_STEP | PTI_H_VER | PTI_H_RANGE | PTI_H_SHM;
+	h.shm = 1;
+	h.off = s.shard.lo;
+	h.n = n;
+	PT_TEST_TRUE(send_hdr(&s, &h, NULL, 0, NULL) == PT_ESTATE);
+	bad = key;
+	bad.key[0] ^= 1;
+	PT_TEST_OK(pti_shm_seg_create(&mine, n * 4, "t"));
+	PT_TEST_TRUE(pti_shm_offer(path, &bad, 0, 0, &mine, 5, &theirs, &lo,
+			 &hi) == PT_EAUTH);
+	small = shm_seg_raw(n * 4 - 4, 1);
+	loose = shm_seg_raw(n * 4, 0);
+	PT_TEST_TRUE(pti_shm_offer(path, &key, 0, 0, &small, 5, &theirs, &lo,
+			 &hi) == PT_EPROTO);
+	PT_TEST_TRUE(pti_shm_offer(path, &key, 0, 0, &loose, 5, &theirs, &lo,
+			 &hi) == PT_EPROTO);
+	PT_TEST_TRUE(send_hdr(&s, &h, NULL, 0, NULL) == PT_ESTATE);
+	PT_TEST_OK(pti_shm_offer(path, &key, 0, 0, &mine, 5, &theirs, &lo,
+	    &hi));
+	PT_TEST_TRUE(lo == s.shard.lo && hi == s.shard.hi);
+	PT_TEST_TRUE(pull(&s, v) == 0);
+	PT_TEST_TRUE(memcmp(v, theirs.p, n * 4) == 0);
+	for (uint64_t i = 0; i < n; i++)
+		mine.p[i] = 1.0f;
+	nng_msg *m;
+	PT_TEST_OK(pti_msg_encode(&m, &h, NULL, 0));
+	PT_TEST_TRUE(rpc(&s, m, &r, NULL) == 0);
+	PT_TEST_TRUE((r.has & PTI_H_SHM) && r.off == s.shard.lo && r.n == n);
+	PT_TEST_TRUE(pull(&s, v2) == 0);
+	PT_TEST_TRUE(memcmp(v2, theirs.p, n * 4) == 0);
+	PT_TEST_TRUE(v2[0] != v[0]);
+	h.step = h.ver = 1;
+	h.n = n + 1;
+	PT_TEST_TRUE(send_hdr(&s, &h, NULL, 0, NULL) == PT_ERANGE);
+	PT_TEST_TRUE(pull(&s, v2) == 0);
+	free(v);
+	free(v2);
+	pti_shm_seg_fini(&mine);
+	pti_shm_seg_fini(&theirs);
+	pti_shm_seg_fini(&small);
+	pti_shm_seg_fini(&loose);
+	srv_stop(&s);
+}
+
 static const pti_test_case cases[] = {
+    {"test_server_shm", test_server_shm},
     {"test_server_parked_released", test_server_parked_released},
     {"test_server_roles", test_server_roles},
     {"test_server_hello_proofs", test_server_hello_proofs},

@@ -49,6 +49,8 @@ asan-tables_test env PSTRAIN=build/asan/pstrain sh tests/tables_test.sh
 record_test sh tests/record_test.sh
 compare_test sh tests/compare_test.sh
 ckpt_test sh tests/ckpt_test.sh
+shm_test sh tests/shm_test.sh
+asan-shm_test env PSTRAIN=build/asan/pstrain sh tests/shm_test.sh
 tboard_test sh tests/tboard_test.sh
 asan-tboard_test env PSTRAIN=build/asan/pstrain sh tests/tboard_test.sh
 dash_test sh tests/dash_test.sh

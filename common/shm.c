@@ -1,0 +1,379 @@
+// common/shm.c - segments and their handshake (shm.h).
+#include "common/shm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include "common/err.h"
+#include "common/proto.h"
+
+#define SHM_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+
+int pti_shm_seg_create(pti_shm_seg *g, size_t bytes, const char *name)
+{
+	*g = PTI_SHM_SEG_NONE;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	bytes = bytes ? (bytes + page - 1) / page * page : page;
+	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return pti_err_set(PT_EIO, "shared memory %s: memfd_create: %s",
+		    name, strerror(errno));
+	void *p = MAP_FAILED;
+	if (ftruncate(fd, (off_t)bytes) != 0 ||
+	    fcntl(fd, F_ADD_SEALS, SHM_SEALS) != 0 ||
+	    (p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		 0)) == MAP_FAILED) {
+		int e = errno;
+		close(fd);
+		return pti_err_set(PT_EIO, "shared memory %s of %zu bytes: %s",
+		    name, bytes, strerror(e));
+	}
+	*g = (pti_shm_seg){p, bytes, fd};
+	return 0;
+}
+
+void pti_shm_seg_fini(pti_shm_seg *g)
+{
+	if (g->p != NULL)
+		munmap(g->p, g->bytes);
+	if (g->fd >= 0)
+		close(g->fd);
+	*g = PTI_SHM_SEG_NONE;
+}
+
+// seg_map maps a peer's segment fd (kept in g) read-only, once it is
+// sealed against shrinking and at least `need` bytes long.
+static int seg_map(pti_shm_seg *g, int fd, size_t need, const char *whose)
+{
+	struct stat st;
+	int seals = fcntl(fd, F_GET_SEALS);
+	*g = PTI_SHM_SEG_NONE;
+	if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_SEAL)) !=
+			     (F_SEAL_SHRINK | F_SEAL_SEAL)) {
+		close(fd);
+		return pti_err_set(PT_EPROTO, "shared memory from %s: not "
+		    "sealed against shrinking", whose);
+	}
+	if (fstat(fd, &st) != 0 || st.st_size < 0 ||
+	    (size_t)st.st_size < need || st.st_size == 0) {
+		close(fd);
+		return pti_err_set(PT_EPROTO, "shared memory from %s: %lld "
+		    "bytes, %zu wanted", whose, (long long)st.st_size, need);
+	}
+	void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		int e = errno;
+		close(fd);
+		return pti_err_set(PT_EIO, "shared memory from %s: mmap: %s",
+		    whose, strerror(e));
+	}
+	*g = (pti_shm_seg){p, (size_t)st.st_size, fd};
+	return 0;
+}
+
+int pti_shm_path(const char *url, char *out, size_t n)
+{
+	struct sockaddr_un sa;
+	if (strncmp(url, "ipc://", 6) != 0)
+		return pti_err_set(PT_EINVAL, "%s: shared memory needs an "
+		    "ipc:// address (processes of one host)", url);
+	if (strlen(url + 6) + 5 > sizeof(sa.sun_path) - 1 ||
+	    strlen(url + 6) + 5 > n - 1)
+		return pti_err_set(PT_EINVAL, "%s: too long a path for the "
+		    "shared memory's socket (%zu bytes at most with .shm)",
+		    url, sizeof(sa.sun_path) - 1);
+	snprintf(out, n, "%s.shm", url + 6);
+	return 0;
+}
+
+static int addr_of(const char *path, struct sockaddr_un *sa)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(sa->sun_path))
+		return pti_err_set(PT_EINVAL, "%s: too long", path);
+	strcpy(sa->sun_path, path);
+	return 0;
+}
+
+int pti_shm_listen(const char *path, int *fd)
+{
+	struct sockaddr_un sa;
+	int rv = addr_of(path, &sa);
+	if (rv != 0)
+		return rv;
+	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return pti_err_set(PT_EIO, "%s: socket: %s", path,
+		    strerror(errno));
+	(void)unlink(path); // one a dead server left
+	if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+	    listen(s, 64) != 0) {
+		int e = errno;
+		close(s);
+		return pti_err_set(PT_EIO, "%s: %s", path, strerror(e));
+	}
+	*fd = s;
+	return 0;
+}
+
+// ---------------------------------------------------------------- messages
+
+// The handshake's messages, little-endian on one host: the server's
+// nonce; the worker's rank, nonce and proof, with its segment; the
+// server's status, shard and proof, with its segment.
+typedef struct shm_hello {
+	uint32_t rank;
+	uint8_t nonce[PT_NONCE_LEN];
+	uint8_t mac[PT_MAC_LEN];
+} shm_hello;
+
+typedef struct shm_answer {
+	uint32_t status; // 0, else the PT_E* that refused
+	uint64_t lo, hi;
+	uint8_t mac[PT_MAC_LEN];
+} shm_answer;
+
+// send_fd sends len bytes and, when fd >= 0, fd with them.
+static int send_fd(int s, const void *buf, size_t len, int fd)
+{
+	union {
+		char b[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec io = {(void *)buf, len};
+	struct msghdr mh = {0};
+	mh.msg_iov = &io;
+	mh.msg_iovlen = 1;
+	if (fd >= 0) {
+		memset(&u, 0, sizeof(u));
+		mh.msg_control = u.b;
+		mh.msg_controllen = sizeof(u.b);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	}
+	ssize_t n = sendmsg(s, &mh, MSG_NOSIGNAL);
+	return n == (ssize_t)len ? 0 : -1;
+}
+
+// recv_fd receives one message of exactly len bytes into buf, and the
+// descriptor that came with it into *fd (-1 when none; any other
+// descriptors are closed). PT_ETIMEDOUT, PT_ECLOSED or PT_EPROTO.
+static int recv_fd(int s, void *buf, size_t len, int *fd, double timeout_s)
+{
+	union {
+		char b[CMSG_SPACE(4 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	char extra;
+	struct iovec io[2] = {{buf, len}, {&extra, 1}};
+	struct msghdr mh = {0};
+	struct pollfd pf = {s, POLLIN, 0};
+	*fd = -1;
+	int r = poll(&pf, 1, (int)(timeout_s * 1000));
+	if (r == 0)
+		return PT_ETIMEDOUT;
+	if (r < 0)
+		return PT_EIO;
+	mh.msg_iov = io;
+	mh.msg_iovlen = 2;
+	mh.msg_control = u.b;
+	mh.msg_controllen = sizeof(u.b);
+	ssize_t n = recvmsg(s, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); n >= 0 && c != NULL;
+	     c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < k; i++) {
+			int f;
+			memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (*fd < 0)
+				*fd = f;
+			else
+				close(f);
+		}
+	}
+	if (n == 0)
+		return PT_ECLOSED;
+	if (n != (ssize_t)len || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+		if (*fd >= 0)
+			close(*fd);
+		*fd = -1;
+		return n < 0 ? PT_EIO : PT_EPROTO;
+	}
+	return 0;
+}
+
+int pti_shm_offer(const char *path, const pti_secret *key, uint32_t rank,
+    uint32_t server, const pti_shm_seg *mine, double timeout_s,
+    pti_shm_seg *theirs, uint64_t *lo, uint64_t *hi)
+{
+	struct sockaddr_un sa;
+	uint8_t nonce_s[PT_NONCE_LEN], mac[PT_MAC_LEN];
+	shm_hello hi_w;
+	shm_answer an;
+	int rv, fd = -1;
+	*theirs = PTI_SHM_SEG_NONE;
+	if ((rv = addr_of(path, &sa)) != 0)
+		return rv;
+	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return pti_err_set(PT_EIO, "%s: socket: %s", path,
+		    strerror(errno));
+	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		rv = pti_err_set(PT_ECLOSED, "shared memory with server %u at "
+		    "%s: %s", server, path, strerror(errno));
+		goto out;
+	}
+	if ((rv = recv_fd(s, nonce_s, sizeof(nonce_s), &fd, timeout_s)) != 0)
+		goto said;
+	if (fd >= 0) {
+		close(fd);
+		fd = -1;
+	}
+	memset(&hi_w, 0, sizeof(hi_w));
+	hi_w.rank = rank;
+	if ((rv = pti_random(hi_w.nonce, sizeof(hi_w.nonce))) != 0)
+		goto out;
+	pti_auth_mac_shm(key, nonce_s, PT_ROLE_WORKER, rank, server,
+	    hi_w.mac);
+	if (send_fd(s, &hi_w, sizeof(hi_w), mine->fd) != 0) {
+		rv = PT_ECLOSED;
+		goto said;
+	}
+	if ((rv = recv_fd(s, &an, sizeof(an), &fd, timeout_s)) != 0)
+		goto said;
+	if (an.status != 0) {
+		rv = pti_err_set(an.status < PT_NERR ? (int)an.status
+						     : PT_EPROTO,
+		    "shared memory with server %u at %s: refused (error %u; "
+		    "the server's log says why)", server, path, an.status);
+		goto out;
+	}
+	pti_auth_mac_shm(key, hi_w.nonce, PT_ROLE_SERVER, rank, server, mac);
+	if (!pti_auth_equal(mac, an.mac, sizeof(mac))) {
+		rv = pti_err_set(PT_EAUTH, "shared memory with server %u at "
+		    "%s: its proof of the job secret is wrong", server, path);
+		goto out;
+	}
+	if (fd < 0 || an.hi < an.lo) {
+		rv = pti_err_set(PT_EPROTO, "shared memory with server %u at "
+		    "%s: no segment, or a shard [%llu, %llu)", server, path,
+		    (unsigned long long)an.lo, (unsigned long long)an.hi);
+		goto out;
+	}
+	char whose[64];
+	snprintf(whose, sizeof(whose), "server %u", server);
+	rv = seg_map(theirs, fd, (size_t)(an.hi - an.lo) * sizeof(float),
+	    whose);
+	fd = -1; // seg_map's now
+	if (rv == 0) {
+		*lo = an.lo;
+		*hi = an.hi;
+	}
+	goto out;
+said:
+	rv = pti_err_set(rv, "shared memory with server %u at %s: %s", server,
+	    path, rv == PT_ETIMEDOUT ? "no answer in time"
+		  : rv == PT_ECLOSED ? "it closed the connection"
+				     : "an answer not in the protocol");
+out:
+	if (fd >= 0)
+		close(fd);
+	close(s);
+	return rv;
+}
+
+// take_status answers the worker with status code (its refusal).
+static void take_status(int s, int code)
+{
+	shm_answer an;
+	memset(&an, 0, sizeof(an));
+	an.status = (uint32_t)code;
+	(void)send_fd(s, &an, sizeof(an), -1);
+}
+
+// take_refuse answers the worker with status code and returns the error
+// naming why.
+static int take_refuse(int s, int code, const char *why, uint32_t rank)
+{
+	take_status(s, code);
+	return pti_err_set(code, "shared memory from worker %u: %s", rank,
+	    why);
+}
+
+int pti_shm_take(int cfd, const pti_secret *key, uint32_t server,
+    uint32_t workers, const pti_shm_seg *mine, uint64_t lo, uint64_t hi,
+    size_t need, double timeout_s, uint32_t *rank, pti_shm_seg *theirs)
+{
+	uint8_t nonce[PT_NONCE_LEN], mac[PT_MAC_LEN];
+	shm_hello hw;
+	shm_answer an;
+	int rv, fd = -1;
+	*theirs = PTI_SHM_SEG_NONE;
+	if ((rv = pti_random(nonce, sizeof(nonce))) != 0)
+		goto out;
+	if (send_fd(cfd, nonce, sizeof(nonce), -1) != 0) {
+		rv = pti_err_set(PT_ECLOSED, "shared memory: the peer went");
+		goto out;
+	}
+	if ((rv = recv_fd(cfd, &hw, sizeof(hw), &fd, timeout_s)) != 0) {
+		rv = pti_err_set(rv, "shared memory: the peer's hello: %s",
+		    rv == PT_ETIMEDOUT ? "not in time"
+		    : rv == PT_ECLOSED ? "it closed the connection"
+				       : "not in the protocol");
+		goto out;
+	}
+	if (hw.rank >= workers) {
+		rv = take_refuse(cfd, PT_EAUTH, "no such worker", hw.rank);
+		goto out;
+	}
+	pti_auth_mac_shm(key, nonce, PT_ROLE_WORKER, hw.rank, server, mac);
+	if (!pti_auth_equal(mac, hw.mac, sizeof(mac))) {
+		rv = take_refuse(cfd, PT_EAUTH, "its proof of the job secret "
+		    "is wrong", hw.rank);
+		goto out;
+	}
+	if (fd < 0) {
+		rv = take_refuse(cfd, PT_EPROTO, "no segment came", hw.rank);
+		goto out;
+	}
+	char whose[64];
+	snprintf(whose, sizeof(whose), "worker %u", hw.rank);
+	rv = seg_map(theirs, fd, need, whose);
+	fd = -1;
+	if (rv != 0) {
+		take_status(cfd, rv); // seg_map's message names the worker
+		goto out;
+	}
+	memset(&an, 0, sizeof(an));
+	an.lo = lo;
+	an.hi = hi;
+	pti_auth_mac_shm(key, hw.nonce, PT_ROLE_SERVER, hw.rank, server,
+	    an.mac);
+	if (send_fd(cfd, &an, sizeof(an), mine->fd) != 0) {
+		pti_shm_seg_fini(theirs);
+		rv = pti_err_set(PT_ECLOSED, "shared memory: worker %u went",
+		    hw.rank);
+		goto out;
+	}
+	*rank = hw.rank;
+out:
+	if (fd >= 0)
+		close(fd);
+	close(cfd);
+	return rv;
+}

@@ -1,0 +1,66 @@
+// common/shm.h - shared memory between a server and the workers of one
+// host (--transport shm, docs/PROTOCOL.md "Shared memory"). The requests
+// and replies still go over the ipc connection, as headers only: a
+// worker writes a push's values into a segment of its own that the
+// server maps read-only, and the server answers a pull with its shard's
+// values where they live, in a segment of its own that the worker maps
+// read-only. No payload crosses the kernel.
+//
+// Segments are memfds, sealed against shrinking and growing before they
+// are handed over (so a peer cannot make the other's reads fault), and
+// handed over with SCM_RIGHTS on a unix socket beside the ipc address
+// (PATH.shm), only to a peer that proves the job secret: each side
+// answers the other's nonce with an HMAC under the secret.
+#ifndef PT_COMMON_SHM_H
+#define PT_COMMON_SHM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/auth.h"
+
+// A segment: a memfd and its mapping (read-write for its maker,
+// read-only for the peer it was handed to). {0, 0, -1} when none.
+typedef struct pti_shm_seg {
+	float *p;
+	size_t bytes;
+	int fd;
+} pti_shm_seg;
+
+#define PTI_SHM_SEG_NONE ((pti_shm_seg){NULL, 0, -1})
+
+// pti_shm_seg_create makes a zeroed segment of `bytes` (at least one
+// page), mapped read-write and sealed. PT_EIO naming what failed.
+int pti_shm_seg_create(pti_shm_seg *g, size_t bytes, const char *name);
+
+// pti_shm_seg_fini unmaps g and closes its descriptor; g becomes none.
+void pti_shm_seg_fini(pti_shm_seg *g);
+
+// pti_shm_path is the handshake socket's path for an ipc:// address
+// (its path with ".shm"). PT_EINVAL when url is not ipc:// or the path
+// is too long for a unix socket.
+int pti_shm_path(const char *url, char *out, size_t n);
+
+// pti_shm_listen listens on path (replacing a socket file left there).
+// PT_EIO naming it.
+int pti_shm_listen(const char *path, int *fd);
+
+// pti_shm_offer is the worker's side: on path, prove the secret as
+// worker `rank` to server `server`, hand it `mine` and map the server's
+// segment into *theirs, with the shard [*lo, *hi) it holds. PT_EAUTH
+// when the server's proof fails, PT_ECLOSED or PT_ETIMEDOUT when it does
+// not answer, PT_EPROTO for an answer not in the protocol.
+int pti_shm_offer(const char *path, const pti_secret *key, uint32_t rank,
+    uint32_t server, const pti_shm_seg *mine, double timeout_s,
+    pti_shm_seg *theirs, uint64_t *lo, uint64_t *hi);
+
+// pti_shm_take is the server's side on an accepted connection cfd
+// (closed here): check the worker's proof (rank below workers), map its
+// segment (sealed, at least `need` bytes) into *theirs, answer with
+// `mine` and the shard [lo, hi). *rank is the worker's. PT_EAUTH,
+// PT_EPROTO or PT_ETIMEDOUT naming what was wrong.
+int pti_shm_take(int cfd, const pti_secret *key, uint32_t server,
+    uint32_t workers, const pti_shm_seg *mine, uint64_t lo, uint64_t hi,
+    size_t need, double timeout_s, uint32_t *rank, pti_shm_seg *theirs);
+
+#endif // PT_COMMON_SHM_H

@@ -1,0 +1,83 @@
+#!/bin/sh
+# tests/shm_test.sh - --transport shm on real jobs: the dense values go
+# through shared memory (common/shm.h) and the job computes exactly what
+# it computes over ipc, whole shards and --layer-push's ranges alike;
+# what it cannot do yet is refused by name. (The handshake's refusals of
+# a wrong secret, a small or unsealed segment and values before it are
+# in proc_server_test's test_server_shm; a server restarted from its
+# checkpoint in ckpt_test's test_ck_dead_server_restarted_shm.)
+# Prints "ok NAME" / "FAIL NAME: why" per case.
+cd "$(dirname "$0")/.." || exit 2
+P=${PSTRAIN:-bin/pstrain}
+T=$(mktemp -d "${TMPDIR:-/tmp}/pt-shm-XXXXXX")
+trap 'rm -rf "$T"' EXIT
+. tests/lib.sh
+J="--mode sync --servers 2 --workers 3 --data synthetic:1200 --model mlp:32 --seed 7 --lr 0.2 --batch 48 --steps 40"
+
+# same NAME FLAGS...: the job over shm and over ipc with FLAGS saves the
+# same model, bit for bit, and every server read every worker's pushes
+# in shared memory.
+same() {
+	n=$1
+	shift
+	# shellcheck disable=SC2086
+	$P run $J "$@" --transport shm --out "$T/$n-shm" \
+		--save-model "$T/$n-shm.bin" >"$T/$n-shm.log" 2>&1 ||
+		{ no $n "the shm job failed" "$T/$n-shm.log"; return; }
+	# shellcheck disable=SC2086
+	$P run $J "$@" --out "$T/$n-ipc" --save-model "$T/$n-ipc.bin" \
+		>"$T/$n-ipc.log" 2>&1 ||
+		{ no $n "the ipc job failed" "$T/$n-ipc.log"; return; }
+	for s in 0 1; do
+		for w in 0 1 2; do
+			grep -q "worker $w's pushes are read in shared memory" \
+				"$T/$n-shm/server-$s.log" ||
+				{ no $n "server $s never mapped worker $w's" \
+					"$T/$n-shm/server-$s.log"; return; }
+		done
+	done
+	grep -q '"shm": true' "$T/$n-shm/summary.json" ||
+		{ no $n "summary.json's config lacks shm" \
+			"$T/$n-shm/summary.json"; return; }
+	if cmp -s "$T/$n-shm.bin" "$T/$n-ipc.bin"; then
+		ok $n
+	else
+		no $n "the models differ" "$T/$n-shm.log"
+	fi
+}
+
+test_shm_same_model() {
+	same test_shm_same_model
+}
+
+test_shm_layer_push_same_model() {
+	same test_shm_layer_push_same_model --layer-push on
+}
+
+# refused NAME WANT FLAGS...: pstrain run with FLAGS exits 2 saying WANT,
+# having started nothing.
+refused() {
+	n=$1 want=$2
+	shift 2
+	# shellcheck disable=SC2086
+	$P run $J "$@" --out "$T/$n" >"$T/$n.log" 2>&1
+	rc=$?
+	if [ $rc = 2 ] && grep -q -- "$want" "$T/$n.log" && [ ! -e "$T/$n" ]; then
+		ok $n
+	else
+		no $n "exit $rc" "$T/$n.log"
+	fi
+}
+
+test_shm_refusals() {
+	refused test_shm_refuses_async "--transport shm: --mode sync without backup workers only" \
+		--transport shm --mode async
+	refused test_shm_refuses_backup "in sync with --backup-workers a server changes values" \
+		--transport shm --backup-workers 1
+	refused test_shm_refuses_hosts "emulated hosts talk over --transport tcp or tls" \
+		--transport shm --placement dedicated
+}
+
+test_shm_same_model
+test_shm_layer_push_same_model
+test_shm_refusals
