@@ -17,14 +17,19 @@
 // cut into the same pieces (client/api.c's worker_piece: pieces of at
 // least 2^19 floats, at most 8), sent at once on a context each and
 // answered by a server with as many contexts (`raw_chunks`): the raw
-// rate pstrain's pieces could reach. The servers run as threads of this
+// rate pstrain's pieces could reach. Over ipc, pstrain's pushpull is also
+// timed with --transport shm (the job option shm: the values through
+// shared memory, only headers on the socket; `ps_shm`, copied into the
+// caller's array as the first pstrain column, and `ps_shm_lent`, read
+// where the server keeps them). The servers run as threads of this
 // process, or with "procs" in a forked process of their own, as in a
 // job.
 //
 //   comm URL_PREFIX N ROUNDS ITERS [procs]   e.g. comm ipc:///tmp/d 4352 7 200
 //
 // Prints one line per round: "raw_us raw_wide_us ps_us ps_lent_us
-// raw_cb_us raw_chunks_us" (mean
+// raw_cb_us raw_chunks_us ps_shm_us ps_shm_lent_us" (mean; the shm
+// figures are 0 over tcp
 // round trip of ITERS exchanges after a warm-up), for bench/run.sh to
 // take the medians of.
 #include <malloc.h>
@@ -211,13 +216,13 @@ static double ps_round(pt_worker *w, uint64_t n, float *g, float *v,
 // pieces, widened over ipc).
 typedef struct serving {
 	raw_srv rs, rw, rc;
-	pt_job *job;
-	pt_server *s;
-	pthread_t pst;
+	pt_job *job, *job_shm;
+	pt_server *s, *s_shm;
+	pthread_t pst, pst_shm;
 } serving;
 
 static void serve_open(serving *sv, const char *prefix, uint64_t n,
-    char url[4][512])
+    char url[5][512])
 {
 	int rv, tcp = strncmp(prefix, "tcp://", 6) == 0;
 	memset(sv, 0, sizeof(*sv));
@@ -237,6 +242,18 @@ static void serve_open(serving *sv, const char *prefix, uint64_t n,
 	    (rv = pt_server_url(sv->s, url[2], 512)) != 0)
 		die("pstrain server", rv ? rv : PT_EINVAL, 0);
 	pthread_create(&sv->pst, NULL, ps_serve, sv->s);
+	url[4][0] = '\0';
+	if (tcp)
+		return;
+	// The same server with its values in shared memory (url[4]).
+	snprintf(url[4], 512, "%s-shm", prefix);
+	if ((rv = pt_job_alloc(&sv->job_shm)) != 0 ||
+	    pt_job_var(sv->job_shm, "v", n, 0.0) < 0 ||
+	    (rv = pt_job_set(sv->job_shm, "lr", "0")) != 0 ||
+	    (rv = pt_job_set(sv->job_shm, "shm", "1")) != 0 ||
+	    (rv = pt_server_open(&sv->s_shm, sv->job_shm, 0, url[4])) != 0)
+		die("pstrain server (shm)", rv ? rv : PT_EINVAL, 0);
+	pthread_create(&sv->pst_shm, NULL, ps_serve, sv->s_shm);
 }
 
 static void serve_close(serving *sv)
@@ -245,6 +262,12 @@ static void serve_close(serving *sv)
 	pthread_join(sv->pst, NULL);
 	pt_server_close(sv->s);
 	pt_job_free(sv->job);
+	if (sv->s_shm != NULL) {
+		pt_server_stop(sv->s_shm);
+		pthread_join(sv->pst_shm, NULL);
+		pt_server_close(sv->s_shm);
+		pt_job_free(sv->job_shm);
+	}
 	raw_close(&sv->rs);
 	raw_close(&sv->rc);
 	if (sv->rw.n > 0)
@@ -266,7 +289,8 @@ int main(int argc, char **argv)
 	uint64_t n = strtoull(argv[2], NULL, 10);
 	int rounds = atoi(argv[3]), iters = atoi(argv[4]), rv;
 	size_t bytes = n * sizeof(float);
-	char url[4][512]; // raw, raw widened ("-" over tcp), pstrain, pieces
+	char url[5][512]; // raw, raw widened ("-" over tcp), pstrain,
+			  // pieces, pstrain over shm ("-" over tcp)
 	serving sv;
 	int procs = argc == 6, up[2], down[2];
 	pid_t child = -1;
@@ -280,8 +304,9 @@ int main(int argc, char **argv)
 			close(up[0]);
 			close(down[1]);
 			serve_open(&sv, prefix, n, url);
-			dprintf(up[1], "%s\n%s\n%s\n%s\n", url[0],
-			    url[1][0] ? url[1] : "-", url[2], url[3]);
+			dprintf(up[1], "%s\n%s\n%s\n%s\n%s\n", url[0],
+			    url[1][0] ? url[1] : "-", url[2], url[3],
+			    url[4][0] ? url[4] : "-");
 			close(up[1]);
 			char c;
 			while (read(down[0], &c, 1) > 0)
@@ -292,12 +317,15 @@ int main(int argc, char **argv)
 		close(up[1]);
 		close(down[0]);
 		FILE *f = fdopen(up[0], "r");
-		if (f == NULL || fscanf(f, "%511s %511s %511s %511s", url[0],
-				     url[1], url[2], url[3]) != 4)
+		if (f == NULL || fscanf(f, "%511s %511s %511s %511s %511s",
+				     url[0], url[1], url[2], url[3],
+				     url[4]) != 5)
 			die("the serving process", PT_EIO, 0);
 		fclose(f);
 		if (strcmp(url[1], "-") == 0)
 			url[1][0] = '\0';
+		if (strcmp(url[4], "-") == 0)
+			url[4][0] = '\0';
 	} else
 		serve_open(&sv, prefix, n, url);
 
@@ -320,15 +348,26 @@ int main(int argc, char **argv)
 	for (int c = 0; c < PIECES_MAX; c++)
 		cb_req_open(&pieces[c], reqc);
 	float *g = calloc(n, sizeof(float)), *v = malloc(bytes);
-	int64_t step = pt_worker_start(w);
+	int64_t step = pt_worker_start(w), step_shm = 0;
+	pt_job *job_shm = NULL;
+	pt_worker *w_shm = NULL;
+	if (url[4][0] != '\0') {
+		if ((rv = pt_job_alloc(&job_shm)) != 0 ||
+		    pt_job_var(job_shm, "v", n, 0.0) < 0 ||
+		    (rv = pt_job_set(job_shm, "lr", "0")) != 0 ||
+		    (rv = pt_job_set(job_shm, "shm", "1")) != 0 ||
+		    (rv = pt_worker_open(&w_shm, job_shm, 0, url[4])) != 0)
+			die("pstrain worker (shm)", rv, 0);
+		step_shm = pt_worker_start(w_shm);
+	}
 	for (int r = 0; r < rounds; r++) {
 		// Turn which goes first (raw, widened, copied, lent, callback,
 		// pieces; then widened, copied, ..., raw; ...), so that none
 		// always follows another's cache and allocator state.
-		double t[6] = {0, 0, 0, 0, 0, 0}; // raw, widened, copied,
-						  // lent, cb, pieces
-		for (int k = 0; k < 6; k++) {
-			int which = (r + k) % 6;
+		double t[8] = {0}; // raw, widened, copied, lent, cb, pieces,
+				   // shm copied, shm lent
+		for (int k = 0; k < 8; k++) {
+			int which = (r + k) % 8;
 			if (which == 0)
 				t[0] = raw_round(req, g, bytes, iters);
 			else if (which == 1 && wide)
@@ -341,14 +380,24 @@ int main(int argc, char **argv)
 				t[4] = cb_round(&cr, g, bytes, iters);
 			else if (which == 5)
 				t[5] = chunk_round(pieces, g, n, iters);
+			else if (which == 6 && w_shm != NULL)
+				t[6] = ps_round(w_shm, n, g, v, &step_shm,
+				    iters);
+			else if (which == 7 && w_shm != NULL)
+				t[7] = ps_round(w_shm, n, g, NULL, &step_shm,
+				    iters);
 		}
 		if (!wide)
 			t[1] = t[0]; // tcp: the same exchange
-		printf("%.2f %.2f %.2f %.2f %.2f %.2f\n", t[0], t[1], t[2],
-		    t[3], t[4], t[5]);
+		printf("%.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f\n", t[0], t[1],
+		    t[2], t[3], t[4], t[5], t[6], t[7]);
 		fflush(stdout);
 	}
 	cb_req_close(&cr);
+	if (w_shm != NULL) {
+		pt_worker_close(w_shm);
+		pt_job_free(job_shm);
+	}
 	for (int c = 0; c < PIECES_MAX; c++)
 		cb_req_close(&pieces[c]);
 	nng_close(reqc);

@@ -5,7 +5,9 @@
 #     its values copied and lent, against a raw nng REQ/REP round trip of
 #     the same bytes with the same socket buffers (and, apart, with nng's
 #     defaults), and against the raw exchange cut into pstrain's pieces
-#     and sent at once (the rate those pieces could reach), ipc and tcp,
+#     and sent at once (the rate those pieces could reach), ipc and tcp;
+#     over ipc also pstrain with --transport shm (values in shared
+#     memory, headers on the socket), copied and lent,
 #     at the sizes of a tiny model, mlp:256,128 and 4.35M floats (17.4 MB,
 #     the size issue 12 names; mlp:2048,2048 has 5.82M), the
 #     servers in a process of their own (bench/comm.c "procs");
@@ -66,6 +68,7 @@ span() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 }
 echo "pstrain bench: $R interleaved rounds per figure; machine record below"
 json="{\n  \"rounds\": $R,\n  \"communication\": ["
 sep=""
+shm_lines=""
 printf '\n%-5s %-22s %10s %10s %10s %7s %11s %10s %7s %7s %10s %7s %10s %7s\n' \
 	transport size raw_nng_us "(defaults)" pstrain_us speed "(min-max)" \
 	lent_us speed "vs dflt" raw_cb_us "vs cb" pieces_us "vs pcs"
@@ -103,11 +106,27 @@ for tr in ipc tcp; do
 		printf "$f %10.1f %6.2fx %6.2fx %10.1f %6.2fx %10.1f %6.2fx\n" \
 			$tr "$1" "$raw" "$dflt" "$ps" "$sp" "$4" "$5" "$lent" \
 			"$sl" "$sd" "$cb" "$sc" "$pc" "$spc"
-		json="$json$sep\n    {\"transport\": \"$tr\", \"size\": \"$1\", \"floats\": $2, \"raw_nng_us\": $raw, \"raw_nng_default_buffers_us\": $dflt, \"pstrain_us\": $ps, \"pstrain_lent_us\": $lent, \"speed_vs_raw\": $sp, \"speed_range\": [$4, $5], \"speed_lent_vs_raw\": $sl, \"speed_vs_raw_default_buffers\": $sd, \"raw_nng_callback_us\": $cb, \"speed_vs_raw_callback\": $sc, \"raw_nng_pieces_us\": $pc, \"speed_vs_raw_pieces\": $spc}"
+		# Shared memory (ipc only): pstrain's pushpull with its values
+		# in shared memory, copied and lent, against raw nng in pieces.
+		shm_j=""
+		if [ $tr = ipc ]; then
+			sm=$(awk '{print $7}' "$T/c.txt" | median)
+			sml=$(awk '{print $8}' "$T/c.txt" | median)
+			ssm=$(awk '{print $6 / $7}' "$T/c.txt" | median)
+			ssl=$(awk '{print $6 / $8}' "$T/c.txt" | median)
+			shm_lines="$shm_lines$(printf '%-22s %10.1f %10.1f %7.2fx %10.1f %7.2fx' \
+				"$1" "$pc" "$sm" "$ssm" "$sml" "$ssl")
+"
+			shm_j=", \"pstrain_shm_us\": $sm, \"pstrain_shm_lent_us\": $sml, \"speed_shm_vs_raw_pieces\": $ssm, \"speed_shm_lent_vs_raw_pieces\": $ssl"
+		fi
+		json="$json$sep\n    {\"transport\": \"$tr\", \"size\": \"$1\", \"floats\": $2, \"raw_nng_us\": $raw, \"raw_nng_default_buffers_us\": $dflt, \"pstrain_us\": $ps, \"pstrain_lent_us\": $lent, \"speed_vs_raw\": $sp, \"speed_range\": [$4, $5], \"speed_lent_vs_raw\": $sl, \"speed_vs_raw_default_buffers\": $sd, \"raw_nng_callback_us\": $cb, \"speed_vs_raw_callback\": $sc, \"raw_nng_pieces_us\": $pc, \"speed_vs_raw_pieces\": $spc$shm_j}"
 		sep=","
 	done
 done
 json="$json\n  ],"
+printf '\n%-22s %10s %10s %8s %10s %8s\n' "--transport shm (ipc)" \
+	pieces_us shm_us "vs pcs" lent_us "vs pcs"
+printf '%s' "$shm_lines"
 
 # The ring all-reduce of --mode allreduce alone (bench/ring.c): 2 workers
 # sum mlp:2048,2048's 5.82M floats, against its bytes at the raw nng rate

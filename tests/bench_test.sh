@@ -22,6 +22,11 @@ for r in c:
               "raw_nng_callback_us", "speed_vs_raw_callback",
               "raw_nng_pieces_us", "speed_vs_raw_pieces"):
         assert math.isfinite(r[k]), r
+for r in c:
+    if r["transport"] == "ipc":
+        for k in ("pstrain_shm_us", "pstrain_shm_lent_us",
+                  "speed_shm_vs_raw_pieces", "speed_shm_lent_vs_raw_pieces"):
+            assert math.isfinite(r[k]) and r[k] > 0, r
 g = d["ring"]
 for k in ("ring_us", "bound_us", "time_vs_bound", "duplex_us", "floor_us",
           "time_vs_duplex", "time_vs_floor"):
