@@ -166,10 +166,11 @@ done
 # (--layer-push auto: on for 1 x 1 on 2 cores, off where the processes
 # outnumber the cores); _pf adds --prefetch, _lp --layer-push on, _nolp
 # --layer-push off, _pin --pin (each measured on and off), _tcp
-# --transport tcp (the default is ipc). arW: --mode allreduce with W
-# workers.
+# --transport tcp, _shm --transport shm (the default is ipc). arW: --mode
+# allreduce with W workers.
 CONFIGS="solo solo2 solo_pf ps1x1 ps1x1_pf ps1x1_nolp ps1x1_pin ps1x1_tcp \
-ps1x2 ps1x2_pin ps2x2 ps1x4 ps2x4 ps2x4_pf ps2x4_lp ps2x4_pin ar2 ar4"
+ps1x1_shm ps1x2 ps1x2_pin ps2x2 ps2x2_shm ps1x4 ps2x4 ps2x4_pf ps2x4_lp \
+ps2x4_pin ps2x4_shm ar2 ar4"
 [ -n "$PY" ] && CONFIGS="$CONFIGS torch1 torch1n ddp2 ddp4 br1x2 br2x4"
 # pstrain CONFIG: runs psSxW[_pf|_lp]; prints samples/s, and appends its
 # resource figures (summary.json) to $T/CONFIG.res
@@ -181,7 +182,8 @@ pstrain() {
 	case $1 in ar*) mode=allreduce sw="0x${1#ar}" ;; esac
 	case $1 in *_pf) f=--prefetch ;; *_lp) f="--layer-push on" ;;
 	*_nolp) f="--layer-push off" ;;
-	*_pin) f=--pin ;; *_tcp) f="--transport tcp" ;; *) f="" ;; esac
+	*_pin) f=--pin ;; *_tcp) f="--transport tcp" ;;
+	*_shm) f="--transport shm" ;; *) f="" ;; esac
 	rm -rf "$T/run"
 	$P run --mode $mode --servers "${sw%x*}" --workers "${sw#*x}" $M $f \
 		--steps "$STEPS" --eval-every 1000000 --out "$T/run" \
@@ -285,6 +287,12 @@ line "  the same, against PyTorch" ps1x1 torch1
 line "pstrain sync, 1 x 2, against PyTorch as it comes" ps1x2 torch1n
 line "pstrain sync, 2 x 2, against PyTorch as it comes" ps2x2 torch1n
 line "pstrain sync, 2 x 4, against PyTorch as it comes" ps2x4 torch1n
+line "pstrain 1 x 1, --transport shm, against solo" ps1x1_shm solo
+line "  the same, against ipc" ps1x1_shm ps1x1
+line "pstrain 2 x 2, --transport shm, vs PyTorch as it comes" ps2x2_shm torch1n
+line "  the same, against ipc" ps2x2_shm ps2x2
+line "pstrain 2 x 4, --transport shm, vs PyTorch as it comes" ps2x4_shm torch1n
+line "  the same, against ipc" ps2x4_shm ps2x4
 line "pstrain allreduce 2, against PyTorch as it comes" ar2 torch1n
 line "pstrain sync, 1 server x 2 workers" ps1x2 ddp2
 line "pstrain sync, 2 servers x 2 workers" ps2x2 ddp2
@@ -339,7 +347,7 @@ json="$json},"
 # most of a short run); PyTorch reads fashion-mnist.
 LM="--model mlp:2048,2048 --data ${BENCH_LARGE_DATA:-fashion-mnist} --batch 256 --seed 1 --lr 0.1"
 LSTEPS=${BENCH_LARGE_STEPS:-40}
-LCONF="L_solo L_ps1x2 L_ps2x2 L_ar2"
+LCONF="L_solo L_ps1x2 L_ps2x2 L_ps2x2_shm L_ar2"
 [ -n "$PY" ] && LCONF="$LCONF L_ddp2 L_torch1n"
 # large CONFIG: the figure of one configuration on mlp:2048,2048
 large() {
@@ -376,6 +384,8 @@ line "PyTorch DDP (gloo), 2 workers" L_ddp2 L_solo
 line "pstrain sync, 1 server x 2 workers" L_ps1x2 L_ddp2
 line "pstrain sync, 2 servers x 2 workers" L_ps2x2 L_ddp2
 line "  the same, against one process" L_ps2x2 L_solo
+line "pstrain sync, 2 x 2, --transport shm" L_ps2x2_shm L_ddp2
+line "  the same, against ipc" L_ps2x2_shm L_ps2x2
 line "pstrain allreduce, 2 workers" L_ar2 L_ddp2
 json="$json}, \"speed_range\": {$rj}},"
 R=$R0
