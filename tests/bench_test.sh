@@ -6,7 +6,7 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/pt-bt-XXXXXX")
 trap 'rm -rf "$T"' EXIT
 . tests/lib.sh
 n=test_bench_reports_every_figure
-if BENCH_ROUNDS=1 BENCH_STEPS=40 BENCH_MEM_STEPS=3 BENCH_MEM_DATA=synthetic:512 \
+if BENCH_ROUNDS=1 BENCH_STEPS=24 BENCH_MEM_STEPS=3 BENCH_MEM_DATA=synthetic:512 \
 	BENCH_LARGE_STEPS=3 BENCH_LARGE_ROUNDS=1 BENCH_LARGE_DATA=synthetic:512 \
 	BENCH_OUT="$T/bench.json" sh bench/run.sh \
 	>"$T/bench.log" 2>&1 &&

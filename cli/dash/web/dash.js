@@ -857,17 +857,49 @@
     const labels = [];
     for (let s = 0; s < bars; s++) labels.push(s === 63 ? "63+" : String(s));
     if (bars < top) labels.push(bars + "+");
-    drawBars(S.charts.stale, labels, stale.map((p, k) => {
-      const st = styleOf(isCompare() ? p.job : k, S.jobs[p.job]);
-      const data = labels.map((_, s) => s < bars ? p.hist[s] || 0
-        : p.hist.slice(bars).reduce((a, c) => a + c, 0));
-      return {label: isCompare() ? p.label : "gradients", data: data,
-        backgroundColor: st.color};
+    // A comparison drawn by mode: a bar series and a note per mode,
+    // its jobs' gradients together and their mean idle fraction.
+    const byMode = isCompare() && S.ui.group;
+    const series = [];
+    stale.forEach((p, k) => {
+      const key = byMode ? groupOf(S.jobs[p.job]) : p.label;
+      let g = series.find((x) => x.key === key);
+      if (!g) {
+        g = {key: key, hist: [], jobs: 0, st: styleOf(isCompare() ? p.job : k,
+          S.jobs[p.job])};
+        series.push(g);
+      }
+      g.jobs++;
+      p.hist.forEach((c, i) => { g.hist[i] = (g.hist[i] || 0) + c; });
+    });
+    drawBars(S.charts.stale, labels, series.map((g) => {
+      const data = labels.map((_, s) => s < bars ? g.hist[s] || 0
+        : g.hist.slice(bars).reduce((a, c) => a + (c || 0), 0));
+      return {label: !isCompare() ? "gradients" : byMode && g.jobs > 1
+        ? g.key + " (" + g.jobs + " jobs)" : g.key, data: data,
+      backgroundColor: g.st.color};
     }));
     $("c-stale").parentNode.hidden = stale.length === 0;
-    const notes = per.map((p) => esc((isCompare() ? p.label + ": " : "") +
-      (staleSet(p.mode) ? "" : (p.mode || "this mode") +
-        ": no staleness, ") + "idle fraction " + fmt(p.idle_fraction, 3)));
+    const noteOf = (label, mode, idleF) => esc((isCompare() ? label + ": " : "") +
+      (staleSet(mode) ? "" : (mode || "this mode") + ": no staleness, ") +
+      "idle fraction " + fmt(idleF, 3));
+    const notes = [];
+    if (byMode) {
+      const modes = [];
+      per.forEach((p) => {
+        if (!shown(S.jobs[p.job])) return;
+        const key = groupOf(S.jobs[p.job]);
+        let m = modes.find((x) => x.key === key);
+        if (!m) modes.push(m = {key: key, mode: p.mode, idle: [], jobs: 0});
+        m.jobs++;
+        if (p.idle_fraction !== null) m.idle.push(p.idle_fraction);
+      });
+      modes.forEach((m) => notes.push(noteOf(m.key + (m.jobs > 1 ? " (mean of " +
+        m.jobs + ")" : ""), m.mode, m.idle.length ? m.idle.reduce((a, b) =>
+        a + b, 0) / m.idle.length : null)));
+    } else {
+      per.forEach((p) => notes.push(noteOf(p.label, p.mode, p.idle_fraction)));
+    }
     panel("panel-staleness", stale.reduce((a, p) => a + p.hist.length, 0),
       per.reduce((a, p) => a + p.rows.reduce((x, y) => x + y, 0), 0),
       {jobs: per}, (stale.length ? "staleness of each gradient (worker-R.csv: " +
@@ -960,11 +992,31 @@
         notes.push(who + j.summary.checkpoint_failures + " checkpoint " +
           "writes failed (summary.json; the servers' logs say why)");
     });
-    if (total.length)
-      notes.push("dropped in all (summary.json, over servers): " + total.join(", "));
-    if (nets.length)
+    // Dropped in all: the jobs that dropped any, and how many did not.
+    const some = total.filter((t) => !/ 0$/.test(t) && t !== "0");
+    if (some.length)
+      notes.push("dropped in all (summary.json, over servers): " + some.join(", ") +
+        (total.length > some.length ? "; none in the " + (total.length - some.length) +
+          " other job" + (total.length - some.length > 1 ? "s" : "") : ""));
+    else if (total.length)
+      notes.push("dropped in all (summary.json, over servers): none" +
+        (total.length > 1 ? " in any of the " + total.length + " jobs" : ""));
+    // In a comparison, jobs on the same hosts and links are one entry.
+    if (nets.length && isCompare()) {
+      const same = [];
+      nets.forEach((t) => {
+        const d = t.slice(t.indexOf(": ") + 2);
+        const g = same.find((x) => x.d === d);
+        if (g) g.jobs.push(t.slice(0, t.indexOf(": ")));
+        else same.push({d: d, jobs: [t.slice(0, t.indexOf(": "))]});
+      });
+      notes.push("emulated hosts (summary.json's placement and link): " +
+        same.map((g) => (g.jobs.length > 1 ? g.jobs.length + " jobs" : g.jobs[0]) +
+          ": " + g.d).join("; "));
+    } else if (nets.length) {
       notes.push("emulated hosts (summary.json's placement and link): " +
         nets.join("; "));
+    }
     if (unknown.length)
       notes.push("lost and restarted processes of " + unknown.join(", ") +
         ": known when the job ends (its summary.json)");
