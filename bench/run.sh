@@ -27,8 +27,9 @@
 #     exchange is most of a step: sync 1 x 2 and 2 x 2 and all-reduce
 #     against DDP 2 and one process;
 #  4. resources: page faults and server CPU per step in the steady state,
-#     peak RSS, and a server's peak RSS and page faults with
-#     mlp:2048,2048 at 1, 2, 4 and 8 workers against issue 12's bound;
+#     peak RSS, and a server's peak RSS, its own memory (RssAnon) and page
+#     faults with mlp:2048,2048 at 1, 2, 4 and 8 workers, over ipc and
+#     shm, against issue 12's bound;
 #  5. the ring all-reduce of --mode allreduce alone, 2 workers on
 #     5.82M floats, against its bytes at the raw nng rate (two serial
 #     round trips), against raw nng sending them both ways at once in the
@@ -424,34 +425,48 @@ json="$json\n  },"
 # worker + 32 MiB. Memory is no timing: one run each.
 MEM_STEPS=${BENCH_MEM_STEPS:-30}
 MEM_DATA=${BENCH_MEM_DATA:-fashion-mnist}
-printf '\n%-40s %12s %12s %14s %14s\n' "server peak RSS, mlp:2048,2048, sgd" MiB \
-	"bound MiB" "faults/update" "faults/step"
-printf '%-40s %12s %12s %14s %14s\n' "" "" "" "(server)" "(worker)"
+printf '\n%-30s %10s %10s %10s %14s %14s\n' "server memory, mlp:2048,2048" \
+	"RSS MiB" "own MiB" "bound MiB" "faults/update" "faults/step"
+printf '%-30s %10s %10s %10s %14s %14s\n' "(sgd, peak)" "" "(RssAnon)" "" \
+	"(server)" "(worker)"
 [ "$MEM_DATA" = fashion-mnist ] || echo "(on $MEM_DATA)"
 json="$json\n  \"server_memory\": {\"model\": \"mlp:2048,2048\", \"data\": \"$MEM_DATA\", \"steps\": $MEM_STEPS"
-for wk in 1 2 4 8; do
-	rm -rf "$T/run"
-	$P run --mode sync --servers 1 --workers $wk --model mlp:2048,2048 \
-		--data "$MEM_DATA" --batch 256 --seed 1 --lr 0.1 \
-		--steps "$MEM_STEPS" --eval-every 1000000 --out "$T/run" \
-		>"$T/run.log" 2>&1 ||
-		{ echo "bench: pstrain run failed:"; tail "$T/run.log"; exit 1; }
-	rss=$(jnum server_max_rss_mb)
-	n=$(sed -n 's/^  "hi": \([0-9]*\),*$/\1/p' "$T/run/server-0.json")
-	bound=$(awk -v n="$n" -v w=$wk 'BEGIN { print n * 4 * (1 + w) / 1048576 + 32 }')
-	sf=$(jnum server_faults_per_update)
-	wf=$(jnum worker_faults_per_step)
-	sfj=$sf wfj=$wf # a run too short for a steady state: JSON's null
-	case $sf in nan | -nan) sfj=null ;; esac
-	case $wf in nan | -nan) wfj=null ;; esac
-	printf '%-40s %12.1f %12.1f %14.3f %14.3f\n' "1 server x $wk workers" \
-		"$rss" "$bound" "$sf" "$wf"
-	json="$json, \"w$wk\": {\"server_max_rss_mb\": $rss, \"bound_mb\": $bound, \"server_faults_per_update\": $sfj, \"worker_faults_per_step\": $wfj}"
-	eval "rss_w$wk=$rss"
+# Over ipc and over shm (the workers' gradients then stay in their
+# segments: the server's RSS counts the pages of them it reads, its own
+# memory, RssAnon, does not).
+for tr in ipc shm; do
+	for wk in 1 2 4 8; do
+		rm -rf "$T/run"
+		$P run --mode sync --servers 1 --workers $wk --model mlp:2048,2048 \
+			--data "$MEM_DATA" --batch 256 --seed 1 --lr 0.1 \
+			--steps "$MEM_STEPS" --eval-every 1000000 --out "$T/run" \
+			--transport $tr >"$T/run.log" 2>&1 ||
+			{ echo "bench: pstrain run failed:"; tail "$T/run.log"; exit 1; }
+		rss=$(jnum server_max_rss_mb)
+		own=$(jnum server_max_private_mb)
+		n=$(sed -n 's/^  "hi": \([0-9]*\),*$/\1/p' "$T/run/server-0.json")
+		bound=$(awk -v n="$n" -v w=$wk 'BEGIN { print n * 4 * (1 + w) / 1048576 + 32 }')
+		sf=$(jnum server_faults_per_update)
+		wf=$(jnum worker_faults_per_step)
+		sfj=$sf wfj=$wf ownj=$own # too short a run: JSON's null
+		case $sf in nan | -nan) sfj=null ;; esac
+		case $wf in nan | -nan) wfj=null ;; esac
+		case $own in nan | -nan) ownj=null ;; esac
+		printf '%-30s %10.1f %10.1f %10.1f %14.3f %14.3f\n' \
+			"1 server x $wk workers, $tr" "$rss" "$own" "$bound" "$sf" "$wf"
+		k=w$wk
+		[ $tr = shm ] && k=shm_w$wk
+		json="$json, \"$k\": {\"server_max_rss_mb\": $rss, \"server_max_private_mb\": $ownj, \"bound_mb\": $bound, \"server_faults_per_update\": $sfj, \"worker_faults_per_step\": $wfj}"
+		eval "rss_${tr}_w$wk=$rss own_${tr}_w$wk=$own"
+	done
 done
-g=$(awk -v a="$rss_w8" -v b="$rss_w1" 'BEGIN { print a / b }')
-printf '%-40s %11.2fx\n' "8 workers' peak against 1 worker's" "$g"
-json="$json, \"w8_vs_w1\": $g},"
+g=$(awk -v a="$rss_ipc_w8" -v b="$rss_ipc_w1" 'BEGIN { print a / b }')
+go=$(awk -v a="$own_ipc_w8" -v b="$own_ipc_w1" 'BEGIN { print a / b }')
+gs=$(awk -v a="$rss_shm_w8" -v b="$rss_shm_w1" 'BEGIN { print a / b }')
+gso=$(awk -v a="$own_shm_w8" -v b="$own_shm_w1" 'BEGIN { print a / b }')
+printf '%-30s %9.2fx %9.2fx\n' "8 workers against 1, ipc" "$g" "$go"
+printf '%-30s %9.2fx %9.2fx\n' "8 workers against 1, shm" "$gs" "$gso"
+json="$json, \"w8_vs_w1\": $g, \"own_w8_vs_w1\": $go, \"shm_w8_vs_w1\": $gs, \"shm_own_w8_vs_w1\": $gso},"
 
 # Embedding tables (issue 35). Rows through one server (bench/rows.c):
 # K = 4096 rows of 16 floats a request, drawn from 2^20 rows that exist,

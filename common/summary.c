@@ -84,7 +84,7 @@ typedef struct sum_stats {
 	// The processes' own resource use (getrusage): page faults and CPU
 	// time in the steady state, summed with the updates or steps they
 	// span, and the largest resident size.
-	double srv_faults, srv_cpu_s, srv_updates, srv_rss_mb;
+	double srv_faults, srv_cpu_s, srv_updates, srv_rss_mb, srv_private_mb;
 	double wk_faults, wk_steps, wk_rss_mb;
 	double tx_bytes, rx_bytes, n_bytes; // over the rows that have them
 	double emb_rows, n_emb;             // embedding rows a step touched
@@ -294,6 +294,8 @@ static void gather_servers(const pti_run_facts *r, sum_stats *st)
 		st->srv_cpu_s += fmax(pti_json_num(j, "steady_cpu_s"), 0);
 		st->srv_rss_mb = fmax(st->srv_rss_mb,
 		    pti_json_num(j, "max_rss_mb"));
+		st->srv_private_mb = fmax(st->srv_private_mb,
+		    pti_json_num(j, "max_private_mb"));
 		sum_startup(st, "server", s, pti_json_num(j, "ready_s"));
 		uint64_t sm = server_count(j, "staleness_max");
 		if (sm > st->stale_max)
@@ -673,6 +675,8 @@ int pti_summary_write(const pti_run_facts *r)
 	    ? st.srv_cpu_s * 1e3 / st.srv_updates : NAN, 4);
 	num(f, "server_max_rss_mb", st.srv_rss_mb > 0 ? st.srv_rss_mb : NAN,
 	    5);
+	num(f, "server_max_private_mb", st.srv_private_mb > 0
+	    ? st.srv_private_mb : NAN, 5);
 	num(f, "worker_faults_per_step", st.wk_steps > 0
 	    ? st.wk_faults / st.wk_steps : NAN, 4);
 	num(f, "worker_max_rss_mb", st.wk_rss_mb > 0 ? st.wk_rss_mb : NAN, 5);

@@ -422,7 +422,7 @@ int pt_server_url(const pt_server *ps, char *buf, uint64_t size)
 int pt_server_serve(pt_server *ps)
 {
 	ps_server *s = &ps->s;
-	double tables_at = 0;
+	double tables_at = 0, memory_at = 0;
 	pthread_mutex_lock(&s->mu);
 	while (!s->stop && !pti_server_signal) {
 		pti_cond_wait_ms(&s->cv, &s->mu, 200);
@@ -433,6 +433,10 @@ int pt_server_serve(pt_server *ps)
 		ps_ctx *wake = NULL;
 		pthread_mutex_unlock(&s->mu);
 		pti_peers_idle(s);
+		if (pti_clock_s() >= memory_at) { // only this thread writes it
+			pti_server_sample_memory(s);
+			memory_at = pti_clock_s() + 0.2;
+		}
 		pthread_mutex_lock(&s->mu);
 		pti_server_timeouts(s, &wake);
 		pti_server_alone(s, &wake);
@@ -475,6 +479,7 @@ void pt_server_close(pt_server *ps)
 	    "rejected requests", ps->s.rank, (long long)s->version,
 	    (unsigned long long)s->updates, (unsigned long long)s->rejected);
 	if (ps->job.out[0] != '\0') {
+		pti_server_sample_memory(s);
 		pti_server_write_tables(s);
 		pti_server_write_stats(s);
 	}

@@ -184,6 +184,9 @@ struct ps_server {
 	uint64_t ckpt_failures;  // checkpoint writes that failed
 	char ckpt_error[PT_PATH_MAX + 128]; // the last one's error, or ""
 	double t0, ready_s; // the job's start; from it to listening
+	double private_mb_max; // the largest RssAnon sampled (MiB): memory
+			       // of this process's own, shared pages not
+			       // counted (pti_server_sample_memory)
 	pti_lr_rule lr;    // the learning rate of a gradient
 	// counters
 	uint64_t updates, rejected, dropped, stale_sum, stale_max;
@@ -289,6 +292,11 @@ void pti_server_ckpt_pending(ps_server *s);
 // stop it. Called with the lock.
 void pti_server_alone(ps_server *s, ps_ctx **wake);
 void pti_server_write_stats(const ps_server *s);
+// pti_server_sample_memory reads the process's anonymous resident memory
+// (/proc/self/status RssAnon: its own, not the shared segments of
+// --transport shm it maps) into s->private_mb_max when larger. The serve
+// loop calls it about every 0.2 s, and the stats' writer once more.
+void pti_server_sample_memory(ps_server *s);
 // pti_server_write_tables writes job->out/server-R-tables.json: the
 // tables' counters of server-R.json while the job runs (the serve loop,
 // every PS_TABLES_S seconds, and at the end), for the dashboard's

@@ -314,6 +314,23 @@ void pti_server_write_tables(const ps_server *s)
 	json_decref(o);
 }
 
+void pti_server_sample_memory(ps_server *s)
+{
+	char line[256];
+	FILE *f = fopen("/proc/self/status", "r");
+	if (f == NULL)
+		return;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		unsigned long kb;
+		if (sscanf(line, "RssAnon: %lu kB", &kb) == 1) {
+			if (kb / 1024.0 > s->private_mb_max)
+				s->private_mb_max = kb / 1024.0;
+			break;
+		}
+	}
+	fclose(f);
+}
+
 void pti_server_write_stats(const ps_server *s)
 {
 	const pti_jobopt *c = s->job;
@@ -359,6 +376,8 @@ void pti_server_write_stats(const ps_server *s)
 	getrusage(RUSAGE_SELF, &ru);
 	json_object_set_new(o, "minor_faults", json_integer(ru.ru_minflt));
 	json_object_set_new(o, "max_rss_mb", json_real(ru.ru_maxrss / 1024.0));
+	json_object_set_new(o, "max_private_mb", s->private_mb_max > 0
+	    ? json_real(s->private_mb_max) : json_null());
 	json_object_set_new(o, "cpu_s", json_real(cpu_s(&ru)));
 	int steady = s->updates > PS_STEADY_FROM;
 	json_object_set_new(o, "steady_updates", json_integer(steady

@@ -69,10 +69,12 @@ if not d["pytorch"].startswith("not installed"):
         assert math.isfinite(L["speed"][k]), (k, L)
     for k in ("br1x2_vs_ddp2", "br2x4_vs_ps2x4"):
         assert math.isfinite(t["speed"][k]), (k, t)
-for k in ("w1", "w2", "w4", "w8"):
+for k in ("w1", "w2", "w4", "w8", "shm_w1", "shm_w8"):
     m = d["server_memory"][k]
     assert math.isfinite(m["server_max_rss_mb"]) and m["bound_mb"] > 32, m
-assert math.isfinite(d["server_memory"]["w8_vs_w1"])
+    assert m["server_max_private_mb"] > 0, m
+for k in ("w8_vs_w1", "own_w8_vs_w1", "shm_w8_vs_w1", "shm_own_w8_vs_w1"):
+    assert math.isfinite(d["server_memory"][k]), k
 assert d["record"]["openblas_core"], d["record"]
 tb = d["tables"]
 for op in ("pull", "pushpull"):

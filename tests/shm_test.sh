@@ -39,6 +39,12 @@ same() {
 	grep -q '"shm": true' "$T/$n-shm/summary.json" ||
 		{ no $n "summary.json's config lacks shm" \
 			"$T/$n-shm/summary.json"; return; }
+	# The servers' own memory is recorded (RssAnon, sampled).
+	for d in "$T/$n-shm" "$T/$n-ipc"; do
+		own=$(json server_max_private_mb "$d/summary.json")
+		case $own in "" | null | 0 | 0.0) no $n "no server_max_private_mb" \
+			"$d/summary.json"; return ;; esac
+	done
 	if cmp -s "$T/$n-shm.bin" "$T/$n-ipc.bin"; then
 		ok $n
 	else
