@@ -425,6 +425,7 @@ json="$json\n  },"
 # worker + 32 MiB. Memory is no timing: one run each.
 MEM_STEPS=${BENCH_MEM_STEPS:-30}
 MEM_DATA=${BENCH_MEM_DATA:-fashion-mnist}
+# BENCH_MEM_WORKERS: the worker counts (1 and 8 at least: their ratio).
 printf '\n%-30s %10s %10s %10s %14s %14s\n' "server memory, mlp:2048,2048" \
 	"RSS MiB" "own MiB" "bound MiB" "faults/update" "faults/step"
 printf '%-30s %10s %10s %10s %14s %14s\n' "(sgd, peak)" "" "(RssAnon)" "" \
@@ -435,7 +436,7 @@ json="$json\n  \"server_memory\": {\"model\": \"mlp:2048,2048\", \"data\": \"$ME
 # segments: the server's RSS counts the pages of them it reads, its own
 # memory, RssAnon, does not).
 for tr in ipc shm; do
-	for wk in 1 2 4 8; do
+	for wk in ${BENCH_MEM_WORKERS:-1 2 4 8}; do
 		rm -rf "$T/run"
 		$P run --mode sync --servers 1 --workers $wk --model mlp:2048,2048 \
 			--data "$MEM_DATA" --batch 256 --seed 1 --lr 0.1 \
