@@ -100,6 +100,27 @@ static void cb_req_close(cb_req *x)
 	pthread_cond_destroy(&x->cv);
 }
 
+// cb_post sends m (taken) through x; cb_await waits for its reply and
+// frees it (dies naming what on failure).
+static void cb_post(cb_req *x, nng_msg *m)
+{
+	x->receiving = 0;
+	x->done = 0;
+	nng_aio_set_msg(x->aio, m);
+	nng_ctx_send(x->ctx, x->aio);
+}
+
+static void cb_await(cb_req *x, const char *what)
+{
+	pthread_mutex_lock(&x->mu);
+	while (!x->done)
+		pthread_cond_wait(&x->cv, &x->mu);
+	pthread_mutex_unlock(&x->mu);
+	if (x->rv != 0)
+		die(what, x->rv, 1);
+	nng_msg_free(x->rep);
+}
+
 // cb_round: raw_round's exchange through x.
 static double cb_round(cb_req *x, const float *g, size_t bytes,
     int iters)
@@ -113,17 +134,8 @@ static double cb_round(cb_req *x, const float *g, size_t bytes,
 		if ((rv = nng_msg_alloc(&m, bytes)) != 0)
 			die("raw round trip", rv, 1);
 		memcpy(nng_msg_body(m), g, bytes);
-		x->receiving = 0;
-		x->done = 0;
-		nng_aio_set_msg(x->aio, m);
-		nng_ctx_send(x->ctx, x->aio);
-		pthread_mutex_lock(&x->mu);
-		while (!x->done)
-			pthread_cond_wait(&x->cv, &x->mu);
-		pthread_mutex_unlock(&x->mu);
-		if (x->rv != 0)
-			die("raw round trip (callback)", x->rv, 1);
-		nng_msg_free(x->rep);
+		cb_post(x, m);
+		cb_await(x, "raw round trip (callback)");
 	}
 	return (now_us() - t0) / iters;
 }
@@ -159,22 +171,10 @@ static double chunk_round(cb_req *xs, const float *g, uint64_t n, int iters)
 			if ((rv = nng_msg_alloc(&m, len * sizeof(float))) != 0)
 				die("raw pieces", rv, 1);
 			memcpy(nng_msg_body(m), g + lo, len * sizeof(float));
-			cb_req *x = &xs[c];
-			x->receiving = 0;
-			x->done = 0;
-			nng_aio_set_msg(x->aio, m);
-			nng_ctx_send(x->ctx, x->aio);
+			cb_post(&xs[c], m);
 		}
-		for (int c = 0; c < k; c++) {
-			cb_req *x = &xs[c];
-			pthread_mutex_lock(&x->mu);
-			while (!x->done)
-				pthread_cond_wait(&x->cv, &x->mu);
-			pthread_mutex_unlock(&x->mu);
-			if (x->rv != 0)
-				die("raw pieces", x->rv, 1);
-			nng_msg_free(x->rep);
-		}
+		for (int c = 0; c < k; c++)
+			cb_await(&xs[c], "raw pieces");
 	}
 	return (now_us() - t0) / iters;
 }

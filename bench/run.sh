@@ -244,6 +244,15 @@ dense() {
 for c in $CONFIGS; do : >"$T/$c.res"; done
 # shellcheck disable=SC2086
 interleave training dense $CONFIGS
+# samples CONFIG...: each configuration's median figure as JSON pairs,
+# "NAME": figure (NAME without an L_ prefix), for "samples_per_s".
+samples() {
+	s=""
+	for c in "$@"; do
+		s="$s${s:+, }\"${c#L_}\": $(median <"$T/$c.txt")"
+	done
+	echo "$s"
+}
 # ratio A B: the median over rounds of A's figure / B's
 ratios() { paste "$T/$1.txt" "$T/$2.txt" | awk '{print $1 / $2}'; }
 ratio() { ratios "$1" "$2" | median; }
@@ -369,13 +378,8 @@ R=${BENCH_LARGE_ROUNDS:-3}
 interleave "mlp:2048,2048" large $LCONF
 printf '\n%-46s %12s %10s %s\n' "training, mlp:2048,2048, batch 256, $LSTEPS steps" \
 	samples/s speed "(rounds min-max)"
-json="$json\n  \"large\": {\"model\": \"mlp:2048,2048\", \"batch\": 256, \"steps\": $LSTEPS, \"rounds\": $R, \"samples_per_s\": {"
-sep=""
-for c in $LCONF; do
-	json="$json$sep\"${c#L_}\": $(median <"$T/$c.txt")"
-	sep=", "
-done
-json="$json}, \"speed\": {"
+# shellcheck disable=SC2086
+json="$json\n  \"large\": {\"model\": \"mlp:2048,2048\", \"batch\": 256, \"steps\": $LSTEPS, \"rounds\": $R, \"samples_per_s\": {$(samples $LCONF)}, \"speed\": {"
 sep=""
 rj=""
 printf '%-46s %12.0f\n' "one process, no servers (bench/solo)" \
@@ -545,13 +549,8 @@ sparse() {
 interleave sparse sparse $SCONF
 printf '\n%-46s %12s %10s %s\n' "sparse training, $SD, batch 256" \
 	samples/s speed "(rounds min-max)"
-json="$json \"training\": {\"data\": \"$SD\", \"batch\": 256, \"steps\": $STEPS, \"samples_per_s\": {"
-sep=""
-for c in $SCONF; do
-	json="$json$sep\"$c\": $(median <"$T/$c.txt")"
-	sep=", "
-done
-json="$json}, \"speed\": {"
+# shellcheck disable=SC2086
+json="$json \"training\": {\"data\": \"$SD\", \"batch\": 256, \"steps\": $STEPS, \"samples_per_s\": {$(samples $SCONF)}, \"speed\": {"
 sep=""
 rj=""
 line "pstrain sync 1 x 1, fm:15" sp_fm sp_fm_torch

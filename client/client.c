@@ -284,9 +284,7 @@ void pti_client_close(pti_client *c)
 		nng_close(k->sock);
 		pti_shm_seg_fini(&k->mine);
 		pti_shm_seg_fini(&k->theirs);
-		for (uint32_t j = 0; j < k->n_old; j++)
-			pti_shm_seg_fini(&k->old[j]);
-		free(k->old);
+		pti_shm_segs_free(k->old, k->n_old);
 		while (k->all != NULL) {
 			client_part *p = k->all;
 			k->all = p->all_next;
@@ -1161,19 +1159,11 @@ int pti_client_shm(pti_client *c)
 			    (unsigned long long)k->hi);
 		}
 		pthread_mutex_lock(&c->mu);
-		if (k->theirs.p != NULL) {
-			pti_shm_seg *o = realloc(k->old,
-			    (k->n_old + 1) * sizeof(*o));
-			if (o == NULL) {
-				pthread_mutex_unlock(&c->mu);
-				pti_shm_seg_fini(&theirs);
-				return pti_err_set(PT_ENOMEM, "shared memory");
-			}
-			k->old = o;
-			k->old[k->n_old++] = k->theirs;
-		}
-		k->theirs = theirs;
+		rv = pti_shm_seg_replace(&k->theirs, &theirs, &k->old,
+		    &k->n_old);
 		pthread_mutex_unlock(&c->mu);
+		if (rv != 0)
+			return rv;
 	}
 	c->shm = 1;
 	return 0;

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -48,6 +49,31 @@ void pti_shm_seg_fini(pti_shm_seg *g)
 	if (g->fd >= 0)
 		close(g->fd);
 	*g = PTI_SHM_SEG_NONE;
+}
+
+int pti_shm_seg_replace(pti_shm_seg *cur, pti_shm_seg *g, pti_shm_seg **old,
+    uint32_t *n_old)
+{
+	if (cur->p != NULL) {
+		pti_shm_seg *o = realloc(*old, (*n_old + 1) * sizeof(*o));
+		if (o == NULL) {
+			pti_shm_seg_fini(g);
+			return pti_err_set(PT_ENOMEM, "shared memory: a segment "
+			    "replaced");
+		}
+		*old = o;
+		o[(*n_old)++] = *cur;
+	}
+	*cur = *g;
+	*g = PTI_SHM_SEG_NONE;
+	return 0;
+}
+
+void pti_shm_segs_free(pti_shm_seg *segs, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		pti_shm_seg_fini(&segs[i]);
+	free(segs);
 }
 
 // seg_map maps a peer's segment fd (kept in g) read-only, once it is

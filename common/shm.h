@@ -36,6 +36,17 @@ int pti_shm_seg_create(pti_shm_seg *g, size_t bytes, const char *name);
 // pti_shm_seg_fini unmaps g and closes its descriptor; g becomes none.
 void pti_shm_seg_fini(pti_shm_seg *g);
 
+// pti_shm_seg_replace makes *g the current segment *cur (g becomes
+// none). The one it replaces stays mapped, appended to (*old)[0..*n_old)
+// (a gradient held or a value lent may still point into it), until
+// pti_shm_segs_free. PT_ENOMEM when the list cannot grow: then *g is
+// unmapped and *cur kept.
+int pti_shm_seg_replace(pti_shm_seg *cur, pti_shm_seg *g, pti_shm_seg **old,
+    uint32_t *n_old);
+
+// pti_shm_segs_free unmaps segs[0..n) and frees segs.
+void pti_shm_segs_free(pti_shm_seg *segs, uint32_t n);
+
 // pti_shm_path is the handshake socket's path for an ipc:// address
 // (its path with ".shm"). PT_EINVAL when url is not ipc:// or the path
 // is too long for a unix socket.

@@ -426,10 +426,8 @@ void pti_server_fini(ps_server *s)
 		free(s->params);
 	for (uint32_t r = 0; s->shm_of != NULL && r < s->job->workers; r++)
 		pti_shm_seg_fini(&s->shm_of[r]);
-	for (uint32_t i = 0; i < s->n_shm_old; i++)
-		pti_shm_seg_fini(&s->shm_old[i]);
+	pti_shm_segs_free(s->shm_old, s->n_shm_old);
 	free(s->shm_of);
-	free(s->shm_old);
 	if (s->pol != NULL)
 		s->policy->fini(s);
 	free(s->pol);

@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -18,21 +17,13 @@
 static void shm_record(ps_server *s, uint32_t rank, pti_shm_seg *g)
 {
 	pthread_mutex_lock(&s->mu);
-	pti_shm_seg *old = &s->shm_of[rank];
-	if (old->p != NULL) {
-		pti_shm_seg *o = realloc(s->shm_old,
-		    (s->n_shm_old + 1) * sizeof(*o));
-		if (o != NULL) {
-			s->shm_old = o;
-			s->shm_old[s->n_shm_old++] = *old;
-		} else {
-			pti_shm_seg_fini(g); // keep the one it has
-			pthread_mutex_unlock(&s->mu);
-			return;
-		}
-	}
-	*old = *g;
+	int rv = pti_shm_seg_replace(&s->shm_of[rank], g, &s->shm_old,
+	    &s->n_shm_old);
 	pthread_mutex_unlock(&s->mu);
+	if (rv != 0) { // it keeps the one it had
+		pti_log(PT_LOG_WARN, "server %u: %s", s->rank, pt_errmsg(rv));
+		return;
+	}
 	pti_log(PT_LOG_INFO, "server %u: worker %u's pushes are read in "
 	    "shared memory", s->rank, rank);
 }
