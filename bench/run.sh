@@ -48,7 +48,8 @@
 # training steps; BENCH_MEM_STEPS (30) steps of the memory runs, on
 # BENCH_MEM_DATA (fashion-mnist; tests/bench_test.sh takes a small
 # synthetic set: the final evaluation of mlp:2048,2048 on 60,000
-# examples is most of such a run).
+# examples is most of such a run); BENCH_SPARSE_EXAMPLES (200000)
+# examples of the sparse jobs' ctr set.
 cd "$(dirname "$0")/.." || exit 2
 P=bin/pstrain
 R=${BENCH_ROUNDS:-5}
@@ -521,7 +522,8 @@ json="$json},"
 # A sparse job's samples/s against PyTorch on the same examples in one
 # process (bench/torch_sparse.py: nn.EmbeddingBag for lr, nn.Embedding
 # rows for fm; sparse gradients, SGD), rounds interleaved.
-SD="ctr:200000,26,384615"
+NE=${BENCH_SPARSE_EXAMPLES:-200000}
+SD="ctr:$NE,26,384615"
 SCONF="sp_fm sp_lr"
 if [ -n "$PY" ]; then
 	SCONF="$SCONF sp_fm_torch sp_lr_torch"
@@ -533,7 +535,7 @@ sparse() {
 	case $1 in sp_fm*) m=fm:15 ;; *) m=lr ;; esac
 	case $1 in
 	*_torch) $PY bench/torch_sparse.py --dump "$T/ctr.bin" \
-		--examples 200000 --fields 26 --model $m --batch 256 \
+		--examples "$NE" --fields 26 --model $m --batch 256 \
 		--lr 0.1 --steps "$STEPS" | awk '{print $2}' ;;
 	*) rm -rf "$T/run"
 		$P run --mode sync --servers 1 --workers 1 --model $m \

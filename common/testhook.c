@@ -17,20 +17,35 @@ void pti_test_hold(pti_hold at)
 		usleep(10 * 1000);
 }
 
-int pti_test_poison(unsigned rank, unsigned long long step)
+// at: the FILE of hook `name` set to R:T:FILE when R is rank and T step,
+// else NULL.
+static const char *at(const char *name, unsigned rank, unsigned long long step)
 {
-	const char *e = pti_test_hook("PSTRAIN_TEST_POISON");
+	const char *e = pti_test_hook(name);
 	unsigned r;
 	unsigned long long t;
-	int at = 0;
-	if (e == NULL || sscanf(e, "%u:%llu:%n", &r, &t, &at) != 2 || at == 0 ||
+	int n = 0;
+	if (e == NULL || sscanf(e, "%u:%llu:%n", &r, &t, &n) != 2 || n == 0 ||
 	    r != rank || t != step)
-		return 0;
-	int fd = open(e + at, O_WRONLY | O_CREAT | O_EXCL, 0600);
+		return NULL;
+	return e + n;
+}
+
+int pti_test_poison(unsigned rank, unsigned long long step)
+{
+	const char *f = at("PSTRAIN_TEST_POISON", rank, step);
+	int fd = f != NULL ? open(f, O_WRONLY | O_CREAT | O_EXCL, 0600) : -1;
 	if (fd < 0)
 		return 0;
 	close(fd);
 	return 1;
+}
+
+void pti_test_hold_step(unsigned rank, unsigned long long step)
+{
+	const char *f = at("PSTRAIN_TEST_STEP_HOLD", rank, step);
+	while (f != NULL && access(f, F_OK) != 0)
+		usleep(10 * 1000);
 }
 
 unsigned long long pti_test_steps(unsigned rank, unsigned long long steps)

@@ -40,6 +40,11 @@ void pti_test_hold(pti_hold at);
 // or not it is restarted after.
 int pti_test_poison(unsigned rank, unsigned long long step);
 
+// pti_test_hold_step: with PSTRAIN_TEST_STEP_HOLD=R:T:FILE, worker R
+// waits before step T while FILE does not exist (train/loop.c): a test
+// keeps a job running, however fast it trains, until it lets it go.
+void pti_test_hold_step(unsigned rank, unsigned long long step);
+
 // pti_test_steps: with PSTRAIN_TEST_STEPS=R:N, worker R's planned steps
 // are N instead of `steps` (it finishes early, as one misled would).
 unsigned long long pti_test_steps(unsigned rank, unsigned long long steps);

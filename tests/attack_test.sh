@@ -18,10 +18,22 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/pt-attack-XXXXXX")
 trap 'rm -rf "$T"' EXIT
 . tests/lib.sh
 
-# A straggling worker 0 keeps the job running while the attack goes on;
-# it changes no value in sync mode. --auth-timeout 2: half-sent messages
-# are closed within the job.
-J="--servers 2 --workers 2 --model mlp:64 --data synthetic:1200 --seed 3 --batch 64 --steps 300 --straggler 0:40 --auth-timeout 2"
+# --auth-timeout 2: half-sent messages are closed within the job.
+J="--servers 2 --workers 2 --model mlp:64 --data synthetic:1200 --seed 3 --batch 64 --steps 300 --auth-timeout 2"
+
+# held NAME CMD...: CMD (a job of the tests' build) with worker 0 held
+# before step 20 until the file NAME.go exists (PSTRAIN_TEST_STEP_HOLD),
+# in the background with its pid in $job: the job trains while an attack
+# goes on, however long that takes, and no longer. Holding a worker
+# changes no value in sync mode. go NAME lets it go.
+held() {
+	f=$1
+	shift
+	rm -f "$f.go"
+	PSTRAIN_TEST_STEP_HOLD="0:20:$f.go" "$@" &
+	job=$!
+}
+go() { : >"$1.go"; }
 
 # urls DIR: the servers' tcp addresses, once both listen (bounded wait)
 urls() {
@@ -40,13 +52,13 @@ urls() {
 # sets rc (the job's exit), arc (the attack's) and alive (1 when the job
 # was still running once the attack had finished).
 attacked() {
-	$P run $J --transport tcp --mode "$1" --out "$2" \
-		--save-model "$2/m.bin" >"$2.log" 2>&1 &
-	job=$!
+	held "$2" $H run $J --transport tcp --mode "$1" --out "$2" \
+		--save-model "$2/m.bin" >"$2.log" 2>&1
 	u=$(urls "$2")
 	$A "$u" 1 2 >"$2.attack" 2>&1
 	arc=$?
 	kill -0 $job 2>/dev/null && alive=1 || alive=0
+	go "$2"
 	wait $job
 	rc=$?
 }
@@ -108,9 +120,8 @@ test_attack_tls_bit_identical() {
 			--save-model "$T/ref/m.bin" >"$T/ref.log" 2>&1
 		r0=$?
 	fi
-	$P run $J $tls --mode sync --out "$T/tls" --save-model "$T/tls/m.bin" \
-		>"$T/tls.log" 2>&1 &
-	job=$!
+	held "$T/tls" $H run $J $tls --mode sync --out "$T/tls" \
+		--save-model "$T/tls/m.bin" >"$T/tls.log" 2>&1
 	u=$(urls "$T/tls")
 	bad=0
 	for url in $(echo "$u" | tr , ' '); do
@@ -124,6 +135,7 @@ test_attack_tls_bit_identical() {
 			bad=$((bad + 1))
 	done
 	kill -0 $job 2>/dev/null && alive=1 || alive=0
+	go "$T/tls"
 	wait $job
 	rc=$?
 	refused=$(grep -c '^refused' "$T/tls.attack")
@@ -221,13 +233,20 @@ test_attack_flood_then_restart() {
 	# A sync job under the same flood: a worker killed after it is
 	# noticed, restarted (--restart-workers 1) and the job ends exit 0.
 	n=test_attack_flood_then_restart
-	$P run $J --transport tcp --mode sync --restart-workers 1 \
-		--out "$T/fl" >"$T/fl.log" 2>&1 &
-	job=$!
+	held "$T/fl" $H run $J --transport tcp --mode sync --restart-workers 1 \
+		--out "$T/fl" >"$T/fl.log" 2>&1
 	u=$(urls "$T/fl")
 	flood "${u%%,*}" 1000 6 >"$T/flood2.log" 2>&1
 	w=$(pgrep -f -- "worker .*--out $T/fl .*--rank 1 ")
 	[ -n "$w" ] && kill -9 $w
+	# let worker 0 go once the restarted worker 1 is back
+	i=0
+	while [ "$i" -lt 2400 ] &&
+		! grep -q "worker 1 failed .*restarting it" "$T/fl.log"; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	go "$T/fl"
 	wait $job
 	rc=$?
 	wr=$(json worker_restarts "$T/fl/summary.json")
@@ -262,9 +281,9 @@ test_attack_rank_taken() {
 	u=$(listening "$T/rk.srv") || {
 		no $n "the server did not listen" "$T/rk.srv"; kill $spid; return; }
 	# shellcheck disable=SC2086
-	$P worker $C --rank 0 --connect "$u" --straggler 0:30 \
-		--save-model "$T/rk/m.bin" --out "$T/rk" >"$T/rk.w0" 2>&1 &
-	w0=$!
+	held "$T/rk" $H worker $C --rank 0 --connect "$u" \
+		--save-model "$T/rk/m.bin" --out "$T/rk" >"$T/rk.w0" 2>&1
+	w0=$job
 	# shellcheck disable=SC2086
 	$P worker $C --rank 1 --connect "$u" --out "$T/rk" >"$T/rk.w1" 2>&1 &
 	w1=$!
@@ -273,6 +292,7 @@ test_attack_rank_taken() {
 	$P worker $C --rank 1 --connect "$u" --rpc-timeout 2 \
 		--out "$T/rkdup" >"$T/rk.dup" 2>&1
 	drc=$?
+	go "$T/rk"
 	wait $w0
 	r0=$?
 	wait $w1
@@ -405,12 +425,12 @@ test_attack_idle_at_ulimit() {
 	sh scripts/certs.sh "$T/ica" >/dev/null 2>&1 || {
 		no $n "scripts/certs.sh failed"; return; }
 	tls="--transport tls --tls-cert $T/ica/server.crt --tls-key $T/ica/server.key --tls-ca $T/ica/ca.crt"
-	# 500 steps of at least 40 ms: the job outlasts the connections,
-	# which nng accepts at about 130 a second over TLS.
-	(ulimit -n 1024 && exec $P run $J $tls --steps 500 --mode sync --restart-workers 1 \
+	# Held until the connections (which nng accepts at about 130 a
+	# second over TLS) are closed and worker 1 is restarted.
+	held "$T/ul" sh -c 'ulimit -n 1024 && exec "$@"' sh \
+		$H run $J $tls --mode sync --restart-workers 1 \
 		--dashboard --dashboard-listen 127.0.0.1:0 --out "$T/ul" \
-		>"$T/ul.log" 2>&1) &
-	job=$!
+		>"$T/ul.log" 2>&1
 	u=$(urls "$T/ul")
 	d=$(sed -n 's|.*dashboard at http://\([0-9.:]*\)/.*|\1|p' "$T/ul.log")
 	s0=${u%%,*}
@@ -427,6 +447,7 @@ test_attack_idle_at_ulimit() {
 	w=$(pgrep -f -- "worker .*--out $T/ul .*--rank 1 ")
 	[ -n "$w" ] && kill -9 $w
 	wait $ip
+	go "$T/ul"
 	wait $job
 	rc=$?
 	wr=$(json worker_restarts "$T/ul/summary.json")

@@ -31,6 +31,7 @@ static int step(pti_trainer *w, pti_sender *s, pti_step *st, uint64_t t)
 	const float *x;
 	const uint8_t *y;
 	int rv;
+	pti_test_hold_step(w->c->rank, t);
 	pti_trainer_batch(w, st, t, &x, &y);
 	if ((rv = op->grad(s->s, st, x, y)) != 0 ||
 	    (rv = replies(w, s, op->flush)) != 0)
