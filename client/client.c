@@ -531,9 +531,9 @@ static int call_send(pt_req *q, uint32_t server, const pti_hdr *h,
 		hs.has |= PTI_H_SHM | PTI_H_RANGE;
 		hs.shm = 1;
 		hs.n = n;
-		if (pay != NULL)
-			memcpy(k->mine.p + (h->off - k->lo), pay,
-			    n * sizeof(float));
+		float *at = k->mine.p + (h->off - k->lo);
+		if (pay != NULL && pay != at) // else computed in place
+			memcpy(at, pay, n * sizeof(float));
 		h = &hs;
 		pay = NULL;
 	}
@@ -796,8 +796,10 @@ int pti_call_wait(pt_req *q, pti_client_step *info)
 		if (p->dst == NULL && !p->lend)
 			continue;
 		// Bytes may be unaligned in the message body: copy. A lent
-		// reply's stay where they are (pti_call_lend).
-		if (p->dst != NULL)
+		// reply's stay where they are (pti_call_lend), and values
+		// read in the server's segment by a caller pointed there
+		// (pti_client_shm_view) are already in place.
+		if (p->dst != NULL && p->dst != p->pay)
 			memcpy(p->dst, p->pay, h->n * sizeof(float));
 		p->k->ver = h->ver;
 		if (h->ver < st.ver_min)
@@ -1166,6 +1168,21 @@ int pti_client_shm(pti_client *c)
 			return rv;
 	}
 	c->shm = 1;
+	return 0;
+}
+
+int pti_client_shm_view(const pti_client *c, uint64_t off, uint64_t n,
+    float **grad, const float **vals)
+{
+	for (uint32_t i = 0; c->shm && i < c->n; i++) {
+		const client_link *k = &c->links[i];
+		if (k->mine.p == NULL || k->theirs.p == NULL || off < k->lo ||
+		    off > k->hi || n > k->hi - off)
+			continue;
+		*grad = k->mine.p + (off - k->lo);
+		*vals = k->theirs.p + (off - k->lo);
+		return 1;
+	}
 	return 0;
 }
 

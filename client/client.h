@@ -55,6 +55,16 @@ int pti_client_wait(pti_client *c, const char *who, double timeout_s,
 // address that is not ipc://, else pti_shm_offer's errors.
 int pti_client_shm(pti_client *c);
 
+// pti_client_shm_view: when one server's shared memory holds the range
+// [off, off + n) (after pti_client_shm), points *grad where this worker
+// writes its pushes' values for it and *vals where it reads the server's,
+// and returns 1; else 0, nothing written. A push of grad from there, or
+// a pull or pushpull into vals, copies nothing: a trainer computes in
+// place. Both stay valid until pti_client_close; a later handshake (a
+// rejoin) may move them: ask again after one.
+int pti_client_shm_view(const pti_client *c, uint64_t off, uint64_t n,
+    float **grad, const float **vals);
+
 // pti_client_hello joins every server and checks that each holds the shard
 // that l and the server count say, in `mode` with `workers` workers.
 // `step` is the worker's next step (0 at the start); *start receives

@@ -139,31 +139,42 @@ test_ck_dead_server_restarted() {
 	fi
 }
 
-test_ck_dead_server_restarted_shm() {
-	# The same over shared memory (--transport shm): the restarted
-	# server hands over a new segment, the workers map it when they
-	# rejoin, and the model is bit-identical to the ipc job's that never
-	# failed.
-	n=test_ck_dead_server_restarted_shm
-	d="$T/srvshm"
+# restarted_shm NAME SERVERS: a server killed in a job over shared
+# memory (--transport shm) of SERVERS servers: the restarted server hands
+# over a new segment, the workers map it when they rejoin (one server:
+# and compute in it again), and the model is bit-identical to the ipc
+# job's that never failed (the server count changes no value in sync).
+restarted_shm() {
+	n=$1 r=$(($2 - 1))
+	d="$T/$n"
 	[ -f "$T/srv-ref/m.bin" ] || { no $n "no reference model"; return; }
-	kill_server_at "$d" "$d/ck/server-1-v40.ckpt" 1 $J --steps 400 \
+	kill_server_at "$d" "$d/ck/server-$r-v40.ckpt" $r $J --steps 400 \
 		--checkpoint-dir "$d/ck" --checkpoint-every 20 \
 		--delay uniform:3:3 --restart-servers 1 --save-model "$d/m.bin" \
-		--transport shm
+		--transport shm --servers "$2"
 	rc=$?
 	rs=$(json server_restarts "$d/summary.json")
-	# server-1.log is the restarted server's (each start truncates it):
+	# server-R.log is the restarted server's (each start truncates it):
 	# worker 0 handed its segment over to it.
 	maps=$(grep -c "worker 0's pushes are read in shared memory" \
-		"$d/server-1.log")
+		"$d/server-$r.log")
+	# One server holds the whole model: worker 0 computes in its
+	# segments, from the start and again after it rejoined.
+	inplace=$(grep -c "computes in server 0's shared memory" \
+		"$d/worker-0.log")
 	if [ "$rc" = 0 ] && [ "$rs" = 1 ] && [ "$maps" -ge 1 ] &&
+		{ [ "$2" != 1 ] || [ "$inplace" -ge 2 ]; } &&
 		grep -q "rejoining" "$d/worker-0.log" &&
-		$DIFF "$T/srv-ref/m.bin" "$d/m.bin" 0 >"$T/diff4.log"; then
+		$DIFF "$T/srv-ref/m.bin" "$d/m.bin" 0 >"$d.diff"; then
 		ok $n
 	else
-		no $n "exit $rc, restarts '$rs', the restarted server mapped worker 0's segment $maps times: $(cat "$T/diff4.log" 2>/dev/null)" "$d.log"
+		no $n "exit $rc, restarts '$rs', the restarted server mapped worker 0's segment $maps times, worker 0 computed in place $inplace times: $(cat "$d.diff" 2>/dev/null)" "$d.log"
 	fi
+}
+
+test_ck_dead_server_restarted_shm() {
+	restarted_shm test_ck_dead_server_restarted_shm 2
+	restarted_shm test_ck_dead_server_restarted_shm_one 1
 }
 
 test_ck_killed_while_writing() {

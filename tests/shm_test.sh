@@ -15,8 +15,10 @@ trap 'rm -rf "$T"' EXIT
 J="--mode sync --servers 2 --workers 3 --data synthetic:1200 --model mlp:32 --seed 7 --lr 0.2 --batch 48 --steps 40"
 
 # same NAME FLAGS...: the job over shm and over ipc with FLAGS saves the
-# same model, bit for bit, and every server read every worker's pushes
-# in shared memory.
+# same model, bit for bit, and each of the servers $SERVERS read every
+# worker's pushes in shared memory; with INPLACE=1 every worker also
+# computed in server 0's (one server holds the whole model).
+SERVERS="0 1" INPLACE=0
 same() {
 	n=$1
 	shift
@@ -28,13 +30,20 @@ same() {
 	$P run $J "$@" --out "$T/$n-ipc" --save-model "$T/$n-ipc.bin" \
 		>"$T/$n-ipc.log" 2>&1 ||
 		{ no $n "the ipc job failed" "$T/$n-ipc.log"; return; }
-	for s in 0 1; do
+	for s in $SERVERS; do
 		for w in 0 1 2; do
 			grep -q "worker $w's pushes are read in shared memory" \
 				"$T/$n-shm/server-$s.log" ||
 				{ no $n "server $s never mapped worker $w's" \
 					"$T/$n-shm/server-$s.log"; return; }
 		done
+	done
+	for w in 0 1 2; do
+		[ "$INPLACE" = 0 ] ||
+			grep -q "worker $w: computes in server 0's shared memory" \
+				"$T/$n-shm/worker-$w.log" ||
+			{ no $n "worker $w copied its values" \
+				"$T/$n-shm/worker-$w.log"; return; }
 	done
 	grep -q '"shm": true' "$T/$n-shm/summary.json" ||
 		{ no $n "summary.json's config lacks shm" \
@@ -58,6 +67,17 @@ test_shm_same_model() {
 
 test_shm_layer_push_same_model() {
 	same test_shm_layer_push_same_model --layer-push on
+}
+
+test_shm_one_server_in_place() {
+	# One server holds the whole model: each worker computes its
+	# gradient in its own segment and reads the values in the server's
+	# (no copy either way), with and without --layer-push, and the
+	# model is still ipc's bit for bit.
+	SERVERS=0 INPLACE=1
+	same test_shm_one_server_in_place --servers 1 --layer-push on
+	same test_shm_one_server_in_place_lp_off --servers 1 --layer-push off
+	SERVERS="0 1" INPLACE=0
 }
 
 # refused NAME WANT FLAGS...: pstrain run with FLAGS exits 2 saying WANT,
@@ -86,4 +106,5 @@ test_shm_refusals() {
 
 test_shm_same_model
 test_shm_layer_push_same_model
+test_shm_one_server_in_place
 test_shm_refusals

@@ -39,6 +39,31 @@ static int session_recoverable(int rv)
 	return rv == PT_ECLOSED || rv == PT_ESTATE;
 }
 
+// session_bind points w->grad and w->params into the servers' shared
+// memory when one server's holds the whole model (--transport shm, one
+// server): the gradient is computed where that server sums it and the
+// forward reads the values where it writes them, no copy made either
+// way (the model reads no value after it hands over the gradient's
+// first piece, and in sync mode, the only one over shm, the server
+// writes none before that: model/model.h). Otherwise the trainer's own
+// buffers, which pulls copy into. After every join: a rejoin may move
+// the server's segment.
+static void session_bind(pti_trainer *w)
+{
+	float *g;
+	const float *v;
+	w->grad = w->own_grad;
+	w->params = w->own_params;
+	if (w->sparse == NULL &&
+	    pti_client_shm_view(w->client, 0, w->layout.n_params, &g, &v)) {
+		w->grad = g;
+		w->params = (float *)v; // read-only: pulls write nothing
+		fprintf(stderr, "worker %u: computes in server 0's shared "
+		    "memory (its gradient and the values, no copy)\n",
+		    w->c->rank);
+	}
+}
+
 int pti_session_join(pti_trainer *w, uint64_t *t)
 {
 	const pti_config *c = w->c;
@@ -49,8 +74,10 @@ int pti_session_join(pti_trainer *w, uint64_t *t)
 		int rv = w->pw == NULL ? session_open(w)
 				       : pti_worker_join(w->pw, (int64_t)*t,
 					     &start);
-		if (rv == 0)
+		if (rv == 0) {
+			session_bind(w);
 			rv = pti_client_pull(w->client, w->params, -1, &info);
+		}
 		if (rv == 0) {
 			*t = (uint64_t)(pti_mode_of(c->job.mode)->lockstep
 					    ? info.ver_min

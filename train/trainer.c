@@ -58,8 +58,8 @@ int pti_trainer_init(pti_trainer *w, const pti_config *c)
 	w->n_eval = np;
 	if (w->layout.n_tables > 0 && (rv = pti_sparse_init(w)) != 0)
 		return rv;
-	w->params = calloc(w->n_eval, sizeof(float));
-	w->grad = calloc(np, sizeof(float));
+	w->params = w->own_params = calloc(w->n_eval, sizeof(float));
+	w->grad = w->own_grad = calloc(np, sizeof(float));
 	w->x = malloc((size_t)rows * w->data.train.dim * sizeof(float));
 	w->y = malloc(rows);
 	w->idx = malloc(rows * sizeof(uint32_t));
@@ -86,8 +86,8 @@ void pti_trainer_fini(pti_trainer *w)
 	pti_batches_close(w->batches);
 	pti_sparse_fini(w);
 	pti_data_fini(&w->data);
-	free(w->params);
-	free(w->grad);
+	free(w->own_params);
+	free(w->own_grad);
 	free(w->x);
 	free(w->y);
 	free(w->idx);

@@ -28,7 +28,10 @@ typedef struct pti_trainer {
 	pti_model *model;
 	pt_worker *pw;         // the library's worker, once it has joined
 	pti_client *client;    // its connection to the servers
-	float *params, *grad;  // (n_params); params (n_eval)
+	float *params, *grad;  // (n_params); params (n_eval): own_params
+			       // and own_grad, or where the servers'
+			       // shared memory holds them (session.c)
+	float *own_params, *own_grad;
 	uint64_t n_eval;       // floats an evaluation reads: n_params, and a
 			       // sparse model's rows behind them
 	pti_sparse *sparse;    // a sparse model's views, or NULL
