@@ -102,8 +102,12 @@ int pti_worker_join(pt_worker *w, int64_t step, int64_t *start)
 		if (rv == 0)
 			rv = pti_client_hello(w->client, &w->l, w->job.mode,
 			    w->job.workers, step, start);
+		// Values stay still while read in sync without backup
+		// workers only (docs/PROTOCOL.md "Shared memory").
 		if (rv == 0 && w->job.shm)
-			rv = pti_client_shm(w->client);
+			rv = pti_client_shm(w->client,
+			    pti_mode_of(w->job.mode)->lockstep &&
+				w->job.backup_workers == 0);
 		if (rv == 0) {
 			w->start = w->next_ver = *start;
 			return 0;

@@ -137,6 +137,7 @@ struct pti_client {
 	uint64_t tx, rx; // bytes of the messages sent and received
 	int skew; // test hook: lent replies are moved to an unaligned body
 	int shm;  // dense values through shared memory (pti_client_shm)
+	int shm_still; // and no server changes one a worker may be reading
 };
 
 // link_pipe_cb follows the connection to one server. When it closes, the
@@ -489,14 +490,24 @@ int pti_call_new(pti_client *c, pt_req **out)
 // call_send is pti_call_send, and pti_call_send_lent when lend is set.
 // link_shm: whether request h of n values to k goes through shared
 // memory: a push, pushpull or pull of a range within k's shard, once k's
-// segments were handed over.
+// segments were handed over; but not a push whose range overlaps one
+// still under way in k's segment (the server may not have read that
+// one yet: this one's values go in its message). Under c->mu.
 static int link_shm(const client_link *k, const pti_hdr *h, uint64_t n)
 {
-	return k->theirs.p != NULL && k->mine.p != NULL &&
-	       (h->op == PT_OP_PUSH || h->op == PT_OP_PUSHPULL ||
-		   h->op == PT_OP_PULL) &&
-	       (h->has & PTI_H_RANGE) && h->off >= k->lo && h->off <= k->hi &&
-	       n <= k->hi - h->off;
+	if (k->theirs.p == NULL || k->mine.p == NULL ||
+	    (h->op != PT_OP_PUSH && h->op != PT_OP_PUSHPULL &&
+		h->op != PT_OP_PULL) ||
+	    !(h->has & PTI_H_RANGE) || h->off < k->lo || h->off > k->hi ||
+	    n > k->hi - h->off)
+		return 0;
+	for (const client_part *b = k->busy; h->op != PT_OP_PULL && b != NULL;
+	     b = b->next)
+		if (b->state != PART_DONE && (b->hdr.has & PTI_H_SHM) &&
+		    b->hdr.op != PT_OP_PULL && b->hdr.off < h->off + n &&
+		    h->off < b->hdr.off + b->hdr.n)
+			return 0;
+	return 1;
 }
 
 static int call_send(pt_req *q, uint32_t server, const pti_hdr *h,
@@ -519,6 +530,7 @@ static int call_send(pt_req *q, uint32_t server, const pti_hdr *h,
 		return pti_err_set(PT_EINVAL, "a call lends one reply");
 	pthread_mutex_lock(&c->mu);
 	rv = part_get(k, &p);
+	int shm = rv == 0 && link_shm(k, h, n);
 	pthread_mutex_unlock(&c->mu);
 	if (rv != 0)
 		return rv;
@@ -526,7 +538,7 @@ static int call_send(pt_req *q, uint32_t server, const pti_hdr *h,
 	// request says so (and that the reply's values stay in the
 	// server's segment).
 	pti_hdr hs;
-	if (link_shm(k, h, n)) {
+	if (shm) {
 		hs = *h;
 		hs.has |= PTI_H_SHM | PTI_H_RANGE;
 		hs.shm = 1;
@@ -768,6 +780,19 @@ static void call_await(pt_req *q, const client_part *want, double start)
 	}
 }
 
+// shm_moving: part p's reply left its values in the server's segment,
+// where they may change while read (pti_client_shm's still unset): they
+// are copied out under the segment's seqlock. shm_ctl: k's block.
+static int shm_moving(const pti_client *c, const client_part *p)
+{
+	return !c->shm_still && (p->hdr.has & PTI_H_SHM);
+}
+
+static const pti_shm_ctl *shm_ctl(const client_link *k)
+{
+	return pti_shm_ctl_of(&k->theirs, k->hi - k->lo);
+}
+
 int pti_call_wait(pt_req *q, pti_client_step *info)
 {
 	pti_client *c = q->c;
@@ -799,7 +824,10 @@ int pti_call_wait(pt_req *q, pti_client_step *info)
 		// reply's stay where they are (pti_call_lend), and values
 		// read in the server's segment by a caller pointed there
 		// (pti_client_shm_view) are already in place.
-		if (p->dst != NULL && p->dst != p->pay)
+		if (p->dst != NULL && p->dst != p->pay && shm_moving(c, p))
+			p->hdr.ver = pti_shm_read(shm_ctl(p->k), p->dst, p->pay,
+			    h->n); // values of this version, maybe newer
+		else if (p->dst != NULL && p->dst != p->pay)
 			memcpy(p->dst, p->pay, h->n * sizeof(float));
 		p->k->ver = h->ver;
 		if (h->ver < st.ver_min)
@@ -870,13 +898,19 @@ int pti_call_lend(pt_req *q, const float **vals, pt_lent **out)
 	// The values start a multiple of 4 bytes into the body, so they are
 	// aligned where the body is; a float pointer cannot be handed out
 	// where it is not: the loan carries an aligned copy then.
-	if ((uintptr_t)pay % alignof(float) != 0) {
+	// Values the server may change while they are read are copied
+	// out too.
+	int moving = shm_moving(c, p);
+	if ((uintptr_t)pay % alignof(float) != 0 || moving) {
 		if ((l->copy = malloc(n * sizeof(float))) == NULL) {
 			free(l);
 			return pti_err_set(PT_ENOMEM, "a loan of %llu values",
 			    (unsigned long long)n);
 		}
-		memcpy(l->copy, pay, n * sizeof(float));
+		if (moving)
+			(void)pti_shm_read(shm_ctl(p->k), l->copy, pay, n);
+		else
+			memcpy(l->copy, pay, n * sizeof(float));
 	}
 	l->p = p;
 	l->m = p->reply;
@@ -1133,7 +1167,7 @@ int pti_client_hello(pti_client *c, const pti_layout *l, int mode,
 	return rv;
 }
 
-int pti_client_shm(pti_client *c)
+int pti_client_shm(pti_client *c, int still)
 {
 	for (uint32_t i = 0; i < c->n; i++) {
 		client_link *k = &c->links[i];
@@ -1151,6 +1185,13 @@ int pti_client_shm(pti_client *c)
 		if ((rv = pti_shm_offer(path, &c->secret, c->rank, k->rank,
 			 &k->mine, c->timeout_s, &theirs, &lo, &hi)) != 0)
 			return rv;
+		if (pti_shm_ctl_of(&theirs, hi - lo) == NULL) {
+			pti_shm_seg_fini(&theirs);
+			return pti_err_set(PT_EPROTO, "server %u at %s handed "
+			    "over a segment of %zu bytes: no room for the "
+			    "block after its %llu values", k->rank, k->url,
+			    theirs.bytes, (unsigned long long)(hi - lo));
+		}
 		if (lo != k->lo || hi != k->hi) {
 			pti_shm_seg_fini(&theirs);
 			return pti_err_set(PT_EPROTO, "server %u at %s handed "
@@ -1168,13 +1209,14 @@ int pti_client_shm(pti_client *c)
 			return rv;
 	}
 	c->shm = 1;
+	c->shm_still = still;
 	return 0;
 }
 
 int pti_client_shm_view(const pti_client *c, uint64_t off, uint64_t n,
     float **grad, const float **vals)
 {
-	for (uint32_t i = 0; c->shm && i < c->n; i++) {
+	for (uint32_t i = 0; c->shm && c->shm_still && i < c->n; i++) {
 		const client_link *k = &c->links[i];
 		if (k->mine.p == NULL || k->theirs.p == NULL || off < k->lo ||
 		    off > k->hi || n > k->hi - off)

@@ -51,14 +51,18 @@ int pti_client_wait(pti_client *c, const char *who, double timeout_s,
 // and maps the server's (common/shm.h), after a hello (the shards are
 // known then); from then on pushes, pushpulls and pulls of a shard's
 // ranges carry their values through them. Called again after a later
-// hello (a server that restarted has a new segment). PT_EINVAL for an
-// address that is not ipc://, else pti_shm_offer's errors.
-int pti_client_shm(pti_client *c);
+// hello (a server that restarted has a new segment). still: the job's
+// mode changes no value while a worker may read it (sync without backup
+// workers): values are read in place; otherwise they are copied out
+// under the segment's seqlock (common/shm.h, pti_shm_read). PT_EINVAL
+// for an address that is not ipc://, else pti_shm_offer's errors.
+int pti_client_shm(pti_client *c, int still);
 
 // pti_client_shm_view: when one server's shared memory holds the range
 // [off, off + n) (after pti_client_shm), points *grad where this worker
 // writes its pushes' values for it and *vals where it reads the server's,
-// and returns 1; else 0, nothing written. A push of grad from there, or
+// and returns 1; else 0, nothing written (also when values may change
+// while read: pti_client_shm's still unset). A push of grad from there, or
 // a pull or pushpull into vals, copies nothing: a trainer computes in
 // place. Both stay valid until pti_client_close; a later handshake (a
 // rejoin) may move them: ask again after one.

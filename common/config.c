@@ -171,7 +171,7 @@ static const config_entry config_table[] = {
     E("transport", T_TRANSPORT, transport, "ipc", 0, 0, RUN,
 	"ipc|shm|tcp|tls",
 	"ipc:// sockets; shm: ipc with the dense values in shared memory "
-	"(sync without backup workers); tcp:// on 127.0.0.1; or tls+tcp:// on "
+	"(not allreduce); tcp:// on 127.0.0.1; or tls+tcp:// on "
 	"127.0.0.1 (with --tls-cert, --tls-key and --tls-ca)"),
     E("link", T_STR, link, "", 0, 0, RUN, "RATE[,DELAY]",
 	"emulated hosts (network namespaces on a bridge; needs root or "
@@ -232,8 +232,8 @@ static const config_entry config_table[] = {
     E("shm", T_BOOL, job.shm, "0", 0, 1, RUN | SRV | WRK, "",
 	"dense values through shared memory, not the socket: a push's are "
 	"read where the worker wrote them, a pull's where the server keeps "
-	"them (what --transport shm sets; ipc:// addresses, sync without "
-	"backup workers)"),
+	"them, copied out under a seqlock where they may change meanwhile "
+	"(what --transport shm sets; ipc:// addresses, a mode with servers)"),
     E("secret-file", T_STR, job.secret_file, "", 0, 0, SRV | WRK, "FILE",
 	"the job secret (hex, mode 0600; make one with 'pstrain secret "
 	"FILE'); without it, the PSTRAIN_SECRET environment variable, which "
@@ -1140,14 +1140,12 @@ int pti_jobopt_check(const pti_jobopt *o)
 		return pti_err_set(PT_EINVAL,
 		    "--backup-workers %u needs --mode sync and fewer than "
 		    "--workers %u", o->backup_workers, o->workers);
-	// A worker reads the values where the server keeps them: only sync
-	// (every worker waits for all) leaves them still meanwhile.
-	if (o->shm && (o->mode != PT_MODE_SYNC || o->backup_workers > 0))
-		return pti_err_set(PT_EINVAL, "--transport shm: --mode sync "
-		    "without backup workers only, for now (in %s a server "
-		    "changes values that a worker may be reading: not done "
-		    "yet); use ipc", o->mode != PT_MODE_SYNC
-		    ? pti_mode_name(o->mode) : "sync with --backup-workers");
+	// Shared memory is between servers and workers: all-reduce's
+	// workers talk to one another.
+	if (o->shm && !pti_mode_of(o->mode)->servers)
+		return pti_err_set(PT_EINVAL, "--transport shm: --mode %s has "
+		    "no servers to share values with; its ring goes over ipc "
+		    "or tcp", pti_mode_name(o->mode));
 	if (pti_mode_of(o->mode)->lockstep &&
 	    (o->staleness_lr || o->max_staleness >= 0 || o->matched_lr))
 		return pti_err_set(PT_EINVAL,

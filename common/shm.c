@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,49 @@ void pti_shm_seg_fini(pti_shm_seg *g)
 	if (g->fd >= 0)
 		close(g->fd);
 	*g = PTI_SHM_SEG_NONE;
+}
+
+pti_shm_ctl *pti_shm_ctl_of(const pti_shm_seg *g, uint64_t n)
+{
+	if (g->p == NULL || g->bytes < PTI_SHM_SERVER_BYTES(n))
+		return NULL;
+	return (pti_shm_ctl *)((char *)g->p + pti_shm_ctl_at(n));
+}
+
+void pti_shm_write_begin(pti_shm_ctl *c)
+{
+	uint64_t s = atomic_load_explicit(&c->seq, memory_order_relaxed);
+	atomic_store_explicit(&c->seq, s + 1, memory_order_relaxed);
+	// the odd count is seen before any value changes
+	atomic_thread_fence(memory_order_release);
+}
+
+void pti_shm_write_end(pti_shm_ctl *c, int64_t ver)
+{
+	uint64_t s = atomic_load_explicit(&c->seq, memory_order_relaxed);
+	atomic_store_explicit(&c->ver, ver, memory_order_relaxed);
+	// every change is seen before the even count
+	atomic_store_explicit(&c->seq, s + 1, memory_order_release);
+}
+
+int64_t pti_shm_read(const pti_shm_ctl *c, float *dst, const float *src,
+    uint64_t n)
+{
+	for (unsigned tries = 0;; tries++) {
+		uint64_t a = atomic_load_explicit(&c->seq,
+		    memory_order_acquire);
+		if (a & 1) { // a change under way: let the server finish
+			if (tries > 16)
+				sched_yield();
+			continue;
+		}
+		memcpy(dst, src, n * sizeof(float));
+		int64_t ver = atomic_load_explicit(&c->ver,
+		    memory_order_relaxed);
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&c->seq, memory_order_relaxed) == a)
+			return ver;
+	}
 }
 
 int pti_shm_seg_replace(pti_shm_seg *cur, pti_shm_seg *g, pti_shm_seg **old,

@@ -14,6 +14,7 @@
 #ifndef PT_COMMON_SHM_H
 #define PT_COMMON_SHM_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -46,6 +47,42 @@ int pti_shm_seg_replace(pti_shm_seg *cur, pti_shm_seg *g, pti_shm_seg **old,
 
 // pti_shm_segs_free unmaps segs[0..n) and frees segs.
 void pti_shm_segs_free(pti_shm_seg *segs, uint32_t n);
+
+// A server's segment ends with this block, after its n values at
+// pti_shm_ctl_at(n): seq is odd while the server changes values and even
+// once they are whole again, ver then the version they are of. Where
+// values change while workers read them (async, ssp, sync with backup
+// workers), a worker copies them out under it, as a seqlock: it retries
+// a copy during which seq moved. In sync without backup workers no
+// value changes while a worker may read it, and the block goes unread.
+typedef struct pti_shm_ctl {
+	_Atomic uint64_t seq;
+	_Atomic int64_t ver;
+} pti_shm_ctl;
+
+// pti_shm_ctl_at: where the block starts in a segment of n values (the
+// first 64-byte boundary after them); PTI_SHM_SERVER_BYTES(n) a
+// server's segment's size.
+static inline size_t pti_shm_ctl_at(uint64_t n)
+{
+	return ((size_t)n * sizeof(float) + 63) / 64 * 64;
+}
+#define PTI_SHM_SERVER_BYTES(n) (pti_shm_ctl_at(n) + 64)
+
+// pti_shm_ctl_of is the block of segment g holding n values, NULL when g
+// is too small to hold one.
+pti_shm_ctl *pti_shm_ctl_of(const pti_shm_seg *g, uint64_t n);
+
+// The server's side, under the one lock its values are changed under:
+// pti_shm_write_begin before the first change (seq odd),
+// pti_shm_write_end once they are whole, of version ver (seq even).
+void pti_shm_write_begin(pti_shm_ctl *c);
+void pti_shm_write_end(pti_shm_ctl *c, int64_t ver);
+
+// pti_shm_read copies src[0..n) (in the segment of c) to dst as they
+// were between two changes, and returns the version they are of.
+int64_t pti_shm_read(const pti_shm_ctl *c, float *dst, const float *src,
+    uint64_t n);
 
 // pti_shm_path is the handshake socket's path for an ipc:// address
 // (its path with ".shm"). PT_EINVAL when url is not ipc:// or the path

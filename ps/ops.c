@@ -422,5 +422,6 @@ nng_msg *pti_server_handle(ps_server *s, ps_ctx *x, nng_msg *m, ps_ctx **wake)
 	pti_server_ckpt_pending(s); // a table's step may have closed
 	nng_msg_free(s->cur);
 	s->cur = NULL;
+	pti_shard_publish(s); // the values it changed are whole
 	return reply;
 }

@@ -14,6 +14,10 @@ const float *pti_aligned(const void *pay)
 void pti_shard_apply(ps_server *s, uint64_t off, const float *g,
     uint64_t n, double gdiv, double lr)
 {
+	if (s->shm_ctl != NULL && !s->shm_writing) {
+		pti_shm_write_begin(s->shm_ctl);
+		s->shm_writing = 1;
+	}
 	pti_optim_apply(&s->opt, s->params + off,
 	    s->state1 ? s->state1 + off : NULL,
 	    s->state2 ? s->state2 + off : NULL, g, n, gdiv, lr,

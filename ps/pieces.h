@@ -52,7 +52,9 @@ const float *pti_aligned(const void *pay);
 
 // pti_shard_apply runs the optimizer on [off, off + n) of the shard with
 // gradient g divided by gdiv, at learning rate lr, as the shard's next
-// update (s->updates + 1).
+// update (s->updates + 1). With --transport shm the values are in a
+// segment workers read: the first change marks them changing, and
+// pti_shard_publish (server_impl.h) says they are whole again.
 void pti_shard_apply(ps_server *s, uint64_t off, const float *g,
     uint64_t n, double gdiv, double lr);
 

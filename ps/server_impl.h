@@ -145,6 +145,8 @@ struct ps_server {
 	// (none until its handshake); segments replaced by a later
 	// handshake stay mapped until fini (a held gradient may point in).
 	pti_shm_seg shm_mine;
+	pti_shm_ctl *shm_ctl; // its block: seq odd while values change
+	int shm_writing;      // seq is odd (pti_shard_apply): publish
 	pti_shm_seg *shm_of;  // (workers)
 	pti_shm_seg *shm_old; // (n_shm_old) replaced
 	uint32_t n_shm_old;
@@ -272,6 +274,14 @@ void pti_server_fini(ps_server *s);
 nng_msg *pti_server_handle(ps_server *s, ps_ctx *x, nng_msg *m,
     ps_ctx **wake);
 void pti_server_pipe_removed(ps_server *s, uint32_t id, ps_ctx **wake);
+
+// pti_shard_publish: the shard's values, changed under the lock since the
+// last call (pieces.c, pti_shard_apply), are whole again, of version
+// s->version (--transport shm: the segment's block says so,
+// common/shm.h). What may change values calls it before the lock goes:
+// pti_server_handle, and the settling after a worker is lost or never
+// came (shard.c).
+void pti_shard_publish(ps_server *s);
 
 // Membership and output (shard.c), under the lock but the last:
 // pti_server_lost: worker r died or went silent (`why`); the job goes on

@@ -147,6 +147,14 @@ void pti_server_act(ps_server *s, uint32_t rank, const ps_take *t,
 
 // settle asks the policy to close what no longer waits for the workers
 // lost, and acts on what it did.
+void pti_shard_publish(ps_server *s)
+{
+	if (s->shm_writing) {
+		pti_shm_write_end(s->shm_ctl, s->version);
+		s->shm_writing = 0;
+	}
+}
+
 static void settle(ps_server *s, ps_ctx **wake)
 {
 	ps_take t;
@@ -156,6 +164,7 @@ static void settle(ps_server *s, ps_ctx **wake)
 	pti_server_act(s, UINT32_MAX, &t, wake);
 	pti_tables_settle(s, wake);
 	pti_server_ckpt_pending(s);
+	pti_shard_publish(s); // a step it closed changed values
 }
 // ---------------------------------------------------------------- members
 
@@ -505,10 +514,11 @@ int pti_server_init(ps_server *s, const pti_jobopt *c,
 		    (unsigned long long)s->layout.n_params, c->servers);
 	s->shm_mine = PTI_SHM_SEG_NONE;
 	if (c->shm) {
-		if ((rv = pti_shm_seg_create(&s->shm_mine, s->n * sizeof(float),
-			 "pstrain-shard")) != 0)
+		if ((rv = pti_shm_seg_create(&s->shm_mine,
+			 PTI_SHM_SERVER_BYTES(s->n), "pstrain-shard")) != 0)
 			return rv;
 		s->params = s->shm_mine.p;
+		s->shm_ctl = pti_shm_ctl_of(&s->shm_mine, s->n);
 		s->shm_of = calloc(c->workers, sizeof(*s->shm_of));
 		for (uint32_t r = 0; s->shm_of != NULL && r < c->workers; r++)
 			s->shm_of[r] = PTI_SHM_SEG_NONE;
@@ -594,5 +604,9 @@ int pti_server_init(ps_server *s, const pti_jobopt *c,
 	ps_ctx *none = NULL; // nothing is parked yet
 	pti_server_clocks(s, &none);
 	s->lr = pti_job_lr_rule(c);
+	if (s->shm_ctl != NULL) { // the version of the values as they start
+		pti_shm_write_begin(s->shm_ctl);
+		pti_shm_write_end(s->shm_ctl, s->version);
+	}
 	return 0;
 }

@@ -3,7 +3,9 @@
 // workers pushing and pulling ranges of named variables through them.
 // The lent-value cases also read the client's counters (client.h), to
 // see that a lent reply carries the next request once given back.
+#include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1171,6 +1173,153 @@ static void test_api_rows_capacity(void)
 	rmdir(dir);
 }
 
+// Async over shared memory (option shm): values change while workers
+// read them where the server keeps them. Worker 0 pushes a gradient of
+// ones as fast as it can while worker 1 pulls the whole variable over
+// and over. The values start at 0 and move alike, so a copy of one
+// version holds one value throughout: worker 1 never gets a mix of two
+// (the seqlock of common/shm.h), and it saw them move (else the case
+// proves nothing).
+#define SHM_N (1 << 18)
+#define SHM_STEPS 400
+
+typedef struct shm_pusher {
+	pt_job *job;
+	const char *url;
+	atomic_int done;
+	int rv;
+} shm_pusher;
+
+static void *shm_push_cb(void *arg)
+{
+	shm_pusher *p = arg;
+	pt_worker *w = NULL;
+	pt_req *q;
+	float *g = malloc(SHM_N * sizeof(float));
+	int rv = g == NULL ? PT_ENOMEM : pt_worker_open(&w, p->job, 0, p->url);
+	for (uint64_t i = 0; g != NULL && i < SHM_N; i++)
+		g[i] = 1.0f;
+	for (int64_t t = 0; rv == 0 && t < SHM_STEPS; t++)
+		if ((rv = pt_push(w, t, 0, 0, SHM_N, g, &q)) == 0)
+			rv = pt_wait(w, q);
+	atomic_store(&p->done, 1);
+	if (rv == 0)
+		rv = pt_worker_done(w);
+	pt_worker_close(w);
+	free(g);
+	p->rv = rv;
+	return NULL;
+}
+
+// shm_job: an async job of `workers` workers over shared memory, its
+// variable v of SHM_N zeros, lr 0.001, served by a thread (*ts) on an
+// ipc address in dir (url).
+static void shm_job(pt_job **job, pt_server **s, pthread_t *ts,
+    const char *workers, char dir[256], char url[300])
+{
+	PT_TEST_OK(pti_test_tmpdir(dir, 256, "pt-api-shm"));
+	snprintf(url, 300, "ipc://%s/s0", dir);
+	PT_TEST_OK(pt_job_alloc(job));
+	PT_TEST_TRUE(pt_job_var(*job, "v", SHM_N, 0.0) == 0);
+	PT_TEST_OK(pt_job_set(*job, "mode", "async"));
+	PT_TEST_OK(pt_job_set(*job, "workers", workers));
+	PT_TEST_OK(pt_job_set(*job, "shm", "1"));
+	PT_TEST_OK(pt_job_set(*job, "lr", "0.001"));
+	PT_TEST_OK(pt_server_open(s, *job, 0, url));
+	pthread_create(ts, NULL, serve_cb, *s);
+}
+
+static void test_api_shm_async_reads_whole(void)
+{
+	char dir[256], url[300];
+	pt_server *s;
+	pt_worker *w;
+	pthread_t ts, tp;
+	pt_req *q;
+	shm_pusher p = {0};
+	float *v = malloc(SHM_N * sizeof(float));
+	PT_TEST_TRUE(v != NULL);
+	shm_job(&p.job, &s, &ts, "2", dir, url);
+	PT_TEST_OK(pt_worker_open(&w, p.job, 1, url));
+	p.url = url;
+	pthread_create(&tp, NULL, shm_push_cb, &p);
+	uint64_t reads = 0, torn = 0, moves = 0;
+	float last = 0;
+	while (!atomic_load(&p.done)) {
+		PT_TEST_OK(pt_pull(w, 0, 0, SHM_N, v, &q));
+		PT_TEST_OK(pt_wait(w, q));
+		uint64_t i = 1;
+		while (i < SHM_N && v[i] == v[0])
+			i++;
+		torn += i < SHM_N;
+		moves += v[0] != last;
+		last = v[0];
+		reads++;
+	}
+	printf("# %llu reads, %llu of them torn, the values moved %llu "
+	       "times between two\n", (unsigned long long)reads,
+	    (unsigned long long)torn, (unsigned long long)moves);
+	PT_TEST_TRUE(torn == 0);
+	PT_TEST_TRUE(moves >= 2);
+	// At the end: SHM_STEPS updates of lr x 1, one value throughout.
+	PT_TEST_OK(pt_pull(w, 0, 0, SHM_N, v, &q));
+	PT_TEST_OK(pt_wait(w, q));
+	PT_TEST_NEAR(v[0], -0.001 * SHM_STEPS, 1e-4);
+	PT_TEST_TRUE(v[SHM_N - 1] == v[0]);
+	PT_TEST_OK(pt_worker_done(w)); // the job ends once both said so
+	pthread_join(tp, NULL);
+	PT_TEST_OK(p.rv);
+	pt_worker_close(w);
+	pthread_join(ts, NULL);
+	pt_server_close(s);
+	pt_job_free(p.job);
+	pti_test_rmdir(dir);
+	free(v);
+}
+
+// Two pushes of one range under way at once over shared memory: the
+// second cannot go where the server may not have read the first yet,
+// so its values go in its message; both are applied as given (1, then
+// 2: every value at -0.001 x 3).
+static void test_api_shm_pushes_in_flight(void)
+{
+	char dir[256], url[300];
+	pt_job *job;
+	pt_server *s;
+	pt_worker *w;
+	pthread_t ts;
+	pt_req *q1, *q2, *q;
+	float *g1 = malloc(SHM_N * sizeof(float));
+	float *g2 = malloc(SHM_N * sizeof(float));
+	float *v = malloc(SHM_N * sizeof(float));
+	PT_TEST_TRUE(g1 != NULL && g2 != NULL && v != NULL);
+	for (uint64_t i = 0; i < SHM_N; i++) {
+		g1[i] = 1.0f;
+		g2[i] = 2.0f;
+	}
+	shm_job(&job, &s, &ts, "1", dir, url);
+	PT_TEST_OK(pt_worker_open(&w, job, 0, url));
+	PT_TEST_OK(pt_push(w, 0, 0, 0, SHM_N, g1, &q1));
+	PT_TEST_OK(pt_push(w, 1, 0, 0, SHM_N, g2, &q2));
+	PT_TEST_OK(pt_wait(w, q1));
+	PT_TEST_OK(pt_wait(w, q2));
+	PT_TEST_OK(pt_pull(w, 0, 0, SHM_N, v, &q));
+	PT_TEST_OK(pt_wait(w, q));
+	uint64_t wrong = 0;
+	for (uint64_t i = 0; i < SHM_N; i++)
+		wrong += fabsf(v[i] + 0.003f) > 1e-6f;
+	PT_TEST_TRUE(wrong == 0);
+	PT_TEST_OK(pt_worker_done(w));
+	pt_worker_close(w);
+	pthread_join(ts, NULL);
+	pt_server_close(s);
+	pt_job_free(job);
+	pti_test_rmdir(dir);
+	free(g1);
+	free(g2);
+	free(v);
+}
+
 static const pti_test_case cases[] = {
     {"test_api_net_trains_model", test_api_net_trains_model},
     {"test_api_net_refusals", test_api_net_refusals},
@@ -1191,6 +1340,8 @@ static const pti_test_case cases[] = {
     {"test_api_rows_sync", test_api_rows_sync},
     {"test_api_rows_async", test_api_rows_async},
     {"test_api_rows_capacity", test_api_rows_capacity},
+    {"test_api_shm_async_reads_whole", test_api_shm_async_reads_whole},
+    {"test_api_shm_pushes_in_flight", test_api_shm_pushes_in_flight},
     {NULL, NULL},
 };
 

@@ -2,7 +2,8 @@
 # tests/shm_test.sh - --transport shm on real jobs: the dense values go
 # through shared memory (common/shm.h) and the job computes exactly what
 # it computes over ipc, whole shards and --layer-push's ranges alike;
-# what it cannot do yet is refused by name. (The handshake's refusals of
+# async, ssp and backup workers, whose values change while read, learn
+# over it; all-reduce, which has no servers, is refused by name. (The handshake's refusals of
 # a wrong secret, a small or unsealed segment and values before it are
 # in proc_server_test's test_server_shm; a server restarted from its
 # checkpoint in ckpt_test's test_ck_dead_server_restarted_shm.)
@@ -96,15 +97,71 @@ refused() {
 }
 
 test_shm_refusals() {
-	refused test_shm_refuses_async "--transport shm: --mode sync without backup workers only" \
-		--transport shm --mode async
-	refused test_shm_refuses_backup "in sync with --backup-workers a server changes values" \
-		--transport shm --backup-workers 1
+	refused test_shm_refuses_allreduce "--transport shm: --mode allreduce has no servers" \
+		--transport shm --mode allreduce --servers 0
 	refused test_shm_refuses_hosts "emulated hosts talk over --transport tcp or tls" \
 		--transport shm --placement dedicated
+}
+
+# moving NAME FLAGS...: a job whose servers change values while workers
+# may read them (FLAGS: a mode, backup workers), over shm: it ends with
+# exit 0 and a model that learned (test accuracy at least 0.9 on this
+# easy set), every server read every worker's pushes in shared memory,
+# and no worker computed in place (values are copied out under the
+# segment's seqlock: tests/api_test.c's test_api_shm_async_reads_whole
+# checks that a copy is never torn). Sets d to the job's folder.
+moving() {
+	n=$1
+	shift
+	d="$T/$n"
+	# shellcheck disable=SC2086
+	$P run $J --steps 120 "$@" --transport shm --out "$d" \
+		--save-model "$d.bin" >"$d.log" 2>&1 ||
+		{ no $n "the job failed" "$d.log"; return 1; }
+	acc=$(json final_test_acc "$d/summary.json")
+	awk "BEGIN { exit !($acc >= 0.9) }" ||
+		{ no $n "test accuracy '$acc'" "$d.log"; return 1; }
+	for s in 0 1; do
+		for w in 0 1 2; do
+			grep -q "worker $w's pushes are read in shared memory" \
+				"$d/server-$s.log" ||
+				{ no $n "server $s never mapped worker $w's" \
+					"$d/server-$s.log"; return 1; }
+		done
+	done
+	! grep -q "computes in server" "$d"/worker-*.log ||
+		{ no $n "a worker read moving values in place" "$d.log"
+		return 1; }
+	return 0
+}
+
+test_shm_async() {
+	moving test_shm_async --mode async && ok test_shm_async
+}
+
+test_shm_ssp_bound() {
+	# The bound holds over shm as over ipc (tests/research_test.sh):
+	# with worker 2 slow, nobody runs more than 2 steps ahead of it.
+	n=test_shm_ssp_bound
+	moving $n --mode ssp --staleness 2 --straggler 2:5 || return
+	for s in 0 1; do
+		lead=$(json max_lead "$d/server-$s.json")
+		[ "${lead:-9}" -le 2 ] ||
+			{ no $n "server $s: a worker led by '$lead'" "$d.log"
+			return; }
+	done
+	ok $n
+}
+
+test_shm_backup_workers() {
+	moving test_shm_backup_workers --backup-workers 1 &&
+		ok test_shm_backup_workers
 }
 
 test_shm_same_model
 test_shm_layer_push_same_model
 test_shm_one_server_in_place
+test_shm_async
+test_shm_ssp_bound
+test_shm_backup_workers
 test_shm_refusals
