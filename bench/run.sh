@@ -168,11 +168,11 @@ done
 # (--layer-push auto: on for 1 x 1 on 2 cores, off where the processes
 # outnumber the cores); _pf adds --prefetch, _lp --layer-push on, _nolp
 # --layer-push off, _pin --pin (each measured on and off), _tcp
-# --transport tcp, _shm --transport shm (the default is ipc). arW: --mode
-# allreduce with W workers.
+# --transport tcp, _shm --transport shm (the default is ipc). asSxW: the
+# same in --mode async. arW: --mode allreduce with W workers.
 CONFIGS="solo solo2 solo_pf ps1x1 ps1x1_pf ps1x1_nolp ps1x1_pin ps1x1_tcp \
 ps1x1_shm ps1x2 ps1x2_pin ps2x2 ps2x2_shm ps1x4 ps2x4 ps2x4_pf ps2x4_lp \
-ps2x4_pin ps2x4_shm ar2 ar4"
+ps2x4_pin ps2x4_shm as2x2 as2x2_shm ar2 ar4"
 [ -n "$PY" ] && CONFIGS="$CONFIGS torch1 torch1n ddp2 ddp4 br1x2 br2x4"
 # pstrain CONFIG: runs psSxW[_pf|_lp]; prints samples/s, and appends its
 # resource figures (summary.json) to $T/CONFIG.res
@@ -182,6 +182,7 @@ pstrain() {
 	sw=${sw%_*}
 	mode=sync
 	case $1 in ar*) mode=allreduce sw="0x${1#ar}" ;; esac
+	case $1 in as*) mode=async sw=${1#as}; sw=${sw%_*} ;; esac
 	case $1 in *_pf) f=--prefetch ;; *_lp) f="--layer-push on" ;;
 	*_nolp) f="--layer-push off" ;;
 	*_pin) f=--pin ;; *_tcp) f="--transport tcp" ;;
@@ -230,7 +231,7 @@ dense() {
 		awk '{print $2}' ;;
 	solo_pf) build/bench/solo $M --steps "$STEPS" --prefetch |
 		awk '{print $2}' ;;
-	ps* | ar*) pstrain "$1" ;;
+	ps* | ar* | as*) pstrain "$1" ;;
 	torch1) $PY bench/torch_ref.py --workers 1 --steps "$STEPS" |
 		awk '{print $2}' ;;
 	torch1n) env -u OPENBLAS_NUM_THREADS $PY bench/torch_ref.py \
@@ -304,6 +305,7 @@ line "pstrain 2 x 2, --transport shm, vs PyTorch as it comes" ps2x2_shm torch1n
 line "  the same, against ipc" ps2x2_shm ps2x2
 line "pstrain 2 x 4, --transport shm, vs PyTorch as it comes" ps2x4_shm torch1n
 line "  the same, against ipc" ps2x4_shm ps2x4
+line "pstrain async 2 x 2, --transport shm, against ipc" as2x2_shm as2x2
 line "pstrain allreduce 2, against PyTorch as it comes" ar2 torch1n
 line "pstrain sync, 1 server x 2 workers" ps1x2 ddp2
 line "pstrain sync, 2 servers x 2 workers" ps2x2 ddp2
@@ -405,7 +407,7 @@ printf '%-22s %14s %14s %14s %11s %11s\n' "" "(server)" "(worker)" \
 json="$json\n  \"resources\": {"
 sep=""
 for c in $CONFIGS; do
-	case $c in ps* | ar*) ;; *) continue ;; esac
+	case $c in ps* | ar* | as*) ;; *) continue ;; esac
 	line=""
 	jl=""
 	i=1

@@ -387,13 +387,14 @@ static int take_refuse(int s, int code, const char *why, uint32_t rank)
 
 int pti_shm_take(int cfd, const pti_secret *key, uint32_t server,
     uint32_t workers, const pti_shm_seg *mine, uint64_t lo, uint64_t hi,
-    size_t need, double timeout_s, uint32_t *rank, pti_shm_seg *theirs)
+    size_t need, double timeout_s, pti_shm_keep_fn keep, void *arg,
+    uint32_t *rank)
 {
 	uint8_t nonce[PT_NONCE_LEN], mac[PT_MAC_LEN];
 	shm_hello hw;
 	shm_answer an;
 	int rv, fd = -1;
-	*theirs = PTI_SHM_SEG_NONE;
+	pti_shm_seg seg = PTI_SHM_SEG_NONE, *theirs = &seg;
 	if ((rv = pti_random(nonce, sizeof(nonce))) != 0)
 		goto out;
 	if (send_fd(cfd, nonce, sizeof(nonce), -1) != 0) {
@@ -425,8 +426,10 @@ int pti_shm_take(int cfd, const pti_secret *key, uint32_t server,
 	snprintf(whose, sizeof(whose), "worker %u", hw.rank);
 	rv = seg_map(theirs, fd, need, whose);
 	fd = -1;
+	if (rv == 0 && (rv = keep(arg, hw.rank, theirs)) != 0)
+		pti_shm_seg_fini(theirs);
 	if (rv != 0) {
-		take_status(cfd, rv); // seg_map's message names the worker
+		take_status(cfd, rv); // seg_map's or keep's message says why
 		goto out;
 	}
 	memset(&an, 0, sizeof(an));
@@ -435,7 +438,7 @@ int pti_shm_take(int cfd, const pti_secret *key, uint32_t server,
 	pti_auth_mac_shm(key, hw.nonce, PT_ROLE_SERVER, hw.rank, server,
 	    an.mac);
 	if (send_fd(cfd, &an, sizeof(an), mine->fd) != 0) {
-		pti_shm_seg_fini(theirs);
+		// kept: a worker that comes back hands over another
 		rv = pti_err_set(PT_ECLOSED, "shared memory: worker %u went",
 		    hw.rank);
 		goto out;

@@ -102,13 +102,20 @@ int pti_shm_offer(const char *path, const pti_secret *key, uint32_t rank,
     uint32_t server, const pti_shm_seg *mine, double timeout_s,
     pti_shm_seg *theirs, uint64_t *lo, uint64_t *hi);
 
+// pti_shm_keep_fn takes worker rank's mapped segment *g for its own
+// (g then none) before the worker hears the handshake is done, so that
+// the worker's first request through it finds it kept; 0, or an error
+// that refuses the handshake (*g is then unmapped by the caller).
+typedef int (*pti_shm_keep_fn)(void *arg, uint32_t rank, pti_shm_seg *g);
+
 // pti_shm_take is the server's side on an accepted connection cfd
 // (closed here): check the worker's proof (rank below workers), map its
-// segment (sealed, at least `need` bytes) into *theirs, answer with
-// `mine` and the shard [lo, hi). *rank is the worker's. PT_EAUTH,
-// PT_EPROTO or PT_ETIMEDOUT naming what was wrong.
+// segment (sealed, at least `need` bytes), give it to keep, then answer
+// with `mine` and the shard [lo, hi). *rank is the worker's. PT_EAUTH,
+// PT_EPROTO or PT_ETIMEDOUT naming what was wrong, or keep's error.
 int pti_shm_take(int cfd, const pti_secret *key, uint32_t server,
     uint32_t workers, const pti_shm_seg *mine, uint64_t lo, uint64_t hi,
-    size_t need, double timeout_s, uint32_t *rank, pti_shm_seg *theirs);
+    size_t need, double timeout_s, pti_shm_keep_fn keep, void *arg,
+    uint32_t *rank);
 
 #endif // PT_COMMON_SHM_H

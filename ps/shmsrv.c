@@ -11,21 +11,21 @@
 
 #include "common/err.h"
 
-// shm_record makes g worker rank's segment; the one it replaces stays
-// mapped (a gradient held for the open step may point into it) until
-// the server ends.
-static void shm_record(ps_server *s, uint32_t rank, pti_shm_seg *g)
+// shm_keep makes g worker rank's segment (pti_shm_keep_fn), before the
+// worker hears the handshake is done; the one it replaces stays mapped
+// (a gradient held for the open step may point into it) until the
+// server ends.
+static int shm_keep(void *arg, uint32_t rank, pti_shm_seg *g)
 {
+	ps_server *s = arg;
 	pthread_mutex_lock(&s->mu);
 	int rv = pti_shm_seg_replace(&s->shm_of[rank], g, &s->shm_old,
 	    &s->n_shm_old);
 	pthread_mutex_unlock(&s->mu);
-	if (rv != 0) { // it keeps the one it had
-		pti_log(PT_LOG_WARN, "server %u: %s", s->rank, pt_errmsg(rv));
-		return;
-	}
-	pti_log(PT_LOG_INFO, "server %u: worker %u's pushes are read in "
-	    "shared memory", s->rank, rank);
+	if (rv == 0)
+		pti_log(PT_LOG_INFO, "server %u: worker %u's pushes are read "
+		    "in shared memory", s->rank, rank);
+	return rv;
 }
 
 static void *shm_serve(void *arg)
@@ -47,15 +47,12 @@ static void *shm_serve(void *arg)
 		if (c < 0)
 			continue;
 		uint32_t rank;
-		pti_shm_seg g;
 		int rv = pti_shm_take(c, &s->secret, s->rank, s->job->workers,
 		    &s->shm_mine, s->lo, s->hi, s->n * sizeof(float), timeout,
-		    &rank, &g);
+		    shm_keep, s, &rank);
 		if (rv != 0)
 			pti_log(PT_LOG_WARN, "server %u: %s", s->rank,
 			    pt_errmsg(rv));
-		else
-			shm_record(s, rank, &g);
 	}
 	return NULL;
 }

@@ -1237,7 +1237,7 @@ static void test_api_shm_async_reads_whole(void)
 	pthread_t ts, tp;
 	pt_req *q;
 	shm_pusher p = {0};
-	float *v = malloc(SHM_N * sizeof(float));
+	float *v = calloc(SHM_N, sizeof(float));
 	PT_TEST_TRUE(v != NULL);
 	shm_job(&p.job, &s, &ts, "2", dir, url);
 	PT_TEST_OK(pt_worker_open(&w, p.job, 1, url));
