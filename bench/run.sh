@@ -49,7 +49,8 @@
 # BENCH_MEM_DATA (fashion-mnist; tests/bench_test.sh takes a small
 # synthetic set: the final evaluation of mlp:2048,2048 on 60,000
 # examples is most of such a run); BENCH_SPARSE_EXAMPLES (200000)
-# examples of the sparse jobs' ctr set.
+# examples of the sparse jobs' ctr set; BENCH_COMM_DIV (1) divides the
+# exchanges timed of each size (at least 2).
 cd "$(dirname "$0")/.." || exit 2
 P=bin/pstrain
 R=${BENCH_ROUNDS:-5}
@@ -80,7 +81,9 @@ for tr in ipc tcp; do
 		"large_17.4MB 4350000 24"; do
 		set -- $spec
 		if [ $tr = ipc ]; then url="ipc://$T/c"; else url=tcp://127.0.0.1; fi
-		build/bench/comm "$url" "$2" "$R" "$3" procs >"$T/c.txt" 2>"$T/c.err" ||
+		it=$(($3 / ${BENCH_COMM_DIV:-1}))
+		[ "$it" -ge 2 ] || it=2
+		build/bench/comm "$url" "$2" "$R" "$it" procs >"$T/c.txt" 2>"$T/c.err" ||
 			{ echo "bench: comm failed:"; cat "$T/c.err"; exit 1; }
 		# Columns: raw nng with the system's socket buffers, raw nng
 		# with pstrain's (ipc; the same over tcp), pstrain copying its

@@ -8,7 +8,7 @@ trap 'rm -rf "$T"' EXIT
 n=test_bench_reports_every_figure
 if BENCH_ROUNDS=1 BENCH_STEPS=24 BENCH_MEM_STEPS=3 BENCH_MEM_DATA=synthetic:512 \
 	BENCH_LARGE_STEPS=3 BENCH_LARGE_ROUNDS=1 BENCH_LARGE_DATA=synthetic:512 \
-	BENCH_MEM_WORKERS="1 8" BENCH_SPARSE_EXAMPLES=20000 \
+	BENCH_MEM_WORKERS="1 8" BENCH_SPARSE_EXAMPLES=20000 BENCH_COMM_DIV=10 \
 	BENCH_OUT="$T/bench.json" sh bench/run.sh \
 	>"$T/bench.log" 2>&1 &&
 	python3 -c '

@@ -14,7 +14,7 @@ if ! command -v clang >/dev/null 2>&1; then
 	echo "skip test_fuzz_*: clang is not installed"
 	exit 0
 fi
-if ! make -s --no-print-directory fuzz-build >"$T/build.log" 2>&1; then
+if ! make -s -j"$(nproc)" --no-print-directory fuzz-build >"$T/build.log" 2>&1; then
 	no test_fuzz_build "make fuzz-build failed" "$T/build.log"
 	exit 1
 fi
