@@ -341,8 +341,11 @@ static void gather_workers(const pti_run_facts *r, sum_stats *st)
 		snprintf(key, sizeof(key), "worker-%u", w);
 		int read = pti_csv_read(path, r->csv_from[w], want, K, &t) == 0;
 		// A fresh job's worker computes every planned step (a
-		// restarted one may not: the job is damaged anyway).
-		if (r->resumed_from < 0 && st->short_rank < 0 &&
+		// restarted one may not: the job is damaged anyway), but
+		// with backup workers, where a worker the steps closed
+		// without skips to the open one by design.
+		if (r->resumed_from < 0 && c->job.backup_workers == 0 &&
+		    st->short_rank < 0 &&
 		    (!read || t.n_rows < r->steps)) {
 			st->short_rank = (int)w;
 			st->short_rows = read ? t.n_rows : 0;
