@@ -464,11 +464,15 @@ int pti_cmd_run(int argc, char **argv)
 	signal(SIGINT, run_on_signal);
 	signal(SIGTERM, run_on_signal);
 	signal(SIGHUP, run_on_signal);
+	// The transport too: it moves the time figures, never the values.
+	const char *over = j.c.job.shm ? "shm"
+			   : j.c.transport == PT_TRANSPORT_TCP ? "tcp"
+			   : j.c.transport == PT_TRANSPORT_TLS ? "tls" : "ipc";
 	fprintf(stderr, "pstrain run: %s, %u servers, %u workers, %s, batch "
-	    "%u (%u per worker), %llu steps, output in %s\n",
+	    "%u (%u per worker), %llu steps over %s, output in %s\n",
 	    pti_mode_name(j.c.job.mode), j.c.job.servers, j.c.job.workers, j.c.model,
 	    j.c.job.batch, j.c.job.batch / j.c.job.workers, (unsigned long long)j.steps,
-	    j.c.job.out);
+	    over, j.c.job.out);
 	if (j.c.job.tensorboard[0] != '\0' &&
 	    (rv = pti_tb_open(&j.tb, j.c.job.tensorboard, j.c.job.out, j.c.job.workers,
 		 j.t0, &j.c)) != 0) {
