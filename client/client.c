@@ -824,11 +824,20 @@ int pti_call_wait(pt_req *q, pti_client_step *info)
 		// reply's stay where they are (pti_call_lend), and values
 		// read in the server's segment by a caller pointed there
 		// (pti_client_shm_view) are already in place.
-		if (p->dst != NULL && p->dst != p->pay && shm_moving(c, p))
-			p->hdr.ver = pti_shm_read(shm_ctl(p->k), p->dst, p->pay,
-			    h->n); // values of this version, maybe newer
-		else if (p->dst != NULL && p->dst != p->pay)
+		if (p->dst != NULL && p->dst != p->pay && shm_moving(c, p)) {
+			// values of this version, maybe newer than the reply's
+			if ((rv = pti_shm_read(shm_ctl(p->k), p->dst, p->pay,
+				 h->n, c->timeout_s, &p->hdr.ver)) != 0) {
+				rv = pti_err_set(rv, "server %u at %s: %s",
+				    p->k->rank, p->k->url, pt_errmsg(rv));
+				pthread_mutex_lock(&c->mu);
+				call_await(q, NULL, start);
+				pthread_mutex_unlock(&c->mu);
+				break;
+			}
+		} else if (p->dst != NULL && p->dst != p->pay) {
 			memcpy(p->dst, p->pay, h->n * sizeof(float));
+		}
 		p->k->ver = h->ver;
 		if (h->ver < st.ver_min)
 			st.ver_min = h->ver;
@@ -907,9 +916,17 @@ int pti_call_lend(pt_req *q, const float **vals, pt_lent **out)
 			return pti_err_set(PT_ENOMEM, "a loan of %llu values",
 			    (unsigned long long)n);
 		}
-		if (moving)
-			(void)pti_shm_read(shm_ctl(p->k), l->copy, pay, n);
-		else
+		int64_t ver;
+		int rv = moving ? pti_shm_read(shm_ctl(p->k), l->copy, pay, n,
+				      c->timeout_s, &ver)
+				: 0;
+		if (rv != 0) {
+			free(l->copy);
+			free(l);
+			return pti_err_set(rv, "server %u at %s: %s", p->k->rank,
+			    p->k->url, pt_errmsg(rv));
+		}
+		if (!moving)
 			memcpy(l->copy, pay, n * sizeof(float));
 	}
 	l->p = p;
@@ -1186,11 +1203,12 @@ int pti_client_shm(pti_client *c, int still)
 			 &k->mine, c->timeout_s, &theirs, &lo, &hi)) != 0)
 			return rv;
 		if (pti_shm_ctl_of(&theirs, hi - lo) == NULL) {
+			size_t got = theirs.bytes;
 			pti_shm_seg_fini(&theirs);
 			return pti_err_set(PT_EPROTO, "server %u at %s handed "
 			    "over a segment of %zu bytes: no room for the "
 			    "block after its %llu values", k->rank, k->url,
-			    theirs.bytes, (unsigned long long)(hi - lo));
+			    got, (unsigned long long)(hi - lo));
 		}
 		if (lo != k->lo || hi != k->hi) {
 			pti_shm_seg_fini(&theirs);

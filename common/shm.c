@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/proto.h"
 
@@ -75,23 +76,34 @@ void pti_shm_write_end(pti_shm_ctl *c, int64_t ver)
 	atomic_store_explicit(&c->seq, s + 1, memory_order_release);
 }
 
-int64_t pti_shm_read(const pti_shm_ctl *c, float *dst, const float *src,
-    uint64_t n)
+int pti_shm_read(const pti_shm_ctl *c, float *dst, const float *src,
+    uint64_t n, double timeout_s, int64_t *ver)
 {
+	double until = 0;
 	for (unsigned tries = 0;; tries++) {
 		uint64_t a = atomic_load_explicit(&c->seq,
 		    memory_order_acquire);
 		if (a & 1) { // a change under way: let the server finish
-			if (tries > 16)
-				sched_yield();
+			if (tries < 16)
+				continue;
+			sched_yield();
+			if (tries % 256 != 0)
+				continue;
+			if (until == 0)
+				until = pti_clock_s() + timeout_s;
+			else if (pti_clock_s() > until)
+				return pti_err_set(PT_ETIMEDOUT, "shared memory: "
+				    "the server's values stayed mid-change "
+				    "%.0f s (did it die?)", timeout_s);
 			continue;
 		}
 		memcpy(dst, src, n * sizeof(float));
-		int64_t ver = atomic_load_explicit(&c->ver,
-		    memory_order_relaxed);
+		int64_t v = atomic_load_explicit(&c->ver, memory_order_relaxed);
 		atomic_thread_fence(memory_order_acquire);
-		if (atomic_load_explicit(&c->seq, memory_order_relaxed) == a)
-			return ver;
+		if (atomic_load_explicit(&c->seq, memory_order_relaxed) == a) {
+			*ver = v;
+			return 0;
+		}
 	}
 }
 

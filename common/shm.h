@@ -80,9 +80,11 @@ void pti_shm_write_begin(pti_shm_ctl *c);
 void pti_shm_write_end(pti_shm_ctl *c, int64_t ver);
 
 // pti_shm_read copies src[0..n) (in the segment of c) to dst as they
-// were between two changes, and returns the version they are of.
-int64_t pti_shm_read(const pti_shm_ctl *c, float *dst, const float *src,
-    uint64_t n);
+// were between two changes, with *ver the version they are of. 0, or
+// PT_ETIMEDOUT when a change stayed under way timeout_s seconds (a
+// server that died changing values leaves seq odd for good).
+int pti_shm_read(const pti_shm_ctl *c, float *dst, const float *src,
+    uint64_t n, double timeout_s, int64_t *ver);
 
 // pti_shm_path is the handshake socket's path for an ipc:// address
 // (its path with ".shm"). PT_EINVAL when url is not ipc:// or the path

@@ -989,6 +989,31 @@ static pti_shm_seg shm_seg_raw(size_t bytes, int seal)
 // values in the server's, equal to what a pull over the socket gets; a
 // range outside the shard is refused. The server serves on after every
 // refusal.
+// The block of a server's segment (common/shm.h): a copy waits while a
+// change is under way and gives up, naming why, when it stays under way
+// (a server that died mid-change); once the change ends it copies the
+// values with the version the server gave.
+static void test_shm_seqlock(void)
+{
+	pti_shm_seg g;
+	float v[8];
+	int64_t ver = -1;
+	PT_TEST_OK(pti_shm_seg_create(&g, PTI_SHM_SERVER_BYTES(8), "t"));
+	pti_shm_ctl *c = pti_shm_ctl_of(&g, 8);
+	PT_TEST_TRUE(c != NULL);
+	PT_TEST_TRUE(pti_shm_ctl_of(&g, (uint64_t)g.bytes) == NULL);
+	pti_shm_write_begin(c);
+	for (int i = 0; i < 8; i++)
+		g.p[i] = (float)i;
+	PT_TEST_ERR(pti_shm_read(c, v, g.p, 8, 0.2, &ver), PT_ETIMEDOUT);
+	PT_TEST_STR_HAS(pt_errmsg(0), "mid-change");
+	PT_TEST_TRUE(ver == -1);
+	pti_shm_write_end(c, 7);
+	PT_TEST_OK(pti_shm_read(c, v, g.p, 8, 0.2, &ver));
+	PT_TEST_TRUE(ver == 7 && v[7] == 7.0f);
+	pti_shm_seg_fini(&g);
+}
+
 static void test_server_shm(void)
 {
 	srv s;
@@ -1050,6 +1075,7 @@ static void test_server_shm(void)
 
 static const pti_test_case cases[] = {
     {"test_server_shm", test_server_shm},
+    {"test_shm_seqlock", test_shm_seqlock},
     {"test_server_parked_released", test_server_parked_released},
     {"test_server_roles", test_server_roles},
     {"test_server_hello_proofs", test_server_hello_proofs},
