@@ -793,6 +793,26 @@ static const pti_shm_ctl *shm_ctl(const client_link *k)
 	return pti_shm_ctl_of(&k->theirs, k->hi - k->lo);
 }
 
+// part_copy copies part p's values from src into dst: under the
+// segment's seqlock where the server may change them while read
+// (shm_moving), with *ver the version they are of, which may be newer
+// than the reply's; else as they are (*ver untouched). Errors name the
+// server.
+static int part_copy(const pti_client *c, const client_part *p, float *dst,
+    const void *src, int64_t *ver)
+{
+	int rv;
+	if (!shm_moving(c, p)) {
+		memcpy(dst, src, p->hdr.n * sizeof(float));
+		return 0;
+	}
+	if ((rv = pti_shm_read(shm_ctl(p->k), dst, src, p->hdr.n,
+		 c->timeout_s, ver)) != 0)
+		return pti_err_set(rv, "server %u at %s: %s", p->k->rank,
+		    p->k->url, pt_errmsg(rv));
+	return 0;
+}
+
 int pti_call_wait(pt_req *q, pti_client_step *info)
 {
 	pti_client *c = q->c;
@@ -809,7 +829,14 @@ int pti_call_wait(pt_req *q, pti_client_step *info)
 		pthread_mutex_lock(&c->mu);
 		call_await(q, p, start);
 		pthread_mutex_unlock(&c->mu);
-		if ((rv = call_check(p)) != 0) {
+		// Bytes may be unaligned in the message body: copy. A lent
+		// reply's stay where they are (pti_call_lend), and values
+		// read in the server's segment by a caller pointed there
+		// (pti_client_shm_view) are already in place.
+		if ((rv = call_check(p)) == 0 && p->dst != NULL &&
+		    p->dst != p->pay)
+			rv = part_copy(c, p, p->dst, p->pay, &p->hdr.ver);
+		if (rv != 0) {
 			pthread_mutex_lock(&c->mu);
 			call_await(q, NULL, start);
 			pthread_mutex_unlock(&c->mu);
@@ -820,24 +847,6 @@ int pti_call_wait(pt_req *q, pti_client_step *info)
 			st.lr = h->lr; // the first server's, as it is told
 		if (p->dst == NULL && !p->lend)
 			continue;
-		// Bytes may be unaligned in the message body: copy. A lent
-		// reply's stay where they are (pti_call_lend), and values
-		// read in the server's segment by a caller pointed there
-		// (pti_client_shm_view) are already in place.
-		if (p->dst != NULL && p->dst != p->pay && shm_moving(c, p)) {
-			// values of this version, maybe newer than the reply's
-			if ((rv = pti_shm_read(shm_ctl(p->k), p->dst, p->pay,
-				 h->n, c->timeout_s, &p->hdr.ver)) != 0) {
-				rv = pti_err_set(rv, "server %u at %s: %s",
-				    p->k->rank, p->k->url, pt_errmsg(rv));
-				pthread_mutex_lock(&c->mu);
-				call_await(q, NULL, start);
-				pthread_mutex_unlock(&c->mu);
-				break;
-			}
-		} else if (p->dst != NULL && p->dst != p->pay) {
-			memcpy(p->dst, p->pay, h->n * sizeof(float));
-		}
 		p->k->ver = h->ver;
 		if (h->ver < st.ver_min)
 			st.ver_min = h->ver;
@@ -917,17 +926,12 @@ int pti_call_lend(pt_req *q, const float **vals, pt_lent **out)
 			    (unsigned long long)n);
 		}
 		int64_t ver;
-		int rv = moving ? pti_shm_read(shm_ctl(p->k), l->copy, pay, n,
-				      c->timeout_s, &ver)
-				: 0;
+		int rv = part_copy(c, p, l->copy, pay, &ver);
 		if (rv != 0) {
 			free(l->copy);
 			free(l);
-			return pti_err_set(rv, "server %u at %s: %s", p->k->rank,
-			    p->k->url, pt_errmsg(rv));
+			return rv;
 		}
-		if (!moving)
-			memcpy(l->copy, pay, n * sizeof(float));
 	}
 	l->p = p;
 	l->m = p->reply;

@@ -145,8 +145,6 @@ void pti_server_act(ps_server *s, uint32_t rank, const ps_take *t,
 		pti_server_clocks(s, wake);
 }
 
-// settle asks the policy to close what no longer waits for the workers
-// lost, and acts on what it did.
 void pti_shard_publish(ps_server *s)
 {
 	if (s->shm_writing) {
@@ -155,6 +153,8 @@ void pti_shard_publish(ps_server *s)
 	}
 }
 
+// settle asks the policy to close what no longer waits for the workers
+// lost, and acts on what it did.
 static void settle(ps_server *s, ps_ctx **wake)
 {
 	ps_take t;

@@ -240,12 +240,7 @@ test_attack_flood_then_restart() {
 	w=$(pgrep -f -- "worker .*--out $T/fl .*--rank 1 ")
 	[ -n "$w" ] && kill -9 $w
 	# let worker 0 go once the restarted worker 1 is back
-	i=0
-	while [ "$i" -lt 2400 ] &&
-		! grep -q "worker 1 failed .*restarting it" "$T/fl.log"; do
-		sleep 0.05
-		i=$((i + 1))
-	done
+	wait_line "worker 1 failed .*restarting it" "$T/fl.log"
 	go "$T/fl"
 	wait $job
 	rc=$?
@@ -438,12 +433,7 @@ test_attack_idle_at_ulimit() {
 	ip=$!
 	# Kill worker 1 once the server has begun to close them: its
 	# restart reconnects while the rest are held.
-	i=0
-	while [ "$i" -lt 600 ] &&
-		! grep -q "no handshake after" "$T/ul/server-0.log"; do
-		sleep 0.05
-		i=$((i + 1))
-	done
+	wait_line "no handshake after" "$T/ul/server-0.log"
 	w=$(pgrep -f -- "worker .*--out $T/ul .*--rank 1 ")
 	[ -n "$w" ] && kill -9 $w
 	wait $ip

@@ -25,6 +25,17 @@ wait_rows() {
 	done
 	return 1
 }
+# wait_line PATTERN FILE: wait (at most 120 s) until FILE has a line
+# matching PATTERN (grep's).
+wait_line() {
+	i=0
+	while [ "$i" -lt 2400 ]; do
+		grep -q -- "$1" "$2" 2>/dev/null && return 0
+		sleep 0.05
+		i=$((i + 1))
+	done
+	return 1
+}
 # same_job NAME RC MODEL REF WORKERS SUMMARY LOG: what every test of a job
 # started another way (by hand, srun, sbatch, mpirun, across namespaces)
 # checks against the same job under pstrain run: its launcher's exit
