@@ -87,11 +87,12 @@ int pti_proc_gone(long pid, unsigned long long start)
 }
 
 // sockdir_ours tells whether name is a file a launcher makes in its
-// folder: a server's socket sR, a worker's ring socket wR, or the ring's
-// address worker-R.url.
+// folder: a server's socket sR and its shared memory's sR.shm, a
+// worker's ring socket wR, or the ring's address worker-R.url.
 static int sockdir_ours(const char *name)
 {
-	static const char *const forms[] = {"s%u", "w%u", "worker-%u.url"};
+	static const char *const forms[] = {"s%u", "s%u.shm", "w%u",
+	    "worker-%u.url"};
 	for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
 		unsigned r;
 		char canon[32];
