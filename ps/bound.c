@@ -1,6 +1,6 @@
 // ps/bound.c - the checks on a gradient's values before any is applied:
-// finite (pti_push_finite), and under the gradient norm bound
-// (--grad-bound K, pti_bound_check). Under the bound: a push whose
+// finite, and under the gradient norm bound (--grad-bound K), in one pass
+// (pti_push_check; rows: pti_push_finite). Under the bound: a push whose
 // gradient, as root mean square over its range, is more than K times the
 // median of the last PS_BOUND_WINDOW pushes the server accepted for the
 // same range (or than K x PS_BOUND_FLOOR, when that is larger) is refused, counted and logged, so that one poisoned push
@@ -26,9 +26,9 @@ struct ps_bound {
 	float rms[PS_BOUND_WINDOW];
 };
 
-// bound_rms is the root mean square of the n floats at pay (which need
+// bound_sumsq is the sum of squares of the n floats at pay (which need
 // not be aligned).
-static double bound_rms(const void *pay, uint64_t n)
+static double bound_sumsq(const void *pay, uint64_t n)
 {
 	const float *a = pti_aligned(pay);
 	double sum = 0;
@@ -42,7 +42,7 @@ static double bound_rms(const void *pay, uint64_t n)
 			sum += pti_blas_sumsq(buf, len);
 		}
 	}
-	return n > 0 ? sqrt(sum / (double)n) : 0;
+	return sum;
 }
 
 static int bound_cmp(const void *a, const void *b)
@@ -60,8 +60,11 @@ static double bound_median(const ps_bound *b)
 			 (double)v[PS_BOUND_WINDOW / 2]);
 }
 
-int pti_bound_check(ps_server *s, const pti_hdr *h, const void *pay,
-    uint64_t off, uint64_t n)
+// bound_check refuses a push of [off, off + n) of the shard whose
+// gradient's root mean square is rms, under --grad-bound, or else
+// enters it in the range's window.
+static int bound_check(ps_server *s, const pti_hdr *h, uint64_t off,
+    uint64_t n, double rms)
 {
 	double k = s->job->grad_bound;
 	if (k <= 0 || n == 0)
@@ -83,7 +86,6 @@ int pti_bound_check(ps_server *s, const pti_hdr *h, const void *pay,
 	}
 	if (b->count == 0)
 		b->off = off;
-	double rms = bound_rms(pay, n);
 	if (b->count >= PS_BOUND_WINDOW) {
 		// The floor keeps a window of zeros (a layer whose units
 		// all died) from refusing the next small gradient.
@@ -117,11 +119,12 @@ int pti_bound_check(ps_server *s, const pti_hdr *h, const void *pay,
 	return 0;
 }
 
-// pti_push_finite refuses a gradient with a NaN or infinite value: one would
+// push_finite refuses a gradient with a NaN or infinite value: one would
 // make every parameter it touches non-finite for good. The refusals are
-// counted, and logged (the first ten, then every thousandth).
-int pti_push_finite(ps_server *s, const pti_hdr *h, const void *pay,
-    uint64_t n)
+// counted, and logged (the first ten, then every thousandth). pay holds
+// the push's values from its at-th on.
+static int push_finite(ps_server *s, const pti_hdr *h, const void *pay,
+    uint64_t at, uint64_t n)
 {
 	const unsigned char *b = pay;
 	uint64_t i = 0;
@@ -153,9 +156,35 @@ int pti_push_finite(ps_server *s, const pti_hdr *h, const void *pay,
 		pti_log(PT_LOG_WARN, "server %u: refused a push of worker %u with a "
 		    "non-finite value (%g at offset %llu); %llu so far",
 		    s->rank, h->rank, (double)v,
-		    (unsigned long long)(h->off + i),
+		    (unsigned long long)(h->off + at + i),
 		    (unsigned long long)s->nonfinite);
 	return pti_err_set(PT_EINVAL, "worker %u pushed a non-finite "
 	    "gradient value at offset %llu", h->rank,
-	    (unsigned long long)(h->off + i));
+	    (unsigned long long)(h->off + at + i));
+}
+
+int pti_push_finite(ps_server *s, const pti_hdr *h, const void *pay,
+    uint64_t n)
+{
+	return push_finite(s, h, pay, 0, n);
+}
+
+int pti_push_check(ps_server *s, const pti_hdr *h, const void *pay,
+    uint64_t off, uint64_t n)
+{
+	uint64_t read = off; // pages let go up to here
+	double sum = 0;
+	int rv;
+	for (uint64_t i = 0; i < n; i += PS_LET_GO) {
+		uint64_t len = n - i < PS_LET_GO ? n - i : PS_LET_GO;
+		const char *p = (const char *)pay + i * sizeof(float);
+		if ((rv = push_finite(s, h, p, i, len)) != 0)
+			return rv;
+		if (s->job->grad_bound > 0)
+			sum += bound_sumsq(p, len);
+		if (s->policy->keeps)
+			pti_shard_let_go(s, NULL, h->rank, &read,
+			    off + i + len, off + n);
+	}
+	return bound_check(s, h, off, n, n > 0 ? sqrt(sum / (double)n) : 0);
 }

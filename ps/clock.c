@@ -79,6 +79,7 @@ static int clock_take(ps_server *s, const pti_hdr *h, const void *pay,
 				      pti_msg_roomy(s->cur, n)
 				  ? (float *)ga // the server owns the request
 				  : NULL;
+		uint64_t read = off; // its pages let go up to here
 		for (uint64_t i = 0; i < n; i += PS_CHUNK) {
 			size_t len = n - i < PS_CHUNK ? n - i : PS_CHUNK;
 			const float *g = ga != NULL
@@ -90,6 +91,8 @@ static int clock_take(ps_server *s, const pti_hdr *h, const void *pay,
 			if (fill != NULL)
 				memcpy(fill + i, s->params + off + i,
 				    len * sizeof(float));
+			pti_shard_let_go(s, NULL, h->rank, &read, off + i + len,
+			    off + n);
 		}
 		t->applied = 1;
 		if (fill != NULL)

@@ -204,8 +204,7 @@ static int push_take(ps_server *s, const pti_hdr *h, const void *pay,
 		    "versions to %lld", h->rank, (long long)h->step,
 		    (long long)h->ver, (long long)s->step_max,
 		    (long long)PS_STEP_MAX);
-	if ((rv = pti_push_finite(s, h, pay, *n)) != 0 ||
-	    (rv = pti_bound_check(s, h, pay, *off, *n)) != 0)
+	if ((rv = pti_push_check(s, h, pay, *off, *n)) != 0)
 		return rv;
 	if ((rv = s->policy->take(s, h, pay, *off, *n, t)) != 0)
 		return rv;

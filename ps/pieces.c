@@ -3,6 +3,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "common/err.h"
 
@@ -22,6 +24,36 @@ void pti_shard_apply(ps_server *s, uint64_t off, const float *g,
 	    s->state1 ? s->state1 + off : NULL,
 	    s->state2 ? s->state2 + off : NULL, g, n, gdiv, lr,
 	    s->updates + 1);
+}
+
+// let_go drops the server's view of worker r's pages over [lo, hi) of
+// the shard (pti_shard_let_go), the pages at either end whole: any page
+// may map back in, so one let go early costs a fault, never a value.
+static void let_go(ps_server *s, uint32_t r, uint64_t lo, uint64_t hi)
+{
+	const pti_shm_seg *g = &s->shm_of[r];
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	if (r == 0 || g->p == NULL)
+		return; // worker 0's stays mapped: the reads it saves
+	size_t a = (size_t)lo * sizeof(float) / page * page;
+	size_t b = (size_t)hi * sizeof(float);
+	size_t end = (g->bytes + page - 1) / page * page;
+	b = (b + page - 1) / page * page;
+	if (b > end)
+		b = end;
+	if (a < b)
+		(void)madvise((char *)g->p + a, b - a, MADV_DONTNEED);
+}
+
+void pti_shard_let_go(ps_server *s, const uint8_t *use, uint32_t cur,
+    uint64_t *from, uint64_t to, uint64_t hi)
+{
+	if (s->shm_of == NULL || (to - *from < PS_LET_GO && to < hi))
+		return;
+	for (uint32_t r = 0; r < s->job->workers; r++)
+		if (r == cur || (use != NULL && use[r]))
+			let_go(s, r, *from, to);
+	*from = to;
 }
 
 void pti_fill_set(ps_take *t, nng_msg *m, float *pay, uint64_t off,

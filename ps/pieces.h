@@ -58,6 +58,20 @@ const float *pti_aligned(const void *pay);
 void pti_shard_apply(ps_server *s, uint64_t off, const float *g,
     uint64_t n, double gdiv, double lr);
 
+// pti_shard_let_go: a pass over the shard that reads workers' pushes
+// where they lie has read [*from, to) of them for good (summed or
+// applied); hi ends the pass. With --transport shm, every PS_LET_GO
+// floats and at the pass's end, the server lets go of its view of those
+// pages in the segments of the workers `use` marks (NULL: none) and of
+// worker cur (UINT32_MAX: none), past the first worker's: madvise
+// MADV_DONTNEED on a shared mapping drops the server's page-table
+// entries, never the contents, which are the worker's and map back in
+// when read again. The server's RSS then holds one worker's gradient and
+// a granule of each other's, whatever the number of workers. Moves *from
+// to `to` when it let go; nothing without shared memory.
+void pti_shard_let_go(ps_server *s, const uint8_t *use, uint32_t cur,
+    uint64_t *from, uint64_t to, uint64_t hi);
+
 // pti_min_clock sets s->min_clock to the slowest clock of the live
 // workers; 0 when every worker is lost (then unchanged), else 1.
 int pti_min_clock(ps_server *s);

@@ -74,6 +74,11 @@ struct ps_policy {
 	// parked requests wait on it (then woken).
 	int (*clocks)(ps_server *s);
 	int pull_waits; // a pull may wait for the next version
+	// keeps: a gradient is read again after the request that brought
+	// it (summed at its step's close), so the checks on its values let
+	// go of its pages in shared memory as they read them (bound.c);
+	// without, the update that follows at once does.
+	int keeps;
 };
 
 extern const ps_policy pti_policy_sync;  // sync.c

@@ -43,6 +43,9 @@ typedef struct ps_bound ps_bound;
 // Floats summed and applied at a time: a chunk of the sum of a sync step's
 // gradients stays in the first level of cache while the update reads it.
 #define PS_CHUNK 2048
+// Floats of the workers' segments a pass reads before the server lets
+// go of their pages (pieces.h, pti_shard_let_go): 1 MiB.
+#define PS_LET_GO (1u << 18)
 
 // Requests one connection may have parked at once (a sync worker's
 // pushpulls of a step's pieces, each waiting for its range): the server
@@ -422,11 +425,14 @@ int pti_park_rows(ps_server *s, ps_ctx *x, uint32_t tb, int64_t ver,
 int pti_push_finite(ps_server *s, const pti_hdr *h, const void *pay,
     uint64_t n);
 
-// bound.c: pti_bound_check refuses (PT_ERANGE, counted and logged) a
-// push of worker h->rank whose gradient (n floats at pay, range off of
-// the shard) is over the job's --grad-bound, and else enters it in its
-// range's window. 0 when it may be applied.
-int pti_bound_check(ps_server *s, const pti_hdr *h, const void *pay,
+// bound.c: pti_push_check refuses a push of worker h->rank (n floats at
+// pay, range off of the shard) with a non-finite value (PT_EINVAL), as
+// pti_push_finite, or whose gradient is over the job's --grad-bound
+// (PT_ERANGE, counted and logged), and else enters it in its range's
+// window. One pass, a PS_LET_GO granule at a time, each let go once
+// read where the policy keeps gradients (policy.h, keeps; pieces.h,
+// pti_shard_let_go). 0 when it may be applied.
+int pti_push_check(ps_server *s, const pti_hdr *h, const void *pay,
     uint64_t off, uint64_t n);
 
 #endif // PT_PS_SERVER_IMPL_H

@@ -204,6 +204,7 @@ static void sum_apply(ps_server *s, uint64_t lo, uint64_t hi, uint32_t cur,
 {
 	ps_sync *y = state(s);
 	uint32_t w = s->job->workers;
+	uint64_t read = lo; // workers' pages let go up to here
 	size_t len;
 	for (uint64_t c = lo; c < hi; c += len) {
 		len = hi - c < PS_CHUNK ? hi - c : PS_CHUNK;
@@ -219,6 +220,7 @@ static void sum_apply(ps_server *s, uint64_t lo, uint64_t hi, uint32_t cur,
 		if (fill != NULL)
 			memcpy(fill + (c - lo), s->params + c,
 			    len * sizeof(float));
+		pti_shard_let_go(s, y->use, cur, &read, c + len, hi);
 	}
 }
 
@@ -475,4 +477,5 @@ const ps_policy pti_policy_sync = {
 	.ahead = sync_ahead,
 	.clocks = sync_clocks,
 	.pull_waits = 1,
+	.keeps = 1,
 };

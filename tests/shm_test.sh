@@ -158,6 +158,30 @@ test_shm_backup_workers() {
 		ok test_shm_backup_workers
 }
 
+test_shm_server_memory_flat() {
+	# A server of 1.1M floats (4.5 MB) and 6 workers: once it has read
+	# a granule of a worker's push it lets go of those pages (all but
+	# worker 0's), so its peak RSS stays within two shards of the same
+	# job's with one worker (holding them all: 5 shards more).
+	n=test_shm_server_memory_flat
+	for w in 1 6; do
+		$P run --mode sync --servers 1 --workers $w --transport shm \
+			--data synthetic:1200 \
+			--model mlp:1024,1024 --seed 7 --lr 0.1 --batch 48 --steps 4 \
+			--out "$T/$n-$w" >"$T/$n-$w.log" 2>&1 ||
+			{ no $n "the $w-worker job failed" "$T/$n-$w.log"; return; }
+	done
+	r1=$(json server_max_rss_mb "$T/$n-1/summary.json")
+	r6=$(json server_max_rss_mb "$T/$n-6/summary.json")
+	hi=$(sed -n 's/^  "hi": \([0-9]*\),*$/\1/p' "$T/$n-6/server-0.json")
+	if awk -v a="$r1" -v b="$r6" -v n="$hi" \
+		'BEGIN { exit !(n > 1e6 && b - a < 2 * n * 4 / 1048576) }'; then
+		ok $n
+	else
+		no $n "peak RSS $r1 MiB with 1 worker, $r6 with 6 (shard of $hi floats)"
+	fi
+}
+
 test_shm_same_model
 test_shm_layer_push_same_model
 test_shm_one_server_in_place
@@ -165,3 +189,4 @@ test_shm_async
 test_shm_ssp_bound
 test_shm_backup_workers
 test_shm_refusals
+test_shm_server_memory_flat
