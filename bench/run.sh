@@ -171,7 +171,8 @@ done
 # (--layer-push auto: on for 1 x 1 on 2 cores, off where the processes
 # outnumber the cores); _pf adds --prefetch, _lp --layer-push on, _nolp
 # --layer-push off, _pin --pin (each measured on and off), _tcp
-# --transport tcp, _shm --transport shm (the default is ipc). asSxW: the
+# --transport tcp, _shm --transport shm (the others --transport ipc; a
+# job of run's default, auto, goes over shm). asSxW: the
 # same in --mode async. arW: --mode allreduce with W workers.
 CONFIGS="solo solo2 solo_pf ps1x1 ps1x1_pf ps1x1_nolp ps1x1_pin ps1x1_tcp \
 ps1x1_shm ps1x2 ps1x2_pin ps2x2 ps2x2_shm ps1x4 ps2x4 ps2x4_pf ps2x4_lp \
@@ -187,9 +188,9 @@ pstrain() {
 	case $1 in ar*) mode=allreduce sw="0x${1#ar}" ;; esac
 	case $1 in as*) mode=async sw=${1#as}; sw=${sw%_*} ;; esac
 	case $1 in *_pf) f=--prefetch ;; *_lp) f="--layer-push on" ;;
-	*_nolp) f="--layer-push off" ;;
-	*_pin) f=--pin ;; *_tcp) f="--transport tcp" ;;
-	*_shm) f="--transport shm" ;; *) f="" ;; esac
+	*_nolp) f="--layer-push off" ;; *_pin) f=--pin ;; *) f="" ;; esac
+	case $1 in *_tcp) f="--transport tcp" ;; *_shm) f="--transport shm" ;;
+	*) f="$f --transport ipc" ;; esac
 	rm -rf "$T/run"
 	$P run --mode $mode --servers "${sw%x*}" --workers "${sw#*x}" $M $f \
 		--steps "$STEPS" --eval-every 1000000 --out "$T/run" \

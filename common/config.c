@@ -56,7 +56,7 @@ static const config_choice choice_mode[] = {{"sync", PT_MODE_SYNC},
     {NULL, 0}};
 static const config_choice choice_transport[] = {{"ipc", PT_TRANSPORT_IPC},
     {"tcp", PT_TRANSPORT_TCP}, {"tls", PT_TRANSPORT_TLS},
-    {"shm", PT_TRANSPORT_SHM}, {NULL, 0}};
+    {"shm", PT_TRANSPORT_SHM}, {"auto", PT_TRANSPORT_AUTO}, {NULL, 0}};
 static const config_choice choice_place[] = {{"none", PT_PLACE_NONE},
     {"dedicated", PT_PLACE_DEDICATED}, {"colocated", PT_PLACE_COLOCATED},
     {NULL, 0}};
@@ -168,11 +168,13 @@ static const config_entry config_table[] = {
 	"output folder (run: required; created if missing)"),
     E("save-model", T_STR, save_model, "", 0, 0, RUN | WRK, "FILE",
 	"write the final parameters to FILE (docs/FORMATS.md)"),
-    E("transport", T_TRANSPORT, transport, "ipc", 0, 0, RUN,
-	"ipc|shm|tcp|tls",
+    E("transport", T_TRANSPORT, transport, "auto", 0, 0, RUN,
+	"auto|ipc|shm|tcp|tls",
 	"ipc:// sockets; shm: ipc with the dense values in shared memory "
-	"(not allreduce); tcp:// on 127.0.0.1; or tls+tcp:// on "
-	"127.0.0.1 (with --tls-cert, --tls-key and --tls-ca)"),
+	"(not allreduce); tcp:// on 127.0.0.1; tls+tcp:// on 127.0.0.1 "
+	"(with --tls-cert, --tls-key and --tls-ca); auto: shm for a mode "
+	"with servers, ipc for allreduce, tcp between emulated hosts "
+	"(compare: ipc for every job when one mode is allreduce)"),
     E("link", T_STR, link, "", 0, 0, RUN, "RATE[,DELAY]",
 	"emulated hosts (network namespaces on a bridge; needs root or "
 	"unprivileged user namespaces), each host's link shaped both ways "
@@ -1122,6 +1124,19 @@ void pti_config_hosts_imply(pti_config *c)
 		c->placement = PT_PLACE_DEDICATED;
 	if (c->placement != PT_PLACE_NONE && c->transport == PT_TRANSPORT_IPC)
 		c->transport = PT_TRANSPORT_TCP;
+	pti_config_transport_pick(c, pti_mode_of(c->job.mode)->servers);
+}
+
+void pti_config_transport_pick(pti_config *c, int shared)
+{
+	if (c->transport != PT_TRANSPORT_AUTO)
+		return;
+	if (c->link[0] != '\0' || c->placement != PT_PLACE_NONE) {
+		c->transport = PT_TRANSPORT_TCP;
+		return;
+	}
+	c->transport = PT_TRANSPORT_IPC;
+	c->job.shm |= shared != 0;
 }
 
 int pti_jobopt_check(const pti_jobopt *o)

@@ -29,8 +29,10 @@ enum {
 
 // PT_TRANSPORT_SHM is ipc with the job's dense values in shared memory
 // (common/shm.h); pti_cli_finish turns it into ipc and job.shm.
+// PT_TRANSPORT_AUTO, run's default, becomes one of the others in
+// pti_config_hosts_imply (or pti_config_transport_pick).
 enum { PT_TRANSPORT_IPC = 1, PT_TRANSPORT_TCP = 2, PT_TRANSPORT_TLS = 3,
-    PT_TRANSPORT_SHM = 4 };
+    PT_TRANSPORT_SHM = 4, PT_TRANSPORT_AUTO = 5 };
 enum { PT_LR_NONE = 1, PT_LR_LINEAR = 2 };
 // --layer-push: off, on, or auto (pti_config_layer_push_resolve).
 enum { PT_LP_OFF = 0, PT_LP_ON = 1, PT_LP_AUTO = 2 };
@@ -137,11 +139,18 @@ int pti_config_link(const pti_config *c, double *bps, double *delay_s);
 // PT_EINVAL naming the flag when it is no delay of 0-10 s.
 int pti_config_send_delay(const pti_config *c, double *s);
 
-// pti_config_hosts_imply makes what --link and --placement imply
-// explicit (after pti_config_check, which refused what they cannot go
-// with): --link alone means --placement dedicated, and emulated hosts
-// talk over --transport tcp unless tls was asked for.
+// pti_config_hosts_imply makes what --link, --placement and --transport
+// auto imply explicit (after pti_config_check, which refused what they
+// cannot go with): --link alone means --placement dedicated, emulated
+// hosts talk over --transport tcp unless tls was asked for, and on this
+// machine auto is ipc with shared memory where --mode has servers
+// (pti_config_transport_pick).
 void pti_config_hosts_imply(pti_config *c);
+
+// pti_config_transport_pick turns --transport auto into tcp between
+// emulated hosts (--link, --placement), else ipc, with the dense values
+// in shared memory (job.shm) when `shared`; any other transport stays. Compare picks once for all its jobs, run for its own.
+void pti_config_transport_pick(pti_config *c, int shared);
 
 // pti_config_network writes where c's processes run into out (size n):
 // "" on this machine, else ", PLACEMENT hosts, link RATE[,DELAY]" (or

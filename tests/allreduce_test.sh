@@ -57,11 +57,12 @@ test_ar_equals_sync_w2() {
 
 test_ar_equals_sync_pieces() {
 	# A shard of 614,410 floats: each sync worker's pushpull goes in two
-	# pieces, each applied and answered as soon as both workers have
-	# pushed it (client/api.c, ps/sync.c). Still the ring's bits.
+	# pieces over the socket, each applied and answered as soon as both
+	# workers have pushed it (client/api.c, ps/sync.c). Still the ring's
+	# bits.
 	n=test_ar_equals_sync_pieces
 	d="--data synthetic:1200 --model mlp:8192 --seed 7 --lr 0.02"
-	d="$d --batch 48 --steps 30 --optimizer momentum:0.9"
+	d="$d --batch 48 --steps 30 --optimizer momentum:0.9 --transport ipc"
 	for m in sync allreduce; do
 		$P run --mode $m --workers 2 $d --out "$T/pc-$m" \
 			--save-model "$T/pc-$m/m.bin" >"$T/pc-$m.log" 2>&1 ||

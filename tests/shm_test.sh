@@ -3,7 +3,9 @@
 # through shared memory (common/shm.h) and the job computes exactly what
 # it computes over ipc, whole shards and --layer-push's ranges alike;
 # async, ssp and backup workers, whose values change while read, learn
-# over it; all-reduce, which has no servers, is refused by name. (The handshake's refusals of
+# over it; all-reduce, which has no servers, is refused by name; run's
+# default (auto) picks it where there are servers, compare for all its
+# jobs or none. (The handshake's refusals of
 # a wrong secret, a small or unsealed segment and values before it are
 # in proc_server_test's test_server_shm; a server restarted from its
 # checkpoint in ckpt_test's test_ck_dead_server_restarted_shm.)
@@ -28,7 +30,8 @@ same() {
 		--save-model "$T/$n-shm.bin" >"$T/$n-shm.log" 2>&1 ||
 		{ no $n "the shm job failed" "$T/$n-shm.log"; return; }
 	# shellcheck disable=SC2086
-	$P run $J "$@" --out "$T/$n-ipc" --save-model "$T/$n-ipc.bin" \
+	$P run $J "$@" --transport ipc --out "$T/$n-ipc" \
+		--save-model "$T/$n-ipc.bin" \
 		>"$T/$n-ipc.log" 2>&1 ||
 		{ no $n "the ipc job failed" "$T/$n-ipc.log"; return; }
 	for s in $SERVERS; do
@@ -158,6 +161,71 @@ test_shm_backup_workers() {
 		ok test_shm_backup_workers
 }
 
+# picked NAME WANT SHM FLAGS...: a short job with FLAGS says it runs
+# over WANT on its start line and records shm SHM (true, false).
+picked() {
+	pn=$1 want=$2 shm=$3
+	shift 3
+	# shellcheck disable=SC2086
+	$P run $J --steps 3 "$@" --out "$T/$pn" >"$T/$pn.log" 2>&1 ||
+		{ no $pn "the job failed" "$T/$pn.log"; return 1; }
+	grep -q "steps over $want, output in" "$T/$pn.log" ||
+		{ no $pn "not over $want" "$T/$pn.log"; return 1; }
+	grep -q "\"shm\": $shm" "$T/$pn/summary.json" ||
+		{ no $pn "summary.json's config lacks shm $shm" \
+			"$T/$pn/summary.json"; return 1; }
+}
+
+test_shm_auto() {
+	# --transport auto (the default): shm for a mode with servers, whose
+	# servers then read every worker's pushes there; ipc for all-reduce
+	# and when ipc is asked for by name.
+	n=test_shm_auto
+	picked $n-sync shm true || return
+	grep -q "worker 2's pushes are read in shared memory" \
+		"$T/$n-sync/server-1.log" ||
+		{ no $n "server 1 never mapped worker 2's" \
+			"$T/$n-sync/server-1.log"; return; }
+	picked $n-async shm true --mode async || return
+	picked $n-allreduce ipc false --mode allreduce --servers 0 || return
+	picked $n-ipc ipc false --transport ipc || return
+	! grep -q "in shared memory" "$T/$n-ipc"/*.log ||
+		{ no $n "--transport ipc mapped segments" "$T/$n-ipc.log"; return; }
+	ok $n
+}
+
+test_shm_auto_compare() {
+	# compare picks once for every job: shm when every mode has
+	# servers, ipc for all when one of them is all-reduce (a comparison
+	# changes one thing), saying so.
+	n=test_shm_auto_compare
+	for modes in sync,async sync,allreduce; do
+		# shellcheck disable=SC2086
+		$P compare ${J#--mode sync} --steps 3 --servers 1 --modes $modes \
+			--seeds 1 \
+			--out "$T/$n-$modes" >"$T/$n-$modes.log" 2>&1 ||
+			{ no $n "compare --modes $modes failed" \
+				"$T/$n-$modes.log"; return; }
+	done
+	for f in "$T/$n-sync,async"/*/seed-1/summary.json; do
+		grep -q '"shm": true' "$f" ||
+			{ no $n "$f: not over shm" "$f"; return; }
+	done
+	for f in "$T/$n-sync,allreduce"/*/seed-1/summary.json; do
+		grep -q '"shm": false' "$f" ||
+			{ no $n "$f: over shm beside all-reduce" "$f"; return; }
+	done
+	grep -q "every job over ipc: allreduce has no servers" \
+		"$T/$n-sync,allreduce.log" ||
+		{ no $n "no word of ipc for all" "$T/$n-sync,allreduce.log"
+		return; }
+	grep -q "every process on this machine, over shm" \
+		"$T/$n-sync,async/report.md" ||
+		{ no $n "report.md's network is not shm" \
+			"$T/$n-sync,async/report.md"; return; }
+	ok $n
+}
+
 test_shm_server_memory_flat() {
 	# A server of 1.1M floats (4.5 MB) and 6 workers: once it has read
 	# a granule of a worker's push it lets go of those pages (all but
@@ -189,4 +257,6 @@ test_shm_async
 test_shm_ssp_bound
 test_shm_backup_workers
 test_shm_refusals
+test_shm_auto
+test_shm_auto_compare
 test_shm_server_memory_flat

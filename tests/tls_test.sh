@@ -262,7 +262,7 @@ test_tls_bad_flags() {
 		k=$($P $cmd --help | grep -c -- "--tls-\(cert\|key\|ca\) FILE")
 		[ "$k" = 3 ] || { no $n "pstrain $cmd --help lists $k TLS flags"; return; }
 	done
-	$P run --help | grep -q -- "--transport ipc|shm|tcp|tls" && ok $n ||
+	$P run --help | grep -q -- "--transport auto|ipc|shm|tcp|tls" && ok $n ||
 		no $n "run --help does not list --transport tls"
 }
 

@@ -26,6 +26,7 @@
 #include "common/config.h"
 #include "common/data.h"
 #include "common/err.h"
+#include "common/mode.h"
 #include "common/proto.h"
 #include "common/stats.h"
 
@@ -113,6 +114,30 @@ static int conf_read(pti_config *c, int argc, char **argv)
 
 // previous tells whether dir already holds a comparison: report.md, or
 // any LABEL/seed-S/summary.json.
+// cmp_transport picks --transport auto for every job at once: a
+// comparison changes one thing, so the jobs share values in shared
+// memory only when every mode has servers to share them with. -1 when
+// --modes is wrong (said on stderr), else 0.
+static int cmp_transport(pti_config *c)
+{
+	static pti_cmp_mode ms[PTI_CMP_MODES_MAX];
+	int n, served = 1, any = 0;
+	if (c->transport != PT_TRANSPORT_AUTO || c->report_only)
+		return 0;
+	if (pti_cmp_modes_parse(c, 0, ms, &n) != 0)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		served &= pti_mode_of(ms[i].mode)->servers;
+		any |= pti_mode_of(ms[i].mode)->servers;
+	}
+	pti_config_transport_pick(c, served);
+	if (!served && any && c->transport == PT_TRANSPORT_IPC)
+		printf("pstrain compare: every job over ipc: allreduce has no "
+		    "servers to share memory with (--transport shm gives the "
+		    "others shared memory)\n");
+	return 0;
+}
+
 static int previous(const char *dir)
 {
 	char path[PT_PATH_MAX + 600];
@@ -654,7 +679,8 @@ static void report_paired(FILE *f, const pti_cmp_set *s)
 }
 
 // job_network describes where job j ran into out: its placement and link
-// (summary.json's), or "one machine" and its transport.
+// (summary.json's), or "one machine" and its transport (ipc with its
+// values in shared memory: shm).
 static void job_network(const pti_cmp_job *j, char *out, size_t n)
 {
 	char place[32] = "none", tr[16] = "?", by[64] = "";
@@ -663,8 +689,10 @@ static void job_network(const pti_cmp_job *j, char *out, size_t n)
 	double bps = pti_json_num(link, "rate_bits_per_s");
 	double delay = pti_json_num(link, "delay_s");
 	(void)pti_json_text(j->json, "placement", place, sizeof(place));
-	(void)pti_json_text(json_object_get(j->json, "config"), "transport",
-	    tr, sizeof(tr));
+	const json_t *conf = json_object_get(j->json, "config");
+	(void)pti_json_text(conf, "transport", tr, sizeof(tr));
+	if (json_is_true(json_object_get(conf, "shm")))
+		snprintf(tr, sizeof(tr), "shm");
 	if (strcmp(place, "none") == 0) {
 		snprintf(out, n, "every process on this machine, over %s, "
 		    "links not shaped", tr);
@@ -917,6 +945,8 @@ int pti_cmd_compare(int argc, char **argv)
 	char *conf = c.report_only ? NULL : conf_text(&c);
 	if (!c.report_only && conf == NULL)
 		return 1;
+	if (cmp_transport(&c) != 0)
+		return PTI_EXIT_USAGE;
 	pti_config_hosts_imply(&c); // what each job's run is then given
 	if (c.job.tensorboard[0] != '\0' && c.report_only) {
 		fprintf(stderr, "pstrain compare: --tensorboard with "

@@ -468,9 +468,11 @@ int pti_cmd_run(int argc, char **argv)
 	const char *over = j.c.job.shm ? "shm"
 			   : j.c.transport == PT_TRANSPORT_TCP ? "tcp"
 			   : j.c.transport == PT_TRANSPORT_TLS ? "tls" : "ipc";
-	fprintf(stderr, "pstrain run: %s, %u servers, %u workers, %s, batch "
+	fprintf(stderr, "pstrain run: %s, %u server%s, %u worker%s, %s, batch "
 	    "%u (%u per worker), %llu steps over %s, output in %s\n",
-	    pti_mode_name(j.c.job.mode), j.c.job.servers, j.c.job.workers, j.c.model,
+	    pti_mode_name(j.c.job.mode), j.c.job.servers,
+	    j.c.job.servers == 1 ? "" : "s", j.c.job.workers,
+	    j.c.job.workers == 1 ? "" : "s", j.c.model,
 	    j.c.job.batch, j.c.job.batch / j.c.job.workers, (unsigned long long)j.steps,
 	    over, j.c.job.out);
 	if (j.c.job.tensorboard[0] != '\0' &&
