@@ -48,7 +48,8 @@ static void let_go(ps_server *s, uint32_t r, uint64_t lo, uint64_t hi)
 void pti_shard_let_go(ps_server *s, const uint8_t *use, uint32_t cur,
     uint64_t *from, uint64_t to, uint64_t hi)
 {
-	if (s->shm_of == NULL || (to - *from < PS_LET_GO && to < hi))
+	if (s->shm_of == NULL || s->job->workers <= PS_KEEP_WORKERS ||
+	    (to - *from < PS_LET_GO && to < hi))
 		return;
 	for (uint32_t r = 0; r < s->job->workers; r++)
 		if (r == cur || (use != NULL && use[r]))

@@ -63,12 +63,12 @@ void pti_shard_apply(ps_server *s, uint64_t off, const float *g,
 // applied); hi ends the pass. With --transport shm, every PS_LET_GO
 // floats and at the pass's end, the server lets go of its view of those
 // pages in the segments of the workers `use` marks (NULL: none) and of
-// worker cur (UINT32_MAX: none), past the first worker's: madvise
-// MADV_DONTNEED on a shared mapping drops the server's page-table
-// entries, never the contents, which are the worker's and map back in
-// when read again. The server's RSS then holds one worker's gradient and
-// a granule of each other's, whatever the number of workers. Moves *from
-// to `to` when it let go; nothing without shared memory.
+// worker cur (UINT32_MAX: none), past the first worker's, in a job of
+// more than PS_KEEP_WORKERS workers: madvise MADV_DONTNEED on a shared
+// mapping drops the server's page-table entries, never the contents,
+// which are the worker's and map back in when read again. The server's
+// RSS then holds at most two workers' gradients whatever their number.
+// Moves *from to `to` when it let go; nothing without shared memory.
 void pti_shard_let_go(ps_server *s, const uint8_t *use, uint32_t cur,
     uint64_t *from, uint64_t to, uint64_t hi);
 

@@ -44,8 +44,12 @@ typedef struct ps_bound ps_bound;
 // gradients stays in the first level of cache while the update reads it.
 #define PS_CHUNK 2048
 // Floats of the workers' segments a pass reads before the server lets
-// go of their pages (pieces.h, pti_shard_let_go): 1 MiB.
+// go of their pages (pieces.h, pti_shard_let_go): 1 MiB. Up to
+// PS_KEEP_WORKERS workers it lets go of none: their gradients fit in
+// that many shards, and pages read again cost faults (5% of a step of
+// mlp:2048,2048's sync 2 x 2, measured).
 #define PS_LET_GO (1u << 18)
+#define PS_KEEP_WORKERS 2
 
 // Requests one connection may have parked at once (a sync worker's
 // pushpulls of a step's pieces, each waiting for its range): the server
