@@ -112,8 +112,6 @@ static int conf_read(pti_config *c, int argc, char **argv)
 	return -1;
 }
 
-// previous tells whether dir already holds a comparison: report.md, or
-// any LABEL/seed-S/summary.json.
 // cmp_transport picks --transport auto for every job at once: a
 // comparison changes one thing, so the jobs share values in shared
 // memory only when every mode has servers to share them with. -1 when
@@ -133,11 +131,13 @@ static int cmp_transport(pti_config *c)
 	pti_config_transport_pick(c, served);
 	if (!served && any && c->transport == PT_TRANSPORT_IPC)
 		printf("pstrain compare: every job over ipc: allreduce has no "
-		    "servers to share memory with (--transport shm gives the "
-		    "others shared memory)\n");
+		    "servers to share memory with, and a comparison changes "
+		    "one thing\n");
 	return 0;
 }
 
+// previous tells whether dir already holds a comparison: report.md, or
+// any LABEL/seed-S/summary.json.
 static int previous(const char *dir)
 {
 	char path[PT_PATH_MAX + 600];
