@@ -264,6 +264,11 @@ static const config_entry config_table[] = {
     E("pin", T_BOOL, pin, "0", 0, 1, RUN, "",
 	"bind worker r to the r-th CPU the launcher may use and server s "
 	"to the (W+s)-th, round the CPUs (the same results)"),
+    E("worker-threads", T_U32, worker_threads, "1", 1, 64, RUN, "N",
+	"OpenBLAS threads of each worker (every other process has one, "
+	"unless OPENBLAS_NUM_THREADS says otherwise): 2 lets the worker of "
+	"a 1 x 1 job compute on the core its server leaves idle "
+	"(docs/PERFORMANCE.md)"),
     E("staleness-lr", T_BOOL, job.staleness_lr, "0", 0, 1, RUN | SRV, "",
 	"async/ssp: scale each gradient's lr by 1/max(1, staleness)"),
     E("max-staleness", T_I64, job.max_staleness, "-1", -1, 1e9, RUN | SRV,

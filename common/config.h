@@ -85,6 +85,7 @@ typedef struct pti_config {
 	int layer_push;           // PT_LP_*: push each layer as backward ends it
 	uint32_t prefetch;        // gather the next batch in a thread
 	uint32_t pin;             // run: each process on a core of its own
+	uint32_t worker_threads;  // run: OpenBLAS threads of each worker
 	uint32_t force;           // run: overwrite a previous run's --out
 	// processes started by hand (not under pstrain run)
 	uint32_t supervised;   // 1: under pstrain run, which does the rest

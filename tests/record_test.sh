@@ -324,7 +324,30 @@ test_record_blas_kernel() {
 	ok $n
 }
 
+test_record_worker_threads() {
+	# --worker-threads 2: each worker's OpenBLAS has two threads (its
+	# log says so), the server keeps one, and the record has the flag.
+	n=test_record_worker_threads
+	job $n "$T/wt2" --workers 2 --batch 32 --steps 2 --worker-threads 2 ||
+		return
+	for w in 0 1; do
+		grep -q "worker $w: 2 OpenBLAS threads" "$T/wt2/worker-$w.log" ||
+			{ no $n "worker $w's log" "$T/wt2/worker-$w.log"; return; }
+	done
+	! grep -q "OpenBLAS threads" "$T/wt2/server-0.log" ||
+		{ no $n "the server has more than one" "$T/wt2/server-0.log"
+		return; }
+	grep -q '"worker-threads": 2' "$T/wt2/summary.json" ||
+		{ no $n "not in the record" "$T/wt2/summary.json"; return; }
+	job $n "$T/wt1" --workers 2 --batch 32 --steps 2 || return
+	! grep -q "OpenBLAS threads" "$T/wt1/worker-0.log" ||
+		{ no $n "more than one without the flag" "$T/wt1/worker-0.log"
+		return; }
+	ok $n
+}
+
 test_record_every_option
+test_record_worker_threads
 test_record_short_worker
 test_record_disk_full
 test_record_server_record_missing

@@ -18,6 +18,7 @@
 #include "common/summary.h"
 #include "common/afile.h"
 #include "common/auth.h"
+#include "common/blas.h"
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/data.h"
@@ -213,6 +214,12 @@ int pti_work(pti_config *c, const char *cmdline)
 	}
 	if (procs_out(c, "worker") != 0 || procs_later(c, "worker") != 0)
 		return PTI_EXIT_USAGE;
+	// One thread is the rule (cli/main.c); more are said in the log.
+	char core[64];
+	int threads = pti_blas_info(core, sizeof(core));
+	if (threads > 1)
+		fprintf(stderr, "worker %u: %d OpenBLAS threads\n", c->rank,
+		    threads);
 	double t0 = c->job.t0 > 0 ? c->job.t0 : pti_wall_s();
 	c->job.t0 = t0; // the wall_s columns and the summary count from here
 	procs_progress pp;

@@ -143,6 +143,11 @@ static int run_spawn(run_job *j, int server, uint32_t rank, char **extra,
 		}
 		if (c->pin)
 			run_pin(server ? c->job.workers + rank : rank);
+		if (!server && pti_config_given(c, "worker-threads")) {
+			char n[16];
+			snprintf(n, sizeof(n), "%u", c->worker_threads);
+			setenv("OPENBLAS_NUM_THREADS", n, 1);
+		}
 		execv(pti_self_exe(), argv);
 		fprintf(stderr, "pstrain: cannot execute itself: %s\n",
 		    strerror(errno));
