@@ -18,8 +18,9 @@
 #     PyTorch processes are not pinned); the same model, data
 #     order and update in one process with no servers (bench/solo.c),
 #     with one OpenBLAS thread and with two (one process using both
-#     cores), and 1x1 over shm with two a process against the latter
-#     (the worker then computes on the core its server leaves idle);
+#     cores), and 1x1 over shm with two a process, and with two for the
+#     worker alone (--worker-threads 2), against the latter (the worker
+#     then computes on the core its server leaves idle);
 #     each job's scaling efficiency (its samples/s over solo's);
 #  3. the same job in PyTorch, one process (one thread, and as it comes:
 #     torch's and OpenBLAS's own thread counts) and DDP (gloo) with 2
@@ -174,11 +175,12 @@ done
 # outnumber the cores); _pf adds --prefetch, _lp --layer-push on, _nolp
 # --layer-push off, _pin --pin (each measured on and off), _tcp
 # --transport tcp, _shm --transport shm, _b2 --transport shm with two
-# OpenBLAS threads a process (the others --transport ipc; a job of run's
+# OpenBLAS threads a process, _wt2 --transport shm with two for the
+# worker alone (--worker-threads 2; the others --transport ipc; a job of run's
 # default, auto, goes over shm). asSxW: the
 # same in --mode async. arW: --mode allreduce with W workers.
 CONFIGS="solo solo2 solo_pf ps1x1 ps1x1_pf ps1x1_nolp ps1x1_pin ps1x1_tcp \
-ps1x1_shm ps1x1_b2 ps1x2 ps1x2_pin ps2x2 ps2x2_shm ps1x4 ps2x4 ps2x4_pf ps2x4_lp \
+ps1x1_shm ps1x1_b2 ps1x1_wt2 ps1x2 ps1x2_pin ps2x2 ps2x2_shm ps1x4 ps2x4 ps2x4_pf ps2x4_lp \
 ps2x4_pin ps2x4_shm as2x2 as2x2_shm ar2 ar4"
 [ -n "$PY" ] && CONFIGS="$CONFIGS torch1 torch1n ddp2 ddp4 br1x2 br2x4"
 # pstrain CONFIG: runs psSxW[_pf|_lp]; prints samples/s, and appends its
@@ -193,6 +195,7 @@ pstrain() {
 	case $1 in *_pf) f=--prefetch ;; *_lp) f="--layer-push on" ;;
 	*_nolp) f="--layer-push off" ;; *_pin) f=--pin ;; *) f="" ;; esac
 	case $1 in *_tcp) f="--transport tcp" ;; *_shm | *_b2) f="--transport shm" ;;
+	*_wt2) f="--transport shm --worker-threads 2" ;;
 	*) f="$f --transport ipc" ;; esac
 	b=1 # OpenBLAS threads a process
 	case $1 in *_b2) b=2 ;; esac
@@ -312,6 +315,9 @@ line "pstrain 1 x 1, --transport shm, against solo" ps1x1_shm solo
 line "  the same, against ipc" ps1x1_shm ps1x1
 line "pstrain 1 x 1, shm, 2 OpenBLAS threads each" ps1x1_b2 solo2
 line "  the same, against one thread each" ps1x1_b2 ps1x1_shm
+line "pstrain 1 x 1, shm, --worker-threads 2" ps1x1_wt2 solo
+line "  the same, against solo with 2 threads" ps1x1_wt2 solo2
+line "  the same, against one thread" ps1x1_wt2 ps1x1_shm
 line "pstrain 2 x 2, --transport shm, vs PyTorch as it comes" ps2x2_shm torch1n
 line "  the same, against ipc" ps2x2_shm ps2x2
 line "pstrain 2 x 4, --transport shm, vs PyTorch as it comes" ps2x4_shm torch1n

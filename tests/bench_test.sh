@@ -36,7 +36,8 @@ lo, hi = g["time_vs_duplex_range"]
 assert lo <= g["time_vs_duplex"] <= hi, g
 t = d["training"]
 ps = ["solo", "solo2", "ps1x1", "ps1x2", "ps2x2", "ps1x4", "ps2x4", "ps1x1_pin",
-      "ps1x2_pin", "ps2x4_pin", "ps1x1_tcp", "as2x2", "as2x2_shm", "ps1x1_b2"]
+      "ps1x2_pin", "ps2x4_pin", "ps1x1_tcp", "as2x2", "as2x2_shm",
+      "ps1x1_b2", "ps1x1_wt2"]
 for k in ps:
     assert math.isfinite(t["samples_per_s"][k]), (k, t)
 assert math.isfinite(t["speed"]["ps1x1_vs_solo"]), t
