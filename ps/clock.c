@@ -87,7 +87,8 @@ static int clock_take(ps_server *s, const pti_hdr *h, const void *pay,
 					     : memcpy(k->acc,
 						   (const char *)pay + i * 4,
 						   len * sizeof(float));
-			pti_shard_apply(s, off + i, g, len, 1, t->lr);
+			if (pti_shm_unchanged(s, NULL, h->rank, off + i, g, len))
+				pti_shard_apply(s, off + i, g, len, 1, t->lr);
 			if (fill != NULL)
 				memcpy(fill + i, s->params + off + i,
 				    len * sizeof(float));

@@ -57,6 +57,34 @@ void pti_shard_let_go(ps_server *s, const uint8_t *use, uint32_t cur,
 	*from = to;
 }
 
+int pti_shm_unchanged(ps_server *s, const uint8_t *use, uint32_t cur,
+    uint64_t off, const float *g, size_t len)
+{
+	if (s->shm_of == NULL || pti_first_nonfinite(g, len) == 0)
+		return 1;
+	int named = 0;
+	s->nonfinite++;
+	for (uint32_t r = 0; r < s->job->workers; r++) {
+		const float *x = s->shm_of[r].p;
+		if ((r != cur && (use == NULL || !use[r])) || x == NULL ||
+		    pti_first_nonfinite(x + off, len) == 0)
+			continue;
+		named = 1;
+		if (s->nonfinite <= 10 || s->nonfinite % 1000 == 0)
+			pti_log(PT_LOG_WARN, "server %u: worker %u's gradient "
+			    "in shared memory at [%llu, +%zu) turned non-finite "
+			    "after its checks; not applied there; %llu refused "
+			    "so far", s->rank, r,
+			    (unsigned long long)(s->lo + off), len,
+			    (unsigned long long)s->nonfinite);
+	}
+	if (!named && (s->nonfinite <= 10 || s->nonfinite % 1000 == 0))
+		pti_log(PT_LOG_WARN, "server %u: the gradients' sum at [%llu, "
+		    "+%zu) is not finite; not applied there", s->rank,
+		    (unsigned long long)(s->lo + off), len);
+	return 0;
+}
+
 void pti_fill_set(ps_take *t, nng_msg *m, float *pay, uint64_t off,
     uint64_t n, int64_t ver)
 {

@@ -72,6 +72,18 @@ void pti_shard_apply(ps_server *s, uint64_t off, const float *g,
 void pti_shard_let_go(ps_server *s, const uint8_t *use, uint32_t cur,
     uint64_t *from, uint64_t to, uint64_t hi);
 
+// pti_shm_unchanged: with --transport shm a gradient is read where its
+// worker wrote it, after the checks (bound.c) read it there, so a worker
+// that writes its segment meanwhile could slip a NaN or an infinity past
+// them. 1 when the len values of g (the sum over [off, off + len) of
+// the shard of the gradients of the workers `use` marks (NULL: none)
+// and of worker cur (UINT32_MAX: none)) are finite, or without shared
+// memory. Else 0: the chunk is not to be applied; the workers whose
+// values there are no longer finite are named in the log and counted as
+// refused (s->nonfinite), or an overflowing sum is.
+int pti_shm_unchanged(ps_server *s, const uint8_t *use, uint32_t cur,
+    uint64_t off, const float *g, size_t len);
+
 // pti_min_clock sets s->min_clock to the slowest clock of the live
 // workers; 0 when every worker is lost (then unchanged), else 1.
 int pti_min_clock(ps_server *s);

@@ -424,6 +424,10 @@ int pti_park_full(const ps_server *s, uint32_t pipe);
 int pti_park_rows(ps_server *s, ps_ctx *x, uint32_t tb, int64_t ver,
     nng_msg *m);
 
+// bound.c: pti_first_nonfinite is 1 + the index of the first NaN or
+// infinity of the n floats at pay (which need not be aligned), or 0.
+uint64_t pti_first_nonfinite(const void *pay, uint64_t n);
+
 // bound.c: pti_push_finite refuses (PT_EINVAL, counted and logged) n
 // gradient values at pay with a NaN or an infinity.
 int pti_push_finite(ps_server *s, const pti_hdr *h, const void *pay,

@@ -215,8 +215,9 @@ static void sum_apply(ps_server *s, uint64_t lo, uint64_t hi, uint32_t cur,
 			    (grad_at(y, r, c, &run), run < len))
 				len = (size_t)run;
 		}
-		pti_shard_apply(s, c, rank_sum(y, w, c, len, cur, at, lo), len,
-		    gdiv, lr);
+		const float *g = rank_sum(y, w, c, len, cur, at, lo);
+		if (pti_shm_unchanged(s, y->use, cur, c, g, len))
+			pti_shard_apply(s, c, g, len, gdiv, lr);
 		if (fill != NULL)
 			memcpy(fill + (c - lo), s->params + c,
 			    len * sizeof(float));

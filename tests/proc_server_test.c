@@ -1073,8 +1073,68 @@ static void test_server_shm(void)
 	srv_stop(&s);
 }
 
+// --shm, sync, two workers: worker 1's gradient passes its checks, then
+// worker 1 writes a NaN in its segment before worker 0's push closes the
+// step (the server reads it in place again to sum). The chunk holding it
+// is not applied, every value stays finite, the rest of the step is,
+// and the server serves on.
+static void test_server_shm_changed_after_check(void)
+{
+	srv s;
+	pti_secret key;
+	char path[256];
+	pti_shm_seg mine[2], theirs[2];
+	uint64_t lo = 0, hi = 0;
+	srv_start_flag(&s, "--shm", "sync", 2);
+	uint64_t n = s.shard.hi - s.shard.lo;
+	float *p0 = malloc(n * 4), *v = malloc(n * 4);
+	PT_TEST_OK(pti_secret_load(&key, NULL));
+	PT_TEST_OK(pti_shm_path(s.url, path, sizeof(path)));
+	PT_TEST_TRUE(pull(&s, p0) == 0);
+	for (uint32_t w = 0; w < 2; w++) {
+		PT_TEST_TRUE(hello(&s, w) == 0);
+		PT_TEST_OK(pti_shm_seg_create(&mine[w], n * 4, "t"));
+		PT_TEST_OK(pti_shm_offer(path, &key, w, 0, &mine[w], 5,
+		    &theirs[w], &lo, &hi));
+		for (uint64_t i = 0; i < n; i++)
+			mine[w].p[i] = 1.0f;
+	}
+	pti_hdr h;
+	pti_hdr_init(&h, PT_OP_PUSH, PT_ROLE_WORKER, 1);
+	h.has |= PTI_H_STEP | PTI_H_VER | PTI_H_RANGE | PTI_H_SHM;
+	h.shm = 1;
+	h.off = s.shard.lo;
+	h.n = n;
+	PT_TEST_TRUE(send_hdr(&s, &h, NULL, 0, NULL) == 0);
+	mine[1].p[n - 1] = NAN; // after its checks, before the sum
+	pti_hdr_init(&h, PT_OP_PUSH, PT_ROLE_WORKER, 0);
+	h.has |= PTI_H_STEP | PTI_H_VER | PTI_H_RANGE | PTI_H_SHM;
+	h.shm = 1;
+	h.off = s.shard.lo;
+	h.n = n;
+	PT_TEST_TRUE(send_hdr(&s, &h, NULL, 0, NULL) == 0);
+	PT_TEST_TRUE(pull(&s, v) == 0);
+	int finite = 1;
+	for (uint64_t i = 0; i < n; i++)
+		finite &= isfinite(v[i]) != 0;
+	PT_TEST_TRUE(finite);
+	PT_TEST_TRUE(v[n - 1] == p0[n - 1]); // its chunk not applied
+	PT_TEST_TRUE(n <= 2048 || v[0] != p0[0]); // the others were
+	pti_hdr st;
+	PT_TEST_TRUE(stats(&s, &st) == 0 && st.ver == 1); // the step closed
+	free(p0);
+	free(v);
+	for (uint32_t w = 0; w < 2; w++) {
+		pti_shm_seg_fini(&mine[w]);
+		pti_shm_seg_fini(&theirs[w]);
+	}
+	srv_stop(&s);
+}
+
 static const pti_test_case cases[] = {
     {"test_server_shm", test_server_shm},
+    {"test_server_shm_changed_after_check",
+	test_server_shm_changed_after_check},
     {"test_shm_seqlock", test_shm_seqlock},
     {"test_server_parked_released", test_server_parked_released},
     {"test_server_roles", test_server_roles},
