@@ -1099,20 +1099,17 @@ static void test_server_shm_changed_after_check(void)
 		for (uint64_t i = 0; i < n; i++)
 			mine[w].p[i] = 1.0f;
 	}
-	pti_hdr h;
-	pti_hdr_init(&h, PT_OP_PUSH, PT_ROLE_WORKER, 1);
-	h.has |= PTI_H_STEP | PTI_H_VER | PTI_H_RANGE | PTI_H_SHM;
-	h.shm = 1;
-	h.off = s.shard.lo;
-	h.n = n;
-	PT_TEST_TRUE(send_hdr(&s, &h, NULL, 0, NULL) == 0);
-	mine[1].p[n - 1] = NAN; // after its checks, before the sum
-	pti_hdr_init(&h, PT_OP_PUSH, PT_ROLE_WORKER, 0);
-	h.has |= PTI_H_STEP | PTI_H_VER | PTI_H_RANGE | PTI_H_SHM;
-	h.shm = 1;
-	h.off = s.shard.lo;
-	h.n = n;
-	PT_TEST_TRUE(send_hdr(&s, &h, NULL, 0, NULL) == 0);
+	for (uint32_t w = 2; w-- > 0;) { // worker 1's push, then worker 0's
+		pti_hdr h;
+		pti_hdr_init(&h, PT_OP_PUSH, PT_ROLE_WORKER, w);
+		h.has |= PTI_H_STEP | PTI_H_VER | PTI_H_RANGE | PTI_H_SHM;
+		h.shm = 1;
+		h.off = s.shard.lo;
+		h.n = n;
+		PT_TEST_TRUE(send_hdr(&s, &h, NULL, 0, NULL) == 0);
+		if (w == 1)
+			mine[1].p[n - 1] = NAN; // after its checks, before the sum
+	}
 	PT_TEST_TRUE(pull(&s, v) == 0);
 	int finite = 1;
 	for (uint64_t i = 0; i < n; i++)
