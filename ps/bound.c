@@ -156,7 +156,7 @@ static int push_finite(ps_server *s, const pti_hdr *h, const void *pay,
 	float v;
 	memcpy(&v, b + i * sizeof(float), sizeof(float));
 	s->nonfinite++;
-	if (s->nonfinite <= 10 || s->nonfinite % 1000 == 0)
+	if (pti_note_due(s->nonfinite))
 		pti_log(PT_LOG_WARN, "server %u: refused a push of worker %u with a "
 		    "non-finite value (%g at offset %llu); %llu so far",
 		    s->rank, h->rank, (double)v,

@@ -70,7 +70,7 @@ int pti_shm_unchanged(ps_server *s, const uint8_t *use, uint32_t cur,
 		    pti_first_nonfinite(x + off, len) == 0)
 			continue;
 		named = 1;
-		if (s->nonfinite <= 10 || s->nonfinite % 1000 == 0)
+		if (pti_note_due(s->nonfinite))
 			pti_log(PT_LOG_WARN, "server %u: worker %u's gradient "
 			    "in shared memory at [%llu, +%zu) turned non-finite "
 			    "after its checks; not applied there; %llu refused "
@@ -78,7 +78,7 @@ int pti_shm_unchanged(ps_server *s, const uint8_t *use, uint32_t cur,
 			    (unsigned long long)(s->lo + off), len,
 			    (unsigned long long)s->nonfinite);
 	}
-	if (!named && (s->nonfinite <= 10 || s->nonfinite % 1000 == 0))
+	if (!named && pti_note_due(s->nonfinite))
 		pti_log(PT_LOG_WARN, "server %u: the gradients' sum at [%llu, "
 		    "+%zu) is not finite; not applied there", s->rank,
 		    (unsigned long long)(s->lo + off), len);
