@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <stdalign.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,8 @@ typedef struct client_part {
 	float *dst;      // where they go (dst[0] is element hdr.off), or NULL
 	int lend;        // the reply's values are lent (pti_call_lend)
 	uint64_t want_n; // how many values the request asked for
+	int slot;        // its slot in the link's box, -1: sent over nng
+	double sent;     // when it went into the box
 } client_part;
 
 struct client_link {
@@ -70,6 +73,13 @@ struct client_link {
 	// value may point in).
 	pti_shm_seg mine, theirs, *old;
 	uint32_t n_old;
+	// Its box (common/shm.h's pti_box), made at each handshake: a
+	// request through shared memory goes into a free slot of it instead
+	// of onto the socket. Given up (dead) once a request in it failed:
+	// its slot may still be the server's. Replaced ones go to old.
+	pti_shm_seg box;
+	uint32_t box_used; // slots under way, a bit each
+	int box_dead;
 	nng_dialer dialer;
 	double dialed;   // when its dialer was started
 };
@@ -140,6 +150,134 @@ struct pti_client {
 	int shm_still; // and no server changes one a worker may be reading
 };
 
+// ---------------------------------------------------------------- boxes
+
+// part_slot: box part p's slot.
+static pti_box_slot *part_slot(const client_part *p)
+{
+	return &((pti_box *)p->k->box.p)->slot[p->slot];
+}
+
+// part_unbusy takes p off its link's list of parts under way.
+static void part_unbusy(client_part *p)
+{
+	client_part **pp = &p->k->busy;
+	while (*pp != p)
+		pp = &(*pp)->next;
+	*pp = p->next;
+}
+
+// box_done ends box part p with nng's status rv (0: its reply is in
+// p->reply), as part_cb ends the others. A part that failed leaves its
+// slot to the server for good: the box is given up, and whoever sleeps
+// on the slot is woken. Under the lock.
+static void box_done(client_part *p, int rv)
+{
+	client_link *k = p->k;
+	pti_box_slot *sl = part_slot(p);
+	p->rv = rv;
+	p->state = PART_DONE;
+	part_unbusy(p);
+	p->call->pending--;
+	if (rv != 0) {
+		k->box_dead = 1;
+		atomic_store(&sl->state, PTI_BOX_GONE);
+		pti_box_wake(&sl->state);
+	} else {
+		k->box_used &= ~(1u << p->slot);
+	}
+	pthread_cond_broadcast(&k->c->cv);
+}
+
+// box_fail_all fails k's box parts under way as lost (the connection
+// closed, or the box is replaced). Under the lock.
+static void box_fail_all(client_link *k)
+{
+	client_part *q = k->busy, *next;
+	for (; q != NULL; q = next) {
+		next = q->next;
+		if (q->slot >= 0 && q->state != PART_DONE) {
+			q->lost = 1;
+			box_done(q, NNG_ECLOSED);
+		}
+	}
+}
+
+// box_poll takes box part p's reply once it is in. Under the lock.
+static void box_poll(client_part *p)
+{
+	pti_box_slot *sl = part_slot(p);
+	nng_msg *m;
+	if (p->state == PART_DONE ||
+	    atomic_load_explicit(&sl->state, memory_order_acquire) !=
+		PTI_BOX_REP)
+		return;
+	uint32_t len = atomic_load_explicit(&sl->len, memory_order_relaxed);
+	if (len > PTI_BOX_MSG)
+		len = 0; // decoded as malformed
+	if (nng_msg_alloc(&m, len) != 0) {
+		box_done(p, NNG_ENOMEM);
+		return;
+	}
+	memcpy(nng_msg_body(m), sl->msg, len);
+	atomic_store_explicit(&sl->state, PTI_BOX_FREE, memory_order_relaxed);
+	p->reply = m;
+	p->k->c->rx += len;
+	box_done(p, 0);
+}
+
+// box_wait sleeps until box part p's reply is in, a second at most, and
+// fails it once --rpc-timeout has passed since it was sent. Under the
+// lock, which it lets go while it sleeps.
+static void box_wait(pti_client *c, client_part *p)
+{
+	pti_box_slot *sl = part_slot(p);
+	uint32_t v = atomic_load_explicit(&sl->state, memory_order_acquire);
+	if (p->state == PART_DONE)
+		return;
+	if (v != PTI_BOX_REP) {
+		double left = p->sent + c->timeout_s - pti_clock_s();
+		if (left <= 0) {
+			box_done(p, NNG_ETIMEDOUT);
+			return;
+		}
+		pthread_mutex_unlock(&c->mu);
+		pti_box_wait(&sl->state, v, left < 1.0 ? left : 1.0);
+		pthread_mutex_lock(&c->mu);
+	}
+	box_poll(p);
+}
+
+// box_send puts request m of part p into a free slot of k's box and
+// rings it; 0 when there was none (or m does not fit): m is then still
+// the caller's. Under the lock.
+static int box_send(client_link *k, client_part *p, nng_msg *m)
+{
+	pti_box *b = (pti_box *)k->box.p;
+	size_t len = nng_msg_len(m);
+	uint32_t i = 0;
+	if (b == NULL || k->box_dead || len > PTI_BOX_MSG ||
+	    k->box_used == (1u << PTI_BOX_SLOTS) - 1)
+		return 0;
+	while (k->box_used & (1u << i))
+		i++;
+	pti_box_slot *sl = &b->slot[i];
+	memcpy(sl->msg, nng_msg_body(m), len);
+	atomic_store_explicit(&sl->len, (uint32_t)len, memory_order_relaxed);
+	atomic_store_explicit(&sl->state, PTI_BOX_REQ, memory_order_release);
+	k->box_used |= 1u << i;
+	p->slot = (int)i;
+	p->sent = pti_clock_s();
+	p->state = PART_RECV;
+	atomic_fetch_add_explicit(&b->bell, 1, memory_order_release);
+	pti_box_wake(&b->bell);
+	if (p->spare == NULL)
+		p->spare = m; // to carry a later request
+	else
+		nng_msg_free(m);
+	return 1;
+}
+
 // link_pipe_cb follows the connection to one server. When it closes, the
 // requests under way on it can no longer be answered: cancel them now
 // rather than wait out the timeout (nng finishes a cancelled aio on its
@@ -165,6 +303,7 @@ static void link_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 		k->ever = 1;
 	} else if (at >= 0) {
 		k->pipes[at] = k->pipes[--k->up];
+		box_fail_all(k);
 		for (client_part *q = k->busy; q != NULL; q = q->next) {
 			q->lost = 1;
 			nng_aio_cancel(q->aio);
@@ -193,10 +332,7 @@ static void part_cb(void *arg)
 		c->rx += nng_msg_len(p->reply);
 	p->rv = rv;
 	p->state = PART_DONE;
-	client_part **pp = &p->k->busy;
-	while (*pp != p)
-		pp = &(*pp)->next;
-	*pp = p->next;
+	part_unbusy(p);
 	// Every part, not only the call's last: the waiter takes each
 	// reply's values while the others are still on their way.
 	p->call->pending--;
@@ -285,6 +421,7 @@ void pti_client_close(pti_client *c)
 		nng_close(k->sock);
 		pti_shm_seg_fini(&k->mine);
 		pti_shm_seg_fini(&k->theirs);
+		pti_shm_seg_fini(&k->box);
 		pti_shm_segs_free(k->old, k->n_old);
 		while (k->all != NULL) {
 			client_part *p = k->all;
@@ -328,7 +465,8 @@ int pti_client_open(pti_client **out, const char *urls, uint32_t role,
 		return pti_err_set(PT_ENOMEM, "client");
 	}
 	for (uint32_t i = 0; i < n; i++)
-		c->links[i].mine = c->links[i].theirs = PTI_SHM_SEG_NONE;
+		c->links[i].mine = c->links[i].theirs = c->links[i].box =
+		    PTI_SHM_SEG_NONE;
 	const char *p = urls;
 	for (uint32_t i = 0; i < n; i++) {
 		client_link *k = &c->links[i];
@@ -574,6 +712,7 @@ static int call_send(pt_req *q, uint32_t server, const pti_hdr *h,
 	p->lend = lend;
 	p->want_n = n;
 	p->unanswered = 0;
+	p->slot = -1;
 	c->reused += (uint64_t)reused;
 	c->tx += nng_msg_len(m);
 	if (lend)
@@ -585,6 +724,14 @@ static int call_send(pt_req *q, uint32_t server, const pti_hdr *h,
 	k->busy = p;
 	q->parts[q->n++] = p;
 	q->pending++;
+	// Through shared memory, the header goes into the box when a slot
+	// is free: a futex wakes the server, and it the waiter, instead of
+	// nng's threads. Not with a send delay, which the socket's path
+	// emulates.
+	if (shm && !lost && !pti_later_on() && box_send(k, p, m)) {
+		pthread_mutex_unlock(&c->mu);
+		return 0;
+	}
 	// When the connection is idle, REQ puts the request on it at once:
 	// a send that may not wait (the zero timeout) then finishes here,
 	// in this thread, and the receive follows. Sent by callback, each
@@ -738,7 +885,17 @@ static void call_await(pt_req *q, const client_part *want, double start)
 	while (note <= pti_clock_s())
 		note += every;
 	while (want != NULL ? want->state != PART_DONE : q->pending > 0) {
-		pti_cond_wait_ms(&c->cv, &c->mu, 1000);
+		// A box's part is waited for on its slot; the others' are
+		// told by their callbacks, on the condition.
+		const client_part *bp = want;
+		for (uint32_t i = 0; bp == NULL && i < q->n; i++)
+			if (q->parts[i]->state != PART_DONE &&
+			    q->parts[i]->slot >= 0)
+				bp = q->parts[i];
+		if (bp != NULL && bp->slot >= 0)
+			box_wait(c, (client_part *)bp);
+		else
+			pti_cond_wait_ms(&c->cv, &c->mu, 1000);
 		if ((want != NULL ? want->state == PART_DONE
 				  : q->pending == 0) ||
 		    pti_clock_s() < note)
@@ -767,7 +924,10 @@ static void call_await(pt_req *q, const client_part *want, double start)
 			if (where[0] != '\0' && client_answered(c, p, ver)) {
 				p->unanswered = 1;
 				p->hdr.ver = ver;
-				nng_aio_cancel(p->aio);
+				if (p->slot >= 0)
+					box_done(p, NNG_ECANCELED);
+				else
+					nng_aio_cancel(p->aio);
 			}
 			pti_log(PT_LOG_WARN, "%s %u: no answer yet to %s (step %lld, "
 			    "version %lld) from server %u at %s (%.0fs so far, "
@@ -999,7 +1159,9 @@ void pti_call_free(pt_req *q)
 	pthread_mutex_lock(&c->mu);
 	for (uint32_t i = 0; i < q->n; i++) {
 		client_part *p = q->parts[i];
-		if (p->state != PART_DONE) {
+		if (p->state != PART_DONE && p->slot >= 0) {
+			box_done(p, NNG_ECANCELED); // the box is given up
+		} else if (p->state != PART_DONE) {
 			// Freed before it was answered: let it finish first.
 			pthread_mutex_unlock(&c->mu);
 			nng_aio_cancel(p->aio);
@@ -1203,12 +1365,19 @@ int pti_client_shm(pti_client *c, int still)
 		    (rv = pti_shm_seg_create(&k->mine, bytes,
 			 "pstrain-worker")) != 0)
 			return rv;
-		if ((rv = pti_shm_offer(path, &c->secret, c->rank, k->rank,
-			 &k->mine, c->timeout_s, &theirs, &lo, &hi)) != 0)
+		pti_shm_seg box;
+		if ((rv = pti_shm_seg_create(&box, sizeof(pti_box),
+			 "pstrain-box")) != 0)
 			return rv;
+		if ((rv = pti_shm_offer(path, &c->secret, c->rank, k->rank,
+			 &k->mine, &box, c->timeout_s, &theirs, &lo, &hi)) != 0) {
+			pti_shm_seg_fini(&box);
+			return rv;
+		}
 		if (pti_shm_ctl_of(&theirs, hi - lo) == NULL) {
 			size_t got = theirs.bytes;
 			pti_shm_seg_fini(&theirs);
+			pti_shm_seg_fini(&box);
 			return pti_err_set(PT_EPROTO, "server %u at %s handed "
 			    "over a segment of %zu bytes: no room for the "
 			    "block after its %llu values", k->rank, k->url,
@@ -1216,6 +1385,7 @@ int pti_client_shm(pti_client *c, int still)
 		}
 		if (lo != k->lo || hi != k->hi) {
 			pti_shm_seg_fini(&theirs);
+			pti_shm_seg_fini(&box);
 			return pti_err_set(PT_EPROTO, "server %u at %s handed "
 			    "over [%llu, %llu) in shared memory; its hello "
 			    "said [%llu, %llu)", k->rank, k->url,
@@ -1226,6 +1396,16 @@ int pti_client_shm(pti_client *c, int still)
 		pthread_mutex_lock(&c->mu);
 		rv = pti_shm_seg_replace(&k->theirs, &theirs, &k->old,
 		    &k->n_old);
+		// The new box replaces the old, whose parts still under way
+		// (of a connection gone) fail; it stays mapped until close.
+		box_fail_all(k);
+		if (rv == 0)
+			rv = pti_shm_seg_replace(&k->box, &box, &k->old,
+			    &k->n_old);
+		else
+			pti_shm_seg_fini(&box);
+		k->box_used = 0;
+		k->box_dead = 0;
 		pthread_mutex_unlock(&c->mu);
 		if (rv != 0)
 			return rv;

@@ -10,10 +10,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 
 #include "common/clock.h"
 #include "common/err.h"
@@ -132,9 +135,24 @@ void pti_shm_segs_free(pti_shm_seg *segs, uint32_t n)
 	free(segs);
 }
 
-// seg_map maps a peer's segment fd (kept in g) read-only, once it is
-// sealed against shrinking and at least `need` bytes long.
-static int seg_map(pti_shm_seg *g, int fd, size_t need, const char *whose)
+// The futexes live in segments two processes map: not FUTEX_PRIVATE.
+void pti_box_wait(_Atomic uint32_t *w, uint32_t v, double timeout_s)
+{
+	struct timespec ts = {(time_t)timeout_s,
+	    (long)((timeout_s - (double)(time_t)timeout_s) * 1e9)};
+	(void)syscall(SYS_futex, w, FUTEX_WAIT, v, &ts, NULL, 0);
+}
+
+void pti_box_wake(_Atomic uint32_t *w)
+{
+	(void)syscall(SYS_futex, w, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+}
+
+// seg_map maps a peer's segment fd (kept in g) read-only (prot
+// PROT_READ, or read-write), once it is sealed against shrinking and at
+// least `need` bytes long.
+static int seg_map(pti_shm_seg *g, int fd, size_t need, int prot,
+    const char *whose)
 {
 	struct stat st;
 	int seals = fcntl(fd, F_GET_SEALS);
@@ -151,7 +169,7 @@ static int seg_map(pti_shm_seg *g, int fd, size_t need, const char *whose)
 		return pti_err_set(PT_EPROTO, "shared memory from %s: %lld "
 		    "bytes, %zu wanted", whose, (long long)st.st_size, need);
 	}
-	void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	void *p = mmap(NULL, (size_t)st.st_size, prot, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED) {
 		int e = errno;
 		close(fd);
@@ -225,35 +243,45 @@ typedef struct shm_answer {
 	uint8_t mac[PT_MAC_LEN];
 } shm_answer;
 
-// send_fd sends len bytes and, when fd >= 0, fd with them.
-static int send_fd(int s, const void *buf, size_t len, int fd)
+// send_fds sends len bytes and, with them, the descriptors of fd[0..2)
+// that are >= 0 (fd[1] only with fd[0]); send_fd one.
+static int send_fds(int s, const void *buf, size_t len, const int fd[2])
 {
 	union {
-		char b[CMSG_SPACE(sizeof(int))];
+		char b[CMSG_SPACE(2 * sizeof(int))];
 		struct cmsghdr align;
 	} u;
 	struct iovec io = {(void *)buf, len};
 	struct msghdr mh = {0};
+	int k = fd[0] < 0 ? 0 : fd[1] < 0 ? 1 : 2;
 	mh.msg_iov = &io;
 	mh.msg_iovlen = 1;
-	if (fd >= 0) {
+	if (k > 0) {
 		memset(&u, 0, sizeof(u));
 		mh.msg_control = u.b;
-		mh.msg_controllen = sizeof(u.b);
+		mh.msg_controllen = CMSG_SPACE((size_t)k * sizeof(int));
 		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
 		c->cmsg_level = SOL_SOCKET;
 		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+		c->cmsg_len = CMSG_LEN((size_t)k * sizeof(int));
+		memcpy(CMSG_DATA(c), fd, (size_t)k * sizeof(int));
 	}
 	ssize_t n = sendmsg(s, &mh, MSG_NOSIGNAL);
 	return n == (ssize_t)len ? 0 : -1;
 }
 
-// recv_fd receives one message of exactly len bytes into buf, and the
-// descriptor that came with it into *fd (-1 when none; any other
-// descriptors are closed). PT_ETIMEDOUT, PT_ECLOSED or PT_EPROTO.
-static int recv_fd(int s, void *buf, size_t len, int *fd, double timeout_s)
+static int send_fd(int s, const void *buf, size_t len, int fd)
+{
+	int two[2] = {fd, -1};
+	return send_fds(s, buf, len, two);
+}
+
+// recv_fds receives one message of exactly len bytes into buf, and the
+// first two descriptors that came with it into fd[0], fd[1] (-1 when
+// none; any others are closed). PT_ETIMEDOUT, PT_ECLOSED or PT_EPROTO.
+// recv_fd takes one.
+static int recv_fds(int s, void *buf, size_t len, int fd[2],
+    double timeout_s)
 {
 	union {
 		char b[CMSG_SPACE(4 * sizeof(int))];
@@ -263,7 +291,7 @@ static int recv_fd(int s, void *buf, size_t len, int *fd, double timeout_s)
 	struct iovec io[2] = {{buf, len}, {&extra, 1}};
 	struct msghdr mh = {0};
 	struct pollfd pf = {s, POLLIN, 0};
-	*fd = -1;
+	fd[0] = fd[1] = -1;
 	int r = poll(&pf, 1, (int)(timeout_s * 1000));
 	if (r == 0)
 		return PT_ETIMEDOUT;
@@ -282,8 +310,10 @@ static int recv_fd(int s, void *buf, size_t len, int *fd, double timeout_s)
 		for (size_t i = 0; i < k; i++) {
 			int f;
 			memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			if (*fd < 0)
-				*fd = f;
+			if (fd[0] < 0)
+				fd[0] = f;
+			else if (fd[1] < 0)
+				fd[1] = f;
 			else
 				close(f);
 		}
@@ -291,17 +321,28 @@ static int recv_fd(int s, void *buf, size_t len, int *fd, double timeout_s)
 	if (n == 0)
 		return PT_ECLOSED;
 	if (n != (ssize_t)len || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
-		if (*fd >= 0)
-			close(*fd);
-		*fd = -1;
+		for (int i = 0; i < 2; i++)
+			if (fd[i] >= 0)
+				close(fd[i]);
+		fd[0] = fd[1] = -1;
 		return n < 0 ? PT_EIO : PT_EPROTO;
 	}
 	return 0;
 }
 
+static int recv_fd(int s, void *buf, size_t len, int *fd, double timeout_s)
+{
+	int two[2];
+	int rv = recv_fds(s, buf, len, two, timeout_s);
+	if (two[1] >= 0)
+		close(two[1]);
+	*fd = two[0];
+	return rv;
+}
+
 int pti_shm_offer(const char *path, const pti_secret *key, uint32_t rank,
-    uint32_t server, const pti_shm_seg *mine, double timeout_s,
-    pti_shm_seg *theirs, uint64_t *lo, uint64_t *hi)
+    uint32_t server, const pti_shm_seg *mine, const pti_shm_seg *box,
+    double timeout_s, pti_shm_seg *theirs, uint64_t *lo, uint64_t *hi)
 {
 	struct sockaddr_un sa;
 	uint8_t nonce_s[PT_NONCE_LEN], mac[PT_MAC_LEN];
@@ -332,7 +373,8 @@ int pti_shm_offer(const char *path, const pti_secret *key, uint32_t rank,
 		goto out;
 	pti_auth_mac_shm(key, nonce_s, PT_ROLE_WORKER, rank, server,
 	    hi_w.mac);
-	if (send_fd(s, &hi_w, sizeof(hi_w), mine->fd) != 0) {
+	int fds[2] = {mine->fd, box != NULL ? box->fd : -1};
+	if (send_fds(s, &hi_w, sizeof(hi_w), fds) != 0) {
 		rv = PT_ECLOSED;
 		goto said;
 	}
@@ -360,7 +402,7 @@ int pti_shm_offer(const char *path, const pti_secret *key, uint32_t rank,
 	char whose[64];
 	snprintf(whose, sizeof(whose), "server %u", server);
 	rv = seg_map(theirs, fd, (size_t)(an.hi - an.lo) * sizeof(float),
-	    whose);
+	    PROT_READ, whose);
 	fd = -1; // seg_map's now
 	if (rv == 0) {
 		*lo = an.lo;
@@ -405,15 +447,18 @@ int pti_shm_take(int cfd, const pti_secret *key, uint32_t server,
 	uint8_t nonce[PT_NONCE_LEN], mac[PT_MAC_LEN];
 	shm_hello hw;
 	shm_answer an;
-	int rv, fd = -1;
+	int rv, fd = -1, fds[2] = {-1, -1};
 	pti_shm_seg seg = PTI_SHM_SEG_NONE, *theirs = &seg;
+	pti_shm_seg box = PTI_SHM_SEG_NONE;
 	if ((rv = pti_random(nonce, sizeof(nonce))) != 0)
 		goto out;
 	if (send_fd(cfd, nonce, sizeof(nonce), -1) != 0) {
 		rv = pti_err_set(PT_ECLOSED, "shared memory: the peer went");
 		goto out;
 	}
-	if ((rv = recv_fd(cfd, &hw, sizeof(hw), &fd, timeout_s)) != 0) {
+	rv = recv_fds(cfd, &hw, sizeof(hw), fds, timeout_s);
+	fd = fds[0];
+	if (rv != 0) {
 		rv = pti_err_set(rv, "shared memory: the peer's hello: %s",
 		    rv == PT_ETIMEDOUT ? "not in time"
 		    : rv == PT_ECLOSED ? "it closed the connection"
@@ -436,10 +481,17 @@ int pti_shm_take(int cfd, const pti_secret *key, uint32_t server,
 	}
 	char whose[64];
 	snprintf(whose, sizeof(whose), "worker %u", hw.rank);
-	rv = seg_map(theirs, fd, need, whose);
+	rv = seg_map(theirs, fd, need, PROT_READ, whose);
 	fd = -1;
-	if (rv == 0 && (rv = keep(arg, hw.rank, theirs)) != 0)
+	if (rv == 0 && fds[1] >= 0) {
+		snprintf(whose, sizeof(whose), "worker %u's box", hw.rank);
+		rv = seg_map(&box, fds[1], sizeof(pti_box),
+		    PROT_READ | PROT_WRITE, whose);
+		fds[1] = -1;
+	}
+	if (rv == 0 && (rv = keep(arg, hw.rank, theirs, &box)) != 0)
 		pti_shm_seg_fini(theirs);
+	pti_shm_seg_fini(&box); // none when kept
 	if (rv != 0) {
 		take_status(cfd, rv); // seg_map's or keep's message says why
 		goto out;
@@ -459,6 +511,8 @@ int pti_shm_take(int cfd, const pti_secret *key, uint32_t server,
 out:
 	if (fd >= 0)
 		close(fd);
+	if (fds[1] >= 0)
+		close(fds[1]);
 	close(cfd);
 	return rv;
 }

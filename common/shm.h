@@ -86,6 +86,37 @@ void pti_shm_write_end(pti_shm_ctl *c, int64_t ver);
 int pti_shm_read(const pti_shm_ctl *c, float *dst, const float *src,
     uint64_t n, double timeout_s, int64_t *ver);
 
+// A worker's box (common/shm.c): a segment it makes at each handshake
+// and hands over with its own, which the server maps read-write: each of
+// its slots carries one request of the worker's, written whole with
+// state REQ, and the server's reply in its place with state REP, and a
+// futex wakes whoever waits, instead of the ipc socket's threads (a
+// step's headers of --transport shm go this way; PROTOCOL.md "Shared
+// memory"). The worker rings bell (adds one and wakes it) after each
+// request; the server's thread for the box waits on it. Neither side
+// trusts what the other wrote: a length beyond PTI_BOX_MSG is refused,
+// a message is copied out of the slot before it is decoded.
+#define PTI_BOX_SLOTS 16 // requests under way at once: PS_PARK_MAX
+#define PTI_BOX_MSG 1016 // bytes of one message, at most
+enum { PTI_BOX_FREE, PTI_BOX_REQ, PTI_BOX_TAKEN, PTI_BOX_REP,
+	PTI_BOX_GONE };  // GONE: given up by the worker (its wait failed)
+typedef struct pti_box_slot {
+	_Atomic uint32_t state;
+	_Atomic uint32_t len; // bytes of msg
+	uint8_t msg[PTI_BOX_MSG];
+} pti_box_slot;
+typedef struct pti_box {
+	_Atomic uint32_t bell;
+	uint8_t pad[60];
+	pti_box_slot slot[PTI_BOX_SLOTS];
+} pti_box;
+
+// pti_box_wait sleeps while *w is v, timeout_s seconds at most (woken by
+// pti_box_wake on the same word, in either process, or at once when *w
+// is not v); pti_box_wake wakes every sleeper on w.
+void pti_box_wait(_Atomic uint32_t *w, uint32_t v, double timeout_s);
+void pti_box_wake(_Atomic uint32_t *w);
+
 // pti_shm_path is the handshake socket's path for an ipc:// address
 // (its path with ".shm"). PT_EINVAL when url is not ipc:// or the path
 // is too long for a unix socket.
@@ -96,24 +127,28 @@ int pti_shm_path(const char *url, char *out, size_t n);
 int pti_shm_listen(const char *path, int *fd);
 
 // pti_shm_offer is the worker's side: on path, prove the secret as
-// worker `rank` to server `server`, hand it `mine` and map the server's
+// worker `rank` to server `server`, hand it `mine` and `box` (NULL: no
+// box, the headers go over the ipc socket) and map the server's
 // segment into *theirs, with the shard [*lo, *hi) it holds. PT_EAUTH
 // when the server's proof fails, PT_ECLOSED or PT_ETIMEDOUT when it does
 // not answer, PT_EPROTO for an answer not in the protocol.
 int pti_shm_offer(const char *path, const pti_secret *key, uint32_t rank,
-    uint32_t server, const pti_shm_seg *mine, double timeout_s,
-    pti_shm_seg *theirs, uint64_t *lo, uint64_t *hi);
+    uint32_t server, const pti_shm_seg *mine, const pti_shm_seg *box,
+    double timeout_s, pti_shm_seg *theirs, uint64_t *lo, uint64_t *hi);
 
-// pti_shm_keep_fn takes worker rank's mapped segment *g for its own
-// (g then none) before the worker hears the handshake is done, so that
+// pti_shm_keep_fn takes worker rank's mapped segment *g, and its box
+// *box mapped read-write (none when it handed over no box), for its own
+// (both then none) before the worker hears the handshake is done, so that
 // the worker's first request through it finds it kept; 0, or an error
 // that refuses the handshake (*g is then unmapped by the caller).
-typedef int (*pti_shm_keep_fn)(void *arg, uint32_t rank, pti_shm_seg *g);
+typedef int (*pti_shm_keep_fn)(void *arg, uint32_t rank, pti_shm_seg *g,
+    pti_shm_seg *box);
 
 // pti_shm_take is the server's side on an accepted connection cfd
 // (closed here): check the worker's proof (rank below workers), map its
 // segment (sealed, at least `need` bytes), give it to keep, then answer
-// with `mine` and the shard [lo, hi). *rank is the worker's. PT_EAUTH,
+// with `mine` and the shard [lo, hi). A box handed over must be
+// sizeof(pti_box) long. *rank is the worker's. PT_EAUTH,
 // PT_EPROTO or PT_ETIMEDOUT naming what was wrong, or keep's error.
 int pti_shm_take(int cfd, const pti_secret *key, uint32_t server,
     uint32_t workers, const pti_shm_seg *mine, uint64_t lo, uint64_t hi,

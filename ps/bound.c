@@ -119,29 +119,6 @@ static int bound_check(ps_server *s, const pti_hdr *h, uint64_t off,
 	return 0;
 }
 
-uint64_t pti_first_nonfinite(const void *pay, uint64_t n)
-{
-	const unsigned char *b = pay;
-	// Blocks of bits tested together (the loop vectorizes; the bytes
-	// may be unaligned), then the first bad value found in its block.
-	for (uint64_t lo = 0; lo < n; lo += 1024) {
-		uint64_t hi = n - lo < 1024 ? n : lo + 1024;
-		uint32_t bad = 0;
-		for (uint64_t j = lo; j < hi; j++) {
-			uint32_t u;
-			memcpy(&u, b + j * 4, 4);
-			bad |= (u & 0x7f800000u) == 0x7f800000u;
-		}
-		for (uint64_t j = lo; bad && j < hi; j++) {
-			float v;
-			memcpy(&v, b + j * sizeof(float), sizeof(float));
-			if (!isfinite(v))
-				return j + 1;
-		}
-	}
-	return 0;
-}
-
 // push_finite refuses a gradient with a NaN or infinite value: one would
 // make every parameter it touches non-finite for good. The refusals are
 // counted, and logged (the first ten, then every thousandth). pay holds

@@ -45,6 +45,10 @@ void pti_bits_set(uint64_t *b, uint64_t lo, uint64_t hi);
 int pti_bits_gap(const uint64_t *b, uint64_t from, uint64_t n,
     uint64_t *lo, uint64_t *hi);
 
+// pti_first_nonfinite is 1 + the index of the first NaN or infinity of
+// the n floats at pay (which need not be aligned), or 0.
+uint64_t pti_first_nonfinite(const void *pay, uint64_t n);
+
 // pti_aligned: a request's values where they lie (pti_msg_encode pads
 // the header so that they are aligned), or NULL when they are not (a
 // peer that pads otherwise): they are then copied first.

@@ -2,11 +2,16 @@
 // request where one can carry it (a spare, or the one whose values are
 // the shard's already), an error reply that names the server and the
 // op, requests parked on the wait list, and woken with their replies
-// once the policy allows. Everything here runs under the server lock.
+// once the policy allows, then sent. Everything here but the sending
+// (pti_server_send_woken) runs under the server lock.
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/err.h"
+#include "common/testhook.h"
 #include "ps/policy.h"
 
 #define SERVER_LOG_ERRORS 20 // rejected requests logged in full, at most
@@ -151,6 +156,38 @@ void pti_server_wake(ps_server *s, ps_ctx **wake)
 void pti_server_wake_ahead(ps_server *s, ps_ctx **wake)
 {
 	wake_when(s, wake, 1);
+}
+
+void pti_server_send_woken(ps_ctx *wake)
+{
+	while (wake != NULL) {
+		ps_ctx *w = wake;
+		wake = w->next;
+		nng_msg *m = nng_aio_get_msg(w->aio);
+		nng_aio_set_msg(w->aio, NULL);
+		w->send(w, m);
+	}
+}
+
+static long drop_nth; // 0: none
+static atomic_long replies_sent;
+static pthread_once_t drop_once = PTHREAD_ONCE_INIT;
+
+static void drop_read(void)
+{
+	const char *e = pti_test_hook("PSTRAIN_TEST_DROP_REPLY");
+	drop_nth = e != NULL ? atol(e) : 0;
+}
+
+int pti_server_drop_due(uint32_t rank)
+{
+	pthread_once(&drop_once, drop_read);
+	long drop = drop_nth;
+	if (drop <= 0 || atomic_fetch_add(&replies_sent, 1) + 1 != drop)
+		return 0;
+	pti_log(PT_LOG_WARN, "server %u: test hook: dropping reply %ld", rank,
+	    drop);
+	return 1;
 }
 
 // ---------------------------------------------------------------- parking

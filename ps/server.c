@@ -16,7 +16,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,28 +55,12 @@ struct pt_server {
 
 static void ctx_recv(ps_ctx *x);
 
-// reply_dropped: the test hook PSTRAIN_TEST_DROP_REPLY=N makes the N-th
-// reply this server sends vanish, as a reply lost on the way would
-// (tests/mp_test.sh: the worker must notice and rejoin). The context
-// goes on receiving.
-static long drop_nth; // 0: none
-static atomic_long replies_sent;
-static pthread_once_t drop_once = PTHREAD_ONCE_INIT;
-
-static void drop_read(void)
-{
-	const char *e = pti_test_hook("PSTRAIN_TEST_DROP_REPLY");
-	drop_nth = e != NULL ? atol(e) : 0;
-}
-
+// reply_dropped drops x's reply when the test hook says so
+// (pti_server_drop_due); the context goes on receiving.
 static int reply_dropped(ps_ctx *x)
 {
-	pthread_once(&drop_once, drop_read);
-	long drop = drop_nth;
-	if (drop <= 0 || atomic_fetch_add(&replies_sent, 1) + 1 != drop)
+	if (!pti_server_drop_due(x->s->rank))
 		return 0;
-	pti_log(PT_LOG_WARN, "server %u: test hook: dropping reply %ld",
-	    x->s->rank, drop);
 	nng_msg_free(nng_aio_get_msg(x->aio));
 	nng_aio_set_msg(x->aio, NULL);
 	ctx_recv(x);
@@ -105,6 +88,15 @@ static void ctx_recv(ps_ctx *x)
 	nng_ctx_recv(x->ctx, x->aio);
 }
 
+// ctx_reply is an nng context's send (server_impl.h's ps_ctx).
+static void ctx_reply(ps_ctx *x, nng_msg *m)
+{
+	if (m == NULL)
+		ctx_recv(x);
+	else
+		ctx_send(x, m);
+}
+
 static void server_stop(ps_server *s)
 {
 	pthread_mutex_lock(&s->mu);
@@ -113,7 +105,6 @@ static void server_stop(ps_server *s)
 	pthread_mutex_unlock(&s->mu);
 }
 
-static void send_woken(ps_ctx *wake);
 
 // pipe_cb: a connection closed. If it was a worker's, that worker is lost;
 // if that worker had said done, it can no longer finish the job, which
@@ -149,7 +140,7 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 	pthread_mutex_lock(&s->mu);
 	pti_server_pipe_removed(s, id, &wake);
 	pthread_mutex_unlock(&s->mu);
-	send_woken(wake);
+	pti_server_send_woken(wake);
 }
 // stop_delay sleeps between the shutdown reply and the stop when the
 // test hook PSTRAIN_TEST_STOP_DELAY_MS asks for it: the finishing worker
@@ -199,25 +190,9 @@ static void ctx_cb(void *arg)
 		ctx_send(x, reply);
 	else if (!parked)
 		ctx_recv(x); // no memory for a reply: drop it
-	send_woken(wake);
+	pti_server_send_woken(wake);
 }
 
-// send_woken sends the replies of woken requests; only after unlocking.
-static void send_woken(ps_ctx *wake)
-{
-	while (wake != NULL) {
-		ps_ctx *w = wake;
-		wake = w->next;
-		nng_msg *wm = nng_aio_get_msg(w->aio);
-		if (wm == NULL) {
-			ctx_recv(w);
-			continue;
-		}
-		w->state = CTX_SEND;
-		if (!reply_dropped(w))
-			pti_later(ctx_send_now, w);
-	}
-}
 // server_ready works out the address workers dial (the port chosen for
 // ":0"), says it, and writes it to --ready-file when one is set.
 static int server_ready(pt_server *ps)
@@ -321,6 +296,7 @@ static int server_listen(pt_server *ps)
 	for (uint32_t i = 0; i < s->n_ctx; i++) {
 		ps_ctx *x = &s->ctxs[i];
 		x->s = s;
+		x->send = ctx_reply;
 		if ((rv = nng_aio_alloc(&x->aio, ctx_cb, x)) != 0 ||
 		    (rv = nng_ctx_open(&x->ctx, s->sock)) != 0)
 			return pti_err_set(PT_ETRANSPORT, "server %u: %s",
@@ -345,8 +321,10 @@ static int server_listen(pt_server *ps)
 static void server_free(pt_server *ps, int rv)
 {
 	pti_shmsrv_stop(&ps->shm);
+	pti_box_stop_all(&ps->s); // their requests may wake nng's contexts
 	if (ps->open)
 		server_close(&ps->s, rv);
+	pti_box_free_all(&ps->s);
 	pti_server_fini(&ps->s);
 	free(ps);
 }
@@ -442,7 +420,7 @@ int pt_server_serve(pt_server *ps)
 		pti_server_alone(s, &wake);
 		if (wake != NULL) {
 			pthread_mutex_unlock(&s->mu);
-			send_woken(wake);
+			pti_server_send_woken(wake);
 			pthread_mutex_lock(&s->mu);
 		}
 	}

@@ -73,6 +73,7 @@ typedef struct ps_piece {
 // Updates after which a server's steady state is taken to begin.
 #define PS_STEADY_FROM 20
 typedef struct ps_ctx ps_ctx;
+typedef struct ps_box ps_box;
 typedef struct ps_policy ps_policy;
 typedef struct ps_take ps_take;
 
@@ -97,8 +98,14 @@ typedef struct ps_peer {
 
 struct ps_ctx {
 	ps_server *s;
-	nng_ctx ctx;
-	nng_aio *aio;
+	nng_ctx ctx;      // none for a box's (box.c)
+	nng_aio *aio;     // holds the reply; a box's never goes to nng
+	ps_box *box;      // the worker's box whose slot it serves, or NULL
+	uint32_t slot;
+	// send sends its reply m, or with m NULL none (it receives again):
+	// over nng (server.c) or into its box's slot (box.c). Any thread,
+	// unlocked.
+	void (*send)(ps_ctx *x, nng_msg *m);
 	int state;
 	int stop_after; // signal the main thread once this reply is sent
 	// while parked on the wait list:
@@ -157,6 +164,8 @@ struct ps_server {
 	pti_shm_seg *shm_of;  // (workers)
 	pti_shm_seg *shm_old; // (n_shm_old) replaced
 	uint32_t n_shm_old;
+	ps_box **box_of;      // (workers) each worker's box (box.c), or NULL
+	ps_box *boxes;        // every box, replaced ones too, until fini
 	nng_msg *cur;        // the request being handled; a handler that
 			     // keeps it sets this to NULL
 	// Requests done with, kept to carry replies with values (a sync
@@ -173,6 +182,7 @@ struct ps_server {
 	uint64_t filled_off, filled_n;
 	int64_t filled_ver;
 	uint64_t replies_filled; // replies that went out that way
+	uint64_t box_requests;   // requests taken from workers' boxes
 	uint64_t eager_pieces; // sync: pieces applied ahead of their step's
 			       // close, over the job (policy.h, ready)
 	ps_member *m;       // (workers) who they are and where they are
@@ -281,6 +291,28 @@ void pti_server_fini(ps_server *s);
 nng_msg *pti_server_handle(ps_server *s, ps_ctx *x, nng_msg *m,
     ps_ctx **wake);
 void pti_server_pipe_removed(ps_server *s, uint32_t id, ps_ctx **wake);
+
+// Workers' boxes (box.c, common/shm.h's pti_box), --transport shm: a
+// thread per box takes the requests in its slots, each on the slot's
+// context, as if it came on the worker's connection (refused when the
+// worker has none), and the reply goes back into the slot.
+// pti_box_start makes seg worker rank's box (seg then none), replacing
+// (and stopping the thread of) the one before; not under the lock.
+// pti_box_stop_all ends every box's thread (before the socket closes:
+// a request they take may wake nng's contexts); pti_box_free_all frees
+// the boxes, once the socket is closed (a reply of nng's callbacks may
+// go into one till then).
+int pti_box_start(ps_server *s, uint32_t rank, pti_shm_seg *seg);
+void pti_box_stop_all(ps_server *s);
+void pti_box_free_all(ps_server *s);
+
+// reply.c: pti_server_send_woken sends the replies of woken requests
+// (each context's send), after unlocking; pti_server_drop_due says
+// whether the test hook PSTRAIN_TEST_DROP_REPLY=N drops this reply, the
+// N-th this server sends, as a reply lost on the way would be
+// (tests/mp_test.sh: the worker must notice and rejoin).
+void pti_server_send_woken(ps_ctx *wake);
+int pti_server_drop_due(uint32_t rank);
 
 // pti_shard_publish: the shard's values, changed under the lock since the
 // last call (pieces.c, pti_shard_apply), are whole again, of version
@@ -423,10 +455,6 @@ void pti_park(ps_server *s, ps_ctx *x, uint32_t op, int64_t ver,
 int pti_park_full(const ps_server *s, uint32_t pipe);
 int pti_park_rows(ps_server *s, ps_ctx *x, uint32_t tb, int64_t ver,
     nng_msg *m);
-
-// bound.c: pti_first_nonfinite is 1 + the index of the first NaN or
-// infinity of the n floats at pay (which need not be aligned), or 0.
-uint64_t pti_first_nonfinite(const void *pay, uint64_t n);
 
 // bound.c: pti_push_finite refuses (PT_EINVAL, counted and logged) n
 // gradient values at pay with a NaN or an infinity.

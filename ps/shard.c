@@ -363,6 +363,7 @@ void pti_server_write_stats(const ps_server *s)
 	    {"bound_refusals", (json_int_t)s->grad_refused},
 	    {"dropped_gradients", (json_int_t)s->dropped},
 	    {"pieces_applied_ahead", (json_int_t)s->eager_pieces},
+	    {"box_requests", (json_int_t)s->box_requests},
 	    {"staleness_sum", (json_int_t)s->stale_sum},
 	    {"staleness_max", (json_int_t)s->stale_max},
 	    {"max_lead", s->max_lead},
@@ -437,6 +438,7 @@ void pti_server_fini(ps_server *s)
 		pti_shm_seg_fini(&s->shm_of[r]);
 	pti_shm_segs_free(s->shm_old, s->n_shm_old);
 	free(s->shm_of);
+	free(s->box_of); // the boxes are server.c's to free
 	if (s->pol != NULL)
 		s->policy->fini(s);
 	free(s->pol);
@@ -520,6 +522,7 @@ int pti_server_init(ps_server *s, const pti_jobopt *c,
 		s->params = s->shm_mine.p;
 		s->shm_ctl = pti_shm_ctl_of(&s->shm_mine, s->n);
 		s->shm_of = calloc(c->workers, sizeof(*s->shm_of));
+		s->box_of = calloc(c->workers, sizeof(*s->box_of));
 		for (uint32_t r = 0; s->shm_of != NULL && r < c->workers; r++)
 			s->shm_of[r] = PTI_SHM_SEG_NONE;
 	} else {
@@ -535,7 +538,7 @@ int pti_server_init(ps_server *s, const pti_jobopt *c,
 	s->peers = calloc(s->n_peers, sizeof(ps_peer));
 	s->evict = calloc(s->n_peers, sizeof(*s->evict));
 	if (!s->params || !s->spare || !s->m || !s->clocks || !s->peers ||
-	    !s->evict || (c->shm && !s->shm_of))
+	    !s->evict || (c->shm && (!s->shm_of || !s->box_of)))
 		return pti_err_set(PT_ENOMEM, "server %u: shard of %llu floats",
 		    s->rank, (unsigned long long)s->n);
 	if ((s->pol = calloc(1, s->policy->size)) == NULL)

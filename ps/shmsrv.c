@@ -11,15 +11,19 @@
 
 #include "common/err.h"
 
-// shm_keep makes g worker rank's segment (pti_shm_keep_fn), before the
-// worker hears the handshake is done; the one it replaces stays mapped
-// (a gradient held for the open step may point into it) until the
-// server ends.
-static int shm_keep(void *arg, uint32_t rank, pti_shm_seg *g)
+// shm_keep makes g worker rank's segment, and box its box
+// (pti_shm_keep_fn), before the worker hears the handshake is done; the
+// segment it replaces stays mapped (a gradient held for the open step
+// may point into it) until the server ends.
+static int shm_keep(void *arg, uint32_t rank, pti_shm_seg *g,
+    pti_shm_seg *box)
 {
 	ps_server *s = arg;
+	int rv = box->p != NULL ? pti_box_start(s, rank, box) : 0;
+	if (rv != 0)
+		return rv;
 	pthread_mutex_lock(&s->mu);
-	int rv = pti_shm_seg_replace(&s->shm_of[rank], g, &s->shm_old,
+	rv = pti_shm_seg_replace(&s->shm_of[rank], g, &s->shm_old,
 	    &s->n_shm_old);
 	pthread_mutex_unlock(&s->mu);
 	if (rv == 0)

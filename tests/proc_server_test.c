@@ -3,6 +3,7 @@
 // hostile and out-of-turn requests it must refuse while serving on with
 // its variables unchanged. The binary is $PSTRAIN (default bin/pstrain).
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
@@ -1037,16 +1038,16 @@ static void test_server_shm(void)
 	bad = key;
 	bad.key[0] ^= 1;
 	PT_TEST_OK(pti_shm_seg_create(&mine, n * 4, "t"));
-	PT_TEST_TRUE(pti_shm_offer(path, &bad, 0, 0, &mine, 5, &theirs, &lo,
+	PT_TEST_TRUE(pti_shm_offer(path, &bad, 0, 0, &mine, NULL, 5, &theirs, &lo,
 			 &hi) == PT_EAUTH);
 	small = shm_seg_raw(n * 4 - 4, 1);
 	loose = shm_seg_raw(n * 4, 0);
-	PT_TEST_TRUE(pti_shm_offer(path, &key, 0, 0, &small, 5, &theirs, &lo,
+	PT_TEST_TRUE(pti_shm_offer(path, &key, 0, 0, &small, NULL, 5, &theirs, &lo,
 			 &hi) == PT_EPROTO);
-	PT_TEST_TRUE(pti_shm_offer(path, &key, 0, 0, &loose, 5, &theirs, &lo,
+	PT_TEST_TRUE(pti_shm_offer(path, &key, 0, 0, &loose, NULL, 5, &theirs, &lo,
 			 &hi) == PT_EPROTO);
 	PT_TEST_TRUE(send_hdr(&s, &h, NULL, 0, NULL) == PT_ESTATE);
-	PT_TEST_OK(pti_shm_offer(path, &key, 0, 0, &mine, 5, &theirs, &lo,
+	PT_TEST_OK(pti_shm_offer(path, &key, 0, 0, &mine, NULL, 5, &theirs, &lo,
 	    &hi));
 	PT_TEST_TRUE(lo == s.shard.lo && hi == s.shard.hi);
 	PT_TEST_TRUE(pull(&s, v) == 0);
@@ -1094,7 +1095,7 @@ static void test_server_shm_changed_after_check(void)
 	for (uint32_t w = 0; w < 2; w++) {
 		PT_TEST_TRUE(hello(&s, w) == 0);
 		PT_TEST_OK(pti_shm_seg_create(&mine[w], n * 4, "t"));
-		PT_TEST_OK(pti_shm_offer(path, &key, w, 0, &mine[w], 5,
+		PT_TEST_OK(pti_shm_offer(path, &key, w, 0, &mine[w], NULL, 5,
 		    &theirs[w], &lo, &hi));
 		for (uint64_t i = 0; i < n; i++)
 			mine[w].p[i] = 1.0f;
@@ -1128,8 +1129,127 @@ static void test_server_shm_changed_after_check(void)
 	srv_stop(&s);
 }
 
+// box_put writes the n bytes of msg into slot i of box b, saying len,
+// and rings; box_get waits (10 s at most) for slot i's
+// reply and decodes it into *r: 0, -1 when none came.
+static void box_put(pti_box *b, uint32_t i, const void *msg, size_t n,
+    uint32_t len)
+{
+	pti_box_slot *sl = &b->slot[i];
+	memcpy(sl->msg, msg, n);
+	atomic_store(&sl->len, len);
+	atomic_store(&sl->state, PTI_BOX_REQ);
+	atomic_fetch_add(&b->bell, 1);
+	pti_box_wake(&b->bell);
+}
+
+static int box_get(pti_box *b, uint32_t i, pti_hdr *r)
+{
+	pti_box_slot *sl = &b->slot[i];
+	const void *pay;
+	nng_msg *m;
+	for (int t = 0; t < 100; t++) {
+		uint32_t v = atomic_load(&sl->state);
+		if (v != PTI_BOX_REP) {
+			pti_box_wait(&sl->state, v, 0.1);
+			continue;
+		}
+		uint32_t len = atomic_load(&sl->len);
+		if (len > PTI_BOX_MSG || nng_msg_alloc(&m, len) != 0)
+			return -1;
+		memcpy(nng_msg_body(m), sl->msg, len);
+		atomic_store(&sl->state, PTI_BOX_FREE);
+		int rv = pti_msg_decode(r, &pay, m);
+		nng_msg_free(m);
+		return rv;
+	}
+	return -1;
+}
+
+static void box_put_hdr(pti_box *b, uint32_t i, const pti_hdr *h)
+{
+	nng_msg *m;
+	PT_TEST_OK(pti_msg_encode(&m, h, NULL, 0));
+	box_put(b, i, nng_msg_body(m), nng_msg_len(m),
+	    (uint32_t)nng_msg_len(m));
+	nng_msg_free(m);
+}
+
+// --shm, sync, two raw workers with boxes (common/shm.h, pti_box): what
+// they write in their boxes is served as if it came on their
+// connections. Too long a message, bytes that are not a header, and a
+// rank the box's worker did not prove are refused with an error reply,
+// each in its slot; worker 1's pushpull parks in its slot, a second ring
+// of that slot while it is parked is ignored, and worker 0's pushpull
+// through its box answers both with the next version; the server
+// serves on.
+static void test_server_box(void)
+{
+	srv s;
+	pti_secret key;
+	char path[256];
+	pti_shm_seg mine[2], theirs[2], box[2];
+	pti_box *b[2];
+	uint64_t lo = 0, hi = 0;
+	pti_hdr r, st;
+	srv_start_flag(&s, "--shm", "sync", 2);
+	uint64_t n = s.shard.hi - s.shard.lo;
+	float *p0 = malloc(n * 4), *v = malloc(n * 4);
+	PT_TEST_OK(pti_secret_load(&key, NULL));
+	PT_TEST_OK(pti_shm_path(s.url, path, sizeof(path)));
+	PT_TEST_TRUE(pull(&s, p0) == 0);
+	for (uint32_t w = 0; w < 2; w++) {
+		PT_TEST_TRUE(hello(&s, w) == 0);
+		PT_TEST_OK(pti_shm_seg_create(&mine[w], n * 4, "t"));
+		PT_TEST_OK(pti_shm_seg_create(&box[w], sizeof(pti_box), "t"));
+		PT_TEST_OK(pti_shm_offer(path, &key, w, 0, &mine[w], &box[w],
+		    5, &theirs[w], &lo, &hi));
+		b[w] = (pti_box *)box[w].p;
+		for (uint64_t i = 0; i < n; i++)
+			mine[w].p[i] = 1.0f;
+	}
+	uint8_t junk[64];
+	memset(junk, 0xc1, sizeof(junk)); // msgpack's never-used byte
+	box_put(b[0], 0, junk, sizeof(junk), PTI_BOX_MSG + 100);
+	PT_TEST_TRUE(box_get(b[0], 0, &r) == 0 && r.status == PT_EPROTO);
+	box_put(b[0], 1, junk, sizeof(junk), sizeof(junk));
+	PT_TEST_TRUE(box_get(b[0], 1, &r) == 0 && r.status == PT_EPROTO);
+	pti_hdr h;
+	pti_hdr_init(&h, PT_OP_PUSHPULL, PT_ROLE_WORKER, 1); // in 0's box
+	h.has |= PTI_H_STEP | PTI_H_VER | PTI_H_RANGE | PTI_H_SHM;
+	h.shm = 1;
+	h.off = s.shard.lo;
+	h.n = n;
+	box_put_hdr(b[0], 2, &h);
+	PT_TEST_TRUE(box_get(b[0], 2, &r) == 0 && r.status == PT_EAUTH);
+	box_put_hdr(b[1], 3, &h); // worker 1's own: parked for the step
+	for (int t = 0; t < 50 && atomic_load(&b[1]->slot[3].state) !=
+				       PTI_BOX_TAKEN; t++)
+		usleep(20 * 1000);
+	PT_TEST_TRUE(atomic_load(&b[1]->slot[3].state) == PTI_BOX_TAKEN);
+	box_put_hdr(b[1], 3, &h); // rung again while parked: ignored
+	h.rank = 0;
+	box_put_hdr(b[0], 4, &h);
+	PT_TEST_TRUE(box_get(b[0], 4, &r) == 0 && r.status == 0 &&
+		     r.ver == 1 && (r.has & PTI_H_SHM));
+	PT_TEST_TRUE(box_get(b[1], 3, &r) == 0 && r.status == 0 &&
+		     r.ver == 1);
+	PT_TEST_TRUE(pull(&s, v) == 0);
+	PT_TEST_TRUE(v[0] != p0[0] && memcmp(v, theirs[0].p, n * 4) == 0);
+	PT_TEST_TRUE(stats(&s, &st) == 0 && st.ver == 1);
+	free(p0);
+	free(v);
+	for (uint32_t w = 0; w < 2; w++) {
+		pti_shm_seg_fini(&mine[w]);
+		pti_shm_seg_fini(&theirs[w]);
+		pti_shm_seg_fini(&box[w]);
+	}
+	srv_stop(&s);
+}
+
 static const pti_test_case cases[] = {
     {"test_server_shm", test_server_shm},
+    {"test_server_box", test_server_box},
     {"test_server_shm_changed_after_check",
 	test_server_shm_changed_after_check},
     {"test_shm_seqlock", test_shm_seqlock},

@@ -176,10 +176,20 @@ picked() {
 			"$T/$pn/summary.json"; return 1; }
 }
 
+# boxed DIR MIN: every server of the job in DIR took at least MIN
+# requests from the workers' boxes (server-S.json's box_requests).
+boxed() {
+	for f in "$1"/server-*.json; do
+		b=$(sed -n 's/^ *"box_requests": \([0-9]*\),*$/\1/p' "$f")
+		[ "${b:-0}" -ge "$2" ] || return 1
+	done
+}
+
 test_shm_auto() {
 	# --transport auto (the default): shm for a mode with servers, whose
-	# servers then read every worker's pushes there; ipc for all-reduce
-	# and when ipc is asked for by name.
+	# servers then read every worker's pushes there and take the steps'
+	# requests from the workers' boxes (3 steps of 3 workers: 9 at
+	# least); ipc for all-reduce and when ipc is asked for by name.
 	n=test_shm_auto
 	picked $n-sync shm true || return
 	grep -q "worker 2's pushes are read in shared memory" \
@@ -187,10 +197,16 @@ test_shm_auto() {
 		{ no $n "server 1 never mapped worker 2's" \
 			"$T/$n-sync/server-1.log"; return; }
 	picked $n-async shm true --mode async || return
+	boxed "$T/$n-sync" 9 && boxed "$T/$n-async" 9 ||
+		{ no $n "a server took fewer than 9 requests from boxes" \
+			"$T/$n-sync/server-0.json"; return; }
 	picked $n-allreduce ipc false --mode allreduce --servers 0 || return
 	picked $n-ipc ipc false --transport ipc || return
 	! grep -q "in shared memory" "$T/$n-ipc"/*.log ||
 		{ no $n "--transport ipc mapped segments" "$T/$n-ipc.log"; return; }
+	grep -q '"box_requests": 0,' "$T/$n-ipc/server-0.json" ||
+		{ no $n "--transport ipc used boxes" "$T/$n-ipc/server-0.json"
+		return; }
 	ok $n
 }
 
