@@ -1074,6 +1074,30 @@ static void test_server_shm(void)
 	srv_stop(&s);
 }
 
+// shm_workers makes k raw workers of s say hello and hand over their
+// segments of the shard's size, holding ones, and a box each when box
+// is not NULL (else none: their headers go over the socket).
+static void shm_workers(srv *s, uint32_t k, pti_shm_seg *mine,
+    pti_shm_seg *theirs, pti_shm_seg *box)
+{
+	pti_secret key;
+	char path[256];
+	uint64_t lo = 0, hi = 0, n = s->shard.hi - s->shard.lo;
+	PT_TEST_OK(pti_secret_load(&key, NULL));
+	PT_TEST_OK(pti_shm_path(s->url, path, sizeof(path)));
+	for (uint32_t w = 0; w < k; w++) {
+		PT_TEST_TRUE(hello(s, w) == 0);
+		PT_TEST_OK(pti_shm_seg_create(&mine[w], n * 4, "t"));
+		if (box != NULL)
+			PT_TEST_OK(pti_shm_seg_create(&box[w], sizeof(pti_box),
+			    "t"));
+		PT_TEST_OK(pti_shm_offer(path, &key, w, 0, &mine[w],
+		    box != NULL ? &box[w] : NULL, 5, &theirs[w], &lo, &hi));
+		for (uint64_t i = 0; i < n; i++)
+			mine[w].p[i] = 1.0f;
+	}
+}
+
 // --shm, sync, two workers: worker 1's gradient passes its checks, then
 // worker 1 writes a NaN in its segment before worker 0's push closes the
 // step (the server reads it in place again to sum). The chunk holding it
@@ -1082,24 +1106,12 @@ static void test_server_shm(void)
 static void test_server_shm_changed_after_check(void)
 {
 	srv s;
-	pti_secret key;
-	char path[256];
 	pti_shm_seg mine[2], theirs[2];
-	uint64_t lo = 0, hi = 0;
 	srv_start_flag(&s, "--shm", "sync", 2);
 	uint64_t n = s.shard.hi - s.shard.lo;
 	float *p0 = malloc(n * 4), *v = malloc(n * 4);
-	PT_TEST_OK(pti_secret_load(&key, NULL));
-	PT_TEST_OK(pti_shm_path(s.url, path, sizeof(path)));
 	PT_TEST_TRUE(pull(&s, p0) == 0);
-	for (uint32_t w = 0; w < 2; w++) {
-		PT_TEST_TRUE(hello(&s, w) == 0);
-		PT_TEST_OK(pti_shm_seg_create(&mine[w], n * 4, "t"));
-		PT_TEST_OK(pti_shm_offer(path, &key, w, 0, &mine[w], NULL, 5,
-		    &theirs[w], &lo, &hi));
-		for (uint64_t i = 0; i < n; i++)
-			mine[w].p[i] = 1.0f;
-	}
+	shm_workers(&s, 2, mine, theirs, NULL);
 	for (uint32_t w = 2; w-- > 0;) { // worker 1's push, then worker 0's
 		pti_hdr h;
 		pti_hdr_init(&h, PT_OP_PUSH, PT_ROLE_WORKER, w);
@@ -1186,28 +1198,14 @@ static void box_put_hdr(pti_box *b, uint32_t i, const pti_hdr *h)
 static void test_server_box(void)
 {
 	srv s;
-	pti_secret key;
-	char path[256];
 	pti_shm_seg mine[2], theirs[2], box[2];
-	pti_box *b[2];
-	uint64_t lo = 0, hi = 0;
 	pti_hdr r, st;
 	srv_start_flag(&s, "--shm", "sync", 2);
 	uint64_t n = s.shard.hi - s.shard.lo;
 	float *p0 = malloc(n * 4), *v = malloc(n * 4);
-	PT_TEST_OK(pti_secret_load(&key, NULL));
-	PT_TEST_OK(pti_shm_path(s.url, path, sizeof(path)));
 	PT_TEST_TRUE(pull(&s, p0) == 0);
-	for (uint32_t w = 0; w < 2; w++) {
-		PT_TEST_TRUE(hello(&s, w) == 0);
-		PT_TEST_OK(pti_shm_seg_create(&mine[w], n * 4, "t"));
-		PT_TEST_OK(pti_shm_seg_create(&box[w], sizeof(pti_box), "t"));
-		PT_TEST_OK(pti_shm_offer(path, &key, w, 0, &mine[w], &box[w],
-		    5, &theirs[w], &lo, &hi));
-		b[w] = (pti_box *)box[w].p;
-		for (uint64_t i = 0; i < n; i++)
-			mine[w].p[i] = 1.0f;
-	}
+	shm_workers(&s, 2, mine, theirs, box);
+	pti_box *b[2] = {(pti_box *)box[0].p, (pti_box *)box[1].p};
 	uint8_t junk[64];
 	memset(junk, 0xc1, sizeof(junk)); // msgpack's never-used byte
 	box_put(b[0], 0, junk, sizeof(junk), PTI_BOX_MSG + 100);
