@@ -234,7 +234,8 @@ static const config_entry config_table[] = {
     E("shm", T_BOOL, job.shm, "0", 0, 1, RUN | SRV | WRK, "",
 	"dense values through shared memory, not the socket: a push's are "
 	"read where the worker wrote them, a pull's where the server keeps "
-	"them, copied out under a seqlock where they may change meanwhile "
+	"them, copied out under a seqlock where they may change meanwhile, "
+	"and a step's headers go through a box there with futex wake-ups "
 	"(what --transport shm sets; ipc:// addresses, a mode with servers)"),
     E("secret-file", T_STR, job.secret_file, "", 0, 0, SRV | WRK, "FILE",
 	"the job secret (hex, mode 0600; make one with 'pstrain secret "

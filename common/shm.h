@@ -1,10 +1,11 @@
 // common/shm.h - shared memory between a server and the workers of one
-// host (--transport shm, docs/PROTOCOL.md "Shared memory"). The requests
-// and replies still go over the ipc connection, as headers only: a
-// worker writes a push's values into a segment of its own that the
-// server maps read-only, and the server answers a pull with its shard's
-// values where they live, in a segment of its own that the worker maps
-// read-only. No payload crosses the kernel.
+// host (--transport shm, docs/PROTOCOL.md "Shared memory"). A worker
+// writes a push's values into a segment of its own that the server maps
+// read-only, and the server answers a pull with its shard's values where
+// they live, in a segment of its own that the worker maps read-only. The
+// requests and replies are headers only, in the worker's box (below)
+// with futex wake-ups, or on the ipc connection when no slot is free.
+// No payload crosses the kernel.
 //
 // Segments are memfds, sealed against shrinking and growing before they
 // are handed over (so a peer cannot make the other's reads fault), and
