@@ -79,6 +79,7 @@ struct client_link {
 	// its slot may still be the server's. Replaced ones go to old.
 	pti_shm_seg box;
 	uint32_t box_used; // slots under way, a bit each
+	uint32_t box_seq;  // requests rung
 	int box_dead;
 	nng_dialer dialer;
 	double dialed;   // when its dialer was started
@@ -259,10 +260,16 @@ static int box_send(client_link *k, client_part *p, nng_msg *m)
 	if (b == NULL || k->box_dead || len > PTI_BOX_MSG ||
 	    k->box_used == (1u << PTI_BOX_SLOTS) - 1)
 		return 0;
+	// Behind a request on the socket it goes there too: the server
+	// would otherwise see them in either order.
+	for (const client_part *q = k->busy; q != NULL; q = q->next)
+		if (q != p && q->slot < 0 && q->state != PART_DONE)
+			return 0;
 	while (k->box_used & (1u << i))
 		i++;
 	pti_box_slot *sl = &b->slot[i];
 	memcpy(sl->msg, nng_msg_body(m), len);
+	sl->seq = k->box_seq++;
 	atomic_store_explicit(&sl->len, (uint32_t)len, memory_order_relaxed);
 	atomic_store_explicit(&sl->state, PTI_BOX_REQ, memory_order_release);
 	k->box_used |= 1u << i;
@@ -276,6 +283,35 @@ static int box_send(client_link *k, client_part *p, nng_msg *m)
 	else
 		nng_msg_free(m);
 	return 1;
+}
+
+// box_order waits (the lock let go meanwhile) until the server has
+// handled every request of k's box still under way (HELD), so that
+// what goes on the socket next comes after them; --rpc-timeout at
+// most, after which the box is given up. Under the lock.
+static void box_order(pti_client *c, client_link *k)
+{
+	double until = pti_clock_s() + c->timeout_s;
+	for (;;) {
+		client_part *q = k->busy;
+		uint32_t v = 0;
+		for (; q != NULL; q = q->next)
+			if (q->slot >= 0 && q->state != PART_DONE &&
+			    ((v = atomic_load(&part_slot(q)->state)) ==
+				    PTI_BOX_REQ ||
+				v == PTI_BOX_TAKEN))
+				break;
+		if (q == NULL || k->box_dead)
+			return;
+		double left = until - pti_clock_s();
+		if (left <= 0) {
+			box_fail_all(k);
+			return;
+		}
+		pthread_mutex_unlock(&c->mu);
+		pti_box_wait(&part_slot(q)->state, v, left < 1.0 ? left : 1.0);
+		pthread_mutex_lock(&c->mu);
+	}
 }
 
 // link_pipe_cb follows the connection to one server. When it closes, the
@@ -732,6 +768,8 @@ static int call_send(pt_req *q, uint32_t server, const pti_hdr *h,
 		pthread_mutex_unlock(&c->mu);
 		return 0;
 	}
+	box_order(c, k); // may let the lock go: the link may be down now
+	lost = p->lost = p->lost || k->up == 0;
 	// When the connection is idle, REQ puts the request on it at once:
 	// a send that may not wait (the zero timeout) then finishes here,
 	// in this thread, and the receive follows. Sent by callback, each

@@ -94,16 +94,21 @@ int pti_shm_read(const pti_shm_ctl *c, float *dst, const float *src,
 // futex wakes whoever waits, instead of the ipc socket's threads (a
 // step's headers of --transport shm go this way; PROTOCOL.md "Shared
 // memory"). The worker rings bell (adds one and wakes it) after each
-// request; the server's thread for the box waits on it. Neither side
-// trusts what the other wrote: a length beyond PTI_BOX_MSG is refused,
-// a message is copied out of the slot before it is decoded.
+// request; the server's thread for the box waits on it, and serves the
+// slots rung in the order of their seq. A request is HELD once the
+// server has handled it under its lock (its reply may wait): a worker
+// sends on the socket only once its requests in the box are, so that a
+// server sees a worker's requests in the order they were made. Neither
+// side trusts what the other wrote: a length beyond PTI_BOX_MSG is
+// refused, a message is copied out of the slot before it is decoded.
 #define PTI_BOX_SLOTS 16 // requests under way at once: PS_PARK_MAX
-#define PTI_BOX_MSG 1016 // bytes of one message, at most
-enum { PTI_BOX_FREE, PTI_BOX_REQ, PTI_BOX_TAKEN, PTI_BOX_REP,
+#define PTI_BOX_MSG 1012 // bytes of one message, at most
+enum { PTI_BOX_FREE, PTI_BOX_REQ, PTI_BOX_TAKEN, PTI_BOX_HELD, PTI_BOX_REP,
 	PTI_BOX_GONE };  // GONE: given up by the worker (its wait failed)
 typedef struct pti_box_slot {
 	_Atomic uint32_t state;
 	_Atomic uint32_t len; // bytes of msg
+	uint32_t seq;         // the worker's count of the requests it rang
 	uint8_t msg[PTI_BOX_MSG];
 } pti_box_slot;
 typedef struct pti_box {

@@ -55,7 +55,8 @@ static void box_reply(ps_ctx *x, nng_msg *m)
 	pti_box_wake(&sl->state);
 }
 
-// box_take serves slot i's request, if it holds one.
+// box_take serves slot i's request, if it holds one: handled under the
+// lock, it is HELD (the worker may then send on the socket).
 static void box_take(ps_box *bx, uint32_t i)
 {
 	ps_server *s = bx->s;
@@ -84,20 +85,43 @@ static void box_take(ps_box *bx, uint32_t i)
 	s->box_requests++;
 	nng_msg *reply = pti_server_handle(s, x, m, &wake);
 	int parked = reply == NULL && x->state == CTX_WAIT;
+	want = PTI_BOX_TAKEN; // not when its reply went in already
+	if (atomic_compare_exchange_strong(&sl->state, &want, PTI_BOX_HELD))
+		pti_box_wake(&sl->state);
 	pthread_mutex_unlock(&s->mu);
 	if (!parked)
 		box_reply(x, reply);
 	pti_server_send_woken(wake);
 }
 
+// box_rung lists the slots rung (REQ) in *at, in the order of their seq
+// (a count that wraps), and returns how many.
+static uint32_t box_rung(const ps_box *bx, uint32_t at[PTI_BOX_SLOTS])
+{
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < PTI_BOX_SLOTS; i++) {
+		const pti_box_slot *sl = &bx->b->slot[i];
+		if (atomic_load_explicit(&sl->state, memory_order_acquire) !=
+		    PTI_BOX_REQ)
+			continue;
+		uint32_t j = k++;
+		for (; j > 0 && (int32_t)(bx->b->slot[at[j - 1]].seq -
+					  sl->seq) > 0; j--)
+			at[j] = at[j - 1];
+		at[j] = i;
+	}
+	return k;
+}
+
 static void *box_main(void *arg)
 {
 	ps_box *bx = arg;
+	uint32_t at[PTI_BOX_SLOTS];
 	while (!atomic_load(&bx->stop)) {
 		uint32_t bell = atomic_load_explicit(&bx->b->bell,
 		    memory_order_acquire);
-		for (uint32_t i = 0; i < PTI_BOX_SLOTS; i++)
-			box_take(bx, i);
+		for (uint32_t i = 0, k = box_rung(bx, at); i < k; i++)
+			box_take(bx, at[i]);
 		if (!atomic_load(&bx->stop))
 			pti_box_wait(&bx->b->bell, bell, 1.0);
 	}

@@ -1191,8 +1191,9 @@ static void box_put_hdr(pti_box *b, uint32_t i, const pti_hdr *h)
 // they write in their boxes is served as if it came on their
 // connections. Too long a message, bytes that are not a header, and a
 // rank the box's worker did not prove are refused with an error reply,
-// each in its slot; worker 1's pushpull parks in its slot, a second ring
-// of that slot while it is parked is ignored, and worker 0's pushpull
+// each in its slot; worker 1's pushpull parks in its slot (HELD: handled,
+// its reply waits), a second ring of that slot while it is parked is
+// ignored, and worker 0's pushpull
 // through its box answers both with the next version; the server
 // serves on.
 static void test_server_box(void)
@@ -1221,10 +1222,11 @@ static void test_server_box(void)
 	box_put_hdr(b[0], 2, &h);
 	PT_TEST_TRUE(box_get(b[0], 2, &r) == 0 && r.status == PT_EAUTH);
 	box_put_hdr(b[1], 3, &h); // worker 1's own: parked for the step
-	for (int t = 0; t < 50 && atomic_load(&b[1]->slot[3].state) !=
-				       PTI_BOX_TAKEN; t++)
-		usleep(20 * 1000);
-	PT_TEST_TRUE(atomic_load(&b[1]->slot[3].state) == PTI_BOX_TAKEN);
+	pti_box_slot *parked = &b[1]->slot[3];
+	for (int t = 0; t < 100 && atomic_load(&parked->state) != PTI_BOX_HELD;
+	     t++)
+		pti_box_wait(&parked->state, atomic_load(&parked->state), 0.1);
+	PT_TEST_TRUE(atomic_load(&parked->state) == PTI_BOX_HELD);
 	box_put_hdr(b[1], 3, &h); // rung again while parked: ignored
 	h.rank = 0;
 	box_put_hdr(b[0], 4, &h);
@@ -1245,9 +1247,48 @@ static void test_server_box(void)
 	srv_stop(&s);
 }
 
+// --shm, async: two pushes rung at once, step 1 in slot 0 (seq 1) and
+// step 0 in slot 1 (seq 0), are served in the order they were rung:
+// both applied (taken by slot, step 0 would be refused as a replay).
+static void test_server_box_order(void)
+{
+	srv s;
+	pti_shm_seg mine[1], theirs[1], box[1];
+	pti_hdr h, r0, r1;
+	srv_start_flag(&s, "--shm", "async", 1);
+	shm_workers(&s, 1, mine, theirs, box);
+	pti_box *b = (pti_box *)box[0].p;
+	pti_hdr_init(&h, PT_OP_PUSH, PT_ROLE_WORKER, 0);
+	h.has |= PTI_H_STEP | PTI_H_VER | PTI_H_RANGE | PTI_H_SHM;
+	h.shm = 1;
+	h.off = s.shard.lo;
+	h.n = s.shard.hi - s.shard.lo;
+	for (uint32_t i = 0; i < 2; i++) {
+		nng_msg *m;
+		h.step = 1 - i;
+		PT_TEST_OK(pti_msg_encode(&m, &h, NULL, 0));
+		memcpy(b->slot[i].msg, nng_msg_body(m), nng_msg_len(m));
+		atomic_store(&b->slot[i].len, (uint32_t)nng_msg_len(m));
+		b->slot[i].seq = 1 - i;
+		nng_msg_free(m);
+	}
+	atomic_store(&b->slot[0].state, PTI_BOX_REQ);
+	atomic_store(&b->slot[1].state, PTI_BOX_REQ);
+	atomic_fetch_add(&b->bell, 1);
+	pti_box_wake(&b->bell);
+	PT_TEST_TRUE(box_get(b, 1, &r1) == 0 && r1.status == 0);
+	PT_TEST_TRUE(box_get(b, 0, &r0) == 0 && r0.status == 0);
+	PT_TEST_TRUE(r1.ver == 1 && r0.ver == 2);
+	pti_shm_seg_fini(&mine[0]);
+	pti_shm_seg_fini(&theirs[0]);
+	pti_shm_seg_fini(&box[0]);
+	srv_stop(&s);
+}
+
 static const pti_test_case cases[] = {
     {"test_server_shm", test_server_shm},
     {"test_server_box", test_server_box},
+    {"test_server_box_order", test_server_box_order},
     {"test_server_shm_changed_after_check",
 	test_server_shm_changed_after_check},
     {"test_shm_seqlock", test_shm_seqlock},
