@@ -227,6 +227,21 @@ static void box_poll(client_part *p)
 	box_done(p, 0);
 }
 
+// slot_sleep sleeps while slot sl's state is v, a second at most and
+// not past `until` (the lock let go meanwhile); 0 without sleeping once
+// until has passed. Under the lock.
+static int slot_sleep(pti_client *c, pti_box_slot *sl, uint32_t v,
+    double until)
+{
+	double left = until - pti_clock_s();
+	if (left <= 0)
+		return 0;
+	pthread_mutex_unlock(&c->mu);
+	pti_box_wait(&sl->state, v, left < 1.0 ? left : 1.0);
+	pthread_mutex_lock(&c->mu);
+	return 1;
+}
+
 // box_wait sleeps until box part p's reply is in, a second at most, and
 // fails it once --rpc-timeout has passed since it was sent. Under the
 // lock, which it lets go while it sleeps.
@@ -236,15 +251,9 @@ static void box_wait(pti_client *c, client_part *p)
 	uint32_t v = atomic_load_explicit(&sl->state, memory_order_acquire);
 	if (p->state == PART_DONE)
 		return;
-	if (v != PTI_BOX_REP) {
-		double left = p->sent + c->timeout_s - pti_clock_s();
-		if (left <= 0) {
-			box_done(p, NNG_ETIMEDOUT);
-			return;
-		}
-		pthread_mutex_unlock(&c->mu);
-		pti_box_wait(&sl->state, v, left < 1.0 ? left : 1.0);
-		pthread_mutex_lock(&c->mu);
+	if (v != PTI_BOX_REP && !slot_sleep(c, sl, v, p->sent + c->timeout_s)) {
+		box_done(p, NNG_ETIMEDOUT);
+		return;
 	}
 	box_poll(p);
 }
@@ -303,14 +312,10 @@ static void box_order(pti_client *c, client_link *k)
 				break;
 		if (q == NULL || k->box_dead)
 			return;
-		double left = until - pti_clock_s();
-		if (left <= 0) {
+		if (!slot_sleep(c, part_slot(q), v, until)) {
 			box_fail_all(k);
 			return;
 		}
-		pthread_mutex_unlock(&c->mu);
-		pti_box_wait(&part_slot(q)->state, v, left < 1.0 ? left : 1.0);
-		pthread_mutex_lock(&c->mu);
 	}
 }
 
