@@ -66,13 +66,15 @@ struct client_link {
 	client_part *free, *busy, *all;
 	uint64_t lo, hi; // its shard, from hello
 	int64_t ver;     // version of the values last received from it
-	// --transport shm (common/shm.h): this worker's segment, where it
-	// writes its pushes' values, and the server's, where it reads its
-	// pulls' (read-only); none before the handshake. A server's segment
-	// replaced by a later handshake stays mapped until close (a lent
-	// value may point in).
-	pti_shm_seg mine, theirs, *old;
+	// --transport shm (common/shm.h): the server's segment, where this
+	// worker reads its pulls' values (read-only; the worker writes its
+	// pushes' in the client's), none before the handshake. A server's
+	// segment replaced by a later handshake stays mapped until close (a
+	// lent value may point in). [own_lo, own_hi): its values that the
+	// client's view maps in place (the others are copied there).
+	pti_shm_seg theirs, *old;
 	uint32_t n_old;
+	uint64_t own_lo, own_hi;
 	// Its box (common/shm.h's pti_box), made at each handshake: a
 	// request through shared memory goes into a free slot of it instead
 	// of onto the socket. Given up (dead) once a request in it failed:
@@ -149,6 +151,11 @@ struct pti_client {
 	int skew; // test hook: lent replies are moved to an unaligned body
 	int shm;  // dense values through shared memory (pti_client_shm)
 	int shm_still; // and no server changes one a worker may be reading
+	// This worker's segment, where it writes its pushes' values (the
+	// whole model's, at their places: every server maps its shard's),
+	// and with shm_still its view of the servers' values side by side.
+	pti_shm_seg mine;
+	pti_shm_view view;
 };
 
 // ---------------------------------------------------------------- boxes
@@ -460,7 +467,6 @@ void pti_client_close(pti_client *c)
 	for (uint32_t i = 0; i < c->n && c->links; i++) {
 		client_link *k = &c->links[i];
 		nng_close(k->sock);
-		pti_shm_seg_fini(&k->mine);
 		pti_shm_seg_fini(&k->theirs);
 		pti_shm_seg_fini(&k->box);
 		pti_shm_segs_free(k->old, k->n_old);
@@ -478,6 +484,8 @@ void pti_client_close(pti_client *c)
 		free(l);
 	}
 	free(c->links);
+	pti_shm_view_fini(&c->view);
+	pti_shm_seg_fini(&c->mine);
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->cv);
 	free(c);
@@ -505,9 +513,9 @@ int pti_client_open(pti_client **out, const char *urls, uint32_t role,
 		free(c);
 		return pti_err_set(PT_ENOMEM, "client");
 	}
+	c->mine = PTI_SHM_SEG_NONE;
 	for (uint32_t i = 0; i < n; i++)
-		c->links[i].mine = c->links[i].theirs = c->links[i].box =
-		    PTI_SHM_SEG_NONE;
+		c->links[i].theirs = c->links[i].box = PTI_SHM_SEG_NONE;
 	const char *p = urls;
 	for (uint32_t i = 0; i < n; i++) {
 		client_link *k = &c->links[i];
@@ -674,7 +682,7 @@ int pti_call_new(pti_client *c, pt_req **out)
 // one yet: this one's values go in its message). Under c->mu.
 static int link_shm(const client_link *k, const pti_hdr *h, uint64_t n)
 {
-	if (k->theirs.p == NULL || k->mine.p == NULL ||
+	if (k->theirs.p == NULL || k->c->mine.p == NULL ||
 	    (h->op != PT_OP_PUSH && h->op != PT_OP_PUSHPULL &&
 		h->op != PT_OP_PULL) ||
 	    !(h->has & PTI_H_RANGE) || h->off < k->lo || h->off > k->hi ||
@@ -722,7 +730,7 @@ static int call_send(pt_req *q, uint32_t server, const pti_hdr *h,
 		hs.has |= PTI_H_SHM | PTI_H_RANGE;
 		hs.shm = 1;
 		hs.n = n;
-		float *at = k->mine.p + (h->off - k->lo);
+		float *at = c->mine.p + h->off;
 		if (pay != NULL && pay != at) // else computed in place
 			memcpy(at, pay, n * sizeof(float));
 		h = &hs;
@@ -996,15 +1004,48 @@ static const pti_shm_ctl *shm_ctl(const client_link *k)
 	return pti_shm_ctl_of(&k->theirs, k->hi - k->lo);
 }
 
+// in_view: part p's values go to their own place in the client's view
+// (pti_client_shm_view), where the server's own pages already show them.
+static int in_view(const pti_client *c, const client_part *p,
+    const float *dst)
+{
+	return c->view.p != NULL && dst == c->view.p + p->hdr.off;
+}
+
+// view_edges copies into the view part p's values (src: the reply's,
+// element p->hdr.off first) that lie outside its server's own pages:
+// where its shard starts or ends inside a page. A reply whose values
+// came in its message cannot be put there (the view's pages are the
+// server's, read-only): PT_EPROTO naming the server.
+static int view_edges(const pti_client *c, const client_part *p,
+    const float *src)
+{
+	const client_link *k = p->k;
+	uint64_t a = p->hdr.off, b = a + p->hdr.n;
+	uint64_t cut[2][2] = {{a, k->own_lo < b ? k->own_lo : b},
+	    {k->own_hi > a ? k->own_hi : a, b}};
+	if (!(p->hdr.has & PTI_H_SHM))
+		return pti_err_set(PT_EPROTO, "server %u at %s answered a "
+		    "pull through shared memory with values in its message",
+		    k->rank, k->url);
+	for (int i = 0; i < 2; i++)
+		if (cut[i][0] < cut[i][1])
+			memcpy(c->view.p + cut[i][0], src + (cut[i][0] - a),
+			    (cut[i][1] - cut[i][0]) * sizeof(float));
+	return 0;
+}
+
 // part_copy copies part p's values from src into dst: under the
 // segment's seqlock where the server may change them while read
 // (shm_moving), with *ver the version they are of, which may be newer
-// than the reply's; else as they are (*ver untouched). Errors name the
-// server.
+// than the reply's; into the view, only those outside the server's own
+// pages; else as they are (*ver untouched). Errors name the server.
 static int part_copy(const pti_client *c, const client_part *p, float *dst,
     const void *src, int64_t *ver)
 {
 	int rv;
+	if (in_view(c, p, dst))
+		return view_edges(c, p, src);
 	if (!shm_moving(c, p)) {
 		memcpy(dst, src, p->hdr.n * sizeof(float));
 		return 0;
@@ -1395,25 +1436,29 @@ int pti_client_hello(pti_client *c, const pti_layout *l, int mode,
 
 int pti_client_shm(pti_client *c, int still)
 {
+	// The shards tile the model: the last one ends it.
+	uint64_t n = c->links[c->n - 1].hi;
+	int rv;
+	if (c->mine.p == NULL &&
+	    (rv = pti_shm_seg_create(&c->mine, (size_t)n * sizeof(float), 0,
+		 "pstrain-worker")) != 0)
+		return rv;
+	if (still && c->view.p == NULL &&
+	    (rv = pti_shm_view_init(&c->view, n)) != 0)
+		return rv;
 	for (uint32_t i = 0; i < c->n; i++) {
 		client_link *k = &c->links[i];
 		char path[PT_PATH_MAX];
-		size_t bytes = (size_t)(k->hi - k->lo) * sizeof(float);
 		uint64_t lo, hi;
 		pti_shm_seg theirs;
-		int rv;
 		if ((rv = pti_shm_path(k->url, path, sizeof(path))) != 0)
 			return rv;
-		if (k->mine.p == NULL &&
-		    (rv = pti_shm_seg_create(&k->mine, bytes,
-			 "pstrain-worker")) != 0)
-			return rv;
 		pti_shm_seg box;
-		if ((rv = pti_shm_seg_create(&box, sizeof(pti_box),
+		if ((rv = pti_shm_seg_create(&box, sizeof(pti_box), 0,
 			 "pstrain-box")) != 0)
 			return rv;
 		if ((rv = pti_shm_offer(path, &c->secret, c->rank, k->rank,
-			 &k->mine, &box, c->timeout_s, &theirs, &lo, &hi)) != 0) {
+			 &c->mine, &box, c->timeout_s, &theirs, &lo, &hi)) != 0) {
 			pti_shm_seg_fini(&box);
 			return rv;
 		}
@@ -1435,6 +1480,12 @@ int pti_client_shm(pti_client *c, int still)
 			    (unsigned long long)lo, (unsigned long long)hi,
 			    (unsigned long long)k->lo,
 			    (unsigned long long)k->hi);
+		}
+		if (still && (rv = pti_shm_view_map(&c->view, &theirs, lo, hi, n,
+				  &k->own_lo, &k->own_hi)) != 0) {
+			pti_shm_seg_fini(&theirs);
+			pti_shm_seg_fini(&box);
+			return rv;
 		}
 		pthread_mutex_lock(&c->mu);
 		rv = pti_shm_seg_replace(&k->theirs, &theirs, &k->old,
@@ -1461,16 +1512,13 @@ int pti_client_shm(pti_client *c, int still)
 int pti_client_shm_view(const pti_client *c, uint64_t off, uint64_t n,
     float **grad, const float **vals)
 {
-	for (uint32_t i = 0; c->shm && c->shm_still && i < c->n; i++) {
-		const client_link *k = &c->links[i];
-		if (k->mine.p == NULL || k->theirs.p == NULL || off < k->lo ||
-		    off > k->hi || n > k->hi - off)
-			continue;
-		*grad = k->mine.p + (off - k->lo);
-		*vals = k->theirs.p + (off - k->lo);
-		return 1;
-	}
-	return 0;
+	uint64_t all = c->links[c->n - 1].hi;
+	if (!c->shm || !c->shm_still || c->view.p == NULL ||
+	    c->mine.p == NULL || off > all || n > all - off)
+		return 0;
+	*grad = c->mine.p + off;
+	*vals = c->view.p + off;
+	return 1;
 }
 
 int pti_client_pull(pti_client *c, float *params, int64_t want_ver,

@@ -24,11 +24,20 @@
 
 #define SHM_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
 
-int pti_shm_seg_create(pti_shm_seg *g, size_t bytes, const char *name)
+static size_t page_size(void)
+{
+	return (size_t)sysconf(_SC_PAGESIZE);
+}
+
+int pti_shm_seg_create(pti_shm_seg *g, size_t bytes, size_t skip,
+    const char *name)
 {
 	*g = PTI_SHM_SEG_NONE;
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t page = page_size();
 	bytes = bytes ? (bytes + page - 1) / page * page : page;
+	if (skip >= bytes)
+		return pti_err_set(PT_EINVAL, "shared memory %s: values %zu "
+		    "bytes into %zu", name, skip, bytes);
 	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return pti_err_set(PT_EIO, "shared memory %s: memfd_create: %s",
@@ -43,14 +52,19 @@ int pti_shm_seg_create(pti_shm_seg *g, size_t bytes, const char *name)
 		return pti_err_set(PT_EIO, "shared memory %s of %zu bytes: %s",
 		    name, bytes, strerror(e));
 	}
-	*g = (pti_shm_seg){p, bytes, fd};
+	*g = (pti_shm_seg){(float *)((char *)p + skip), bytes, skip, fd};
 	return 0;
+}
+
+size_t pti_shm_skip(uint64_t lo)
+{
+	return (size_t)(lo * sizeof(float) % page_size());
 }
 
 void pti_shm_seg_fini(pti_shm_seg *g)
 {
 	if (g->p != NULL)
-		munmap(g->p, g->bytes);
+		munmap((char *)g->p - g->skip, g->bytes);
 	if (g->fd >= 0)
 		close(g->fd);
 	*g = PTI_SHM_SEG_NONE;
@@ -58,9 +72,54 @@ void pti_shm_seg_fini(pti_shm_seg *g)
 
 pti_shm_ctl *pti_shm_ctl_of(const pti_shm_seg *g, uint64_t n)
 {
-	if (g->p == NULL || g->bytes < PTI_SHM_SERVER_BYTES(n))
+	if (g->p == NULL || g->bytes < PTI_SHM_SERVER_BYTES(g->skip, n))
 		return NULL;
-	return (pti_shm_ctl *)((char *)g->p + pti_shm_ctl_at(n));
+	return (pti_shm_ctl *)((char *)g->p - g->skip +
+			       pti_shm_ctl_at(g->skip, n));
+}
+
+int pti_shm_view_init(pti_shm_view *v, uint64_t n)
+{
+	size_t page = page_size();
+	size_t bytes = ((size_t)n * sizeof(float) + page - 1) / page * page;
+	void *p = mmap(NULL, bytes ? bytes : page, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return pti_err_set(PT_EIO, "shared memory: a view of %llu "
+		    "values: %s", (unsigned long long)n, strerror(errno));
+	*v = (pti_shm_view){p, bytes ? bytes : page};
+	return 0;
+}
+
+int pti_shm_view_map(pti_shm_view *v, const pti_shm_seg *g, uint64_t lo,
+    uint64_t hi, uint64_t n, uint64_t *own_lo, uint64_t *own_hi)
+{
+	size_t page = page_size(), per = page / sizeof(float);
+	// The pages wholly within [lo, hi), and the last page of the model
+	// when this shard ends it (nothing else lies there).
+	uint64_t first = (lo + per - 1) / per;
+	uint64_t last = hi == n ? (hi + per - 1) / per : hi / per;
+	*own_lo = *own_hi = lo;
+	if (first >= last)
+		return 0; // every value of it is copied
+	// Element i is 4 i - 4 lo + skip bytes into g's file.
+	size_t base = (size_t)lo * sizeof(float) - g->skip;
+	size_t at = (size_t)first * page, len = (size_t)(last - first) * page;
+	if (mmap((char *)v->p + at, len, PROT_READ, MAP_SHARED | MAP_FIXED,
+		g->fd, (off_t)(at - base)) == MAP_FAILED)
+		return pti_err_set(PT_EIO, "shared memory: mapping [%llu, %llu) "
+		    "into the view: %s", (unsigned long long)lo,
+		    (unsigned long long)hi, strerror(errno));
+	*own_lo = first * per > lo ? first * per : lo;
+	*own_hi = last * per < hi ? last * per : hi;
+	return 0;
+}
+
+void pti_shm_view_fini(pti_shm_view *v)
+{
+	if (v->p != NULL)
+		munmap(v->p, v->bytes);
+	*v = (pti_shm_view){NULL, 0};
 }
 
 void pti_shm_write_begin(pti_shm_ctl *c)
@@ -148,13 +207,14 @@ void pti_box_wake(_Atomic uint32_t *w)
 	(void)syscall(SYS_futex, w, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 }
 
-// seg_map maps a peer's segment fd (kept in g) read-only (prot
-// PROT_READ, or read-write), once it is sealed against shrinking and at
-// least `need` bytes long.
-static int seg_map(pti_shm_seg *g, int fd, size_t need, int prot,
+// seg_map maps the window [from, to) bytes of a peer's segment fd
+// (kept in g; p at byte from) read-only (prot PROT_READ, or read-write),
+// once it is sealed against shrinking and at least `to` bytes long.
+static int seg_map(pti_shm_seg *g, int fd, size_t from, size_t to, int prot,
     const char *whose)
 {
 	struct stat st;
+	size_t page = page_size();
 	int seals = fcntl(fd, F_GET_SEALS);
 	*g = PTI_SHM_SEG_NONE;
 	if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_SEAL)) !=
@@ -164,19 +224,22 @@ static int seg_map(pti_shm_seg *g, int fd, size_t need, int prot,
 		    "sealed against shrinking", whose);
 	}
 	if (fstat(fd, &st) != 0 || st.st_size < 0 ||
-	    (size_t)st.st_size < need || st.st_size == 0) {
+	    (size_t)st.st_size < to || st.st_size == 0 || to <= from) {
 		close(fd);
 		return pti_err_set(PT_EPROTO, "shared memory from %s: %lld "
-		    "bytes, %zu wanted", whose, (long long)st.st_size, need);
+		    "bytes, %zu wanted", whose, (long long)st.st_size, to);
 	}
-	void *p = mmap(NULL, (size_t)st.st_size, prot, MAP_SHARED, fd, 0);
+	size_t at = from / page * page;
+	size_t len = (to + page - 1) / page * page - at;
+	void *p = mmap(NULL, len, prot, MAP_SHARED, fd, (off_t)at);
 	if (p == MAP_FAILED) {
 		int e = errno;
 		close(fd);
 		return pti_err_set(PT_EIO, "shared memory from %s: mmap: %s",
 		    whose, strerror(e));
 	}
-	*g = (pti_shm_seg){p, (size_t)st.st_size, fd};
+	*g = (pti_shm_seg){(float *)((char *)p + (from - at)), len,
+	    from - at, fd};
 	return 0;
 }
 
@@ -401,8 +464,9 @@ int pti_shm_offer(const char *path, const pti_secret *key, uint32_t rank,
 	}
 	char whose[64];
 	snprintf(whose, sizeof(whose), "server %u", server);
-	rv = seg_map(theirs, fd, (size_t)(an.hi - an.lo) * sizeof(float),
-	    PROT_READ, whose);
+	size_t skip = pti_shm_skip(an.lo);
+	rv = seg_map(theirs, fd, skip,
+	    PTI_SHM_SERVER_BYTES(skip, an.hi - an.lo), PROT_READ, whose);
 	fd = -1; // seg_map's now
 	if (rv == 0) {
 		*lo = an.lo;
@@ -441,8 +505,7 @@ static int take_refuse(int s, int code, const char *why, uint32_t rank)
 
 int pti_shm_take(int cfd, const pti_secret *key, uint32_t server,
     uint32_t workers, const pti_shm_seg *mine, uint64_t lo, uint64_t hi,
-    size_t need, double timeout_s, pti_shm_keep_fn keep, void *arg,
-    uint32_t *rank)
+    double timeout_s, pti_shm_keep_fn keep, void *arg, uint32_t *rank)
 {
 	uint8_t nonce[PT_NONCE_LEN], mac[PT_MAC_LEN];
 	shm_hello hw;
@@ -481,11 +544,12 @@ int pti_shm_take(int cfd, const pti_secret *key, uint32_t server,
 	}
 	char whose[64];
 	snprintf(whose, sizeof(whose), "worker %u", hw.rank);
-	rv = seg_map(theirs, fd, need, PROT_READ, whose);
+	rv = seg_map(theirs, fd, (size_t)lo * sizeof(float),
+	    (size_t)hi * sizeof(float), PROT_READ, whose);
 	fd = -1;
 	if (rv == 0 && fds[1] >= 0) {
 		snprintf(whose, sizeof(whose), "worker %u's box", hw.rank);
-		rv = seg_map(&box, fds[1], sizeof(pti_box),
+		rv = seg_map(&box, fds[1], 0, sizeof(pti_box),
 		    PROT_READ | PROT_WRITE, whose);
 		fds[1] = -1;
 	}

@@ -21,19 +21,35 @@
 
 #include "common/auth.h"
 
-// A segment: a memfd and its mapping (read-write for its maker,
-// read-only for the peer it was handed to). {0, 0, -1} when none.
+// A segment: a memfd and its mapping, or a window of it (read-write for
+// its maker, read-only for the peer it was handed to). p is the first
+// value, `skip` bytes into the mapping, which is `bytes` long from
+// there (p - skip is page-aligned). {NULL, 0, 0, -1} when none.
+//
+// Values sit in segments at their place in the model, so that one
+// mapping can show several segments side by side (pti_shm_view): a
+// worker's segment holds the whole model, element i at byte 4 i (each
+// server maps the window of its shard), and a server's segment holding
+// [lo, hi) starts its values at byte pti_shm_skip(lo), so that element i
+// lies at the same offset in its page as in the model.
 typedef struct pti_shm_seg {
 	float *p;
 	size_t bytes;
+	size_t skip;
 	int fd;
 } pti_shm_seg;
 
-#define PTI_SHM_SEG_NONE ((pti_shm_seg){NULL, 0, -1})
+#define PTI_SHM_SEG_NONE ((pti_shm_seg){NULL, 0, 0, -1})
 
-// pti_shm_seg_create makes a zeroed segment of `bytes` (at least one
-// page), mapped read-write and sealed. PT_EIO naming what failed.
-int pti_shm_seg_create(pti_shm_seg *g, size_t bytes, const char *name);
+// pti_shm_seg_create makes a zeroed segment of `bytes` (rounded up to
+// whole pages, at least one), mapped read-write and sealed, whose values
+// start `skip` bytes in (skip < bytes). PT_EIO naming what failed.
+int pti_shm_seg_create(pti_shm_seg *g, size_t bytes, size_t skip,
+    const char *name);
+
+// pti_shm_skip is where the values of a server's segment start when its
+// shard starts at element lo: 4 lo modulo the page size.
+size_t pti_shm_skip(uint64_t lo);
 
 // pti_shm_seg_fini unmaps g and closes its descriptor; g becomes none.
 void pti_shm_seg_fini(pti_shm_seg *g);
@@ -61,18 +77,45 @@ typedef struct pti_shm_ctl {
 	_Atomic int64_t ver;
 } pti_shm_ctl;
 
-// pti_shm_ctl_at: where the block starts in a segment of n values (the
-// first 64-byte boundary after them); PTI_SHM_SERVER_BYTES(n) a
-// server's segment's size.
-static inline size_t pti_shm_ctl_at(uint64_t n)
+// pti_shm_ctl_at: where the block starts in a segment whose n values
+// start `skip` bytes in (the first 64-byte boundary after them);
+// PTI_SHM_SERVER_BYTES(skip, n) such a server's segment's size.
+static inline size_t pti_shm_ctl_at(size_t skip, uint64_t n)
 {
-	return ((size_t)n * sizeof(float) + 63) / 64 * 64;
+	return (skip + (size_t)n * sizeof(float) + 63) / 64 * 64;
 }
-#define PTI_SHM_SERVER_BYTES(n) (pti_shm_ctl_at(n) + 64)
+#define PTI_SHM_SERVER_BYTES(skip, n) (pti_shm_ctl_at(skip, n) + 64)
 
-// pti_shm_ctl_of is the block of segment g holding n values, NULL when g
-// is too small to hold one.
+// pti_shm_ctl_of is the block of segment g holding n values (mapped from
+// its start), NULL when g is too small to hold one.
 pti_shm_ctl *pti_shm_ctl_of(const pti_shm_seg *g, uint64_t n);
+
+// A worker's picture of the whole model's values out of the servers'
+// segments, side by side (sync without backup workers: the values do not
+// change while it reads them): each server's pages that hold only its
+// shard's values are its segment's own, mapped in place; a page that
+// holds values of two servers (where a shard starts or ends inside a
+// page) is the worker's, and pti_shm_view_map says which values of the
+// shard lie outside its own pages, to be copied there after each pull.
+typedef struct pti_shm_view {
+	float *p;     // n values
+	size_t bytes; // the mapping's length
+} pti_shm_view;
+
+// pti_shm_view_init reserves a view of n values (zeroed, read-write
+// until segments are mapped into it). PT_EIO naming what failed.
+int pti_shm_view_init(pti_shm_view *v, uint64_t n);
+
+// pti_shm_view_map maps the pages of server segment g (holding [lo, hi)
+// of the n values) that hold nothing else into v, read-only, over
+// whatever was there (a segment a rejoin replaced), and says in
+// [*own_lo, *own_hi) which of its values they hold (the others are
+// copied). PT_EIO naming what failed.
+int pti_shm_view_map(pti_shm_view *v, const pti_shm_seg *g, uint64_t lo,
+    uint64_t hi, uint64_t n, uint64_t *own_lo, uint64_t *own_hi);
+
+// pti_shm_view_fini unmaps v; v becomes {NULL, 0}.
+void pti_shm_view_fini(pti_shm_view *v);
 
 // The server's side, under the one lock its values are changed under:
 // pti_shm_write_begin before the first change (seq odd),
@@ -133,9 +176,10 @@ int pti_shm_path(const char *url, char *out, size_t n);
 int pti_shm_listen(const char *path, int *fd);
 
 // pti_shm_offer is the worker's side: on path, prove the secret as
-// worker `rank` to server `server`, hand it `mine` and `box` (NULL: no
-// box, the headers go over the ipc socket) and map the server's
-// segment into *theirs, with the shard [*lo, *hi) it holds. PT_EAUTH
+// worker `rank` to server `server`, hand it `mine` (the whole model's
+// values) and `box` (NULL: no box, the headers go over the ipc socket)
+// and map the server's segment into *theirs (p its shard's first value),
+// with the shard [*lo, *hi) it holds. PT_EAUTH
 // when the server's proof fails, PT_ECLOSED or PT_ETIMEDOUT when it does
 // not answer, PT_EPROTO for an answer not in the protocol.
 int pti_shm_offer(const char *path, const pti_secret *key, uint32_t rank,
@@ -151,14 +195,14 @@ typedef int (*pti_shm_keep_fn)(void *arg, uint32_t rank, pti_shm_seg *g,
     pti_shm_seg *box);
 
 // pti_shm_take is the server's side on an accepted connection cfd
-// (closed here): check the worker's proof (rank below workers), map its
-// segment (sealed, at least `need` bytes), give it to keep, then answer
-// with `mine` and the shard [lo, hi). A box handed over must be
-// sizeof(pti_box) long. *rank is the worker's. PT_EAUTH,
-// PT_EPROTO or PT_ETIMEDOUT naming what was wrong, or keep's error.
+// (closed here): check the worker's proof (rank below workers), map the
+// window of its segment that holds the shard [lo, hi) (sealed, at least
+// 4 hi bytes; p is element lo), give it to keep, then answer with `mine`
+// and the shard. A box handed over must be sizeof(pti_box) long. *rank
+// is the worker's. PT_EAUTH, PT_EPROTO or PT_ETIMEDOUT naming what was
+// wrong, or keep's error.
 int pti_shm_take(int cfd, const pti_secret *key, uint32_t server,
     uint32_t workers, const pti_shm_seg *mine, uint64_t lo, uint64_t hi,
-    size_t need, double timeout_s, pti_shm_keep_fn keep, void *arg,
-    uint32_t *rank);
+    double timeout_s, pti_shm_keep_fn keep, void *arg, uint32_t *rank);
 
 #endif // PT_COMMON_SHM_H

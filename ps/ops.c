@@ -343,7 +343,7 @@ static int shm_payload(ps_server *s, const pti_hdr *h, const void **pay,
 		return 0;
 	if (!(h->has & PTI_H_RANGE) || h->off < s->lo || h->off > s->hi ||
 	    h->n > s->hi - h->off ||
-	    (h->off - s->lo + h->n) * sizeof(float) > g->bytes) {
+	    g->skip + (h->off - s->lo + h->n) * sizeof(float) > g->bytes) {
 		snprintf(why, n_why, "values in shared memory for [%llu, "
 		    "+%llu), outside this shard [%llu, %llu)",
 		    (unsigned long long)h->off, (unsigned long long)h->n,

@@ -59,14 +59,16 @@ static void let_go(ps_server *s, uint32_t r, uint64_t lo, uint64_t hi)
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	if (r == 0 || g->p == NULL)
 		return; // worker 0's stays mapped: the reads it saves
-	size_t a = (size_t)lo * sizeof(float) / page * page;
-	size_t b = (size_t)hi * sizeof(float);
+	// In bytes from the mapping's start (page-aligned; p is skip in).
+	size_t a = (g->skip + (size_t)lo * sizeof(float)) / page * page;
+	size_t b = g->skip + (size_t)hi * sizeof(float);
 	size_t end = (g->bytes + page - 1) / page * page;
 	b = (b + page - 1) / page * page;
 	if (b > end)
 		b = end;
 	if (a < b)
-		(void)madvise((char *)g->p + a, b - a, MADV_DONTNEED);
+		(void)madvise((char *)g->p - g->skip + a, b - a,
+		    MADV_DONTNEED);
 }
 
 void pti_shard_let_go(ps_server *s, const uint8_t *use, uint32_t cur,

@@ -516,8 +516,12 @@ int pti_server_init(ps_server *s, const pti_jobopt *c,
 		    (unsigned long long)s->layout.n_params, c->servers);
 	s->shm_mine = PTI_SHM_SEG_NONE;
 	if (c->shm) {
+		// Its values where they lie in their pages in the model,
+		// so a worker may map the segment beside its neighbours'.
+		size_t skip = pti_shm_skip(s->lo);
 		if ((rv = pti_shm_seg_create(&s->shm_mine,
-			 PTI_SHM_SERVER_BYTES(s->n), "pstrain-shard")) != 0)
+			 PTI_SHM_SERVER_BYTES(skip, s->n), skip,
+			 "pstrain-shard")) != 0)
 			return rv;
 		s->params = s->shm_mine.p;
 		s->shm_ctl = pti_shm_ctl_of(&s->shm_mine, s->n);

@@ -52,8 +52,7 @@ static void *shm_serve(void *arg)
 			continue;
 		uint32_t rank;
 		int rv = pti_shm_take(c, &s->secret, s->rank, s->job->workers,
-		    &s->shm_mine, s->lo, s->hi, s->n * sizeof(float), timeout,
-		    shm_keep, s, &rank);
+		    &s->shm_mine, s->lo, s->hi, timeout, shm_keep, s, &rank);
 		if (rv != 0)
 			pti_log(PT_LOG_WARN, "server %u: %s", s->rank,
 			    pt_errmsg(rv));

@@ -981,7 +981,7 @@ static pti_shm_seg shm_seg_raw(size_t bytes, int seal)
 	if (seal)
 		PT_TEST_TRUE(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW |
 				  F_SEAL_SEAL) == 0);
-	return (pti_shm_seg){NULL, bytes, fd};
+	return (pti_shm_seg){NULL, bytes, 0, fd};
 }
 
 // --shm: values in shared memory only after the handshake, which takes
@@ -999,7 +999,7 @@ static void test_shm_seqlock(void)
 	pti_shm_seg g;
 	float v[8];
 	int64_t ver = -1;
-	PT_TEST_OK(pti_shm_seg_create(&g, PTI_SHM_SERVER_BYTES(8), "t"));
+	PT_TEST_OK(pti_shm_seg_create(&g, PTI_SHM_SERVER_BYTES(0, 8), 0, "t"));
 	pti_shm_ctl *c = pti_shm_ctl_of(&g, 8);
 	PT_TEST_TRUE(c != NULL);
 	PT_TEST_TRUE(pti_shm_ctl_of(&g, (uint64_t)g.bytes) == NULL);
@@ -1013,6 +1013,71 @@ static void test_shm_seqlock(void)
 	PT_TEST_OK(pti_shm_read(c, v, g.p, 8, 0.2, &ver));
 	PT_TEST_TRUE(ver == 7 && v[7] == 7.0f);
 	pti_shm_seg_fini(&g);
+}
+
+// view_seg: a server's segment for [lo, hi) of a model whose element i
+// holds i * k.
+static void view_seg(pti_shm_seg *g, uint64_t lo, uint64_t hi, float k)
+{
+	size_t skip = pti_shm_skip(lo);
+	PT_TEST_OK(pti_shm_seg_create(g, PTI_SHM_SERVER_BYTES(skip, hi - lo),
+	    skip, "t"));
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	PT_TEST_TRUE((uintptr_t)g->p % page == lo * 4 % page);
+	for (uint64_t i = lo; i < hi; i++)
+		g->p[i - lo] = (float)i * k;
+	PT_TEST_TRUE(pti_shm_ctl_of(g, hi - lo) != NULL);
+}
+
+// A worker's view of the model out of three servers' segments (common/
+// shm.h), cut as pti_layout_shard cuts 10,000 values: each server's pages
+// that hold only its values show them in place (a change it makes is seen
+// there), the values where two shards share a page are the worker's to
+// copy, and a segment that replaces one (a restarted server) maps over
+// it.
+static void test_shm_view(void)
+{
+	enum { N = 10000, S = 3 };
+	pti_shm_seg g[S], again;
+	pti_shm_view v;
+	uint64_t lo[S], hi[S], own_lo[S], own_hi[S], owned = 0;
+	PT_TEST_OK(pti_shm_view_init(&v, N));
+	for (uint32_t s = 0; s < S; s++) {
+		lo[s] = (uint64_t)N * s / S;
+		hi[s] = (uint64_t)N * (s + 1) / S;
+		view_seg(&g[s], lo[s], hi[s], 1.0f);
+		PT_TEST_OK(pti_shm_view_map(&v, &g[s], lo[s], hi[s], N,
+		    &own_lo[s], &own_hi[s]));
+		PT_TEST_TRUE(lo[s] <= own_lo[s] && own_lo[s] <= own_hi[s] &&
+		    own_hi[s] <= hi[s]);
+		owned += own_hi[s] - own_lo[s];
+		for (uint64_t i = own_lo[s]; i < own_hi[s]; i++)
+			PT_TEST_TRUE(v.p[i] == (float)i);
+	}
+	if (sysconf(_SC_PAGESIZE) == 4096) // [0, 3072), [4096, 6144), [7168, N)
+		PT_TEST_TRUE(owned == 3072 + 2048 + 2832 && own_lo[1] == 4096 &&
+		    own_hi[2] == N);
+	PT_TEST_TRUE(v.p[3500] == 0.0f); // a shared page: not copied yet
+	for (uint32_t s = 0; s < S; s++) {
+		memcpy(v.p + lo[s], g[s].p, (own_lo[s] - lo[s]) * 4);
+		memcpy(v.p + own_hi[s], g[s].p + (own_hi[s] - lo[s]),
+		    (hi[s] - own_hi[s]) * 4);
+	}
+	for (uint64_t i = 0; i < N; i++)
+		PT_TEST_TRUE(v.p[i] == (float)i);
+	g[1].p[5000 - lo[1]] = -1.0f; // the server's change, seen in place
+	PT_TEST_TRUE(v.p[5000] == -1.0f || sysconf(_SC_PAGESIZE) != 4096);
+	view_seg(&again, lo[1], hi[1], 2.0f);
+	PT_TEST_OK(pti_shm_view_map(&v, &again, lo[1], hi[1], N, &own_lo[1],
+	    &own_hi[1]));
+	for (uint64_t i = own_lo[1]; i < own_hi[1]; i++)
+		PT_TEST_TRUE(v.p[i] == 2.0f * (float)i);
+	PT_TEST_TRUE(v.p[3500] == 3500.0f); // the worker's copy, kept
+	pti_shm_view_fini(&v);
+	PT_TEST_TRUE(v.p == NULL);
+	pti_shm_seg_fini(&again);
+	for (uint32_t s = 0; s < S; s++)
+		pti_shm_seg_fini(&g[s]);
 }
 
 static void test_server_shm(void)
@@ -1037,7 +1102,7 @@ static void test_server_shm(void)
 	PT_TEST_TRUE(send_hdr(&s, &h, NULL, 0, NULL) == PT_ESTATE);
 	bad = key;
 	bad.key[0] ^= 1;
-	PT_TEST_OK(pti_shm_seg_create(&mine, n * 4, "t"));
+	PT_TEST_OK(pti_shm_seg_create(&mine, n * 4, 0, "t"));
 	PT_TEST_TRUE(pti_shm_offer(path, &bad, 0, 0, &mine, NULL, 5, &theirs, &lo,
 			 &hi) == PT_EAUTH);
 	small = shm_seg_raw(n * 4 - 4, 1);
@@ -1087,10 +1152,10 @@ static void shm_workers(srv *s, uint32_t k, pti_shm_seg *mine,
 	PT_TEST_OK(pti_shm_path(s->url, path, sizeof(path)));
 	for (uint32_t w = 0; w < k; w++) {
 		PT_TEST_TRUE(hello(s, w) == 0);
-		PT_TEST_OK(pti_shm_seg_create(&mine[w], n * 4, "t"));
+		PT_TEST_OK(pti_shm_seg_create(&mine[w], n * 4, 0, "t"));
 		if (box != NULL)
 			PT_TEST_OK(pti_shm_seg_create(&box[w], sizeof(pti_box),
-			    "t"));
+			    0, "t"));
 		PT_TEST_OK(pti_shm_offer(path, &key, w, 0, &mine[w],
 		    box != NULL ? &box[w] : NULL, 5, &theirs[w], &lo, &hi));
 		for (uint64_t i = 0; i < n; i++)
@@ -1292,6 +1357,7 @@ static const pti_test_case cases[] = {
     {"test_server_shm_changed_after_check",
 	test_server_shm_changed_after_check},
     {"test_shm_seqlock", test_shm_seqlock},
+    {"test_shm_view", test_shm_view},
     {"test_server_parked_released", test_server_parked_released},
     {"test_server_roles", test_server_roles},
     {"test_server_hello_proofs", test_server_hello_proofs},

@@ -19,9 +19,12 @@ J="--mode sync --servers 2 --workers 3 --data synthetic:1200 --model mlp:32 --se
 
 # same NAME FLAGS...: the job over shm and over ipc with FLAGS saves the
 # same model, bit for bit, and each of the servers $SERVERS read every
-# worker's pushes in shared memory; with INPLACE=1 every worker also
-# computed in server 0's (one server holds the whole model).
-SERVERS="0 1" INPLACE=0
+# worker's pushes in shared memory, and every worker computed in shared
+# memory (its gradient in its segment, the values in its view of the
+# servers': sync without backup workers). mlp:32's 2,410 values over two
+# servers: [0, 1205) and [1205, 2410), whose own pages hold [0, 1024) and
+# [2048, 2410): a page of each is read in place, the rest copied.
+SERVERS="0 1"
 same() {
 	n=$1
 	shift
@@ -43,8 +46,7 @@ same() {
 		done
 	done
 	for w in 0 1 2; do
-		[ "$INPLACE" = 0 ] ||
-			grep -q "worker $w: computes in server 0's shared memory" \
+		grep -q "worker $w: computes in shared memory" \
 				"$T/$n-shm/worker-$w.log" ||
 			{ no $n "worker $w copied its values" \
 				"$T/$n-shm/worker-$w.log"; return; }
@@ -74,14 +76,17 @@ test_shm_layer_push_same_model() {
 }
 
 test_shm_one_server_in_place() {
-	# One server holds the whole model: each worker computes its
-	# gradient in its own segment and reads the values in the server's
-	# (no copy either way), with and without --layer-push, and the
-	# model is still ipc's bit for bit.
-	SERVERS=0 INPLACE=1
+	# One server holds the whole model (its view is the server's
+	# segment, nothing copied), with and without --layer-push; and three
+	# servers over a model of 75,010 values, whose shards start and end
+	# inside pages and hold whole pages between: the model is still
+	# ipc's bit for bit.
+	SERVERS=0
 	same test_shm_one_server_in_place --servers 1 --layer-push on
 	same test_shm_one_server_in_place_lp_off --servers 1 --layer-push off
-	SERVERS="0 1" INPLACE=0
+	SERVERS="0 1 2"
+	same test_shm_three_servers_in_place --servers 3 --model mlp:1000
+	SERVERS="0 1"
 }
 
 # refused NAME WANT FLAGS...: pstrain run with FLAGS exits 2 saying WANT,

@@ -39,15 +39,16 @@ static int session_recoverable(int rv)
 	return rv == PT_ECLOSED || rv == PT_ESTATE;
 }
 
-// session_bind points w->grad and w->params into the servers' shared
-// memory when one server's holds the whole model (--transport shm, one
-// server): the gradient is computed where that server sums it and the
-// forward reads the values where it writes them, no copy made either
-// way (the model reads no value after it hands over the gradient's
-// first piece, and in sync mode, the only one over shm, the server
-// writes none before that: model/model.h). Otherwise the trainer's own
-// buffers, which pulls copy into. After every join: a rejoin may move
-// the server's segment.
+// session_bind points w->grad and w->params into shared memory
+// (--transport shm, sync without backup workers): the gradient is
+// computed in this worker's segment, where every server sums its shard's,
+// and the forward reads the values in the client's view of the servers'
+// segments, where they write them, no copy made either way but the few
+// values where two shards share a page (the model reads no value after
+// it hands over the gradient's first piece, and in that mode the servers
+// write none before every worker has: model/model.h). Otherwise the
+// trainer's own buffers, which pulls copy into. After every join: a
+// rejoin may move the segments.
 static void session_bind(pti_trainer *w)
 {
 	float *g;
@@ -58,8 +59,8 @@ static void session_bind(pti_trainer *w)
 	    pti_client_shm_view(w->client, 0, w->layout.n_params, &g, &v)) {
 		w->grad = g;
 		w->params = (float *)v; // read-only: pulls write nothing
-		fprintf(stderr, "worker %u: computes in server 0's shared "
-		    "memory (its gradient and the values, no copy)\n",
+		fprintf(stderr, "worker %u: computes in shared memory (its "
+		    "gradient and the servers' values, no copy)\n",
 		    w->c->rank);
 	}
 }
