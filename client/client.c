@@ -861,7 +861,8 @@ static int call_check(client_part *p)
 		const pti_hdr *r = &p->hdr;
 		if (k->theirs.p == NULL || !(r->has & PTI_H_RANGE) ||
 		    r->off < k->lo || r->off > k->hi || r->n > k->hi - r->off ||
-		    (r->off - k->lo + r->n) * sizeof(float) > k->theirs.bytes)
+		    k->theirs.skip + (r->off - k->lo + r->n) * sizeof(float) >
+			k->theirs.bytes)
 			return pti_err_set(PT_EPROTO, "server %u answered %s "
 			    "with values in shared memory at [%llu, +%llu), "
 			    "outside what it handed over", k->rank, op,
@@ -1051,7 +1052,7 @@ static int part_copy(const pti_client *c, const client_part *p, float *dst,
 		return 0;
 	}
 	if ((rv = pti_shm_read(shm_ctl(p->k), dst, src, p->hdr.n,
-		 c->timeout_s, ver)) != 0)
+		 c->timeout_s, p->k->theirs.owner, ver)) != 0)
 		return pti_err_set(rv, "server %u at %s: %s", p->k->rank,
 		    p->k->url, pt_errmsg(rv));
 	return 0;

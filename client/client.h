@@ -58,14 +58,15 @@ int pti_client_wait(pti_client *c, const char *who, double timeout_s,
 // for an address that is not ipc://, else pti_shm_offer's errors.
 int pti_client_shm(pti_client *c, int still);
 
-// pti_client_shm_view: when one server's shared memory holds the range
-// [off, off + n) (after pti_client_shm), points *grad where this worker
-// writes its pushes' values for it and *vals where it reads the server's,
-// and returns 1; else 0, nothing written (also when values may change
-// while read: pti_client_shm's still unset). A push of grad from there, or
-// a pull or pushpull into vals, copies nothing: a trainer computes in
-// place. Both stay valid until pti_client_close; a later handshake (a
-// rejoin) may move them: ask again after one.
+// pti_client_shm_view: after pti_client_shm with still set, points
+// *grad at [off, off + n) of this worker's segment, where it writes its
+// pushes' values, and *vals at the same range of its view of the
+// servers' segments (common/shm.h's pti_shm_view), where it reads
+// theirs, and returns 1; else 0, nothing written (also when values may
+// change while read). A push of grad from there, or a pull or pushpull
+// into vals, copies nothing but the values where two shards share a page:
+// a trainer computes in place. Both stay valid until pti_client_close
+// (a rejoin maps the new segments at the same places).
 int pti_client_shm_view(const pti_client *c, uint64_t off, uint64_t n,
     float **grad, const float **vals);
 

@@ -52,7 +52,7 @@ int pti_shm_seg_create(pti_shm_seg *g, size_t bytes, size_t skip,
 		return pti_err_set(PT_EIO, "shared memory %s of %zu bytes: %s",
 		    name, bytes, strerror(e));
 	}
-	*g = (pti_shm_seg){(float *)((char *)p + skip), bytes, skip, fd};
+	*g = (pti_shm_seg){(float *)((char *)p + skip), bytes, skip, fd, -1};
 	return 0;
 }
 
@@ -67,6 +67,8 @@ void pti_shm_seg_fini(pti_shm_seg *g)
 		munmap((char *)g->p - g->skip, g->bytes);
 	if (g->fd >= 0)
 		close(g->fd);
+	if (g->owner >= 0)
+		close(g->owner);
 	*g = PTI_SHM_SEG_NONE;
 }
 
@@ -138,8 +140,15 @@ void pti_shm_write_end(pti_shm_ctl *c, int64_t ver)
 	atomic_store_explicit(&c->seq, s + 1, memory_order_release);
 }
 
+// gone: whether the process of pidfd `owner` has ended.
+static int gone(int owner)
+{
+	struct pollfd pf = {owner, POLLIN, 0};
+	return owner >= 0 && poll(&pf, 1, 0) > 0;
+}
+
 int pti_shm_read(const pti_shm_ctl *c, float *dst, const float *src,
-    uint64_t n, double timeout_s, int64_t *ver)
+    uint64_t n, double timeout_s, int owner, int64_t *ver)
 {
 	double until = 0;
 	for (unsigned tries = 0;; tries++) {
@@ -151,6 +160,11 @@ int pti_shm_read(const pti_shm_ctl *c, float *dst, const float *src,
 			sched_yield();
 			if (tries % 256 != 0)
 				continue;
+			if (gone(owner))
+				return pti_err_set(PT_ECLOSED, "shared memory: "
+				    "the server's values stayed mid-change and "
+				    "the server is gone (it died changing "
+				    "them)");
 			if (until == 0)
 				until = pti_clock_s() + timeout_s;
 			else if (pti_clock_s() > until)
@@ -239,7 +253,7 @@ static int seg_map(pti_shm_seg *g, int fd, size_t from, size_t to, int prot,
 		    whose, strerror(e));
 	}
 	*g = (pti_shm_seg){(float *)((char *)p + (from - at)), len,
-	    from - at, fd};
+	    from - at, fd, -1};
 	return 0;
 }
 
@@ -403,6 +417,22 @@ static int recv_fd(int s, void *buf, size_t len, int *fd, double timeout_s)
 	return rv;
 }
 
+// peer_pidfd: a pidfd of the process at the other end of unix socket s,
+// or -1 (the kernel does not say, or has no pidfds): a worker then
+// waits out its --rpc-timeout for a server that died changing values.
+static int peer_pidfd(int s)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 ||
+	    cr.pid <= 0)
+		return -1;
+	long fd = syscall(SYS_pidfd_open, (pid_t)cr.pid, 0);
+	if (fd >= 0)
+		(void)fcntl((int)fd, F_SETFD, FD_CLOEXEC);
+	return fd >= 0 ? (int)fd : -1;
+}
+
 int pti_shm_offer(const char *path, const pti_secret *key, uint32_t rank,
     uint32_t server, const pti_shm_seg *mine, const pti_shm_seg *box,
     double timeout_s, pti_shm_seg *theirs, uint64_t *lo, uint64_t *hi)
@@ -471,6 +501,7 @@ int pti_shm_offer(const char *path, const pti_secret *key, uint32_t rank,
 	if (rv == 0) {
 		*lo = an.lo;
 		*hi = an.hi;
+		theirs->owner = peer_pidfd(s);
 	}
 	goto out;
 said:

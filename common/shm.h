@@ -24,7 +24,9 @@
 // A segment: a memfd and its mapping, or a window of it (read-write for
 // its maker, read-only for the peer it was handed to). p is the first
 // value, `skip` bytes into the mapping, which is `bytes` long from
-// there (p - skip is page-aligned). {NULL, 0, 0, -1} when none.
+// there (p - skip is page-aligned). owner: a pidfd of the process that
+// made it, when known (a server's, mapped by a worker), else -1. {NULL,
+// 0, 0, -1, -1} when none.
 //
 // Values sit in segments at their place in the model, so that one
 // mapping can show several segments side by side (pti_shm_view): a
@@ -37,9 +39,10 @@ typedef struct pti_shm_seg {
 	size_t bytes;
 	size_t skip;
 	int fd;
+	int owner;
 } pti_shm_seg;
 
-#define PTI_SHM_SEG_NONE ((pti_shm_seg){NULL, 0, 0, -1})
+#define PTI_SHM_SEG_NONE ((pti_shm_seg){NULL, 0, 0, -1, -1})
 
 // pti_shm_seg_create makes a zeroed segment of `bytes` (rounded up to
 // whole pages, at least one), mapped read-write and sealed, whose values
@@ -125,10 +128,12 @@ void pti_shm_write_end(pti_shm_ctl *c, int64_t ver);
 
 // pti_shm_read copies src[0..n) (in the segment of c) to dst as they
 // were between two changes, with *ver the version they are of. 0, or
-// PT_ETIMEDOUT when a change stayed under way timeout_s seconds (a
-// server that died changing values leaves seq odd for good).
+// PT_ECLOSED when a change stays under way and owner (the segment's
+// maker's pidfd, -1: not known) has ended, or PT_ETIMEDOUT when it stayed
+// under way timeout_s seconds (a server that died changing values leaves
+// seq odd for good).
 int pti_shm_read(const pti_shm_ctl *c, float *dst, const float *src,
-    uint64_t n, double timeout_s, int64_t *ver);
+    uint64_t n, double timeout_s, int owner, int64_t *ver);
 
 // A worker's box (common/shm.c): a segment it makes at each handshake
 // and hands over with its own, which the server maps read-write: each of

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -981,7 +982,7 @@ static pti_shm_seg shm_seg_raw(size_t bytes, int seal)
 	if (seal)
 		PT_TEST_TRUE(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW |
 				  F_SEAL_SEAL) == 0);
-	return (pti_shm_seg){NULL, bytes, 0, fd};
+	return (pti_shm_seg){NULL, bytes, 0, fd, -1};
 }
 
 // --shm: values in shared memory only after the handshake, which takes
@@ -992,8 +993,10 @@ static pti_shm_seg shm_seg_raw(size_t bytes, int seal)
 // refusal.
 // The block of a server's segment (common/shm.h): a copy waits while a
 // change is under way and gives up, naming why, when it stays under way
-// (a server that died mid-change); once the change ends it copies the
-// values with the version the server gave.
+// (a server that died mid-change): at once when the segment's maker is
+// known to have ended (here a child, not reaped yet), else after its
+// timeout; once the change ends it copies the values with the version the
+// server gave.
 static void test_shm_seqlock(void)
 {
 	pti_shm_seg g;
@@ -1006,11 +1009,25 @@ static void test_shm_seqlock(void)
 	pti_shm_write_begin(c);
 	for (int i = 0; i < 8; i++)
 		g.p[i] = (float)i;
-	PT_TEST_ERR(pti_shm_read(c, v, g.p, 8, 0.2, &ver), PT_ETIMEDOUT);
+	PT_TEST_ERR(pti_shm_read(c, v, g.p, 8, 0.2, -1, &ver), PT_ETIMEDOUT);
 	PT_TEST_STR_HAS(pt_errmsg(0), "mid-change");
+	pid_t kid = fork();
+	if (kid == 0) {
+		pause();
+		_exit(0);
+	}
+	int owner = (int)syscall(SYS_pidfd_open, kid, 0);
+	PT_TEST_TRUE(kid > 0 && owner >= 0);
+	PT_TEST_ERR(pti_shm_read(c, v, g.p, 8, 0.2, owner, &ver),
+	    PT_ETIMEDOUT); // alive: it may still finish
+	kill(kid, SIGKILL);
+	PT_TEST_ERR(pti_shm_read(c, v, g.p, 8, 600, owner, &ver), PT_ECLOSED);
+	PT_TEST_STR_HAS(pt_errmsg(0), "the server is gone");
+	waitpid(kid, NULL, 0);
+	close(owner);
 	PT_TEST_TRUE(ver == -1);
 	pti_shm_write_end(c, 7);
-	PT_TEST_OK(pti_shm_read(c, v, g.p, 8, 0.2, &ver));
+	PT_TEST_OK(pti_shm_read(c, v, g.p, 8, 0.2, -1, &ver));
 	PT_TEST_TRUE(ver == 7 && v[7] == 7.0f);
 	pti_shm_seg_fini(&g);
 }
