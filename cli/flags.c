@@ -39,6 +39,8 @@ int pti_cli_finish(pti_config *c, unsigned cmd, const char *name)
 		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
 		return PTI_EXIT_USAGE;
 	}
+	if (cmd == PT_CMD_SERVER || cmd == PT_CMD_WORKER)
+		pti_config_shm_auto(c, cmd);
 	if ((rv = pti_config_check(c, cmd)) != 0) {
 		fprintf(stderr, "pstrain %s: %s\n", name, pt_errmsg(rv));
 		return PTI_EXIT_USAGE;

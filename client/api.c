@@ -102,6 +102,14 @@ int pti_worker_join(pt_worker *w, int64_t step, int64_t *start)
 		if (rv == 0)
 			rv = pti_client_hello(w->client, &w->l, w->job.mode,
 			    w->job.workers, step, start);
+		const char *url;
+		if (rv == 0 && w->job.shm == PTI_SHM_TRY &&
+		    !pti_client_shm_offered(w->client, &url)) {
+			pti_log(PT_LOG_INFO, "worker %u: the server at %s offers "
+			    "no shared memory (--transport ipc); values go over "
+			    "ipc", w->rank, url);
+			w->job.shm = 0;
+		}
 		// Values stay still while read in sync without backup
 		// workers only (docs/PROTOCOL.md "Shared memory").
 		if (rv == 0 && w->job.shm)

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 
@@ -1433,6 +1435,20 @@ int pti_client_hello(pti_client *c, const pti_layout *l, int mode,
 	if (rv == 0)
 		*start = at;
 	return rv;
+}
+
+int pti_client_shm_offered(const pti_client *c, const char **url)
+{
+	for (uint32_t i = 0; i < c->n; i++) {
+		char path[PT_PATH_MAX];
+		struct stat st;
+		if (pti_shm_path(c->links[i].url, path, sizeof(path)) != 0 ||
+		    stat(path, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+			*url = c->links[i].url;
+			return 0;
+		}
+	}
+	return 1;
 }
 
 int pti_client_shm(pti_client *c, int still)

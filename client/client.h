@@ -58,6 +58,11 @@ int pti_client_wait(pti_client *c, const char *who, double timeout_s,
 // for an address that is not ipc://, else pti_shm_offer's errors.
 int pti_client_shm(pti_client *c, int still);
 
+// pti_client_shm_offered tells whether every server offers shared memory
+// (its handshake's socket is there, beside its ipc:// address); when one
+// does not, *url is its address.
+int pti_client_shm_offered(const pti_client *c, const char **url);
+
 // pti_client_shm_view: after pti_client_shm with still set, points
 // *grad at [off, off + n) of this worker's segment, where it writes its
 // pushes' values, and *vals at the same range of its view of the

@@ -168,13 +168,16 @@ static const config_entry config_table[] = {
 	"output folder (run: required; created if missing)"),
     E("save-model", T_STR, save_model, "", 0, 0, RUN | WRK, "FILE",
 	"write the final parameters to FILE (docs/FORMATS.md)"),
-    E("transport", T_TRANSPORT, transport, "auto", 0, 0, RUN,
+    E("transport", T_TRANSPORT, transport, "auto", 0, 0, RUN | SRV | WRK,
 	"auto|ipc|shm|tcp|tls",
 	"ipc:// sockets; shm: ipc with the dense values in shared memory "
 	"(not allreduce); tcp:// on 127.0.0.1; tls+tcp:// on 127.0.0.1 "
 	"(with --tls-cert, --tls-key and --tls-ca); auto: shm for a mode "
 	"with servers, ipc for allreduce, tcp between emulated hosts "
-	"(compare: ipc for every job when one mode is allreduce)"),
+	"(compare: ipc for every job when one mode is allreduce). server, "
+	"worker: their addresses say which; auto: a server at an ipc:// "
+	"address offers shm, a worker whose servers all are uses it where "
+	"they offer it; ipc (or tcp, tls): no shm"),
     E("link", T_STR, link, "", 0, 0, RUN, "RATE[,DELAY]",
 	"emulated hosts (network namespaces on a bridge; needs root or "
 	"unprivileged user namespaces), each host's link shaped both ways "
@@ -1143,6 +1146,32 @@ void pti_config_transport_pick(pti_config *c, int shared)
 	}
 	c->transport = PT_TRANSPORT_IPC;
 	c->job.shm |= shared != 0;
+}
+
+// all_ipc: whether every address of the comma-separated list is ipc://.
+static int all_ipc(const char *urls)
+{
+	const char *p = urls;
+	if (*p == '\0')
+		return 0;
+	for (;;) {
+		if (strncmp(p, "ipc://", 6) != 0)
+			return 0;
+		if ((p = strchr(p, ',')) == NULL)
+			return 1;
+		p++;
+	}
+}
+
+void pti_config_shm_auto(pti_config *c, uint32_t cmd)
+{
+	if (c->transport != PT_TRANSPORT_AUTO ||
+	    !pti_mode_of(c->job.mode)->servers)
+		return;
+	if (cmd == PT_CMD_SERVER && all_ipc(c->listen))
+		c->job.shm = 1;
+	else if (cmd == PT_CMD_WORKER && !c->job.shm && all_ipc(c->connect))
+		c->job.shm = PTI_SHM_TRY;
 }
 
 int pti_jobopt_check(const pti_jobopt *o)

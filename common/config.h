@@ -150,8 +150,17 @@ void pti_config_hosts_imply(pti_config *c);
 
 // pti_config_transport_pick turns --transport auto into tcp between
 // emulated hosts (--link, --placement), else ipc, with the dense values
-// in shared memory (job.shm) when `shared`; any other transport stays. Compare picks once for all its jobs, run for its own.
+// in shared memory (job.shm) when `shared`; any other transport stays.
+// Compare picks once for all its jobs, run for its own.
 void pti_config_transport_pick(pti_config *c, int shared);
+
+// pti_config_shm_auto turns a hand-started server's or worker's (cmd)
+// --transport auto into a choice by its addresses, in a mode with
+// servers: a server listening at an ipc:// address offers shared memory
+// (job.shm 1), a worker whose servers are all at ipc:// addresses uses it
+// where they offer it (PTI_SHM_TRY); else, and for any other --transport,
+// nothing changes (pstrain run passes its children its own choice).
+void pti_config_shm_auto(pti_config *c, uint32_t cmd);
 
 // pti_config_network writes where c's processes run into out (size n):
 // "" on this machine, else ", PLACEMENT hosts, link RATE[,DELAY]" (or

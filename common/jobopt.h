@@ -14,6 +14,11 @@
 
 #define PT_PATH_MAX 1024
 
+// jobopt.shm of a worker whose --transport auto found every server at an
+// ipc:// address: shared memory when every one of them offers it (a
+// server started with --transport ipc offers none), else ipc.
+#define PTI_SHM_TRY 2
+
 typedef struct pti_jobopt {
 	int mode; // PT_MODE_* (common/proto.h), traits in common/mode.h
 	uint32_t servers, workers;
@@ -33,7 +38,8 @@ typedef struct pti_jobopt {
 	char tls_ca[PT_PATH_MAX];   // the CA that signs every peer's
 	char secret_file[PT_PATH_MAX];
 	uint32_t shm; // 1: dense values through shared memory with the
-		      // processes of this host (common/shm.h), over ipc
+		      // processes of this host (common/shm.h), over ipc;
+		      // PTI_SHM_TRY: a worker's, when its servers offer it
 	// consistency and staleness policies (servers)
 	uint32_t staleness;      // ssp bound s
 	uint32_t backup_workers; // sync: a step closes with W - b gradients

@@ -5,7 +5,7 @@
 # async, ssp and backup workers, whose values change while read, learn
 # over it; all-reduce, which has no servers, is refused by name; run's
 # default (auto) picks it where there are servers, compare for all its
-# jobs or none. (The handshake's refusals of
+# jobs or none, and processes started by hand by their addresses. (The handshake's refusals of
 # a wrong secret, a small or unsealed segment and values before it are
 # in proc_server_test's test_server_shm; a server restarted from its
 # checkpoint in ckpt_test's test_ck_dead_server_restarted_shm.)
@@ -215,6 +215,54 @@ test_shm_auto() {
 	ok $n
 }
 
+# by_hand NAME SERVER-TRANSPORT WORKER-TRANSPORT: a server and a worker
+# started by hand at an ipc:// address, each with its --transport, run 5
+# steps (the worker's exit and the server's both 0).
+by_hand() {
+	d="$T/$1"
+	mkdir -p "$d"
+	[ -f "$T/secret" ] || $P secret "$T/secret" >/dev/null
+	f="--data synthetic:1200 --model mlp:32 --seed 7 --batch 32 --workers 1"
+	f="$f --secret-file $T/secret"
+	# shellcheck disable=SC2086
+	$P server $f --transport "$2" --listen "ipc://$d/s0" --out "$d" \
+		>"$d/s.log" 2>&1 &
+	s=$!
+	# shellcheck disable=SC2086
+	$P worker $f --transport "$3" --connect "ipc://$d/s0" --steps 5 \
+		--out "$d" >"$d/w.log" 2>&1; rw=$?
+	wait $s; rs=$?
+	[ $rw = 0 ] && [ $rs = 0 ] ||
+		{ no "$1" "exits: worker $rw, server $rs" "$d/w.log"; return 1; }
+}
+
+test_shm_by_hand() {
+	# pstrain server and worker started by hand choose by their
+	# addresses: at ipc:// addresses the server offers shared memory and
+	# the worker uses it (computing in place); a worker given --transport
+	# ipc does not; a server given --transport ipc offers none, and the
+	# worker says so and goes on over ipc.
+	n=test_shm_by_hand
+	by_hand $n-auto auto auto || return
+	grep -q "worker 0's pushes are read in shared memory" \
+		"$T/$n-auto/s.log" &&
+		grep -q "worker 0: computes in shared memory" \
+			"$T/$n-auto/w.log" ||
+		{ no $n "auto at ipc:// did not share memory" \
+			"$T/$n-auto/s.log"; return; }
+	by_hand $n-wipc auto ipc || return
+	! grep -q "in shared memory" "$T/$n-wipc/s.log" ||
+		{ no $n "a worker of --transport ipc shared memory" \
+			"$T/$n-wipc/s.log"; return; }
+	by_hand $n-sipc ipc auto || return
+	grep -q "offers no shared memory (--transport ipc); values go over ipc" \
+		"$T/$n-sipc/w.log" &&
+		! grep -q "in shared memory" "$T/$n-sipc/s.log" ||
+		{ no $n "the worker did not go on over ipc" \
+			"$T/$n-sipc/w.log"; return; }
+	ok $n
+}
+
 test_shm_auto_compare() {
 	# compare picks once for every job: shm when every mode has
 	# servers, ipc for all when one of them is all-reduce (a comparison
@@ -279,5 +327,6 @@ test_shm_ssp_bound
 test_shm_backup_workers
 test_shm_refusals
 test_shm_auto
+test_shm_by_hand
 test_shm_auto_compare
 test_shm_server_memory_flat
