@@ -1148,19 +1148,12 @@ void pti_config_transport_pick(pti_config *c, int shared)
 	c->job.shm |= shared != 0;
 }
 
-// all_ipc: whether every address of the comma-separated list is ipc://.
+// all_ipc: whether the comma-separated list has addresses, all ipc://.
 static int all_ipc(const char *urls)
 {
-	const char *p = urls;
-	if (*p == '\0')
-		return 0;
-	for (;;) {
-		if (strncmp(p, "ipc://", 6) != 0)
-			return 0;
-		if ((p = strchr(p, ',')) == NULL)
-			return 1;
-		p++;
-	}
+	uint32_t n, k = pti_transport_urls_count(urls, pti_transport_is_ipc,
+			       &n);
+	return n > 0 && k == n;
 }
 
 void pti_config_shm_auto(pti_config *c, uint32_t cmd)

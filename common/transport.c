@@ -36,6 +36,27 @@ int pti_transport_is_tls(const char *url)
 	       strncmp(url, "tls+tcp6://", 11) == 0;
 }
 
+int pti_transport_is_ipc(const char *url)
+{
+	return strncmp(url, "ipc://", 6) == 0;
+}
+
+uint32_t pti_transport_urls_count(const char *urls, int (*is)(const char *),
+    uint32_t *n_urls)
+{
+	uint32_t k = 0, n = 0;
+	for (const char *p = urls; *p != '\0';) {
+		n++;
+		k += is(p) != 0;
+		const char *e = strchr(p, ',');
+		if (e == NULL)
+			break;
+		p = e + 1;
+	}
+	*n_urls = n;
+	return k;
+}
+
 // ============================================================
 // Flags
 // ============================================================
@@ -43,15 +64,8 @@ int pti_transport_is_tls(const char *url)
 // check_urls tells whether any of the comma-separated urls is TLS.
 static int check_urls(const char *urls)
 {
-	for (const char *p = urls; *p != '\0';) {
-		if (pti_transport_is_tls(p))
-			return 1;
-		const char *e = strchr(p, ',');
-		if (e == NULL)
-			break;
-		p = e + 1;
-	}
-	return 0;
+	uint32_t n;
+	return pti_transport_urls_count(urls, pti_transport_is_tls, &n) > 0;
 }
 
 // check_files: the three TLS files of o against whether the addresses

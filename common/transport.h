@@ -19,6 +19,14 @@ struct pti_config;
 // tls+tcp4:// or tls+tcp6://).
 int pti_transport_is_tls(const char *url);
 
+// pti_transport_is_ipc tells whether url is an ipc:// address.
+int pti_transport_is_ipc(const char *url);
+
+// pti_transport_urls_count is how many addresses of the comma-separated
+// list urls `is` holds for, in *n_urls how many it has.
+uint32_t pti_transport_urls_count(const char *urls, int (*is)(const char *),
+    uint32_t *n_urls);
+
 // pti_transport_check checks that the TLS flags of c and the addresses of
 // cmd (one PT_CMD_* bit) agree: a TLS address (server --listen, any of a
 // worker's --connect, run's --transport tls) needs all three flags, and
